@@ -1,0 +1,153 @@
+// Package embedded runs a real nats-server in-process, configured from the
+// project's nats.conf, so one command runs the whole system on one machine
+// and every test runs against the real server.
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// ErrNotReady is returned when the server did not become ready in time.
+var ErrNotReady = errors.New("embedded: server not ready")
+
+// Options configure an embedded server. The zero value of each field means its default.
+type Options struct {
+	// ConfigFile is the nats.conf to load. Required.
+	ConfigFile string
+	// DataDir is the JetStream store directory, overriding the file's store_dir. Required.
+	DataDir string
+	// Listen is the host:port to listen on, overriding the file's listen.
+	// Port 0 or -1 picks a free port. Default: what the file says.
+	Listen string
+	// DontListen runs without any TCP listener: in-process connections only.
+	DontListen bool
+	// ServerName overrides the file's server_name. Default: "tickflow".
+	ServerName string
+	// ReadyTimeout bounds the wait for the server to accept connections. Default 10s.
+	ReadyTimeout time.Duration
+	// Logger receives the server's log lines (notices at info, debug and
+	// trace at debug). Nil: the server logs nothing.
+	Logger *slog.Logger
+	// Configure, when set, may adjust the parsed options before start (tests
+	// use it to form clusters).
+	Configure func(*server.Options)
+}
+
+// Server is a running embedded nats-server.
+type Server struct {
+	*server.Server
+}
+
+// Start loads the config file, starts the server and waits until it accepts
+// connections and JetStream is healthy.
+func Start(opts Options) (*Server, error) {
+	if opts.ConfigFile == "" {
+		return nil, errors.New("embedded: a config file is required (e.g. nats.conf)")
+	}
+	if opts.DataDir == "" {
+		return nil, errors.New("embedded: a data dir is required for the JetStream file store")
+	}
+	so, err := server.ProcessConfigFile(opts.ConfigFile)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: load %s: %w", opts.ConfigFile, err)
+	}
+	so.StoreDir = opts.DataDir
+	so.JetStream = true
+	so.NoSigs = true
+	so.ServerName = opts.ServerName
+	if so.ServerName == "" {
+		so.ServerName = "tickflow"
+	}
+	if opts.DontListen {
+		so.DontListen = true
+	} else if opts.Listen != "" {
+		host, port, err := net.SplitHostPort(opts.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("embedded: listen %q: expected host:port: %w", opts.Listen, err)
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil {
+			return nil, fmt.Errorf("embedded: listen %q: port must be a number", opts.Listen)
+		}
+		if p == 0 {
+			p = server.RANDOM_PORT
+		}
+		so.Host, so.Port = host, p
+	}
+	so.NoLog = opts.Logger == nil
+	if opts.Configure != nil {
+		opts.Configure(so)
+	}
+	s, err := server.NewServer(so)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: %w", err)
+	}
+	if opts.Logger != nil {
+		s.SetLoggerV2(&logAdapter{l: opts.Logger.With("component", "nats-server")}, true, false, false)
+	}
+	s.Start()
+	timeout := opts.ReadyTimeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	if !s.ReadyForConnections(timeout) {
+		s.Shutdown()
+		return nil, fmt.Errorf("%w after %s", ErrNotReady, timeout)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		h := s.Healthz(&server.HealthzOptions{JSEnabledOnly: true})
+		if h.Status == "ok" {
+			break
+		}
+		if time.Now().After(deadline) {
+			s.Shutdown()
+			return nil, fmt.Errorf("%w: jetstream %s: %s", ErrNotReady, h.Status, h.Error)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return &Server{Server: s}, nil
+}
+
+// InProcess returns the connect option that connects to this server without
+// a network socket.
+func (s *Server) InProcess() nats.Option { return nats.InProcessServer(s.Server) }
+
+// URL is the client URL, empty when the server does not listen.
+func (s *Server) URL() string {
+	if s.Server.Addr() == nil {
+		return ""
+	}
+	return s.ClientURL()
+}
+
+// Run serves until ctx is done, then shuts down gracefully.
+func (s *Server) Run(ctx context.Context) error {
+	<-ctx.Done()
+	s.Close()
+	return nil
+}
+
+// Close shuts the server down and waits until it has.
+func (s *Server) Close() {
+	s.Shutdown()
+	s.WaitForShutdown()
+}
+
+type logAdapter struct{ l *slog.Logger }
+
+func (a *logAdapter) Noticef(format string, v ...any) { a.l.Info(fmt.Sprintf(format, v...)) }
+func (a *logAdapter) Warnf(format string, v ...any)   { a.l.Warn(fmt.Sprintf(format, v...)) }
+func (a *logAdapter) Fatalf(format string, v ...any)  { a.l.Error(fmt.Sprintf(format, v...)) }
+func (a *logAdapter) Errorf(format string, v ...any)  { a.l.Error(fmt.Sprintf(format, v...)) }
+func (a *logAdapter) Debugf(format string, v ...any)  { a.l.Debug(fmt.Sprintf(format, v...)) }
+func (a *logAdapter) Tracef(format string, v ...any)  { a.l.Debug(fmt.Sprintf(format, v...)) }

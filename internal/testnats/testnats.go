@@ -1,0 +1,138 @@
+// Package testnats starts a real nats-server in the test process, loaded from
+// the project's nats.conf, and hands out connections as its users.
+package testnats
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/embedded"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// Env is a running server and the settings its resources were provisioned with.
+type Env struct {
+	Server   *embedded.Server
+	Settings streams.Settings
+	Dir      string
+}
+
+// ConfigPath finds the repository's nats.conf from the test's working directory.
+func ConfigPath(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		p := filepath.Join(dir, "nats.conf")
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return p
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("testnats: no go.mod above the test directory")
+		}
+		dir = parent
+	}
+}
+
+// Option adjusts an Env before start.
+type Option func(*embedded.Options, *streams.Settings)
+
+// WithSettings replaces the stream settings.
+func WithSettings(f func(*streams.Settings)) Option {
+	return func(_ *embedded.Options, s *streams.Settings) { f(s) }
+}
+
+// Start runs a server from nats.conf with a temp store dir and no TCP
+// listener, provisions every resource for domains as admin, and stops it
+// when the test ends.
+func Start(t testing.TB, domains []string, opts ...Option) *Env {
+	t.Helper()
+	dir := t.TempDir()
+	eo := embedded.Options{ConfigFile: ConfigPath(t), DataDir: dir, DontListen: true}
+	s := streams.DefaultSettings()
+	for _, o := range opts {
+		o(&eo, &s)
+	}
+	srv, err := embedded.Start(eo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &Env{Server: srv, Settings: s, Dir: dir}
+	t.Cleanup(srv.Close)
+	if domains != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := streams.Provision(ctx, env.JS(t, "admin"), s, domains...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return env
+}
+
+// Restart stops the server and starts it again on the same store.
+func (e *Env) Restart(t testing.TB) {
+	t.Helper()
+	e.Server.Close()
+	srv, err := embedded.Start(embedded.Options{ConfigFile: ConfigPath(t), DataDir: e.Dir, DontListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Server = srv
+	t.Cleanup(srv.Close)
+}
+
+// Password is the local-default password of a nats.conf user.
+func Password(user string) string { return "local-" + user }
+
+// Creds returns the local-default credentials of user.
+func Creds(user string) streams.Credentials {
+	return streams.Credentials{User: user, Password: Password(user), Name: "test-" + user}
+}
+
+// Conn connects in-process as user and closes the connection when the test ends.
+func (e *Env) Conn(t testing.TB, user string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := streams.Connect(Creds(user), append([]nats.Option{e.Server.InProcess()}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// JS returns a JetStream context connected as user.
+func (e *Env) JS(t testing.TB, user string) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(e.Conn(t, user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// Context returns a context that ends with the test or after d.
+func Context(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Eventually polls cond every few milliseconds until it holds or d passes.
+func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

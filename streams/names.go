@@ -1,0 +1,166 @@
+package streams
+
+import (
+	"strconv"
+
+	"github.com/tickflow/tickflow/pipeline"
+)
+
+// Stream names.
+const (
+	// StreamHigh and StreamMed are the work-queue streams holding queue tokens.
+	StreamHigh = "HIGH"
+	StreamMed  = "MED"
+	// StreamCallbacks holds every callback a processor sends authz.
+	StreamCallbacks = "CALLBACKS"
+	// StreamConfirm holds confirmations from outside until a processor takes them.
+	StreamConfirm = "CONFIRM"
+	// StreamDLQ holds dead letters.
+	StreamDLQ = "DLQ"
+	// StreamIDs is the log whose sequence numbers are the global batch ids.
+	StreamIDs = "BATCH_IDS"
+)
+
+// KV bucket names.
+const (
+	// BucketBatches holds authz's record of every batch, key "<id>".
+	BucketBatches = "batches"
+	// BucketProgress holds execution state, key "<domain>.<id>".
+	BucketProgress = "progress"
+	// BucketProcessors holds each domain's paused/active state, key "<domain>".
+	BucketProcessors = "processors"
+	// BucketLocks holds per-key and per-sender leases, key "<domain>.<key>".
+	BucketLocks = "locks"
+	// BucketResults holds the workers' completion records, key "<id>.<index>".
+	BucketResults = "results"
+	// BucketRuns holds step-pipeline run records and step outputs.
+	BucketRuns = "runs"
+)
+
+// Consumer names.
+const (
+	// CallbacksConsumer is authz's durable consumer on CALLBACKS.
+	CallbacksConsumer = "authz"
+)
+
+// Micro service names.
+const (
+	// WorkerService is the micro service name workers register under.
+	WorkerService = "worker"
+	// AuthzService is the micro service name of authz.
+	AuthzService = "authz"
+)
+
+// Headers set on queue tokens, callbacks and dead letters, so
+// `nats stream view` is legible.
+const (
+	HeaderBatchID  = "Batch-Id"
+	HeaderDomain   = "Domain"
+	HeaderKind     = "Kind"
+	HeaderPriority = "Priority"
+	HeaderStep     = "Step"
+	HeaderGen      = "Gen"
+	HeaderOutcome  = "Outcome"
+	HeaderReason   = "Fail-Reason"
+	HeaderOrigin   = "Orig-Subject"
+)
+
+// QueueStream returns the stream of priority p.
+func QueueStream(p pipeline.Priority) string {
+	if p == pipeline.High {
+		return StreamHigh
+	}
+	return StreamMed
+}
+
+// ProcessorConsumer is the durable consumer name a domain's processors share,
+// on HIGH, MED and CONFIRM alike.
+func ProcessorConsumer(domain string) string { return "proc-" + domain }
+
+// TickSubject is the core NATS subject that ticks domain. Anyone may publish it.
+func TickSubject(domain string) string { return "tick." + domain }
+
+// TickQueueGroup is the queue group a domain's processors subscribe ticks in,
+// so each tick reaches one replica.
+func TickQueueGroup(domain string) string { return "proc-" + domain }
+
+// QueueSubject is the subject authz publishes new tokens of domain on.
+func QueueSubject(p pipeline.Priority, domain string) string {
+	return "batches." + string(p) + "." + domain
+}
+
+// RequeueSubject is the subject a domain's processors rotate an existing
+// batch to the back of its queue on.
+func RequeueSubject(p pipeline.Priority, domain string) string {
+	return "requeue." + string(p) + "." + domain
+}
+
+// CallbackSubject is where domain's processors publish callbacks.
+func CallbackSubject(domain string) string { return "callbacks." + domain }
+
+// ConfirmSubject is where the confirmation of function index of batch id goes.
+func ConfirmSubject(domain string, id uint64, index int) string {
+	return "confirm." + domain + "." + strconv.FormatUint(id, 10) + "." + strconv.Itoa(index)
+}
+
+// ConfirmFilter matches every confirmation of domain.
+func ConfirmFilter(domain string) string { return "confirm." + domain + ".>" }
+
+// DLQSubject is where domain's dead letters go.
+func DLQSubject(domain string) string { return "dlq." + domain }
+
+// IDsSubject is the subject of the batch id log.
+const IDsSubject = "ids.batch"
+
+// WorkSubject is the worker endpoint for single functions of type typ.
+func WorkSubject(typ string) string { return "work.fn." + typ }
+
+// WorkUnitSubject is the worker endpoint for atomic units.
+const WorkUnitSubject = "work.unit"
+
+// FallbackSubject is the worker endpoint for the fallback of type typ.
+func FallbackSubject(typ string) string { return "work.fallback." + typ }
+
+// WorkQueueGroup is the queue group worker endpoints share.
+const WorkQueueGroup = "workers"
+
+// AuthzSubject is the request subject of authz operation op for user: the
+// server's permissions let each user publish only under its own name, so
+// authz learns the caller from the subject.
+func AuthzSubject(user, op string) string { return "authz." + user + "." + op }
+
+// ProgressKey is the progress bucket key of a batch.
+func ProgressKey(domain string, id uint64) string {
+	return domain + "." + strconv.FormatUint(id, 10)
+}
+
+// BatchKey is the batches bucket key of a batch.
+func BatchKey(id uint64) string { return strconv.FormatUint(id, 10) }
+
+// ResultKey is the results bucket key of function index of batch id; index
+// -1 is the atomic unit as a whole.
+func ResultKey(id uint64, index int) string {
+	if index < 0 {
+		return strconv.FormatUint(id, 10) + ".unit"
+	}
+	return strconv.FormatUint(id, 10) + "." + strconv.Itoa(index)
+}
+
+// LockKey is the locks bucket key serialising key within domain.
+func LockKey(domain, key string) string { return domain + "." + key }
+
+// CallbackMsgID is the deduplication id of the terminal callback of a batch:
+// the server drops a second terminal callback within the duplicate window,
+// and authz applies callbacks idempotently beyond it.
+func CallbackMsgID(id uint64) string { return "cb-" + strconv.FormatUint(id, 10) }
+
+// TokenMsgID is the deduplication id of the token of batch id at step and generation.
+func TokenMsgID(id uint64, gen, step uint32) string {
+	return "tk-" + strconv.FormatUint(id, 10) + "-" + strconv.FormatUint(uint64(gen), 10) + "-" + strconv.FormatUint(uint64(step), 10)
+}
+
+// DeadLetterMsgID is the deduplication id of the dead letter of a batch.
+func DeadLetterMsgID(id uint64) string { return "dl-" + strconv.FormatUint(id, 10) }
+
+// ValidateDomain rejects a domain that cannot be one subject token.
+func ValidateDomain(domain string) error { return pipeline.ValidateDomain(domain) }

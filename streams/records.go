@@ -1,0 +1,274 @@
+package streams
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// WireVersion is the version every record this build writes carries. A
+// reader rejects records of a newer version with ErrVersion.
+const WireVersion = 1
+
+// Token is a queue message: a pointer to a batch, never the batch itself.
+// A token whose generation or step is behind the batch's progress is stale
+// and is dropped: this is what makes redelivery, rotation and
+// insert-at-position safe.
+type Token struct {
+	V       uint8  `msgpack:"v"`
+	BatchID uint64 `msgpack:"id"`
+	// Gen is bumped by authz when it moves the batch to another position.
+	Gen uint32 `msgpack:"gen"`
+	// Step is bumped by a processor each time it rotates the batch.
+	Step uint32 `msgpack:"step"`
+}
+
+// State is where a batch's execution stands in its progress record.
+type State string
+
+// Progress states.
+const (
+	// Queued: waiting for its turn in the queue.
+	Queued State = "queued"
+	// Parked: function Parked.Index executed and waits for a confirmation.
+	Parked State = "parked"
+	// Done: terminal; Outcome is set and the callback was published.
+	Done State = "done"
+)
+
+// ParkedFunction is the function waiting for its confirmation.
+type ParkedFunction struct {
+	Index    int       `msgpack:"index" json:"index"`
+	Deadline time.Time `msgpack:"deadline" json:"deadline"`
+}
+
+// Progress is the execution state of one batch, key "<domain>.<id>" of the
+// progress bucket. It is written before a token is acknowledged, so a crash
+// between any two steps repeats nothing.
+type Progress struct {
+	V       uint8  `msgpack:"v" json:"v"`
+	BatchID uint64 `msgpack:"id" json:"id"`
+	Gen     uint32 `msgpack:"gen" json:"gen"`
+	Step    uint32 `msgpack:"step" json:"step"`
+	State   State  `msgpack:"state" json:"state"`
+	// Next is the index of the next function to run (non-atomic).
+	Next int `msgpack:"next" json:"next"`
+	// Failures counts failed attempts per function (atomic: index 0 counts the unit).
+	Failures []int `msgpack:"failures,omitempty" json:"failures,omitempty"`
+	// LastError is the last failure's message.
+	LastError string `msgpack:"last_error,omitempty" json:"last_error,omitempty"`
+	// Parked is set while State is Parked.
+	Parked *ParkedFunction `msgpack:"parked,omitempty" json:"parked,omitempty"`
+	// Outputs are the results of the functions that took effect.
+	Outputs []pipeline.Output `msgpack:"outputs,omitempty" json:"outputs,omitempty"`
+	// Outcome is set once State is Done.
+	Outcome   *pipeline.Outcome `msgpack:"outcome,omitempty" json:"outcome,omitempty"`
+	UpdatedAt time.Time         `msgpack:"updated_at" json:"updated_at"`
+}
+
+// FailuresOf returns the failure count of function i.
+func (p *Progress) FailuresOf(i int) int {
+	if i < 0 || i >= len(p.Failures) {
+		return 0
+	}
+	return p.Failures[i]
+}
+
+// AddFailure counts one more failure of function i and returns the new count.
+func (p *Progress) AddFailure(i int) int {
+	for len(p.Failures) <= i {
+		p.Failures = append(p.Failures, 0)
+	}
+	p.Failures[i]++
+	return p.Failures[i]
+}
+
+// Attempts is the total of attempts recorded so far.
+func (p *Progress) Attempts() int {
+	n := p.Next
+	for _, f := range p.Failures {
+		n += f
+	}
+	return n
+}
+
+// Event is one line of a batch record's history.
+type Event struct {
+	At     time.Time `msgpack:"at" json:"at"`
+	What   string    `msgpack:"what" json:"what"`
+	Detail string    `msgpack:"detail,omitempty" json:"detail,omitempty"`
+}
+
+// BatchRecord is authz's record of a batch, key "<id>" of the batches bucket.
+type BatchRecord struct {
+	V       uint8             `msgpack:"v" json:"v"`
+	Batch   pipeline.Batch    `msgpack:"batch" json:"batch"`
+	Status  pipeline.Status   `msgpack:"status" json:"status"`
+	Outcome *pipeline.Outcome `msgpack:"outcome,omitempty" json:"outcome,omitempty"`
+	// IdempotencyKey is the caller's key for duplicate submissions.
+	IdempotencyKey string `msgpack:"idem,omitempty" json:"idempotency_key,omitempty"`
+	// Attempts is the attempt count the terminal callback reported.
+	Attempts  int       `msgpack:"attempts" json:"attempts"`
+	CreatedAt time.Time `msgpack:"created_at" json:"created_at"`
+	UpdatedAt time.Time `msgpack:"updated_at" json:"updated_at"`
+	History   []Event   `msgpack:"history,omitempty" json:"history,omitempty"`
+}
+
+// Callback is what a processor tells authz about a batch's terminal outcome.
+type Callback struct {
+	V         uint8             `msgpack:"v" json:"v"`
+	BatchID   uint64            `msgpack:"id" json:"id"`
+	Domain    string            `msgpack:"domain" json:"domain"`
+	Priority  pipeline.Priority `msgpack:"priority" json:"priority"`
+	Outcome   pipeline.Outcome  `msgpack:"outcome" json:"outcome"`
+	Attempts  int               `msgpack:"attempts" json:"attempts"`
+	At        time.Time         `msgpack:"at" json:"at"`
+	Processor string            `msgpack:"processor,omitempty" json:"processor,omitempty"`
+	// Fallback is true when a fallback handled a function that failed.
+	Fallback bool `msgpack:"fallback,omitempty" json:"fallback,omitempty"`
+	// DeadLetter is the DLQ sequence of the batch's dead letter, if any.
+	DeadLetter uint64 `msgpack:"dead_letter,omitempty" json:"dead_letter,omitempty"`
+}
+
+// Origin says where a dead letter came from.
+type Origin struct {
+	Stream  string `msgpack:"stream" json:"stream"`
+	Subject string `msgpack:"subject" json:"subject"`
+	Seq     uint64 `msgpack:"seq" json:"seq"`
+}
+
+// DeadLetter is a batch that failed permanently, with everything needed to
+// inspect and replay it.
+type DeadLetter struct {
+	V      uint8          `msgpack:"v" json:"v"`
+	Batch  pipeline.Batch `msgpack:"batch" json:"batch"`
+	Domain string         `msgpack:"domain" json:"domain"`
+	// Index is the function that failed; -1 for an atomic unit.
+	Index    int               `msgpack:"index" json:"index"`
+	Error    string            `msgpack:"error" json:"error"`
+	Attempts int               `msgpack:"attempts" json:"attempts"`
+	Outcome  pipeline.Outcome  `msgpack:"outcome" json:"outcome"`
+	Outputs  []pipeline.Output `msgpack:"outputs,omitempty" json:"outputs,omitempty"`
+	Origin   Origin            `msgpack:"origin" json:"origin"`
+	At       time.Time         `msgpack:"at" json:"at"`
+}
+
+// Confirmation is the body of a message on a confirm subject.
+type Confirmation struct {
+	V       uint8  `msgpack:"v" json:"v"`
+	Content string `msgpack:"content" json:"content"`
+	// By is the identity that confirmed, as authz learnt it (empty when
+	// published straight to the stream by an identity allowed to).
+	By string `msgpack:"by,omitempty" json:"by,omitempty"`
+}
+
+// WorkCall is one function in a work request.
+type WorkCall struct {
+	Index   int              `msgpack:"index"`
+	Type    string           `msgpack:"type"`
+	Payload pipeline.Payload `msgpack:"payload,omitempty"`
+}
+
+// WorkRequest asks a worker to run one function, or an atomic unit.
+type WorkRequest struct {
+	V         uint8     `msgpack:"v"`
+	BatchID   uint64    `msgpack:"id"`
+	Domain    string    `msgpack:"domain"`
+	Key       string    `msgpack:"key,omitempty"`
+	CreatedAt time.Time `msgpack:"created_at"`
+	Attempt   int       `msgpack:"attempt"`
+	// Unit is true for an atomic unit: Calls run in order, all or nothing.
+	Unit  bool       `msgpack:"unit,omitempty"`
+	Calls []WorkCall `msgpack:"calls"`
+	// Inputs are the outputs of earlier functions of the batch.
+	Inputs []pipeline.Output `msgpack:"inputs,omitempty"`
+	// Retry classifies the error as retryable or not, where the error chain is.
+	Retry *pipeline.RetryLogic `msgpack:"retry,omitempty"`
+	// Failure is set on fallback requests.
+	Failure *pipeline.Failure `msgpack:"failure,omitempty"`
+}
+
+// WorkError is a handler failure as it crosses the wire.
+type WorkError struct {
+	Message   string   `msgpack:"message"`
+	Codes     []string `msgpack:"codes,omitempty"`
+	Permanent bool     `msgpack:"permanent,omitempty"`
+	Retryable bool     `msgpack:"retryable"`
+	// Index is the function that failed.
+	Index int `msgpack:"index"`
+	// NoFallback is set on a fallback request for a type without a fallback.
+	NoFallback bool `msgpack:"no_fallback,omitempty"`
+}
+
+// Error returns the message.
+func (e *WorkError) Error() string { return e.Message }
+
+// WorkReply is a worker's answer.
+type WorkReply struct {
+	V uint8 `msgpack:"v"`
+	// Outputs holds one output per call on success.
+	Outputs []pipeline.Output `msgpack:"outputs,omitempty"`
+	Error   *WorkError        `msgpack:"error,omitempty"`
+	// Recorded is true when the answer came from the completion record
+	// rather than from running the handler.
+	Recorded bool `msgpack:"recorded,omitempty"`
+}
+
+// Encode msgpack-encodes a wire record, stamping it with WireVersion.
+func Encode[T any, P interface {
+	*T
+	versioned
+}](v P) ([]byte, error) {
+	v.setVersion()
+	b, err := msgpack.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("streams: encode %T: %w", v, err)
+	}
+	return b, nil
+}
+
+// Decode reads a wire record, rejecting malformed bytes with ErrDecode and
+// records of another version with ErrVersion. It never panics.
+func Decode[T any, P interface {
+	*T
+	versioned
+}](b []byte) (out T, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w %T: %v", ErrDecode, out, r)
+		}
+	}()
+	dec := msgpack.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(P(&out)); err != nil {
+		return out, fmt.Errorf("%w %T: %w", ErrDecode, out, err)
+	}
+	if v := P(&out).version(); v != WireVersion {
+		return out, fmt.Errorf("%w: %T version %d, this build reads %d", ErrVersion, out, v, WireVersion)
+	}
+	return out, nil
+}
+
+type versioned interface {
+	version() uint8
+	setVersion()
+}
+
+func (t *Token) version() uint8        { return t.V }
+func (t *Token) setVersion()           { t.V = WireVersion }
+func (p *Progress) version() uint8     { return p.V }
+func (p *Progress) setVersion()        { p.V = WireVersion }
+func (r *BatchRecord) version() uint8  { return r.V }
+func (r *BatchRecord) setVersion()     { r.V = WireVersion }
+func (c *Callback) version() uint8     { return c.V }
+func (c *Callback) setVersion()        { c.V = WireVersion }
+func (d *DeadLetter) version() uint8   { return d.V }
+func (d *DeadLetter) setVersion()      { d.V = WireVersion }
+func (c *Confirmation) version() uint8 { return c.V }
+func (c *Confirmation) setVersion()    { c.V = WireVersion }
+func (w *WorkRequest) version() uint8  { return w.V }
+func (w *WorkRequest) setVersion()     { w.V = WireVersion }
+func (w *WorkReply) version() uint8    { return w.V }
+func (w *WorkReply) setVersion()       { w.V = WireVersion }

@@ -1,0 +1,238 @@
+package streams
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/pipeline"
+)
+
+// Settings size the JetStream resources. The zero value is invalid; start
+// from DefaultSettings.
+type Settings struct {
+	// Replicas per stream and bucket: 1 on one machine, 3 on a cluster.
+	Replicas int
+	// Memory selects memory storage instead of file storage.
+	Memory bool
+	// DuplicateWindow is how long the queue and callback streams remember
+	// Nats-Msg-Id values. Default 2m.
+	DuplicateWindow time.Duration
+	// CallbackMaxAge is how long callbacks are kept. Default 7 days.
+	CallbackMaxAge time.Duration
+	// DLQMaxAge is how long dead letters are kept. Default 30 days.
+	DLQMaxAge time.Duration
+	// AckWait is how long a processor may hold a token before it is
+	// redelivered to another replica. Default 30s.
+	AckWait time.Duration
+	// MaxAckPending bounds the tokens a domain's processors hold at once,
+	// including those waiting on a retry delay or a confirmation. Default 10000.
+	MaxAckPending int
+}
+
+// DefaultSettings are the settings of a single machine.
+func DefaultSettings() Settings {
+	return Settings{
+		Replicas:        1,
+		DuplicateWindow: 2 * time.Minute,
+		CallbackMaxAge:  7 * 24 * time.Hour,
+		DLQMaxAge:       30 * 24 * time.Hour,
+		AckWait:         30 * time.Second,
+		MaxAckPending:   10000,
+	}
+}
+
+// Validate reports the first setting out of range.
+func (s Settings) Validate() error {
+	switch {
+	case s.Replicas < 1 || s.Replicas > 5:
+		return fmt.Errorf("%w: replicas must be 1 to 5 (got %d)", ErrSettings, s.Replicas)
+	case s.DuplicateWindow <= 0:
+		return fmt.Errorf("%w: duplicate window must be positive (got %s)", ErrSettings, s.DuplicateWindow)
+	case s.CallbackMaxAge < s.DuplicateWindow:
+		return fmt.Errorf("%w: callback max age must be ≥ the duplicate window %s (got %s)", ErrSettings, s.DuplicateWindow, s.CallbackMaxAge)
+	case s.DLQMaxAge <= 0:
+		return fmt.Errorf("%w: dlq max age must be positive (got %s)", ErrSettings, s.DLQMaxAge)
+	case s.AckWait < time.Second:
+		return fmt.Errorf("%w: ack wait must be at least 1s (got %s)", ErrSettings, s.AckWait)
+	case s.MaxAckPending < 1:
+		return fmt.Errorf("%w: max ack pending must be ≥ 1 (got %d)", ErrSettings, s.MaxAckPending)
+	}
+	return nil
+}
+
+func (s Settings) storage() jetstream.StorageType {
+	if s.Memory {
+		return jetstream.MemoryStorage
+	}
+	return jetstream.FileStorage
+}
+
+// Streams declares every stream of the system.
+func Streams(s Settings) []jetstream.StreamConfig {
+	queue := func(name string, p pipeline.Priority) jetstream.StreamConfig {
+		return jetstream.StreamConfig{
+			Name:        name,
+			Description: "tickflow " + string(p) + " priority queue tokens",
+			Subjects:    []string{"batches." + string(p) + ".*", "requeue." + string(p) + ".*"},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     s.storage(),
+			Replicas:    s.Replicas,
+			Duplicates:  s.DuplicateWindow,
+			Discard:     jetstream.DiscardOld,
+		}
+	}
+	return []jetstream.StreamConfig{
+		queue(StreamHigh, pipeline.High),
+		queue(StreamMed, pipeline.Med),
+		{
+			Name:        StreamCallbacks,
+			Description: "tickflow callbacks from processors to authz",
+			Subjects:    []string{"callbacks.*"},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     s.storage(),
+			Replicas:    s.Replicas,
+			Duplicates:  s.DuplicateWindow,
+			MaxAge:      s.CallbackMaxAge,
+		},
+		{
+			Name:        StreamConfirm,
+			Description: "tickflow callback confirmations from outside",
+			Subjects:    []string{"confirm.*.*.*"},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     s.storage(),
+			Replicas:    s.Replicas,
+			Duplicates:  s.DuplicateWindow,
+		},
+		{
+			Name:        StreamDLQ,
+			Description: "tickflow dead letters, replayable",
+			Subjects:    []string{"dlq.*"},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     s.storage(),
+			Replicas:    s.Replicas,
+			Duplicates:  s.DuplicateWindow,
+			MaxAge:      s.DLQMaxAge,
+		},
+		{
+			Name:        StreamIDs,
+			Description: "tickflow global batch ids: each id is a sequence of this log",
+			Subjects:    []string{IDsSubject},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     s.storage(),
+			Replicas:    s.Replicas,
+			Duplicates:  s.DuplicateWindow,
+			MaxMsgs:     1,
+		},
+	}
+}
+
+// Buckets declares every KV bucket of the system.
+func Buckets(s Settings) []jetstream.KeyValueConfig {
+	kv := func(name, desc string, history uint8) jetstream.KeyValueConfig {
+		return jetstream.KeyValueConfig{
+			Bucket:      name,
+			Description: desc,
+			History:     history,
+			Storage:     s.storage(),
+			Replicas:    s.Replicas,
+		}
+	}
+	return []jetstream.KeyValueConfig{
+		kv(BucketBatches, "tickflow batch records, authoritative for authz", 1),
+		kv(BucketProgress, "tickflow execution progress, authoritative for processors", 1),
+		kv(BucketProcessors, "tickflow processors paused or active, per domain", 5),
+		kv(BucketLocks, "tickflow per-key and sender leases", 1),
+		kv(BucketResults, "tickflow completion records of workers, per function", 1),
+		kv(BucketRuns, "tickflow step-pipeline runs and step outputs", 1),
+	}
+}
+
+// ConsumerSpec is a consumer and the stream it reads.
+type ConsumerSpec struct {
+	Stream string
+	Config jetstream.ConsumerConfig
+}
+
+// DomainConsumers declares the durable consumers domain's processors share.
+func DomainConsumers(s Settings, domain string) []ConsumerSpec {
+	queue := func(p pipeline.Priority) ConsumerSpec {
+		return ConsumerSpec{Stream: QueueStream(p), Config: jetstream.ConsumerConfig{
+			Durable:        ProcessorConsumer(domain),
+			Description:    "tickflow processors of " + domain,
+			FilterSubjects: []string{QueueSubject(p, domain), RequeueSubject(p, domain)},
+			AckPolicy:      jetstream.AckExplicitPolicy,
+			DeliverPolicy:  jetstream.DeliverAllPolicy,
+			AckWait:        s.AckWait,
+			// Attempts are counted exactly in the progress record, not by
+			// redeliveries: a crashed processor's redelivery is not a failure.
+			MaxDeliver:    -1,
+			MaxAckPending: s.MaxAckPending,
+			Replicas:      s.Replicas,
+		}}
+	}
+	return []ConsumerSpec{
+		queue(pipeline.High),
+		queue(pipeline.Med),
+		{Stream: StreamConfirm, Config: jetstream.ConsumerConfig{
+			Durable:       ProcessorConsumer(domain),
+			Description:   "tickflow confirmations for " + domain,
+			FilterSubject: ConfirmFilter(domain),
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+			AckWait:       s.AckWait,
+			MaxDeliver:    -1,
+			MaxAckPending: s.MaxAckPending,
+			Replicas:      s.Replicas,
+		}},
+	}
+}
+
+// SystemConsumers declares the consumers that are not per domain.
+func SystemConsumers(s Settings) []ConsumerSpec {
+	return []ConsumerSpec{{Stream: StreamCallbacks, Config: jetstream.ConsumerConfig{
+		Durable:       CallbacksConsumer,
+		Description:   "authz applies callbacks to batch records",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckWait:       s.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: s.MaxAckPending,
+		Replicas:      s.Replicas,
+	}}}
+}
+
+// Provision creates or updates every stream, bucket and consumer, for the
+// given domains. It is idempotent: running it again with the same settings
+// changes nothing. It needs the admin identity.
+func Provision(ctx context.Context, js jetstream.JetStream, s Settings, domains ...string) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	for _, d := range domains {
+		if err := ValidateDomain(d); err != nil {
+			return err
+		}
+	}
+	for _, cfg := range Streams(s) {
+		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("streams: provision stream %s: %w", cfg.Name, err)
+		}
+	}
+	for _, cfg := range Buckets(s) {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
+			return fmt.Errorf("streams: provision bucket %s: %w", cfg.Bucket, err)
+		}
+	}
+	specs := SystemConsumers(s)
+	for _, d := range domains {
+		specs = append(specs, DomainConsumers(s, d)...)
+	}
+	for _, c := range specs {
+		if _, err := js.CreateOrUpdateConsumer(ctx, c.Stream, c.Config); err != nil {
+			return fmt.Errorf("streams: provision consumer %s on %s: %w", c.Config.Durable, c.Stream, err)
+		}
+	}
+	return nil
+}
