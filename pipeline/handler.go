@@ -76,16 +76,16 @@ type Compensator interface {
 
 // Failure tells a fallback why the function is being given up on.
 type Failure struct {
-	BatchID   uint64
-	Index     int
-	Key       string
-	CreatedAt time.Time
+	BatchID   uint64    `msgpack:"id" json:"batch_id"`
+	Index     int       `msgpack:"index" json:"index"`
+	Key       string    `msgpack:"key,omitempty" json:"key,omitempty"`
+	CreatedAt time.Time `msgpack:"created_at" json:"created_at"`
 	// Failures counts the failed attempts.
-	Failures int
+	Failures int `msgpack:"failures" json:"failures"`
 	// LastError is the message of the last attempt's error.
-	LastError string
+	LastError string `msgpack:"last_error" json:"last_error"`
 	// Exhausted is true when the retries ran out; false when the error was not retryable.
-	Exhausted bool
+	Exhausted bool `msgpack:"exhausted" json:"exhausted"`
 }
 
 // Fallback handles a function whose retries are exhausted or whose error was

@@ -63,6 +63,8 @@ const (
 	HeaderOutcome  = "Outcome"
 	HeaderReason   = "Fail-Reason"
 	HeaderOrigin   = "Orig-Subject"
+	// HeaderDeadline carries a work request's deadline in Unix nanoseconds.
+	HeaderDeadline = "Tickflow-Deadline"
 )
 
 // QueueStream returns the stream of priority p.
@@ -84,15 +86,32 @@ func TickSubject(domain string) string { return "tick." + domain }
 // so each tick reaches one replica.
 func TickQueueGroup(domain string) string { return "proc-" + domain }
 
-// QueueSubject is the subject authz publishes new tokens of domain on.
+// QueueSubject is the prefix of the subjects authz publishes new tokens of
+// domain on: TokenSubject appends the batch id.
 func QueueSubject(p pipeline.Priority, domain string) string {
 	return "batches." + string(p) + "." + domain
 }
 
-// RequeueSubject is the subject a domain's processors rotate an existing
-// batch to the back of its queue on.
-func RequeueSubject(p pipeline.Priority, domain string) string {
-	return "requeue." + string(p) + "." + domain
+// TokenSubject is the subject authz publishes the token of batch id on. One
+// subject per batch lets anyone find a batch's live token with one direct get.
+func TokenSubject(p pipeline.Priority, domain string, id uint64) string {
+	return QueueSubject(p, domain) + "." + strconv.FormatUint(id, 10)
+}
+
+// RequeueSubject is the subject a domain's processors rotate batch id to
+// the back of its queue on.
+func RequeueSubject(p pipeline.Priority, domain string, id uint64) string {
+	return "requeue." + string(p) + "." + domain + "." + strconv.FormatUint(id, 10)
+}
+
+// RequeueFilter matches every rotation of domain's batches at priority p.
+func RequeueFilter(p pipeline.Priority, domain string) string {
+	return "requeue." + string(p) + "." + domain + ".*"
+}
+
+// TokenFilter matches every new token of domain at priority p.
+func TokenFilter(p pipeline.Priority, domain string) string {
+	return QueueSubject(p, domain) + ".*"
 }
 
 // CallbackSubject is where domain's processors publish callbacks.
@@ -137,13 +156,15 @@ func ProgressKey(domain string, id uint64) string {
 // BatchKey is the batches bucket key of a batch.
 func BatchKey(id uint64) string { return strconv.FormatUint(id, 10) }
 
-// ResultKey is the results bucket key of function index of batch id; index
-// -1 is the atomic unit as a whole.
-func ResultKey(id uint64, index int) string {
-	if index < 0 {
-		return strconv.FormatUint(id, 10) + ".unit"
+// ResultKey is the results bucket key of function index of batch id in
+// round (the number of times the function failed before; a failed
+// confirmation starts a new round); index -1 is an atomic unit as a whole.
+func ResultKey(id uint64, index, round int) string {
+	fn := "unit"
+	if index >= 0 {
+		fn = strconv.Itoa(index)
 	}
-	return strconv.FormatUint(id, 10) + "." + strconv.Itoa(index)
+	return strconv.FormatUint(id, 10) + "." + fn + "." + strconv.Itoa(round)
 }
 
 // LockKey is the locks bucket key serialising key within domain.

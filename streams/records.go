@@ -43,6 +43,8 @@ const (
 type ParkedFunction struct {
 	Index    int       `msgpack:"index" json:"index"`
 	Deadline time.Time `msgpack:"deadline" json:"deadline"`
+	// Output is the function's result, kept until the confirmation arrives.
+	Output pipeline.Output `msgpack:"output" json:"output"`
 }
 
 // Progress is the execution state of one batch, key "<domain>.<id>" of the
@@ -62,6 +64,13 @@ type Progress struct {
 	LastError string `msgpack:"last_error,omitempty" json:"last_error,omitempty"`
 	// Parked is set while State is Parked.
 	Parked *ParkedFunction `msgpack:"parked,omitempty" json:"parked,omitempty"`
+	// NotBefore delays the next step: a token fetched earlier is put back
+	// until then (a retry after a failed confirmation).
+	NotBefore time.Time `msgpack:"not_before,omitempty" json:"not_before,omitzero"`
+	// FailedIndex is the function whose failure ended the batch (Done only).
+	FailedIndex int `msgpack:"failed_index,omitempty" json:"failed_index,omitempty"`
+	// Fallbacks lists the functions a fallback handled.
+	Fallbacks []int `msgpack:"fallbacks,omitempty" json:"fallbacks,omitempty"`
 	// Outputs are the results of the functions that took effect.
 	Outputs []pipeline.Output `msgpack:"outputs,omitempty" json:"outputs,omitempty"`
 	// Outcome is set once State is Done.
@@ -180,6 +189,10 @@ type WorkRequest struct {
 	Key       string    `msgpack:"key,omitempty"`
 	CreatedAt time.Time `msgpack:"created_at"`
 	Attempt   int       `msgpack:"attempt"`
+	// Round counts the function's earlier failures that invalidate an
+	// effect, such as a failed confirmation: a new round runs the handler
+	// again, a repeated call of the same round is answered from the record.
+	Round int `msgpack:"round"`
 	// Unit is true for an atomic unit: Calls run in order, all or nothing.
 	Unit  bool       `msgpack:"unit,omitempty"`
 	Calls []WorkCall `msgpack:"calls"`

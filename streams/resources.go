@@ -75,12 +75,13 @@ func Streams(s Settings) []jetstream.StreamConfig {
 		return jetstream.StreamConfig{
 			Name:        name,
 			Description: "tickflow " + string(p) + " priority queue tokens",
-			Subjects:    []string{"batches." + string(p) + ".*", "requeue." + string(p) + ".*"},
+			Subjects:    []string{"batches." + string(p) + ".>", "requeue." + string(p) + ".>"},
 			Retention:   jetstream.WorkQueuePolicy,
 			Storage:     s.storage(),
 			Replicas:    s.Replicas,
 			Duplicates:  s.DuplicateWindow,
 			Discard:     jetstream.DiscardOld,
+			AllowDirect: true,
 		}
 	}
 	return []jetstream.StreamConfig{
@@ -161,7 +162,7 @@ func DomainConsumers(s Settings, domain string) []ConsumerSpec {
 		return ConsumerSpec{Stream: QueueStream(p), Config: jetstream.ConsumerConfig{
 			Durable:        ProcessorConsumer(domain),
 			Description:    "tickflow processors of " + domain,
-			FilterSubjects: []string{QueueSubject(p, domain), RequeueSubject(p, domain)},
+			FilterSubjects: []string{TokenFilter(p, domain), RequeueFilter(p, domain)},
 			AckPolicy:      jetstream.AckExplicitPolicy,
 			DeliverPolicy:  jetstream.DeliverAllPolicy,
 			AckWait:        s.AckWait,

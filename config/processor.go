@@ -1,0 +1,98 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"time"
+)
+
+// Processor configures the processor command: the replicas that take a
+// domain's queue tokens, run the batches' steps through the workers and
+// report callbacks. Its file section is processor:, its environment
+// TICKFLOW_PROCESSOR_*.
+type Processor struct {
+	// NATS is the connection. Default: DefaultNATS with Name
+	// "tickflow-processor".
+	NATS NATS `yaml:"nats"`
+	// Log is the logging of the command. Default: DefaultLog.
+	Log Log `yaml:"log"`
+	// Streams sizes what the processor provisions when Provision is set,
+	// including its consumers' AckWait and MaxAckPending. Default:
+	// DefaultStreams.
+	Streams Streams `yaml:"streams"`
+	// Domains are the domains this processor serves, each one subject
+	// token. Required; default none.
+	Domains []string `yaml:"domains"`
+	// Name identifies this replica in logs and in the records it writes.
+	// Default "<hostname>-<pid>".
+	Name string `yaml:"name"`
+	// MaxSteps is the largest step count one tick may ask for; a tick
+	// asking for more is cut to it. Default 256.
+	MaxSteps int `yaml:"max_steps"`
+	// Concurrency is how many steps one tick runs at once. Default 32.
+	Concurrency int `yaml:"concurrency"`
+	// WorkTimeout is the deadline of one request to a worker; at least 1ms.
+	// Default 10s.
+	WorkTimeout time.Duration `yaml:"work_timeout"`
+	// Provision creates this processor's consumers at start, which needs
+	// admin rights on the account. Default false: the consumers must exist
+	// already (authz provisions them for its domains).
+	Provision bool `yaml:"provision"`
+}
+
+// DefaultProcessor returns the Processor defaults. Domains is empty, so the
+// result does not validate until one is set.
+func DefaultProcessor() Processor {
+	n := DefaultNATS()
+	n.Name = "tickflow-processor"
+	return Processor{
+		NATS:        n,
+		Log:         DefaultLog(),
+		Streams:     DefaultStreams(),
+		Name:        instanceName(),
+		MaxSteps:    256,
+		Concurrency: 32,
+		WorkTimeout: 10 * time.Second,
+	}
+}
+
+// Section returns "processor".
+func (*Processor) Section() string { return "processor" }
+
+// Validate reports every rule p breaks, joined, each a *FieldError matching
+// ErrInvalid whose field starts "processor.".
+func (p *Processor) Validate() error {
+	errs := []error{
+		under("nats", p.NATS.Validate()),
+		under("log", p.Log.Validate()),
+		under("streams", p.Streams.Validate()),
+		validateDomains("domains", p.Domains, true),
+	}
+	if p.Name == "" {
+		errs = append(errs, invalid("name", "must not be empty"))
+	}
+	if p.MaxSteps < 1 {
+		errs = append(errs, invalid("max_steps", "must be ≥ 1 (got %d)", p.MaxSteps))
+	}
+	if p.Concurrency < 1 {
+		errs = append(errs, invalid("concurrency", "must be ≥ 1 (got %d)", p.Concurrency))
+	}
+	if p.WorkTimeout < time.Millisecond {
+		errs = append(errs, invalid("work_timeout", "must be at least 1ms (got %s)", p.WorkTimeout))
+	}
+	return under(p.Section(), errors.Join(errs...))
+}
+
+// Flags registers -domain, -name, -max-steps, -concurrency,
+// -work-timeout, -provision and the NATS and log flags on fs, writing
+// into p.
+func (p *Processor) Flags(fs *flag.FlagSet) {
+	domainsFlag(fs, &p.Domains, "`domains` to serve")
+	fs.StringVar(&p.Name, "name", p.Name, "`name` of this replica")
+	fs.IntVar(&p.MaxSteps, "max-steps", p.MaxSteps, "largest step `count` one tick may ask for")
+	fs.IntVar(&p.Concurrency, "concurrency", p.Concurrency, "`steps` one tick runs at once")
+	fs.DurationVar(&p.WorkTimeout, "work-timeout", p.WorkTimeout, "deadline of one worker request")
+	fs.BoolVar(&p.Provision, "provision", p.Provision, "create streams and consumers at start (needs admin rights)")
+	p.NATS.Flags(fs)
+	p.Log.Flags(fs)
+}

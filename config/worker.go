@@ -1,0 +1,67 @@
+package config
+
+import (
+	"errors"
+	"flag"
+)
+
+// Worker configures the worker command: the service that executes
+// functions for the processors. Its file section is worker:, its
+// environment TICKFLOW_WORKER_*.
+type Worker struct {
+	// NATS is the connection. Default: DefaultNATS with Name
+	// "tickflow-worker".
+	NATS NATS `yaml:"nats"`
+	// Log is the logging of the command. Default: DefaultLog.
+	Log Log `yaml:"log"`
+	// Name identifies this replica in logs and in the records it writes.
+	// Default "<hostname>-<pid>".
+	Name string `yaml:"name"`
+	// Concurrency is how many handler calls run at once. Default 64.
+	Concurrency int `yaml:"concurrency"`
+	// Examples registers the example handlers, so a fresh install has
+	// something to run. Default true.
+	Examples bool `yaml:"examples"`
+}
+
+// DefaultWorker returns the Worker defaults, which validate.
+func DefaultWorker() Worker {
+	n := DefaultNATS()
+	n.Name = "tickflow-worker"
+	return Worker{
+		NATS:        n,
+		Log:         DefaultLog(),
+		Name:        instanceName(),
+		Concurrency: 64,
+		Examples:    true,
+	}
+}
+
+// Section returns "worker".
+func (*Worker) Section() string { return "worker" }
+
+// Validate reports every rule w breaks, joined, each a *FieldError matching
+// ErrInvalid whose field starts "worker.".
+func (w *Worker) Validate() error {
+	errs := []error{
+		under("nats", w.NATS.Validate()),
+		under("log", w.Log.Validate()),
+	}
+	if w.Name == "" {
+		errs = append(errs, invalid("name", "must not be empty"))
+	}
+	if w.Concurrency < 1 {
+		errs = append(errs, invalid("concurrency", "must be ≥ 1 (got %d)", w.Concurrency))
+	}
+	return under(w.Section(), errors.Join(errs...))
+}
+
+// Flags registers -name, -concurrency, -examples and the NATS and log
+// flags on fs, writing into w.
+func (w *Worker) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&w.Name, "name", w.Name, "`name` of this replica")
+	fs.IntVar(&w.Concurrency, "concurrency", w.Concurrency, "handler `calls` at once")
+	fs.BoolVar(&w.Examples, "examples", w.Examples, "register the example handlers")
+	w.NATS.Flags(fs)
+	w.Log.Flags(fs)
+}

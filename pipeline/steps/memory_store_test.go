@@ -1,0 +1,16 @@
+package steps_test
+
+import (
+	"testing"
+
+	"github.com/tickflow/tickflow/pipeline/steps"
+	"github.com/tickflow/tickflow/pipeline/steps/storetest"
+)
+
+func TestMemoryStore(t *testing.T) {
+	storetest.TestRunStore(t, func(*testing.T) steps.RunStore { return steps.NewMemoryStore() })
+}
+
+func TestMemoryStoreZeroValue(t *testing.T) {
+	storetest.TestRunStore(t, func(*testing.T) steps.RunStore { return new(steps.MemoryStore) })
+}

@@ -1,0 +1,91 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// handleConfirmation applies one confirmation from the CONFIRM stream. A
+// matching confirmation advances the parked batch; wrong content counts as
+// a failure of the function. Confirmations nobody waits for are dropped with
+// a log line: they cannot be refused after the fact (authz's confirm
+// endpoint refuses them up front).
+func (p *Processor) handleConfirmation(ctx context.Context, m jetstream.Msg) {
+	err := p.confirm1(ctx, m)
+	switch {
+	case err == nil:
+		_ = m.Ack()
+	case errors.Is(err, errDropConfirmation):
+		p.log.Warn("confirmation dropped", "subject", m.Subject(), "reason", err)
+		_ = m.Ack()
+	default:
+		p.log.Warn("confirmation not applied yet; redelivered shortly", "subject", m.Subject(), "err", err)
+		_ = m.NakWithDelay(conflictDelay)
+	}
+}
+
+var errDropConfirmation = errors.New("confirmation not applicable")
+
+// ParseConfirmSubject splits confirm.<domain>.<id>.<index>.
+func ParseConfirmSubject(subject string) (domain string, id uint64, index int, err error) {
+	parts := strings.Split(subject, ".")
+	if len(parts) != 4 || parts[0] != "confirm" {
+		return "", 0, 0, fmt.Errorf("processor: confirmation subject %q: expected confirm.<domain>.<batch id>.<function index>", subject)
+	}
+	if id, err = strconv.ParseUint(parts[2], 10, 64); err != nil {
+		return "", 0, 0, fmt.Errorf("processor: confirmation subject %q: batch id %q is not a number", subject, parts[2])
+	}
+	if index, err = strconv.Atoi(parts[3]); err != nil || index < 0 {
+		return "", 0, 0, fmt.Errorf("processor: confirmation subject %q: function index %q is not a number ≥ 0", subject, parts[3])
+	}
+	return parts[1], id, index, nil
+}
+
+// DecodeConfirmation reads a confirmation body: a msgpack Confirmation, or
+// any other bytes taken as the content itself (so `nats pub` works).
+func DecodeConfirmation(body []byte) streams.Confirmation {
+	if c, err := streams.Decode[streams.Confirmation](body); err == nil {
+		return c
+	}
+	return streams.Confirmation{Content: string(body)}
+}
+
+func (p *Processor) confirm1(ctx context.Context, m jetstream.Msg) error {
+	_, id, index, err := ParseConfirmSubject(m.Subject())
+	if err != nil {
+		return fmt.Errorf("%w: %w", errDropConfirmation, err)
+	}
+	conf := DecodeConfirmation(m.Data())
+	b, err := p.batch(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("%w: unknown batch %d", errDropConfirmation, id)
+	}
+	if err != nil {
+		return err
+	}
+	st, err := p.load(ctx, id)
+	if err != nil {
+		return err
+	}
+	prog := &st.prog
+	if prog.State != streams.Parked || prog.Parked.Index != index {
+		return fmt.Errorf("%w: batch %d is not waiting for a confirmation of function %d (state %s)", errDropConfirmation, id, index, prog.State)
+	}
+	spec := b.Functions[index].Confirm
+	if len(spec.By) > 0 && !slices.Contains(spec.By, conf.By) {
+		return fmt.Errorf("%w: %q may not confirm function %d of batch %d (allowed: %v)", errDropConfirmation, conf.By, index, id, spec.By)
+	}
+	if conf.Content == spec.Expect {
+		_, err = p.advance(ctx, b, st, index, prog.Parked.Output, true, nil)
+		return err
+	}
+	_, err = p.functionFailed(ctx, b, st, index, fmt.Sprintf("function %d: confirmation content %q does not match the expected %q", index, conf.Content, spec.Expect), true, nil)
+	return err
+}

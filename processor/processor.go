@@ -1,0 +1,403 @@
+// Package processor executes a domain's batches one step per tick: High
+// before Med, an atomic batch as one unit, a non-atomic batch one function at
+// a time with a rotation to the back of its queue after each, with retries,
+// confirmations, expiry, dead letters and exactly one terminal callback.
+//
+// The queue message is a token; the progress record is the truth. Every
+// state change is written to the progress bucket before the token is
+// acknowledged, and every publish carries a deduplication id, so a processor
+// may die between any two steps and its successor repeats nothing.
+package processor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// Gate decides whether a batch is executable now. It is the seam where
+// per-key serialisation and sender leases plug in. A batch that is not
+// executable is set aside (its token redelivered after retryIn) without
+// blocking the batches behind it. Implementations must be safe for
+// concurrent use.
+type Gate interface {
+	Executable(ctx context.Context, b *pipeline.Batch, p *streams.Progress) (ok bool, retryIn time.Duration, err error)
+}
+
+// Always is the Gate that finds every batch executable.
+type Always struct{}
+
+// Executable returns true.
+func (Always) Executable(context.Context, *pipeline.Batch, *streams.Progress) (bool, time.Duration, error) {
+	return true, 0, nil
+}
+
+// Options configure a Processor. The zero value of each field means its default.
+type Options struct {
+	// Domain is the domain served. Required.
+	Domain string
+	// Name identifies this replica in logs and callbacks. Default "processor".
+	Name string
+	// Concurrency bounds the steps one tick runs at once. Default 32.
+	Concurrency int
+	// MaxSteps caps the steps one tick may ask for. Default 256.
+	MaxSteps int
+	// WorkTimeout bounds one worker request. Default 10s.
+	WorkTimeout time.Duration
+	// Gate decides executability. Default Always.
+	Gate Gate
+	// Logger receives the processor's logs. Default: discard.
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Rand draws jitter in [0, 1). Default math/rand/v2.Float64.
+	Rand func() float64
+	// Fault, when set, is called at each crash point of a step; a non-nil
+	// error abandons the step right there, as if the process died. For tests.
+	Fault func(point string) error
+}
+
+// Crash points passed to Options.Fault.
+const (
+	// FaultAfterWork: the worker answered, nothing written yet.
+	FaultAfterWork = "after-work"
+	// FaultAfterProgress: progress written, token neither rotated nor acknowledged.
+	FaultAfterProgress = "after-progress"
+	// FaultAfterRequeue: the rotated token is published, the old one not acknowledged.
+	FaultAfterRequeue = "after-requeue"
+	// FaultAfterDeadLetter: terminal progress and dead letter written, no callback yet.
+	FaultAfterDeadLetter = "after-dead-letter"
+	// FaultAfterCallback: the callback is published, the token not acknowledged.
+	FaultAfterCallback = "after-callback"
+)
+
+// errCrash marks a step abandoned by Options.Fault.
+var errCrash = errors.New("processor: step abandoned (fault injected)")
+
+// Processor serves one domain. It is safe for concurrent use; any number of
+// replicas may serve the same domain.
+type Processor struct {
+	opts     Options
+	log      *slog.Logger
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	queues   map[pipeline.Priority]jetstream.Consumer
+	streams  map[pipeline.Priority]jetstream.Stream
+	confirm  jetstream.Consumer
+	progress jetstream.KeyValue
+	batches  jetstream.KeyValue
+	state    jetstream.KeyValue
+
+	cacheMu sync.Mutex
+	cache   map[uint64]*pipeline.Batch
+}
+
+// cacheSize bounds the batches kept in memory; their content never changes.
+const cacheSize = 4096
+
+// New binds a processor to its domain's consumers and buckets, which must
+// have been provisioned (streams.Provision).
+func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
+	if err := pipeline.ValidateDomain(opts.Domain); err != nil {
+		return nil, fmt.Errorf("processor: %w", err)
+	}
+	if opts.Name == "" {
+		opts.Name = "processor"
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 32
+	}
+	if opts.MaxSteps <= 0 {
+		opts.MaxSteps = 256
+	}
+	if opts.WorkTimeout <= 0 {
+		opts.WorkTimeout = 10 * time.Second
+	}
+	if opts.Gate == nil {
+		opts.Gate = Always{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Rand == nil {
+		opts.Rand = rand.Float64
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	p := &Processor{
+		opts: opts, nc: nc, js: js,
+		log:     opts.Logger.With("domain", opts.Domain, "processor", opts.Name),
+		queues:  map[pipeline.Priority]jetstream.Consumer{},
+		streams: map[pipeline.Priority]jetstream.Stream{},
+		cache:   map[uint64]*pipeline.Batch{},
+	}
+	name := streams.ProcessorConsumer(opts.Domain)
+	for _, prio := range []pipeline.Priority{pipeline.High, pipeline.Med} {
+		c, err := js.Consumer(ctx, streams.QueueStream(prio), name)
+		if err != nil {
+			return nil, fmt.Errorf("processor: consumer %s on %s (provision the domain first): %w", name, streams.QueueStream(prio), err)
+		}
+		p.queues[prio] = c
+		s, err := js.Stream(ctx, streams.QueueStream(prio))
+		if err != nil {
+			return nil, fmt.Errorf("processor: stream %s: %w", streams.QueueStream(prio), err)
+		}
+		p.streams[prio] = s
+	}
+	if p.confirm, err = js.Consumer(ctx, streams.StreamConfirm, name); err != nil {
+		return nil, fmt.Errorf("processor: consumer %s on %s: %w", name, streams.StreamConfirm, err)
+	}
+	for _, b := range []struct {
+		name string
+		kv   *jetstream.KeyValue
+	}{{streams.BucketProgress, &p.progress}, {streams.BucketBatches, &p.batches}, {streams.BucketProcessors, &p.state}} {
+		if *b.kv, err = js.KeyValue(ctx, b.name); err != nil {
+			return nil, fmt.Errorf("processor: bucket %s: %w", b.name, err)
+		}
+	}
+	return p, nil
+}
+
+// Run serves ticks and confirmations until ctx is done, then drains: the
+// tick in progress and the confirmation being applied finish first.
+func (p *Processor) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	sub, err := p.nc.QueueSubscribe(streams.TickSubject(p.opts.Domain), streams.TickQueueGroup(p.opts.Domain), func(m *nats.Msg) {
+		wg.Add(1)
+		defer wg.Done()
+		steps, err := ParseTick(m.Data)
+		if err != nil {
+			p.log.Warn("bad tick", "err", err)
+			if m.Reply != "" {
+				b, _ := json.Marshal(map[string]string{"error": err.Error()})
+				_ = m.Respond(b)
+			}
+			return
+		}
+		rep := p.Tick(ctx, steps)
+		if m.Reply != "" {
+			b, _ := json.Marshal(rep)
+			_ = m.Respond(b)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("processor: subscribe ticks: %w", err)
+	}
+	cc, err := p.confirm.Consume(func(m jetstream.Msg) { p.handleConfirmation(ctx, m) })
+	if err != nil {
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("processor: consume confirmations: %w", err)
+	}
+	p.log.Info("processor serving", "tick", streams.TickSubject(p.opts.Domain))
+	<-ctx.Done()
+	_ = sub.Drain()
+	cc.Drain()
+	<-cc.Closed()
+	wg.Wait()
+	return nil
+}
+
+// ParseTick reads a tick's body: empty (one step), a number, or JSON {"steps": n}.
+func ParseTick(body []byte) (int, error) {
+	s := strings.TrimSpace(string(body))
+	if s == "" {
+		return 1, nil
+	}
+	if strings.HasPrefix(s, "{") {
+		var v struct {
+			Steps int `json:"steps"`
+		}
+		if err := json.Unmarshal([]byte(s), &v); err != nil {
+			return 0, fmt.Errorf("processor: tick body %q: expected a step count or {\"steps\": n}: %w", s, err)
+		}
+		s = strconv.Itoa(v.Steps)
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("processor: tick body %q: expected a step count ≥ 1", s)
+	}
+	return n, nil
+}
+
+// Report says what one tick did.
+type Report struct {
+	Domain string `json:"domain"`
+	// Status is "ok", "paused", "no messages" or "error".
+	Status string       `json:"status"`
+	Error  string       `json:"error,omitempty"`
+	Steps  []StepReport `json:"steps,omitempty"`
+}
+
+// StepReport says what one step did to one batch.
+type StepReport struct {
+	BatchID  uint64            `json:"batch_id"`
+	Priority pipeline.Priority `json:"priority"`
+	// Action is one of executed, rotated, retry, parked, finished, stale,
+	// set-aside, delayed, abandoned, error.
+	Action  string `json:"action"`
+	Outcome string `json:"outcome,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Report statuses.
+const (
+	StatusOK         = "ok"
+	StatusPaused     = "paused"
+	StatusNoMessages = "no messages"
+	StatusError      = "error"
+)
+
+// Paused reports whether the domain is paused.
+func (p *Processor) Paused(ctx context.Context) (bool, error) {
+	e, err := p.state.Get(ctx, p.opts.Domain)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	st, err := DecodeState(e.Value())
+	if err != nil {
+		return false, err
+	}
+	return st.Paused, nil
+}
+
+// Tick runs up to steps steps: batches from HIGH first, then from MED, at
+// most Options.Concurrency at once.
+func (p *Processor) Tick(ctx context.Context, steps int) Report {
+	rep := Report{Domain: p.opts.Domain, Status: StatusOK}
+	steps = min(max(steps, 1), p.opts.MaxSteps)
+	paused, err := p.Paused(ctx)
+	if err != nil {
+		rep.Status, rep.Error = StatusError, err.Error()
+		return rep
+	}
+	if paused {
+		rep.Status = StatusPaused
+		return rep
+	}
+	var mu sync.Mutex
+	for done := 0; done < steps; {
+		want := min(steps-done, p.opts.Concurrency)
+		msgs, err := p.fetch(ctx, want)
+		if err != nil {
+			rep.Status, rep.Error = StatusError, err.Error()
+			break
+		}
+		if len(msgs) == 0 {
+			break
+		}
+		// A step, once its token is fetched, runs to the end even if ctx
+		// ends: shutdown drains rather than abandons.
+		var wg sync.WaitGroup
+		for _, m := range msgs {
+			wg.Go(func() {
+				sr := p.step(context.WithoutCancel(ctx), m.prio, m.msg)
+				mu.Lock()
+				rep.Steps = append(rep.Steps, sr)
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		done += len(msgs)
+	}
+	if len(rep.Steps) == 0 && rep.Status == StatusOK {
+		rep.Status = StatusNoMessages
+	}
+	return rep
+}
+
+type fetched struct {
+	prio pipeline.Priority
+	msg  jetstream.Msg
+}
+
+// fetch takes up to n tokens, from HIGH first and only then from MED.
+func (p *Processor) fetch(ctx context.Context, n int) ([]fetched, error) {
+	var out []fetched
+	for _, prio := range []pipeline.Priority{pipeline.High, pipeline.Med} {
+		if len(out) >= n {
+			break
+		}
+		b, err := p.queues[prio].FetchNoWait(n - len(out))
+		if err != nil {
+			return out, fmt.Errorf("processor: fetch %s: %w", prio, err)
+		}
+		for m := range b.Messages() {
+			out = append(out, fetched{prio: prio, msg: m})
+		}
+		if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
+			return out, fmt.Errorf("processor: fetch %s: %w", prio, err)
+		}
+	}
+	return out, nil
+}
+
+// DomainState is the value of a domain's key in the processors bucket.
+type DomainState struct {
+	Paused bool      `json:"paused"`
+	By     string    `json:"by,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// DecodeState reads a processors bucket value (JSON, so `nats kv get` is legible).
+func DecodeState(b []byte) (DomainState, error) {
+	var st DomainState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("processor: domain state %q: %w", b, err)
+	}
+	return st, nil
+}
+
+// batch returns the batch with id, from memory or the batches bucket.
+func (p *Processor) batch(ctx context.Context, id uint64) (*pipeline.Batch, error) {
+	p.cacheMu.Lock()
+	b, ok := p.cache[id]
+	p.cacheMu.Unlock()
+	if ok {
+		return b, nil
+	}
+	e, err := p.batches.Get(ctx, streams.BatchKey(id))
+	if err != nil {
+		return nil, err
+	}
+	rec, err := streams.Decode[streams.BatchRecord](e.Value())
+	if err != nil {
+		return nil, err
+	}
+	b = &rec.Batch
+	p.cacheMu.Lock()
+	if len(p.cache) >= cacheSize {
+		for k := range p.cache { // evict an arbitrary entry
+			delete(p.cache, k)
+			break
+		}
+	}
+	p.cache[id] = b
+	p.cacheMu.Unlock()
+	return b, nil
+}
+
+func (p *Processor) forget(id uint64) {
+	p.cacheMu.Lock()
+	delete(p.cache, id)
+	p.cacheMu.Unlock()
+}

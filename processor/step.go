@@ -1,0 +1,404 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// state is a progress record and the revision it was read at (0: absent).
+type state struct {
+	prog streams.Progress
+	rev  uint64
+}
+
+// errConflict means another writer changed the progress record first.
+var errConflict = errors.New("processor: progress changed concurrently")
+
+// conflictDelay is how soon a step that lost a write race runs again. The
+// worker's completion record answers the repeated call, so nothing runs twice.
+const conflictDelay = 50 * time.Millisecond
+
+// step runs one step of the batch the token points at.
+func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstream.Msg) (sr StepReport) {
+	sr.Priority = prio
+	tok, err := streams.Decode[streams.Token](m.Data())
+	if err != nil {
+		p.log.Error("undecodable token: dead-lettered", "subject", m.Subject(), "err", err)
+		p.deadLetterRaw(ctx, m, err)
+		sr.Action, sr.Error = "error", err.Error()
+		return sr
+	}
+	sr.BatchID = tok.BatchID
+	log := p.log.With("batch_id", tok.BatchID)
+	defer func() {
+		if errors.Is(err, errCrash) {
+			sr.Action, sr.Error = "abandoned", err.Error()
+		} else if err != nil {
+			log.Warn("step failed; token redelivered shortly", "err", err)
+			delay := time.Second
+			if errors.Is(err, errConflict) {
+				delay = conflictDelay
+			}
+			_ = m.NakWithDelay(delay)
+			sr.Action, sr.Error = "error", err.Error()
+		}
+	}()
+	b, err := p.batch(ctx, tok.BatchID)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		// A token authz never recorded: a processor may rotate, never create.
+		log.Warn("token for an unrecorded batch dropped", "subject", m.Subject())
+		err = m.Ack()
+		sr.Action = "stale"
+		return sr
+	}
+	if err != nil {
+		return sr
+	}
+	st, err := p.load(ctx, b.ID)
+	if err != nil {
+		return sr
+	}
+	prog := &st.prog
+	switch {
+	case prog.State == streams.Done:
+		// Terminal already: a crash may have come between the progress write
+		// and the callback; publish again (deduplicated), then drop the token.
+		err = p.announce(ctx, b, prog, m)
+		sr.Action, sr.Outcome = "stale", prog.Outcome.String()
+		return sr
+	case tok.Gen < prog.Gen || (tok.Gen == prog.Gen && tok.Step < prog.Step):
+		err = p.dropStale(ctx, b, prog, m)
+		sr.Action = "stale"
+		return sr
+	case tok.Gen > prog.Gen || tok.Step > prog.Step:
+		err = fmt.Errorf("processor: token (gen %d, step %d) ahead of progress (gen %d, step %d)", tok.Gen, tok.Step, prog.Gen, prog.Step)
+		log.Error("token ahead of its progress record", "err", err)
+		return sr
+	}
+	now := p.opts.Now()
+	if b.Expired(now) {
+		err = p.finish(ctx, b, st, pipeline.ExpiredOutcome(prog.Next), m)
+		sr.Action, sr.Outcome = "finished", prog.Outcome.String()
+		return sr
+	}
+	if prog.State == streams.Parked {
+		if now.Before(prog.Parked.Deadline) {
+			// Woken early (e.g. redelivered after a crash): wait on.
+			err = m.NakWithDelay(prog.Parked.Deadline.Sub(now))
+			sr.Action = "parked"
+			return sr
+		}
+		idx := prog.Parked.Index
+		sr.Action, err = p.functionFailed(ctx, b, st, idx, fmt.Sprintf("function %d: no confirmation within %s", idx, b.Functions[idx].Confirm.Timeout), true, m)
+		sr.Outcome = outcomeOf(prog)
+		return sr
+	}
+	if prog.NotBefore.After(now) {
+		err = m.NakWithDelay(prog.NotBefore.Sub(now))
+		sr.Action = "delayed"
+		return sr
+	}
+	ok, retryIn, gerr := p.opts.Gate.Executable(ctx, b, prog)
+	if gerr != nil || !ok {
+		if gerr != nil {
+			log.Warn("executability check failed; set aside", "err", gerr)
+		}
+		if retryIn <= 0 {
+			retryIn = time.Second
+		}
+		err = m.NakWithDelay(retryIn)
+		sr.Action = "set-aside"
+		return sr
+	}
+	if b.Subroutine.Mode == pipeline.Atomic {
+		sr.Action, err = p.runAtomic(ctx, b, st, m)
+	} else {
+		sr.Action, err = p.runFunction(ctx, b, st, m)
+	}
+	sr.Outcome = outcomeOf(prog)
+	return sr
+}
+
+func outcomeOf(prog *streams.Progress) string {
+	if prog.Outcome == nil {
+		return ""
+	}
+	return prog.Outcome.String()
+}
+
+// runAtomic sends all functions to one worker as one unit.
+func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (string, error) {
+	prog := &st.prog
+	failures := prog.FailuresOf(0)
+	calls := make([]streams.WorkCall, len(b.Functions))
+	for i, f := range b.Functions {
+		calls[i] = streams.WorkCall{Index: i, Type: f.Type, Payload: f.Payload}
+	}
+	rep, err := p.work(ctx, streams.WorkUnitSubject, &streams.WorkRequest{
+		BatchID: b.ID, Domain: b.Domain, Key: b.Key, CreatedAt: b.CreatedAt,
+		Attempt: failures + 1, Round: failures, Unit: true, Calls: calls,
+		Retry: b.Subroutine.Retry,
+	})
+	if err != nil {
+		return "", err
+	}
+	if err := p.fault(FaultAfterWork); err != nil {
+		return "", err
+	}
+	if rep.Error == nil {
+		prog.Outputs = rep.Outputs
+		prog.Next = len(b.Functions)
+		return "finished", p.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
+	}
+	failures = prog.AddFailure(0)
+	prog.LastError = rep.Error.Message
+	d := pipeline.Decide(b.RetryFor(0), failures, rep.Error.Retryable, p.opts.Rand)
+	if d.Step == pipeline.RetryStep {
+		if err := p.save(ctx, st); err != nil {
+			return "", err
+		}
+		if err := p.fault(FaultAfterProgress); err != nil {
+			return "", err
+		}
+		return "retry", m.NakWithDelay(d.Delay)
+	}
+	idx := rep.Error.Index
+	handled, err := p.fallback(ctx, b, prog, idx, failures, d.Exhausted)
+	if err != nil {
+		return "", err
+	}
+	if handled != nil {
+		prog.Fallbacks = append(prog.Fallbacks, idx)
+		prog.Next = len(b.Functions)
+		return "finished", p.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
+	}
+	prog.FailedIndex = idx
+	return "finished", p.finish(ctx, b, st, pipeline.RejectedOutcome(rep.Error.Message), m)
+}
+
+// runFunction runs the next function of a non-atomic batch.
+func (p *Processor) runFunction(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (string, error) {
+	prog := &st.prog
+	k := prog.Next
+	f := b.Functions[k]
+	failures := prog.FailuresOf(k)
+	rep, err := p.work(ctx, streams.WorkSubject(f.Type), &streams.WorkRequest{
+		BatchID: b.ID, Domain: b.Domain, Key: b.Key, CreatedAt: b.CreatedAt,
+		Attempt: failures + 1, Round: failures,
+		Calls:  []streams.WorkCall{{Index: k, Type: f.Type, Payload: f.Payload}},
+		Inputs: prog.Outputs, Retry: f.Retry,
+	})
+	if err != nil {
+		return "", err
+	}
+	if err := p.fault(FaultAfterWork); err != nil {
+		return "", err
+	}
+	if rep.Error != nil {
+		return p.functionFailed(ctx, b, st, k, rep.Error.Message, rep.Error.Retryable, m)
+	}
+	out := pipeline.Output{Index: k, Type: f.Type}
+	if len(rep.Outputs) > 0 {
+		out = rep.Outputs[0]
+	}
+	return p.advance(ctx, b, st, k, out, false, m)
+}
+
+// advance records that function k took effect with output out. A function
+// that needs a confirmation is parked first (unless confirmed is set), with
+// its token as the timer of the confirmation's timeout. m is the token, or
+// nil when called for a confirmation.
+func (p *Processor) advance(ctx context.Context, b *pipeline.Batch, st *state, k int, out pipeline.Output, confirmed bool, m jetstream.Msg) (string, error) {
+	prog := &st.prog
+	if c := b.Functions[k].Confirm; c != nil && !confirmed {
+		prog.State = streams.Parked
+		prog.Parked = &streams.ParkedFunction{Index: k, Deadline: p.opts.Now().Add(c.Timeout.D()), Output: out}
+		if err := p.save(ctx, st); err != nil {
+			return "", err
+		}
+		if err := p.fault(FaultAfterProgress); err != nil {
+			return "", err
+		}
+		return "parked", m.NakWithDelay(c.Timeout.D())
+	}
+	prog.State, prog.Parked = streams.Queued, nil
+	prog.Outputs = append(prog.Outputs, out)
+	prog.Next = k + 1
+	if prog.Next == len(b.Functions) {
+		return "finished", p.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
+	}
+	return "rotated", p.rotate(ctx, b, st, m)
+}
+
+// rotate moves the batch to the back of its queue: progress first, then the
+// new token, then the old token's ack. A crash in between leaves the old
+// token, which is then stale and makes sure the new one exists.
+func (p *Processor) rotate(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) error {
+	st.prog.Step++
+	if err := p.save(ctx, st); err != nil {
+		return err
+	}
+	if err := p.fault(FaultAfterProgress); err != nil {
+		return err
+	}
+	if err := p.publishToken(ctx, b, &st.prog); err != nil {
+		return err
+	}
+	if err := p.fault(FaultAfterRequeue); err != nil {
+		return err
+	}
+	if m == nil {
+		return nil
+	}
+	return m.Ack()
+}
+
+// functionFailed applies the failure chain to function k of a non-atomic
+// batch (or to an atomic batch's confirmation, which atomic batches lack).
+// m is the token, or nil when called for a confirmation.
+func (p *Processor) functionFailed(ctx context.Context, b *pipeline.Batch, st *state, k int, msg string, retryable bool, m jetstream.Msg) (string, error) {
+	prog := &st.prog
+	failures := prog.AddFailure(k)
+	prog.LastError = msg
+	prog.State, prog.Parked = streams.Queued, nil
+	d := pipeline.Decide(b.RetryFor(k), failures, retryable, p.opts.Rand)
+	if d.Step == pipeline.RetryStep {
+		if m == nil {
+			// No token in hand: rotate with a not-before time instead of a NAK delay.
+			prog.NotBefore = p.opts.Now().Add(d.Delay)
+			return "retry", p.rotate(ctx, b, st, nil)
+		}
+		if err := p.save(ctx, st); err != nil {
+			return "", err
+		}
+		if err := p.fault(FaultAfterProgress); err != nil {
+			return "", err
+		}
+		return "retry", m.NakWithDelay(d.Delay)
+	}
+	out, err := p.fallback(ctx, b, prog, k, failures, d.Exhausted)
+	if err != nil {
+		return "", err
+	}
+	if out != nil {
+		prog.Fallbacks = append(prog.Fallbacks, k)
+		return p.advance(ctx, b, st, k, *out, true, m)
+	}
+	prog.FailedIndex = k
+	return "finished", p.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, msg), m)
+}
+
+// finish makes the batch terminal: progress first, then dead letter and
+// callback (both deduplicated), then the token's ack.
+func (p *Processor) finish(ctx context.Context, b *pipeline.Batch, st *state, o pipeline.Outcome, m jetstream.Msg) error {
+	prog := &st.prog
+	prog.State, prog.Parked, prog.Outcome = streams.Done, nil, &o
+	if err := p.save(ctx, st); err != nil {
+		return err
+	}
+	if err := p.fault(FaultAfterProgress); err != nil {
+		return err
+	}
+	return p.announce(ctx, b, prog, m)
+}
+
+// announce publishes the dead letter (for failures) and the terminal
+// callback of a Done batch, then acknowledges the token m (if any).
+func (p *Processor) announce(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, m jetstream.Msg) error {
+	var dlSeq uint64
+	if s := prog.Outcome.Status; s == pipeline.Rejected || s == pipeline.PartiallyExecuted {
+		seq, err := p.publishDeadLetter(ctx, b, prog, m)
+		if err != nil {
+			return err
+		}
+		dlSeq = seq
+		if err := p.fault(FaultAfterDeadLetter); err != nil {
+			return err
+		}
+	}
+	if err := p.publishCallback(ctx, b, prog, dlSeq); err != nil {
+		return err
+	}
+	if err := p.fault(FaultAfterCallback); err != nil {
+		return err
+	}
+	p.forget(b.ID)
+	p.log.Info("batch finished", "batch_id", b.ID, "outcome", prog.Outcome.String(), "attempts", prog.Attempts())
+	if m == nil {
+		return nil
+	}
+	return m.Ack()
+}
+
+// dropStale acknowledges a token that is behind the progress record, after
+// making sure the batch's live token exists (it may not, if a processor died
+// between writing progress and publishing the rotated token).
+func (p *Processor) dropStale(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, m jetstream.Msg) error {
+	live, err := p.hasLiveToken(ctx, b, prog)
+	if err != nil {
+		return err
+	}
+	if !live {
+		p.log.Info("live token missing: published again", "batch_id", b.ID, "step", prog.Step)
+		if err := p.publishToken(ctx, b, prog); err != nil {
+			return err
+		}
+	}
+	return m.Ack()
+}
+
+func (p *Processor) fault(point string) error {
+	if p.opts.Fault == nil {
+		return nil
+	}
+	if err := p.opts.Fault(point); err != nil {
+		return fmt.Errorf("%w at %s: %w", errCrash, point, err)
+	}
+	return nil
+}
+
+// load reads the batch's progress; a batch never stepped starts queued.
+func (p *Processor) load(ctx context.Context, id uint64) (*state, error) {
+	e, err := p.progress.Get(ctx, streams.ProgressKey(p.opts.Domain, id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return &state{prog: streams.Progress{BatchID: id, State: streams.Queued}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("processor: read progress: %w", err)
+	}
+	prog, err := streams.Decode[streams.Progress](e.Value())
+	if err != nil {
+		return nil, err
+	}
+	return &state{prog: prog, rev: e.Revision()}, nil
+}
+
+// save writes the progress record with compare-and-set on the revision read.
+func (p *Processor) save(ctx context.Context, st *state) error {
+	st.prog.UpdatedAt = p.opts.Now()
+	v, err := streams.Encode(&st.prog)
+	if err != nil {
+		return err
+	}
+	key := streams.ProgressKey(p.opts.Domain, st.prog.BatchID)
+	var rev uint64
+	if st.rev == 0 {
+		rev, err = p.progress.Create(ctx, key, v)
+	} else {
+		rev, err = p.progress.Update(ctx, key, v, st.rev)
+	}
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return fmt.Errorf("%w: %w", errConflict, err)
+	}
+	if err != nil {
+		return fmt.Errorf("processor: write progress: %w", err)
+	}
+	st.rev = rev
+	return nil
+}

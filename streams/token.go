@@ -1,0 +1,27 @@
+package streams
+
+import (
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/pipeline"
+)
+
+// TokenMsg builds the queue message pointing at batch b at generation gen
+// and step, on subject, with readable headers and a deduplication id.
+func TokenMsg(subject string, b *pipeline.Batch, gen, step uint32) (*nats.Msg, error) {
+	data, err := Encode(&Token{BatchID: b.ID, Gen: gen, Step: step})
+	if err != nil {
+		return nil, err
+	}
+	m := nats.NewMsg(subject)
+	m.Data = data
+	m.Header.Set(HeaderBatchID, strconv.FormatUint(b.ID, 10))
+	m.Header.Set(HeaderDomain, b.Domain)
+	m.Header.Set(HeaderKind, string(b.Subroutine.Mode))
+	m.Header.Set(HeaderPriority, string(b.Priority))
+	m.Header.Set(HeaderGen, strconv.FormatUint(uint64(gen), 10))
+	m.Header.Set(HeaderStep, strconv.FormatUint(uint64(step), 10))
+	m.Header.Set(nats.MsgIdHdr, TokenMsgID(b.ID, gen, step))
+	return m, nil
+}

@@ -1,0 +1,344 @@
+// Package worker serves pipeline handlers as a NATS micro service: one
+// endpoint per function type, one for atomic units and one per fallback, all
+// in a queue group so workers scale out by starting more of them.
+//
+// Before running a handler a worker looks for the completion record of that
+// function (batch id, index, round) in the results bucket, and answers a
+// repeated call from the record instead of running the handler again. A
+// handler can therefore run twice only if its worker dies between the
+// handler's effect and the record; handlers get Call.IdempotencyKey for that edge.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// Version is reported by the micro service.
+const Version = "0.1.0"
+
+// Options configure a Worker. The zero value of each field means its default.
+type Options struct {
+	// Name identifies the worker in logs and service metadata. Default "worker".
+	Name string
+	// Concurrency bounds handler calls running at once. Default 64.
+	Concurrency int
+	// Timeout bounds a call when the request carries no deadline. Default 30s.
+	Timeout time.Duration
+	// Logger receives the worker's logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// Worker serves a ServeMux's handlers.
+type Worker struct {
+	nc      *nats.Conn
+	mux     *pipeline.ServeMux
+	opts    Options
+	log     *slog.Logger
+	results jetstream.KeyValue
+	sem     chan struct{}
+	wg      sync.WaitGroup
+}
+
+// New returns a worker serving mux over nc. The results bucket must exist.
+func New(ctx context.Context, nc *nats.Conn, mux *pipeline.ServeMux, opts Options) (*Worker, error) {
+	if opts.Name == "" {
+		opts.Name = "worker"
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 64
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if len(mux.Types()) == 0 {
+		return nil, errors.New("worker: the mux has no handlers: register at least one function type")
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := js.KeyValue(ctx, streams.BucketResults)
+	if err != nil {
+		return nil, fmt.Errorf("worker: results bucket: %w", err)
+	}
+	return &Worker{
+		nc: nc, mux: mux, opts: opts, results: kv,
+		log: opts.Logger.With("worker", opts.Name),
+		sem: make(chan struct{}, opts.Concurrency),
+	}, nil
+}
+
+// Run serves until ctx is done, then stops taking requests and waits for
+// the calls in flight to finish.
+func (w *Worker) Run(ctx context.Context) error {
+	svc, err := micro.AddService(w.nc, micro.Config{
+		Name:        streams.WorkerService,
+		Version:     Version,
+		Description: "tickflow worker: runs functions by type",
+		QueueGroup:  streams.WorkQueueGroup,
+		Metadata:    map[string]string{"name": w.opts.Name},
+	})
+	if err != nil {
+		return fmt.Errorf("worker: add service: %w", err)
+	}
+	defer func() {
+		_ = svc.Stop()
+		w.wg.Wait()
+	}()
+	add := func(name, subject string, h func(context.Context, *streams.WorkRequest) *streams.WorkReply) error {
+		return svc.AddEndpoint(name, micro.HandlerFunc(func(req micro.Request) {
+			w.serve(ctx, req, h)
+		}), micro.WithEndpointSubject(subject))
+	}
+	for _, typ := range w.mux.Types() {
+		if err := add(typ, streams.WorkSubject(typ), w.call); err != nil {
+			return fmt.Errorf("worker: endpoint %s: %w", typ, err)
+		}
+		if _, ok := w.mux.FallbackFor(typ); ok {
+			if err := add("fallback-"+typ, streams.FallbackSubject(typ), w.fallback); err != nil {
+				return fmt.Errorf("worker: fallback endpoint %s: %w", typ, err)
+			}
+		}
+	}
+	if err := add("unit", streams.WorkUnitSubject, w.unit); err != nil {
+		return fmt.Errorf("worker: unit endpoint: %w", err)
+	}
+	w.log.Info("worker serving", "types", w.mux.Types(), "concurrency", w.opts.Concurrency)
+	<-ctx.Done()
+	return nil
+}
+
+// serve decodes a request and runs it on its own goroutine, bounded by the
+// concurrency limit, so one slow handler does not hold up the endpoint.
+func (w *Worker) serve(ctx context.Context, req micro.Request, h func(context.Context, *streams.WorkRequest) *streams.WorkReply) {
+	wr, err := streams.Decode[streams.WorkRequest](req.Data())
+	if err != nil {
+		_ = req.Error("400", err.Error(), nil)
+		return
+	}
+	select {
+	case w.sem <- struct{}{}:
+	case <-ctx.Done():
+		_ = req.Error("503", "worker: shutting down", nil)
+		return
+	}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		defer func() { <-w.sem }()
+		deadline := time.Now().Add(w.opts.Timeout)
+		if v := req.Headers().Get(streams.HeaderDeadline); v != "" {
+			if ns, err := strconv.ParseInt(v, 10, 64); err == nil {
+				deadline = time.Unix(0, ns)
+			}
+		}
+		// The call outlives ctx on purpose: shutdown drains calls in flight.
+		cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+		defer cancel()
+		reply := h(cctx, &wr)
+		b, err := streams.Encode(reply)
+		if err != nil {
+			_ = req.Error("500", err.Error(), nil)
+			return
+		}
+		if err := req.Respond(b); err != nil {
+			w.log.Warn("reply lost", "batch_id", wr.BatchID, "err", err)
+		}
+	}()
+}
+
+// call runs one function of a non-atomic batch.
+func (w *Worker) call(ctx context.Context, req *streams.WorkRequest) *streams.WorkReply {
+	if len(req.Calls) != 1 {
+		return failure(req, 0, pipeline.Permanent(fmt.Errorf("worker: a function request carries exactly one call (got %d)", len(req.Calls))))
+	}
+	c := req.Calls[0]
+	key := streams.ResultKey(req.BatchID, c.Index, req.Round)
+	if rec, ok := w.recorded(ctx, key); ok {
+		return rec
+	}
+	h, ok := w.mux.Handler(c.Type)
+	if !ok {
+		return failure(req, c.Index, pipeline.Permanent(fmt.Errorf("%w %q", pipeline.ErrNoHandler, c.Type)))
+	}
+	call := newCall(req, c, req.Inputs)
+	res, err := safeHandle(ctx, h, call)
+	if err != nil {
+		return failure(req, c.Index, err)
+	}
+	return w.record(ctx, key, []pipeline.Output{{Index: c.Index, Type: c.Type, Data: res.Data}})
+}
+
+// unit runs an atomic batch's functions in order, all or nothing.
+func (w *Worker) unit(ctx context.Context, req *streams.WorkRequest) *streams.WorkReply {
+	key := streams.ResultKey(req.BatchID, -1, req.Round)
+	if rec, ok := w.recorded(ctx, key); ok {
+		return rec
+	}
+	u := &pipeline.Unit{}
+	uctx := pipeline.WithUnit(ctx, u)
+	type done struct {
+		h    pipeline.Handler
+		call *pipeline.Call
+		res  pipeline.Result
+	}
+	var ran []done
+	outputs := make([]pipeline.Output, 0, len(req.Calls))
+	inputs := req.Inputs
+	undo := func(cause error, index int) *streams.WorkReply {
+		// Undo in reverse: compensations of handlers that succeeded, then the
+		// unit's own rollback steps.
+		var errs []error
+		for i := len(ran) - 1; i >= 0; i-- {
+			if c, ok := ran[i].h.(pipeline.Compensator); ok {
+				errs = append(errs, c.Compensate(ctx, ran[i].call, ran[i].res))
+			}
+		}
+		errs = append(errs, u.Rollback(ctx))
+		if err := errors.Join(errs...); err != nil {
+			w.log.Error("rollback incomplete", "batch_id", req.BatchID, "err", err)
+			cause = fmt.Errorf("%w (rollback incomplete: %v)", cause, err)
+		}
+		return failure(req, index, cause)
+	}
+	for _, c := range req.Calls {
+		h, ok := w.mux.Handler(c.Type)
+		if !ok {
+			return undo(pipeline.Permanent(fmt.Errorf("%w %q", pipeline.ErrNoHandler, c.Type)), c.Index)
+		}
+		raw, _ := w.mux.Raw(c.Type)
+		call := newCall(req, c, inputs)
+		res, err := safeHandle(uctx, h, call)
+		if err != nil {
+			return undo(err, c.Index)
+		}
+		ran = append(ran, done{h: raw, call: call, res: res})
+		out := pipeline.Output{Index: c.Index, Type: c.Type, Data: res.Data}
+		outputs = append(outputs, out)
+		inputs = append(inputs[:len(inputs):len(inputs)], out)
+	}
+	if err := u.Commit(ctx); err != nil {
+		return undo(fmt.Errorf("worker: unit commit: %w", err), req.Calls[len(req.Calls)-1].Index)
+	}
+	return w.record(ctx, key, outputs)
+}
+
+// fallback runs the fallback of a function whose retries are exhausted or
+// whose error was not retryable. Its success is recorded like the function's.
+func (w *Worker) fallback(ctx context.Context, req *streams.WorkRequest) *streams.WorkReply {
+	if len(req.Calls) != 1 || req.Failure == nil {
+		return failure(req, 0, pipeline.Permanent(errors.New("worker: a fallback request carries one call and its failure")))
+	}
+	c := req.Calls[0]
+	fb, ok := w.mux.FallbackFor(c.Type)
+	if !ok {
+		r := failure(req, c.Index, pipeline.Permanent(fmt.Errorf("worker: no fallback for %q", c.Type)))
+		r.Error.NoFallback = true
+		return r
+	}
+	key := streams.ResultKey(req.BatchID, c.Index, req.Round) + ".fallback"
+	if rec, ok := w.recorded(ctx, key); ok {
+		return rec
+	}
+	call := newCall(req, c, req.Inputs)
+	res, err := safeHandle(ctx, pipeline.HandlerFunc(func(ctx context.Context, call *pipeline.Call) (pipeline.Result, error) {
+		return fb.Fallback(ctx, call, *req.Failure)
+	}), call)
+	if err != nil {
+		return failure(req, c.Index, pipeline.Permanent(err))
+	}
+	return w.record(ctx, key, []pipeline.Output{{Index: c.Index, Type: c.Type, Data: res.Data}})
+}
+
+// recorded returns the completion record under key, if there is one.
+func (w *Worker) recorded(ctx context.Context, key string) (*streams.WorkReply, bool) {
+	e, err := w.results.Get(ctx, key)
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			w.log.Warn("completion record unreadable; running the handler", "key", key, "err", err)
+		}
+		return nil, false
+	}
+	rep, err := streams.Decode[streams.WorkReply](e.Value())
+	if err != nil {
+		w.log.Error("completion record corrupt; running the handler", "key", key, "err", err)
+		return nil, false
+	}
+	rep.Recorded = true
+	return &rep, true
+}
+
+// record stores the completion record before answering, so a repeated call
+// is answered from it. If another worker recorded first, its record wins.
+func (w *Worker) record(ctx context.Context, key string, outputs []pipeline.Output) *streams.WorkReply {
+	rep := &streams.WorkReply{Outputs: outputs}
+	b, err := streams.Encode(rep)
+	if err != nil {
+		return &streams.WorkReply{Error: &streams.WorkError{Message: err.Error(), Retryable: true}}
+	}
+	if _, err := w.results.Create(ctx, key, b); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			if rec, ok := w.recorded(ctx, key); ok {
+				return rec
+			}
+		}
+		// Unrecorded success: report it as a retryable failure rather than
+		// let the caller advance past an effect nobody can prove.
+		return &streams.WorkReply{Error: &streams.WorkError{
+			Message: "worker: completion record not written: " + err.Error(), Retryable: true,
+		}}
+	}
+	return rep
+}
+
+func newCall(req *streams.WorkRequest, c streams.WorkCall, inputs []pipeline.Output) *pipeline.Call {
+	return &pipeline.Call{
+		BatchID: req.BatchID, Index: c.Index, Domain: req.Domain, Type: c.Type,
+		Payload: c.Payload, Key: req.Key, Attempt: req.Attempt, Inputs: inputs,
+		CreatedAt: req.CreatedAt,
+	}
+}
+
+// safeHandle runs the handler and turns a panic into a permanent error.
+func safeHandle(ctx context.Context, h pipeline.Handler, call *pipeline.Call) (res pipeline.Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = pipeline.Permanent(fmt.Errorf("worker: handler %q panicked: %v\n%s", call.Type, r, debug.Stack()))
+		}
+	}()
+	if err := ctx.Err(); err != nil {
+		return pipeline.Result{}, err
+	}
+	return h.Handle(ctx, call)
+}
+
+// failure turns a handler error into a reply, classified under the request's retry logic.
+func failure(req *streams.WorkRequest, index int, err error) *streams.WorkReply {
+	r := req.Retry
+	if r == nil {
+		r = &pipeline.NoRetry
+	}
+	return &streams.WorkReply{Error: &streams.WorkError{
+		Message:   err.Error(),
+		Codes:     pipeline.Codes(err),
+		Permanent: pipeline.IsPermanent(err),
+		Retryable: r.Retryable(err),
+		Index:     index,
+	}}
+}
