@@ -140,7 +140,7 @@ func (b *Batch) Validate() error {
 }
 
 func (f *Function) validate(mode Mode) error {
-	if err := validateToken("type", f.Type); err != nil {
+	if err := ValidateType(f.Type); err != nil {
 		return err
 	}
 	if f.Retry != nil {
@@ -165,6 +165,28 @@ func (f *Function) validate(mode Mode) error {
 // ValidateDomain rejects a domain name that cannot be one NATS subject token:
 // empty, or holding '.', '*', '>', white space or control characters.
 func ValidateDomain(domain string) error { return validateToken("domain", domain) }
+
+// ValidateType checks a function type: letters, digits, '-' and '_', in
+// dot-separated parts ("ledger.transfer"), at most 128 bytes.
+func ValidateType(typ string) error {
+	if typ == "" {
+		return invalid("type", "must not be empty")
+	}
+	if len(typ) > 128 {
+		return invalid("type", "must be at most 128 bytes (got %d)", len(typ))
+	}
+	for _, part := range strings.Split(typ, ".") {
+		if part == "" {
+			return invalid("type", "%q must not have empty dot-separated parts", typ)
+		}
+		for _, r := range part {
+			if !(r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+				return invalid("type", "%q may hold only letters, digits, '-', '_' and dots (found %q)", typ, r)
+			}
+		}
+	}
+	return nil
+}
 
 // validateToken checks that s can stand as one token of a NATS subject.
 func validateToken(field, s string) error {

@@ -127,7 +127,7 @@ func (m *ServeMux) Use(mw ...Middleware) {
 // Register registers h for function type typ. It panics on an invalid type or a
 // duplicate registration, as net/http does: both are programming errors.
 func (m *ServeMux) Register(typ string, h Handler) {
-	if err := validateToken("type", typ); err != nil {
+	if err := ValidateType(typ); err != nil {
 		panic(err)
 	}
 	m.mu.Lock()

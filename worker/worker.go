@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -107,11 +108,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		}), micro.WithEndpointSubject(subject))
 	}
 	for _, typ := range w.mux.Types() {
-		if err := add(typ, streams.WorkSubject(typ), w.call); err != nil {
+		name := strings.ReplaceAll(typ, ".", "_") // micro endpoint names take no dots
+		if err := add(name, streams.WorkSubject(typ), w.call); err != nil {
 			return fmt.Errorf("worker: endpoint %s: %w", typ, err)
 		}
 		if _, ok := w.mux.FallbackFor(typ); ok {
-			if err := add("fallback-"+typ, streams.FallbackSubject(typ), w.fallback); err != nil {
+			if err := add("fallback-"+name, streams.FallbackSubject(typ), w.fallback); err != nil {
 				return fmt.Errorf("worker: fallback endpoint %s: %w", typ, err)
 			}
 		}

@@ -1,0 +1,286 @@
+package processor_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/processor"
+	"github.com/tickflow/tickflow/streams"
+)
+
+func TestHighBeforeMed(t *testing.T) {
+	b := setup(t)
+	p := b.processor(t, processor.Options{})
+	med1 := b.enqueue(t, pipeline.Batch{Priority: pipeline.Med, Functions: []pipeline.Function{noop()}})
+	med2 := b.enqueue(t, pipeline.Batch{Priority: pipeline.Med, Functions: []pipeline.Function{noop()}})
+	high := b.enqueue(t, pipeline.Batch{Priority: pipeline.High, Functions: []pipeline.Function{noop()}})
+	var order []uint64
+	for range 3 {
+		rep := p.Tick(b.ctx, 1)
+		if len(rep.Steps) != 1 {
+			t.Fatalf("tick: %+v", rep)
+		}
+		order = append(order, rep.Steps[0].BatchID)
+	}
+	if want := []uint64{high, med1, med2}; !equal(order, want) {
+		t.Fatalf("order %v, want %v", order, want)
+	}
+	if rep := p.Tick(b.ctx, 1); rep.Status != processor.StatusNoMessages {
+		t.Fatalf("empty queues: status %q", rep.Status)
+	}
+}
+
+func equal(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestAtomicAllOrNothing(t *testing.T) {
+	b := setup(t)
+	p := b.processor(t, processor.Options{})
+	// The second transfer cannot be covered: the first one must be undone.
+	bad := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{
+		fn(handlers.TypeTransfer, handlers.Transfer{From: "alice", To: "bob", Amount: 30}),
+		fn(handlers.TypeTransfer, handlers.Transfer{From: "bob", To: "carol", Amount: 50}),
+	}})
+	cb := b.outcome(t, p, bad)
+	if cb.Outcome.Status != pipeline.Rejected {
+		t.Fatalf("outcome %s, want Rejected", cb.Outcome)
+	}
+	if a, bo, c := b.ledger.Balance("alice"), b.ledger.Balance("bob"), b.ledger.Balance("carol"); a != 100 || bo != 0 || c != 0 {
+		t.Fatalf("balances after rollback: alice %d bob %d carol %d, want 100 0 0", a, bo, c)
+	}
+	good := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{
+		fn(handlers.TypeTransfer, handlers.Transfer{From: "alice", To: "bob", Amount: 30}),
+		fn(handlers.TypeTransfer, handlers.Transfer{From: "bob", To: "carol", Amount: 20}),
+	}})
+	if cb := b.outcome(t, p, good); cb.Outcome.Status != pipeline.Executed || cb.Outcome.Executed != 2 {
+		t.Fatalf("outcome %s, want Executed", cb.Outcome)
+	}
+	if a, bo, c := b.ledger.Balance("alice"), b.ledger.Balance("bob"), b.ledger.Balance("carol"); a != 70 || bo != 10 || c != 20 {
+		t.Fatalf("balances: alice %d bob %d carol %d, want 70 10 20", a, bo, c)
+	}
+	dls := b.deadLetters(t)
+	if len(dls) != 1 || dls[0].Batch.ID != bad || dls[0].Index != -1 || dls[0].Error == "" || dls[0].Origin.Stream != streams.StreamMed {
+		t.Fatalf("dead letters: %+v", dls)
+	}
+}
+
+func TestAtomicRetry(t *testing.T) {
+	tests := []struct {
+		name         string
+		failAttempts int
+		times        int
+		want         pipeline.Status
+		wantAttempts int
+	}{
+		{name: "succeeds on the third attempt", failAttempts: 2, times: 3, want: pipeline.Executed, wantAttempts: 3},
+		{name: "exhausted after 1+times attempts", failAttempts: 10, times: 2, want: pipeline.Rejected, wantAttempts: 3},
+		{name: "no retry logic means one attempt", failAttempts: 10, times: -2, want: pipeline.Rejected, wantAttempts: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := setup(t)
+			p := b.processor(t, processor.Options{})
+			bt := pipeline.Batch{Functions: []pipeline.Function{fn(handlers.TypeFlaky, handlers.FlakyArgs{FailAttempts: tt.failAttempts})}}
+			if tt.times >= 0 {
+				bt.Subroutine.Retry = retry(tt.times, 20*time.Millisecond)
+			}
+			id := b.enqueue(t, bt)
+			cb := b.outcome(t, p, id)
+			if cb.Outcome.Status != tt.want {
+				t.Fatalf("outcome %s, want %s", cb.Outcome, tt.want)
+			}
+			if got := b.calls.get(key(id, 0)); got != tt.wantAttempts {
+				t.Fatalf("handler ran %d times, want %d", got, tt.wantAttempts)
+			}
+			if cb.Attempts != tt.wantAttempts {
+				t.Fatalf("callback attempts %d, want %d", cb.Attempts, tt.wantAttempts)
+			}
+		})
+	}
+}
+
+func TestRetryDelayDoesNotBlockOthers(t *testing.T) {
+	b := setup(t)
+	p := b.processor(t, processor.Options{})
+	slow := b.enqueue(t, pipeline.Batch{
+		Subroutine: pipeline.Subroutine{Mode: pipeline.Atomic, Retry: retry(1, time.Hour)},
+		Functions:  []pipeline.Function{fn(handlers.TypeFlaky, handlers.FlakyArgs{FailAttempts: 1})},
+	})
+	next := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop()}})
+	rep := p.Tick(b.ctx, 1)
+	if rep.Steps[0].BatchID != slow || rep.Steps[0].Action != "retry" {
+		t.Fatalf("first tick: %+v", rep)
+	}
+	if cb := b.outcome(t, p, next); cb.Outcome.Status != pipeline.Executed {
+		t.Fatalf("batch behind a waiting retry: %s", cb.Outcome)
+	}
+}
+
+func TestNonAtomicFairRotation(t *testing.T) {
+	b := setup(t)
+	p := b.processor(t, processor.Options{})
+	x := b.enqueue(t, pipeline.Batch{Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic}, Functions: []pipeline.Function{noop(), noop(), noop()}})
+	y := b.enqueue(t, pipeline.Batch{Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic}, Functions: []pipeline.Function{noop(), noop()}})
+	var order []uint64
+	for range 5 {
+		rep := p.Tick(b.ctx, 1)
+		if len(rep.Steps) != 1 {
+			t.Fatalf("tick: %+v", rep)
+		}
+		order = append(order, rep.Steps[0].BatchID)
+	}
+	// Each function waits for its turn behind the batches queued after it.
+	if want := []uint64{x, y, x, y, x}; !equal(order, want) {
+		t.Fatalf("order %v, want %v", order, want)
+	}
+	cbs := b.callbacks(t)
+	for _, id := range []uint64{x, y} {
+		if len(cbs[id]) != 1 || cbs[id][0].Outcome.Status != pipeline.Executed {
+			t.Fatalf("batch %d callbacks: %+v", id, cbs[id])
+		}
+	}
+	if cbs[x][0].Outcome.Executed != 3 {
+		t.Fatalf("executed %d, want 3", cbs[x][0].Outcome.Executed)
+	}
+}
+
+func TestNonAtomicFailure(t *testing.T) {
+	tests := []struct {
+		name      string
+		functions []pipeline.Function
+		want      pipeline.Outcome
+		attempts  map[int]int
+	}{
+		{
+			name: "partially executed after retries",
+			functions: []pipeline.Function{noop(), noop(), {
+				Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{}),
+				Retry: retry(2, 10*time.Millisecond),
+			}, noop()},
+			want:     pipeline.Outcome{Status: pipeline.PartiallyExecuted, Executed: 2},
+			attempts: map[int]int{0: 1, 1: 1, 2: 3, 3: 0},
+		},
+		{
+			name:      "rejected when the first function fails",
+			functions: []pipeline.Function{fn(handlers.TypeFail, handlers.FailArgs{}), noop()},
+			want:      pipeline.Outcome{Status: pipeline.Rejected},
+			attempts:  map[int]int{0: 1, 1: 0},
+		},
+		{
+			name: "permanent error skips the remaining retries",
+			functions: []pipeline.Function{noop(), {
+				Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{Permanent: true}),
+				Retry: retry(5, 10*time.Millisecond),
+			}},
+			want:     pipeline.Outcome{Status: pipeline.PartiallyExecuted, Executed: 1},
+			attempts: map[int]int{1: 1},
+		},
+		{
+			name: "excluded error code is not retried",
+			functions: []pipeline.Function{{
+				Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{Code: "card_declined"}),
+				Retry: &pipeline.RetryLogic{Times: 5, Backoff: pipeline.Backoff{Kind: pipeline.Fixed, Initial: pipeline.Duration(10 * time.Millisecond)}, NonRetryable: []string{"card_declined"}},
+			}},
+			want:     pipeline.Outcome{Status: pipeline.Rejected},
+			attempts: map[int]int{0: 1},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := setup(t)
+			p := b.processor(t, processor.Options{})
+			id := b.enqueue(t, pipeline.Batch{Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic}, Functions: tt.functions})
+			cb := b.outcome(t, p, id)
+			if cb.Outcome.Status != tt.want.Status || cb.Outcome.Executed != tt.want.Executed {
+				t.Fatalf("outcome %s, want %s", cb.Outcome, tt.want)
+			}
+			for i, n := range tt.attempts {
+				if got := b.calls.get(key(id, i)); got != n {
+					t.Errorf("function %d ran %d times, want %d", i, got, n)
+				}
+			}
+			dls := b.deadLetters(t)
+			if len(dls) != 1 || dls[0].Batch.ID != id || dls[0].Outcome.Status != tt.want.Status {
+				t.Fatalf("dead letters %+v", dls)
+			}
+			if cb.DeadLetter == 0 {
+				t.Fatal("callback does not point at its dead letter")
+			}
+		})
+	}
+}
+
+func TestFallback(t *testing.T) {
+	tests := []struct {
+		name     string
+		fallback bool
+		want     pipeline.Status
+		dlq      int
+	}{
+		{name: "fallback handles the failure", fallback: true, want: pipeline.Executed, dlq: 0},
+		{name: "fallback fails too", fallback: false, want: pipeline.PartiallyExecuted, dlq: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := setup(t)
+			p := b.processor(t, processor.Options{})
+			id := b.enqueue(t, pipeline.Batch{Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic}, Functions: []pipeline.Function{noop(), {
+				Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{Fallback: tt.fallback}),
+				Retry: retry(1, 10*time.Millisecond),
+			}}})
+			cb := b.outcome(t, p, id)
+			if cb.Outcome.Status != tt.want || cb.Fallback != tt.fallback {
+				t.Fatalf("outcome %s fallback %v, want %s fallback %v", cb.Outcome, cb.Fallback, tt.want, tt.fallback)
+			}
+			if got := b.calls.get(key(id, 1)); got != 2 {
+				t.Fatalf("handler ran %d times, want 2 (retries exhausted before the fallback)", got)
+			}
+			if got := len(b.deadLetters(t)); got != tt.dlq {
+				t.Fatalf("dead letters %d, want %d", got, tt.dlq)
+			}
+			if tt.fallback {
+				if pr := b.progress(t, id); len(pr.Fallbacks) != 1 || pr.Fallbacks[0] != 1 {
+					t.Fatalf("fallback not recorded: %+v", pr)
+				}
+			}
+		})
+	}
+}
+
+func TestExpiry(t *testing.T) {
+	b := setup(t)
+	p := b.processor(t, processor.Options{})
+	id := b.enqueue(t, pipeline.Batch{ExpiresAt: time.Now().Add(-time.Second), Functions: []pipeline.Function{noop()}})
+	cb := b.outcome(t, p, id)
+	if cb.Outcome.Status != pipeline.Expired || cb.Outcome.Executed != 0 {
+		t.Fatalf("outcome %s, want Expired(0)", cb.Outcome)
+	}
+	if b.calls.total() != 0 {
+		t.Fatal("an expired batch was executed")
+	}
+}
+
+func TestExpiryMidway(t *testing.T) {
+	b := setup(t)
+	now := time.Now()
+	clock := func() time.Time { return now }
+	p := b.processor(t, processor.Options{Now: clock})
+	id := b.enqueue(t, pipeline.Batch{ExpiresAt: now.Add(time.Hour), Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic}, Functions: []pipeline.Function{noop(), noop(), noop()}})
+	p.Tick(b.ctx, 1)
+	now = now.Add(2 * time.Hour)
+	cb := b.outcome(t, p, id)
+	if cb.Outcome.Status != pipeline.Expired || cb.Outcome.Executed != 1 {
+		t.Fatalf("outcome %s, want Expired(1)", cb.Outcome)
+	}
+}

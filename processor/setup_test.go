@@ -1,0 +1,251 @@
+package processor_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/processor"
+	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/worker"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).Start.func1"),
+		goleak.IgnoreTopFunction("time.Sleep"))
+}
+
+const domain = "pay"
+
+// bundle is a real server with a worker serving the example handlers and
+// helpers to enqueue batches and observe callbacks.
+type bundle struct {
+	env    *testnats.Env
+	ledger *handlers.Ledger
+	mux    *pipeline.ServeMux
+	authz  jetstream.JetStream
+	admin  jetstream.JetStream
+	calls  *counter
+	ctx    context.Context
+}
+
+// counter counts handler executions per idempotency key.
+type counter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *counter) add(k string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[k]++
+}
+
+func (c *counter) get(k string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[k]
+}
+
+func (c *counter) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := 0
+	for _, v := range c.n {
+		t += v
+	}
+	return t
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	env := testnats.Start(t, []string{domain}, testnats.WithSettings(func(s *streams.Settings) {
+		s.AckWait = time.Second
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &bundle{
+		env:    env,
+		ledger: handlers.NewLedger(map[string]int64{"alice": 100, "bob": 0}),
+		mux:    pipeline.NewServeMux(),
+		authz:  env.JS(t, "authz"),
+		admin:  env.JS(t, "admin"),
+		calls:  &counter{n: map[string]int{}},
+		ctx:    ctx,
+	}
+	b.mux.Use(func(next pipeline.Handler) pipeline.Handler {
+		return pipeline.HandlerFunc(func(ctx context.Context, call *pipeline.Call) (pipeline.Result, error) {
+			b.calls.add(call.IdempotencyKey())
+			return next.Handle(ctx, call)
+		})
+	})
+	handlers.Register(b.mux, b.ledger)
+	b.startWorker(t, ctx)
+	t.Cleanup(cancel)
+	return b
+}
+
+func (b *bundle) startWorker(t *testing.T, ctx context.Context) {
+	t.Helper()
+	nc := b.env.Conn(t, "worker")
+	w, err := worker.New(ctx, nc, b.mux, worker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	admin := b.env.Conn(t, "admin")
+	testnats.Eventually(t, 5*time.Second, "worker endpoints", func() bool {
+		_, err := admin.Request("$SRV.PING.worker", nil, 100*time.Millisecond)
+		return err == nil
+	})
+}
+
+func (b *bundle) processor(t *testing.T, opts processor.Options) *processor.Processor {
+	t.Helper()
+	opts.Domain = domain
+	if opts.WorkTimeout == 0 {
+		opts.WorkTimeout = 5 * time.Second
+	}
+	p, err := processor.New(b.ctx, b.env.Conn(t, "processor"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// enqueue submits a batch the way authz does.
+func (b *bundle) enqueue(t *testing.T, bt pipeline.Batch) uint64 {
+	t.Helper()
+	if bt.Domain == "" {
+		bt.Domain = domain
+	}
+	if bt.Priority == "" {
+		bt.Priority = pipeline.Med
+	}
+	if bt.Subroutine.Mode == "" {
+		bt.Subroutine.Mode = pipeline.Atomic
+	}
+	id, err := authz.Enqueue(b.ctx, b.authz, &bt, "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// callbacks returns every callback in CALLBACKS, by batch id.
+func (b *bundle) callbacks(t *testing.T) map[uint64][]streams.Callback {
+	t.Helper()
+	s, err := b.admin.Stream(b.ctx, streams.StreamCallbacks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[uint64][]streams.Callback{}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(b.ctx, seq)
+		if err != nil {
+			continue
+		}
+		cb, err := streams.Decode[streams.Callback](m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[cb.BatchID] = append(out[cb.BatchID], cb)
+	}
+	return out
+}
+
+// outcome waits (ticking p) for the batch's callback and returns it.
+func (b *bundle) outcome(t *testing.T, p *processor.Processor, id uint64) streams.Callback {
+	t.Helper()
+	var cb streams.Callback
+	testnats.Eventually(t, 15*time.Second, fmt.Sprintf("callback of batch %d", id), func() bool {
+		if cbs := b.callbacks(t)[id]; len(cbs) > 0 {
+			cb = cbs[0]
+			return true
+		}
+		p.Tick(b.ctx, 8)
+		return false
+	})
+	return cb
+}
+
+func (b *bundle) progress(t *testing.T, id uint64) streams.Progress {
+	t.Helper()
+	kv, err := b.admin.KeyValue(b.ctx, streams.BucketProgress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(b.ctx, streams.ProgressKey(domain, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := streams.Decode[streams.Progress](e.Value())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// deadLetters returns the DLQ entries.
+func (b *bundle) deadLetters(t *testing.T) []streams.DeadLetter {
+	t.Helper()
+	s, err := b.admin.Stream(b.ctx, streams.StreamDLQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []streams.DeadLetter
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(b.ctx, seq)
+		if err != nil {
+			continue
+		}
+		dl, err := streams.Decode[streams.DeadLetter](m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, dl)
+	}
+	return out
+}
+
+func key(id uint64, index int) string { return strconv.FormatUint(id, 10) + "/" + strconv.Itoa(index) }
+
+func fn(typ string, payload any) pipeline.Function {
+	return pipeline.Function{Type: typ, Payload: pipeline.MustPayload(payload)}
+}
+
+func noop() pipeline.Function { return pipeline.Function{Type: handlers.TypeNoop} }
+
+func retry(times int, initial time.Duration) *pipeline.RetryLogic {
+	return &pipeline.RetryLogic{Times: pipeline.Times(times), Backoff: pipeline.Backoff{Kind: pipeline.Fixed, Initial: pipeline.Duration(initial)}}
+}
+
+func pub(t *testing.T, nc *nats.Conn, subject string, data []byte) {
+	t.Helper()
+	if err := nc.Publish(subject, data); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
