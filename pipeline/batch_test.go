@@ -74,6 +74,11 @@ func TestBatchValidateAcceptsValidBatches(t *testing.T) {
 			b.Domain = strings.Repeat("d", 128)
 			return b
 		}()},
+		{name: "dotted function type", batch: func() pipeline.Batch {
+			b := validBatch()
+			b.Functions[0].Type = "ledger.transfer"
+			return b
+		}()},
 		{name: "unicode domain", batch: func() pipeline.Batch {
 			b := validBatch()
 			b.Domain = "zahlungen-ü"
@@ -137,8 +142,12 @@ func TestBatchValidateRejects(t *testing.T) {
 			mutate: func(b *pipeline.Batch) { b.Domain = strings.Repeat("d", 129) }},
 		{name: "empty function type", field: "functions[0].type", rule: "must not be empty",
 			mutate: func(b *pipeline.Batch) { b.Functions[0].Type = "" }},
-		{name: "function type with dot names its index", field: "functions[1].type", rule: "must not contain",
-			mutate: func(b *pipeline.Batch) { b.Functions[1].Type = "a.b" }},
+		{name: "function type with space names its index", field: "functions[1].type", rule: "may hold only",
+			mutate: func(b *pipeline.Batch) { b.Functions[1].Type = "a b" }},
+		{name: "function type with wildcard", field: "functions[0].type", rule: "may hold only",
+			mutate: func(b *pipeline.Batch) { b.Functions[0].Type = "ledger.*" }},
+		{name: "function type with empty part", field: "functions[0].type", rule: "empty dot-separated parts",
+			mutate: func(b *pipeline.Batch) { b.Functions[0].Type = "ledger..transfer" }},
 		{name: "bad key", field: "key", rule: "must not contain",
 			mutate: func(b *pipeline.Batch) { b.Key = "a b" }},
 		{name: "retry in atomic function", field: "functions[1].retry", rule: "set subroutine.retry instead",
@@ -220,6 +229,45 @@ func TestValidateDomain(t *testing.T) {
 			}
 			if err != nil && !errors.Is(err, pipeline.ErrInvalid) {
 				t.Fatalf("ValidateDomain(%q) = %v, want ErrInvalid", tt.domain, err)
+			}
+		})
+	}
+}
+
+func TestValidateType(t *testing.T) {
+	tests := []struct {
+		name string
+		typ  string
+		rule string // empty: valid
+	}{
+		{name: "plain", typ: "transfer"},
+		{name: "dotted", typ: "ledger.transfer"},
+		{name: "digits, dash and underscore", typ: "v2.ledger-x_y"},
+		{name: "128 bytes", typ: strings.Repeat("t", 128)},
+		{name: "empty", typ: "", rule: "must not be empty"},
+		{name: "129 bytes", typ: strings.Repeat("t", 129), rule: "at most 128 bytes"},
+		{name: "leading dot", typ: ".transfer", rule: "empty dot-separated parts"},
+		{name: "trailing dot", typ: "transfer.", rule: "empty dot-separated parts"},
+		{name: "star", typ: "ledger.*", rule: "may hold only"},
+		{name: "greater-than", typ: "ledger.>", rule: "may hold only"},
+		{name: "space", typ: "led ger", rule: "may hold only"},
+		{name: "non-ASCII letter", typ: "überweisung", rule: "may hold only"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := pipeline.ValidateType(tt.typ)
+			if tt.rule == "" {
+				if err != nil {
+					t.Fatalf("ValidateType(%q) = %v, want nil", tt.typ, err)
+				}
+				return
+			}
+			var ve *pipeline.ValidationError
+			if !errors.Is(err, pipeline.ErrInvalid) || !errors.As(err, &ve) {
+				t.Fatalf("ValidateType(%q) = %v, want a *ValidationError", tt.typ, err)
+			}
+			if ve.Field != "type" || !strings.Contains(ve.Rule, tt.rule) {
+				t.Fatalf("ValidateType(%q) = %v, want field type and a rule containing %q", tt.typ, err, tt.rule)
 			}
 		})
 	}

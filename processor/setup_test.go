@@ -249,3 +249,47 @@ func pub(t *testing.T, nc *nats.Conn, subject string, data []byte) {
 		t.Fatal(err)
 	}
 }
+
+func (b *bundle) tryProgress(t *testing.T, id uint64) (streams.Progress, bool) {
+	t.Helper()
+	kv, err := b.admin.KeyValue(b.ctx, streams.BucketProgress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(b.ctx, streams.ProgressKey(domain, id))
+	if err != nil {
+		return streams.Progress{}, false
+	}
+	p, err := streams.Decode[streams.Progress](e.Value())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, true
+}
+
+func natsErrorHandler(errs chan<- error) nats.Option {
+	return nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		select {
+		case errs <- err:
+		default:
+		}
+	})
+}
+
+// queued counts the tokens left in both queues.
+func (b *bundle) queued(t *testing.T) uint64 {
+	t.Helper()
+	var n uint64
+	for _, name := range []string{streams.StreamHigh, streams.StreamMed} {
+		s, err := b.admin.Stream(b.ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += info.State.Msgs
+	}
+	return n
+}

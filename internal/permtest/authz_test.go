@@ -1,0 +1,182 @@
+package permtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// TestAuthz: the authorization service is the only identity that enqueues
+// batches, keeps the batch records and edits the queues; it never consumes
+// the processors' queues nor changes the streams themselves.
+func TestAuthz(t *testing.T) {
+	s := start(t)
+	authz := s.serveAuthz(t)
+	alice := s.as(t, "alice")
+	procConsumer := streams.ProcessorConsumer(domain)
+
+	runBoundaries(t, []boundary{
+		{
+			name: "enqueues new batches but does not rotate them",
+			allowed: func(t *testing.T) {
+				authz.allowed(t, "publish a HIGH token", authz.publishesTo(streams.StreamHigh, highToken(1)))
+				authz.allowed(t, "publish a MED token", authz.publishesTo(streams.StreamMed, medToken(1)))
+				authz.allowed(t, "take a batch id", authz.publishesTo(streams.StreamIDs, streams.IDsSubject))
+			},
+			denied: func(t *testing.T) {
+				subj := streams.RequeueSubject(pipeline.High, domain, 1)
+				s.deniedInto(t, authz, streams.StreamHigh, subj, authz.jsPublish(subj))
+			},
+		},
+		{
+			name: "relays confirmations but writes no dead letters or callbacks",
+			allowed: func(t *testing.T) {
+				authz.allowed(t, "publish a confirmation", authz.publishesTo(streams.StreamConfirm, streams.ConfirmSubject(domain, 1, 0)))
+			},
+			denied: func(t *testing.T) {
+				s.deniedInto(t, authz, streams.StreamDLQ, streams.DLQSubject(domain), authz.jsPublish(streams.DLQSubject(domain)))
+				s.deniedInto(t, authz, streams.StreamCallbacks, streams.CallbackSubject(domain), authz.jsPublish(streams.CallbackSubject(domain)))
+			},
+		},
+		{
+			name: "keeps batch records but not the workers' results",
+			allowed: func(t *testing.T) {
+				authz.allowed(t, "put and get a batch record", func(ctx context.Context) error {
+					kv, err := authz.js.KeyValue(ctx, streams.BucketBatches)
+					if err != nil {
+						return err
+					}
+					if _, err := kv.Put(ctx, streams.BatchKey(1), []byte("record")); err != nil {
+						return err
+					}
+					_, err = kv.Get(ctx, streams.BatchKey(1))
+					return err
+				})
+			},
+			denied: func(t *testing.T) {
+				// authz may look at every stream ($JS.API.STREAM.INFO.*), so it
+				// opens the bucket; the write is what is denied.
+				ctx, cancel := context.WithTimeout(context.Background(), opWait)
+				defer cancel()
+				kv, err := authz.js.KeyValue(ctx, streams.BucketResults)
+				if err != nil {
+					t.Fatalf("open results: %v%s", err, authz.reported())
+				}
+				key := streams.ResultKey(1, 0, 0)
+				s.deniedInto(t, authz, kvStream(streams.BucketResults), kvSubject(streams.BucketResults, key), func(ctx context.Context) error {
+					_, err := kv.Put(ctx, key, []byte("forged"))
+					return err
+				})
+			},
+		},
+		{
+			name: "reads and deletes queue messages but does not delete or purge streams",
+			allowed: func(t *testing.T) {
+				seq := s.adminPublish(t, highToken(50))
+				authz.allowed(t, "get and delete a message of HIGH", func(ctx context.Context) error {
+					st, err := authz.js.Stream(ctx, streams.StreamHigh)
+					if err != nil {
+						return err
+					}
+					m, err := st.GetMsg(ctx, seq)
+					if err != nil {
+						return err
+					}
+					if m.Subject != highToken(50) {
+						return fmt.Errorf("got %s, want %s", m.Subject, highToken(50))
+					}
+					return st.DeleteMsg(ctx, seq)
+				})
+				ctx, cancel := context.WithTimeout(context.Background(), opWait)
+				defer cancel()
+				st, err := s.admin.Stream(ctx, streams.StreamHigh)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := st.GetMsg(ctx, seq); !errors.Is(err, jetstream.ErrMsgNotFound) {
+					t.Errorf("message %d after authz deleted it: %v, want not found", seq, err)
+				}
+			},
+			denied: func(t *testing.T) {
+				s.adminPublish(t, highToken(51))
+				before := s.msgs(t, streams.StreamHigh)
+				authz.denied(t, "$JS.API.STREAM.DELETE."+streams.StreamHigh, func(ctx context.Context) error {
+					return authz.js.DeleteStream(ctx, streams.StreamHigh)
+				})
+				authz.denied(t, "$JS.API.STREAM.PURGE."+streams.StreamHigh, func(ctx context.Context) error {
+					st, err := authz.js.Stream(ctx, streams.StreamHigh)
+					if err != nil {
+						return err
+					}
+					return st.Purge(ctx)
+				})
+				if after := s.msgs(t, streams.StreamHigh); after != before {
+					t.Errorf("HIGH went from %d to %d messages", before, after)
+				}
+			},
+		},
+		{
+			name: "consumes callbacks but not the processors' queue",
+			allowed: func(t *testing.T) {
+				s.adminPublish(t, streams.CallbackSubject(domain))
+				authz.allowed(t, "fetch and ack a callback", func(ctx context.Context) error {
+					cons, err := authz.js.Consumer(ctx, streams.StreamCallbacks, streams.CallbacksConsumer)
+					if err != nil {
+						return err
+					}
+					m, err := cons.Next(jetstream.FetchContext(ctx))
+					if err != nil {
+						return err
+					}
+					return m.DoubleAck(ctx)
+				})
+			},
+			denied: func(t *testing.T) {
+				s.adminPublish(t, highToken(60))
+				ctx, cancel := context.WithTimeout(context.Background(), opWait)
+				defer cancel()
+				// Looking at the processors' consumer is allowed; taking from it is not.
+				cons, err := authz.js.Consumer(ctx, streams.StreamHigh, procConsumer)
+				if err != nil {
+					t.Fatalf("authz may read consumer info: %v%s", err, authz.reported())
+				}
+				before := s.msgs(t, streams.StreamHigh)
+				authz.denied(t, "$JS.API.CONSUMER.MSG.NEXT."+streams.StreamHigh+"."+procConsumer, func(ctx context.Context) error {
+					_, err := cons.Next(jetstream.FetchContext(ctx))
+					return err
+				})
+				info, err := cons.Info(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if info.NumAckPending != 0 || info.Delivered.Consumer != 0 {
+					t.Errorf("the processors' consumer delivered to authz: %+v", info.Delivered)
+				}
+				if after := s.msgs(t, streams.StreamHigh); after != before {
+					t.Errorf("HIGH went from %d to %d messages", before, after)
+				}
+				authz.denied(t, "$JS.API.CONSUMER.CREATE."+streams.StreamHigh+".authz."+streams.TokenFilter(pipeline.High, domain), func(ctx context.Context) error {
+					_, err := authz.js.CreateConsumer(ctx, streams.StreamHigh, jetstream.ConsumerConfig{
+						Durable: "authz", FilterSubject: streams.TokenFilter(pipeline.High, domain), AckPolicy: jetstream.AckExplicitPolicy,
+					})
+					return err
+				})
+			},
+		},
+		{
+			name: "serves callers but cannot listen as a worker or a processor",
+			allowed: func(t *testing.T) {
+				alice.allowed(t, "be answered by authz", alice.request(streams.AuthzSubject("alice", "send"), "alice"))
+			},
+			denied: func(t *testing.T) {
+				authz.deniedSubscribe(t, "work.>")
+				authz.deniedSubscribe(t, streams.TickSubject(domain))
+			},
+		},
+	})
+}
