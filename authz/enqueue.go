@@ -1,6 +1,8 @@
 // Package authz is the authorization service: the only gate onto the
-// queues. It assigns global batch ids, records every batch, publishes queue
-// tokens, and applies processors' callbacks to the batch records.
+// queues. It checks each submission against the authorization table,
+// assigns global batch ids, records every batch, publishes queue tokens,
+// gives the owner pause/resume, evict/insert and replay, and applies the
+// processors' callbacks to the batch records.
 package authz
 
 import (
@@ -15,56 +17,85 @@ import (
 	"github.com/tickflow/tickflow/streams"
 )
 
-// Enqueue validates b, assigns it the next global id, records it in the
-// batches bucket as InProcess and publishes its token: the record first, so
-// a token never points at nothing. b.ID and b.CreatedAt are set.
-//
-// idemKey, when set, makes a repeated submission return the same id and
-// queue nothing twice: the id log deduplicates the key within the stream's
-// duplicate window, and a repeated call re-publishes the same
-// (deduplicated) token, which also completes a submission cut short by a crash.
-func Enqueue(ctx context.Context, js jetstream.JetStream, b *pipeline.Batch, idemKey string, now time.Time) (uint64, error) {
-	if err := b.Validate(); err != nil {
-		return 0, err
+// AssignID takes the next global batch id: the sequence of a message in the
+// id log, unique and increasing across every authz replica. A dedupKey seen
+// within the log's duplicate window returns the same id with dup set.
+func AssignID(ctx context.Context, js jetstream.JetStream, dedupKey string) (id uint64, dup bool, err error) {
+	m := nats.NewMsg(streams.IDsSubject)
+	if dedupKey != "" {
+		m.Header.Set(nats.MsgIdHdr, dedupKey)
 	}
-	idm := nats.NewMsg(streams.IDsSubject)
-	if idemKey != "" {
-		idm.Header.Set(nats.MsgIdHdr, "idem-"+idemKey)
-	}
-	ack, err := js.PublishMsg(ctx, idm)
+	ack, err := js.PublishMsg(ctx, m)
 	if err != nil {
-		return 0, fmt.Errorf("authz: assign batch id: %w", err)
+		return 0, false, fmt.Errorf("authz: assign batch id: %w", err)
 	}
-	b.ID = ack.Sequence
-	b.CreatedAt = now.UTC()
-	kv, err := js.KeyValue(ctx, streams.BucketBatches)
-	if err != nil {
-		return 0, fmt.Errorf("authz: batches bucket: %w", err)
-	}
+	return ack.Sequence, ack.Duplicate, nil
+}
+
+// Record stores b as InProcess under its id. If a record exists already and
+// dup says the id was handed out twice for the same submission, the first
+// record's batch is returned; otherwise an existing record is an error.
+func Record(ctx context.Context, kv jetstream.KeyValue, b *pipeline.Batch, idemKey string, dup bool) (*pipeline.Batch, error) {
 	rec := &streams.BatchRecord{
 		Batch: *b, Status: pipeline.InProcess, IdempotencyKey: idemKey,
 		CreatedAt: b.CreatedAt, UpdatedAt: b.CreatedAt,
 		History: []streams.Event{{At: b.CreatedAt, What: "accepted", Detail: string(b.Priority) + " queue of " + b.Domain}},
 	}
+	if b.ReplayOf != 0 {
+		rec.History = append(rec.History, streams.Event{At: b.CreatedAt, What: "replay", Detail: fmt.Sprintf("replay of batch %d", b.ReplayOf)})
+	}
 	data, err := streams.Encode(rec)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if _, err := kv.Create(ctx, streams.BatchKey(b.ID), data); err != nil {
-		if !errors.Is(err, jetstream.ErrKeyExists) || !ack.Duplicate {
-			return 0, fmt.Errorf("authz: record batch %d: %w", b.ID, err)
+		if !errors.Is(err, jetstream.ErrKeyExists) || !dup {
+			return nil, fmt.Errorf("authz: record batch %d: %w", b.ID, err)
 		}
-		// A repeated submission: keep the first record, re-publish its token.
 		e, err := kv.Get(ctx, streams.BatchKey(b.ID))
 		if err != nil {
-			return 0, fmt.Errorf("authz: read batch %d: %w", b.ID, err)
+			return nil, fmt.Errorf("authz: read batch %d: %w", b.ID, err)
 		}
 		first, err := streams.Decode[streams.BatchRecord](e.Value())
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		*b = first.Batch
+		return &first.Batch, nil
 	}
+	return b, nil
+}
+
+// Enqueue validates b, assigns it the next global id, records it and
+// publishes its token: the record first, so a token never points at
+// nothing. b.ID and b.CreatedAt are set. It applies no authorization and no
+// concurrency limit: it is the primitive under the service's send.
+//
+// idemKey, when set, makes a repeated call within the duplicate window
+// return the same id and queue nothing twice; the repeated call re-publishes
+// the same (deduplicated) token, which also completes a submission cut short
+// by a crash.
+func Enqueue(ctx context.Context, js jetstream.JetStream, b *pipeline.Batch, idemKey string, now time.Time) (uint64, error) {
+	if err := b.Validate(); err != nil {
+		return 0, err
+	}
+	dedup := ""
+	if idemKey != "" {
+		dedup = "idem-" + idemKey
+	}
+	id, dup, err := AssignID(ctx, js, dedup)
+	if err != nil {
+		return 0, err
+	}
+	b.ID, b.CreatedAt = id, now.UTC()
+	kv, err := js.KeyValue(ctx, streams.BucketBatches)
+	if err != nil {
+		return 0, fmt.Errorf("authz: batches bucket: %w", err)
+	}
+	first, err := Record(ctx, kv, b, idemKey, dup)
+	if err != nil {
+		return 0, err
+	}
+	*b = *first
 	if err := PublishToken(ctx, js, b, 0, 0); err != nil {
 		return 0, err
 	}

@@ -153,7 +153,7 @@ func TestPause(t *testing.T) {
 		t.Fatal(err)
 	}
 	set := func(paused bool) {
-		v, _ := json.Marshal(processor.DomainState{Paused: paused, By: "owner", At: time.Now()})
+		v, _ := json.Marshal(streams.DomainState{Paused: paused, By: "owner", At: time.Now()})
 		if _, err := kv.Put(b.ctx, domain, v); err != nil {
 			t.Fatal(err)
 		}

@@ -273,7 +273,7 @@ func (p *Processor) Paused(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	st, err := DecodeState(e.Value())
+	st, err := streams.DecodeDomainState(e.Value())
 	if err != nil {
 		return false, err
 	}
@@ -349,22 +349,6 @@ func (p *Processor) fetch(ctx context.Context, n int) ([]fetched, error) {
 		}
 	}
 	return out, nil
-}
-
-// DomainState is the value of a domain's key in the processors bucket.
-type DomainState struct {
-	Paused bool      `json:"paused"`
-	By     string    `json:"by,omitempty"`
-	At     time.Time `json:"at"`
-}
-
-// DecodeState reads a processors bucket value (JSON, so `nats kv get` is legible).
-func DecodeState(b []byte) (DomainState, error) {
-	var st DomainState
-	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("processor: domain state %q: %w", b, err)
-	}
-	return st, nil
 }
 
 // batch returns the batch with id, from memory or the batches bucket.

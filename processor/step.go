@@ -160,6 +160,9 @@ func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state,
 	prog.LastError = rep.Error.Message
 	d := pipeline.Decide(b.RetryFor(0), failures, rep.Error.Retryable, p.opts.Rand)
 	if d.Step == pipeline.RetryStep {
+		// The NAK delay is the timer; NotBefore keeps the delay if the token
+		// is re-appended meanwhile (an owner's insert).
+		prog.NotBefore = p.opts.Now().Add(d.Delay)
 		if err := p.save(ctx, st); err != nil {
 			return "", err
 		}
@@ -269,9 +272,9 @@ func (p *Processor) functionFailed(ctx context.Context, b *pipeline.Batch, st *s
 	prog.State, prog.Parked = streams.Queued, nil
 	d := pipeline.Decide(b.RetryFor(k), failures, retryable, p.opts.Rand)
 	if d.Step == pipeline.RetryStep {
+		prog.NotBefore = p.opts.Now().Add(d.Delay)
 		if m == nil {
-			// No token in hand: rotate with a not-before time instead of a NAK delay.
-			prog.NotBefore = p.opts.Now().Add(d.Delay)
+			// No token in hand: rotate; the new token waits for NotBefore.
 			return "retry", p.rotate(ctx, b, st, nil)
 		}
 		if err := p.save(ctx, st); err != nil {

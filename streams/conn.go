@@ -3,6 +3,7 @@ package streams
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -58,7 +59,17 @@ func Connect(c Credentials, extra ...nats.Option) (*nats.Conn, error) {
 	if url == "" {
 		url = nats.DefaultURL
 	}
-	nc, err := nats.Connect(url, opts...)
+	var nc *nats.Conn
+	var err error
+	// The server may send its first RTT PING before the PONG that completes
+	// the handshake (nats-server issue 1174); the client then fails the
+	// connect with "expected 'PONG', got 'PING'". It is transient: try again.
+	for attempt := 0; attempt < 3; attempt++ {
+		nc, err = nats.Connect(url, opts...)
+		if err == nil || !strings.Contains(err.Error(), "expected 'PONG'") {
+			break
+		}
+	}
 	if err != nil {
 		if errors.Is(err, nats.ErrAuthorization) {
 			return nil, fmt.Errorf("streams: connect as %q: authorization refused: check the user and password (or creds): %w", c.User, err)

@@ -2,6 +2,7 @@ package streams
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -120,10 +121,16 @@ type BatchRecord struct {
 	// IdempotencyKey is the caller's key for duplicate submissions.
 	IdempotencyKey string `msgpack:"idem,omitempty" json:"idempotency_key,omitempty"`
 	// Attempts is the attempt count the terminal callback reported.
-	Attempts  int       `msgpack:"attempts" json:"attempts"`
-	CreatedAt time.Time `msgpack:"created_at" json:"created_at"`
-	UpdatedAt time.Time `msgpack:"updated_at" json:"updated_at"`
-	History   []Event   `msgpack:"history,omitempty" json:"history,omitempty"`
+	Attempts int `msgpack:"attempts" json:"attempts"`
+	// Fallback is true when a fallback handled a failed function.
+	Fallback bool `msgpack:"fallback,omitempty" json:"fallback,omitempty"`
+	// DeadLetter is the DLQ sequence of the batch's dead letter, if any.
+	DeadLetter uint64 `msgpack:"dead_letter,omitempty" json:"dead_letter,omitempty"`
+	// ReplayedAs is the id of the batch this one's dead letter was replayed as.
+	ReplayedAs uint64    `msgpack:"replayed_as,omitempty" json:"replayed_as,omitempty"`
+	CreatedAt  time.Time `msgpack:"created_at" json:"created_at"`
+	UpdatedAt  time.Time `msgpack:"updated_at" json:"updated_at"`
+	History    []Event   `msgpack:"history,omitempty" json:"history,omitempty"`
 }
 
 // Callback is what a processor tells authz about a batch's terminal outcome.
@@ -285,3 +292,21 @@ func (w *WorkRequest) version() uint8  { return w.V }
 func (w *WorkRequest) setVersion()     { w.V = WireVersion }
 func (w *WorkReply) version() uint8    { return w.V }
 func (w *WorkReply) setVersion()       { w.V = WireVersion }
+
+// DomainState is the value of a domain's key in the processors bucket:
+// paused or active, and who changed it. It is JSON, so `nats kv get
+// processors <domain>` is legible.
+type DomainState struct {
+	Paused bool      `json:"paused"`
+	By     string    `json:"by,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// DecodeDomainState reads a processors bucket value.
+func DecodeDomainState(b []byte) (DomainState, error) {
+	var st DomainState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("%w domain state %q: %w", ErrDecode, b, err)
+	}
+	return st, nil
+}

@@ -34,13 +34,12 @@ func TestAuthz(t *testing.T) {
 			},
 		},
 		{
-			name: "relays confirmations but writes no dead letters or callbacks",
+			name: "relays confirmations but writes no dead letters",
 			allowed: func(t *testing.T) {
 				authz.allowed(t, "publish a confirmation", authz.publishesTo(streams.StreamConfirm, streams.ConfirmSubject(domain, 1, 0)))
 			},
 			denied: func(t *testing.T) {
 				s.deniedInto(t, authz, streams.StreamDLQ, streams.DLQSubject(domain), authz.jsPublish(streams.DLQSubject(domain)))
-				s.deniedInto(t, authz, streams.StreamCallbacks, streams.CallbackSubject(domain), authz.jsPublish(streams.CallbackSubject(domain)))
 			},
 		},
 		{

@@ -324,6 +324,19 @@ func (s *suite) serveTicks(t *testing.T) *role {
 	return r
 }
 
+// recvWithin receives from ch, waiting at most d.
+func recvWithin[T any](ch <-chan T, d time.Duration) (T, bool) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v, true
+	case <-timer.C:
+		var zero T
+		return zero, false
+	}
+}
+
 // boundary is one line a role must not cross: allowed proves the side the
 // role may do, denied the side it may not.
 type boundary struct {

@@ -1,0 +1,57 @@
+# tickflow: build, test, lint and fuzz. `make` alone builds.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+GO       ?= go
+GOFMT    ?= gofmt
+# How long each fuzz target runs under `make fuzz`.
+FUZZTIME ?= 10s
+# Extra arguments for `make run` and `make bench`, e.g. make run ARGS='-domain payments'.
+ARGS     ?=
+
+.PHONY: build test lint fuzz run bench natscli clean
+
+# build compiles everything and puts one binary per cmd/* into bin/.
+build:
+	$(GO) build ./...
+	$(GO) build -o bin/ ./cmd/...
+
+test:
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+# lint fails on vet findings and lists every file gofmt would change.
+lint:
+	$(GO) vet ./...
+	@files=$$($(GOFMT) -l .); \
+	if [ -n "$$files" ]; then \
+		echo "gofmt would change these files (run gofmt -w on them):"; \
+		echo "$$files"; \
+		exit 1; \
+	fi
+
+# fuzz runs every fuzz target of every package for FUZZTIME. `go test -list`
+# prints each package's targets followed by its "ok <package>" line.
+fuzz:
+	@targets=$$($(GO) test -list '^Fuzz' ./... | awk '/^Fuzz/ { names = names " " $$1; next } /^ok/ { n = split(names, t, " "); for (i = 1; i <= n; i++) print $$2 "=" t[i]; names = "" }'); \
+	if [ -z "$$targets" ]; then echo "no fuzz targets found"; exit 0; fi; \
+	for t in $$targets; do \
+		pkg=$${t%=*}; name=$${t#*=}; \
+		echo "== $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
+	done
+
+# run starts the whole system in one process around an embedded nats-server.
+run:
+	$(GO) run ./cmd/run $(ARGS)
+
+# bench measures tickflow's throughput on this machine.
+bench:
+	$(GO) run ./bench $(ARGS)
+
+# natscli installs the nats command-line tool into $(go env GOPATH)/bin.
+natscli:
+	$(GO) install github.com/nats-io/natscli/nats@v0.5.0
+
+clean:
+	rm -rf bin

@@ -1,0 +1,295 @@
+package authz
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
+)
+
+func (s *Service) endpoints() []endpoint {
+	return []endpoint{
+		{"send", "submit a batch under an authorization label", s.send},
+		{"batch", "the record of one batch", s.batch},
+		{"queue", "a domain's queue in order, [from, to)", s.queue},
+		{"pause", "pause a domain's processors (owner)", s.pause},
+		{"resume", "resume a domain's processors (owner)", s.resume},
+		{"evict", "remove the batch at a position (owner)", s.evict},
+		{"insert", "insert a batch at a position (owner)", s.insert},
+		{"dlq", "list dead letters (owner)", s.listDLQ},
+		{"replay", "replay dead letters as new batches (owner)", s.replay},
+		{"confirm", "confirm a function waiting for a confirmation", s.confirm},
+		{"reload", "reload the authorization table (owner)", s.reload},
+	}
+}
+
+// SendRequest submits a batch.
+type SendRequest struct {
+	Label     string     `json:"label"`
+	Functions []CallSpec `json:"functions"`
+	// Key, when set, serialises batches with the same key.
+	Key string `json:"key,omitempty"`
+	// IdempotencyKey makes a repeated submission return the same batch.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// SendReply says which batch was queued.
+type SendReply struct {
+	ID        uint64            `json:"id"`
+	Domain    string            `json:"domain"`
+	Priority  pipeline.Priority `json:"priority"`
+	Duplicate bool              `json:"duplicate,omitempty"`
+}
+
+func (s *Service) send(ctx context.Context, user string, body []byte) (any, error) {
+	var req SendRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	l, ok := s.Table().Labels[req.Label]
+	if !ok {
+		return nil, errf(CodeNotFound, "authz: unknown label %q", req.Label)
+	}
+	if !l.Allows(user) {
+		return nil, errf(CodeForbidden, "authz: %q may not submit under label %q", user, req.Label)
+	}
+	return s.submit(ctx, req.Label, l, user, req.Functions, req.Key, req.IdempotencyKey, l.Priority, false)
+}
+
+// submit builds, limits, records and queues a batch; force skips the
+// label's concurrency limit (the owner's insert). It does not publish the
+// token when noToken is set by the caller through queueLater.
+func (s *Service) submit(ctx context.Context, name string, l *Label, user string, calls []CallSpec, key, idem string, prio pipeline.Priority, force bool) (*SendReply, error) {
+	b, err := s.build(ctx, name, l, user, calls, key, idem, prio, force)
+	if err != nil {
+		return nil, err
+	}
+	if err := PublishToken(ctx, s.js, b.batch, 0, 0); err != nil {
+		return nil, err
+	}
+	return &SendReply{ID: b.batch.ID, Domain: b.batch.Domain, Priority: b.batch.Priority, Duplicate: b.dup}, nil
+}
+
+type built struct {
+	batch *pipeline.Batch
+	dup   bool
+}
+
+// build checks a submission, takes a concurrency slot and records the batch,
+// without queueing it.
+func (s *Service) build(ctx context.Context, name string, l *Label, user string, calls []CallSpec, key, idem string, prio pipeline.Priority, force bool) (*built, error) {
+	now := s.opts.Now()
+	b, err := l.Build(name, user, calls, key, now)
+	if err != nil {
+		return nil, err
+	}
+	b.Priority = prio
+	if idem != "" {
+		if id, ok, err := s.idempotent(ctx, user, idem); err != nil {
+			return nil, err
+		} else if ok {
+			rec, err := s.record(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			return &built{batch: &rec.Batch, dup: true}, nil
+		}
+	}
+	dedup := ""
+	if idem != "" {
+		dedup = idemKV(user, idem)
+	}
+	id, dup, err := AssignID(ctx, s.js, dedup)
+	if err != nil {
+		return nil, err
+	}
+	b.ID, b.CreatedAt = id, now.UTC()
+	if l.MaxConcurrent > 0 && !dup {
+		if err := s.reserve(ctx, name, l.MaxConcurrent, id, force); err != nil {
+			return nil, err
+		}
+	}
+	first, err := Record(ctx, s.batches, b, idem, dup)
+	if err != nil {
+		return nil, err
+	}
+	if idem != "" {
+		if _, err := s.batches.Create(ctx, idemKV(user, idem), []byte(fmt.Sprint(first.ID))); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, fmt.Errorf("authz: remember idempotency key: %w", err)
+		}
+	}
+	s.log.Info("batch accepted", "batch_id", first.ID, "label", name, "user", user, "domain", first.Domain, "priority", first.Priority)
+	return &built{batch: first, dup: dup}, nil
+}
+
+func (s *Service) idempotent(ctx context.Context, user, idem string) (uint64, bool, error) {
+	e, err := s.batches.Get(ctx, idemKV(user, idem))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	var id uint64
+	if _, err := fmt.Sscan(string(e.Value()), &id); err != nil {
+		return 0, false, fmt.Errorf("authz: idempotency record %q: %w", e.Value(), err)
+	}
+	return id, true, nil
+}
+
+func (s *Service) record(ctx context.Context, id uint64) (*streams.BatchRecord, error) {
+	e, err := s.batches.Get(ctx, streams.BatchKey(id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, errf(CodeNotFound, "authz: no batch %d", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec, err := streams.Decode[streams.BatchRecord](e.Value())
+	if err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// IDRequest names a batch.
+type IDRequest struct {
+	ID uint64 `json:"id"`
+}
+
+// BatchReply is a batch's record and, while it runs, its progress.
+type BatchReply struct {
+	Record   *streams.BatchRecord `json:"record"`
+	Progress *streams.Progress    `json:"progress,omitempty"`
+}
+
+func (s *Service) batch(ctx context.Context, user string, body []byte) (any, error) {
+	var req IDRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	rec, err := s.record(ctx, req.ID)
+	if err != nil {
+		return nil, err
+	}
+	if user != s.opts.Owner && user != rec.Batch.Submitter {
+		// Do not tell others whether the batch exists.
+		return nil, errf(CodeNotFound, "authz: no batch %d", req.ID)
+	}
+	rep := &BatchReply{Record: rec}
+	if st, err := s.load(ctx, rec.Batch.Domain, rec.Batch.ID); err == nil && st.rev != 0 {
+		rep.Progress = &st.prog
+	}
+	return rep, nil
+}
+
+// DomainRequest names a domain.
+type DomainRequest struct {
+	Domain string `json:"domain"`
+}
+
+// StateReply is a domain's pause state.
+type StateReply struct {
+	Domain string `json:"domain"`
+	Paused bool   `json:"paused"`
+}
+
+func (s *Service) pause(ctx context.Context, user string, body []byte) (any, error) {
+	return s.setPaused(ctx, user, body, true)
+}
+
+func (s *Service) resume(ctx context.Context, user string, body []byte) (any, error) {
+	return s.setPaused(ctx, user, body, false)
+}
+
+func (s *Service) setPaused(ctx context.Context, user string, body []byte, paused bool) (any, error) {
+	if err := s.owner(user); err != nil {
+		return nil, err
+	}
+	var req DomainRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	if err := pipeline.ValidateDomain(req.Domain); err != nil {
+		return nil, err
+	}
+	v, _ := json.Marshal(streams.DomainState{Paused: paused, By: user, At: s.opts.Now().UTC()})
+	if _, err := s.state.Put(ctx, req.Domain, v); err != nil {
+		return nil, fmt.Errorf("authz: set pause state: %w", err)
+	}
+	s.log.Info("domain state changed", "domain", req.Domain, "paused", paused, "by", user)
+	return &StateReply{Domain: req.Domain, Paused: paused}, nil
+}
+
+// ConfirmRequest confirms function Index of batch ID.
+type ConfirmRequest struct {
+	ID      uint64 `json:"id"`
+	Index   int    `json:"index"`
+	Content string `json:"content"`
+}
+
+// ConfirmReply acknowledges a confirmation stored for the processor.
+type ConfirmReply struct {
+	ID    uint64 `json:"id"`
+	Index int    `json:"index"`
+}
+
+func (s *Service) confirm(ctx context.Context, user string, body []byte) (any, error) {
+	var req ConfirmRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	rec, err := s.record(ctx, req.ID)
+	if err != nil {
+		return nil, err
+	}
+	b := &rec.Batch
+	if req.Index < 0 || req.Index >= len(b.Functions) || b.Functions[req.Index].Confirm == nil {
+		return nil, errf(CodeBadRequest, "authz: function %d of batch %d takes no confirmation", req.Index, req.ID)
+	}
+	if by := b.Functions[req.Index].Confirm.By; len(by) > 0 && !contains(by, user) {
+		return nil, errf(CodeForbidden, "authz: %q may not confirm function %d of batch %d", user, req.Index, req.ID)
+	}
+	if rec.Status.Terminal() {
+		return nil, errf(CodeConflict, "authz: batch %d is already %s", req.ID, rec.Status)
+	}
+	data, err := streams.Encode(&streams.Confirmation{Content: req.Content, By: user})
+	if err != nil {
+		return nil, err
+	}
+	m := nats.NewMsg(streams.ConfirmSubject(b.Domain, b.ID, req.Index))
+	m.Data = data
+	if _, err := s.js.PublishMsg(ctx, m); err != nil {
+		return nil, fmt.Errorf("authz: store confirmation: %w", err)
+	}
+	return &ConfirmReply{ID: req.ID, Index: req.Index}, nil
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// ReloadReply says how many labels the reloaded table has.
+type ReloadReply struct {
+	Labels int `json:"labels"`
+}
+
+func (s *Service) reload(_ context.Context, user string, _ []byte) (any, error) {
+	if err := s.owner(user); err != nil {
+		return nil, err
+	}
+	if err := s.Reload(); err != nil {
+		return nil, errf(CodeBadRequest, "%v", err)
+	}
+	return &ReloadReply{Labels: len(s.Table().Labels)}, nil
+}

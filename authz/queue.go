@@ -1,0 +1,420 @@
+package authz
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// A queue's order is the stream order of its live tokens: tokens whose
+// generation and step match the batch's progress and whose batch is not
+// finished. Listing reads the stream with direct gets filtered to the
+// domain, one round trip per token, and one progress read per token.
+
+// QueueRequest lists a domain's queue of one priority, positions [From, To).
+type QueueRequest struct {
+	Domain   string            `json:"domain"`
+	Priority pipeline.Priority `json:"priority"`
+	From     int               `json:"from"`
+	// To is exclusive; 0 means the end of the queue.
+	To int `json:"to"`
+}
+
+// QueueItem is one batch in a queue.
+type QueueItem struct {
+	Position int    `json:"position"`
+	ID       uint64 `json:"id"`
+	Seq      uint64 `json:"seq"`
+	Subject  string `json:"subject"`
+	Gen      uint32 `json:"gen"`
+	Step     uint32 `json:"step"`
+	// State is queued or parked (waiting for a confirmation).
+	State streams.State `json:"state"`
+}
+
+// QueueReply is a slice of a queue.
+type QueueReply struct {
+	Domain   string            `json:"domain"`
+	Priority pipeline.Priority `json:"priority"`
+	Length   int               `json:"length"`
+	Items    []QueueItem       `json:"items"`
+}
+
+func (s *Service) queue(ctx context.Context, user string, body []byte) (any, error) {
+	if err := s.owner(user); err != nil {
+		return nil, err
+	}
+	var req QueueRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	if err := checkQueue(req.Domain, req.Priority); err != nil {
+		return nil, err
+	}
+	items, err := s.Live(ctx, req.Domain, req.Priority)
+	if err != nil {
+		return nil, err
+	}
+	to := req.To
+	if to == 0 || to > len(items) {
+		to = len(items)
+	}
+	if req.From < 0 || req.From > to {
+		return nil, errf(CodeOutOfBounds, "authz: index out of bounds: range [%d, %d) of a queue of length %d", req.From, req.To, len(items))
+	}
+	return &QueueReply{Domain: req.Domain, Priority: req.Priority, Length: len(items), Items: items[req.From:to]}, nil
+}
+
+func checkQueue(domain string, p pipeline.Priority) error {
+	if err := pipeline.ValidateDomain(domain); err != nil {
+		return err
+	}
+	return p.Validate()
+}
+
+// Live returns the live tokens of a domain's queue, in order.
+func (s *Service) Live(ctx context.Context, domain string, p pipeline.Priority) ([]QueueItem, error) {
+	st := s.queues[p]
+	filter := "*." + string(p) + "." + domain + ".*"
+	var items []QueueItem
+	progress := map[uint64]*state{}
+	for seq := uint64(1); ; {
+		rm, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("authz: read queue %s of %s: %w", p, domain, err)
+		}
+		seq = rm.Sequence + 1
+		tok, err := streams.Decode[streams.Token](rm.Data)
+		if err != nil {
+			continue // garbage is the processor's to dead-letter
+		}
+		pr, ok := progress[tok.BatchID]
+		if !ok {
+			if pr, err = s.load(ctx, domain, tok.BatchID); err != nil {
+				return nil, err
+			}
+			progress[tok.BatchID] = pr
+		}
+		if pr.prog.State == streams.Done || tok.Gen != pr.prog.Gen || tok.Step != pr.prog.Step {
+			continue
+		}
+		items = append(items, QueueItem{Position: len(items), ID: tok.BatchID, Seq: rm.Sequence, Subject: rm.Subject,
+			Gen: tok.Gen, Step: tok.Step, State: pr.prog.State})
+	}
+	return items, nil
+}
+
+type state struct {
+	prog streams.Progress
+	rev  uint64
+}
+
+func (s *Service) load(ctx context.Context, domain string, id uint64) (*state, error) {
+	e, err := s.progress.Get(ctx, streams.ProgressKey(domain, id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return &state{prog: streams.Progress{BatchID: id, State: streams.Queued}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("authz: read progress: %w", err)
+	}
+	p, err := streams.Decode[streams.Progress](e.Value())
+	if err != nil {
+		return nil, err
+	}
+	return &state{prog: p, rev: e.Revision()}, nil
+}
+
+var errConflict = errors.New("authz: progress changed concurrently")
+
+func (s *Service) save(ctx context.Context, domain string, st *state) error {
+	st.prog.UpdatedAt = s.opts.Now().UTC()
+	v, err := streams.Encode(&st.prog)
+	if err != nil {
+		return err
+	}
+	key := streams.ProgressKey(domain, st.prog.BatchID)
+	var rev uint64
+	if st.rev == 0 {
+		rev, err = s.progress.Create(ctx, key, v)
+	} else {
+		rev, err = s.progress.Update(ctx, key, v, st.rev)
+	}
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return errConflict
+	}
+	if err != nil {
+		return fmt.Errorf("authz: write progress: %w", err)
+	}
+	st.rev = rev
+	return nil
+}
+
+// PositionRequest names a position in a domain's queue.
+type PositionRequest struct {
+	Domain   string            `json:"domain"`
+	Priority pipeline.Priority `json:"priority"`
+	Position int               `json:"position"`
+}
+
+// EvictReply names the evicted batch.
+type EvictReply struct {
+	ID uint64 `json:"id"`
+}
+
+func (s *Service) evict(ctx context.Context, user string, body []byte) (any, error) {
+	if err := s.owner(user); err != nil {
+		return nil, err
+	}
+	var req PositionRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	if err := checkQueue(req.Domain, req.Priority); err != nil {
+		return nil, err
+	}
+	s.editMu.Lock()
+	defer s.editMu.Unlock()
+	for range 10 {
+		items, err := s.Live(ctx, req.Domain, req.Priority)
+		if err != nil {
+			return nil, err
+		}
+		if req.Position < 0 || req.Position >= len(items) {
+			return nil, errf(CodeOutOfBounds, "authz: index out of bounds: position %d of a queue of length %d", req.Position, len(items))
+		}
+		it := items[req.Position]
+		id, err := s.remove(ctx, req.Domain, it)
+		if errors.Is(err, errConflict) {
+			continue // a processor moved the batch meanwhile: look again
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.log.Info("batch evicted", "batch_id", id, "domain", req.Domain, "position", req.Position)
+		return &EvictReply{ID: id}, nil
+	}
+	return nil, errf(CodeConflict, "authz: the queue kept changing; try again")
+}
+
+// remove finishes the batch behind a live token as RemovedByOwner: its
+// progress first (so every token of it is dead), then its callback, then the
+// token itself.
+func (s *Service) remove(ctx context.Context, domain string, it QueueItem) (uint64, error) {
+	st, err := s.load(ctx, domain, it.ID)
+	if err != nil {
+		return 0, err
+	}
+	if st.prog.State == streams.Done || st.prog.Gen != it.Gen || st.prog.Step != it.Step {
+		return 0, errConflict
+	}
+	rec, err := s.record(ctx, it.ID)
+	if err != nil {
+		return 0, err
+	}
+	o := pipeline.RemovedOutcome(st.prog.Next)
+	st.prog.State, st.prog.Parked, st.prog.Outcome = streams.Done, nil, &o
+	if err := s.save(ctx, domain, st); err != nil {
+		return 0, err
+	}
+	cb := &streams.Callback{BatchID: it.ID, Domain: domain, Priority: rec.Batch.Priority, Outcome: o,
+		Attempts: st.prog.Attempts(), At: st.prog.UpdatedAt, Processor: "authz"}
+	if err := s.publishCallback(ctx, cb); err != nil {
+		return 0, err
+	}
+	if err := s.queues[rec.Batch.Priority].DeleteMsg(ctx, it.Seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		s.log.Warn("evicted token not deleted; it will be dropped as stale", "batch_id", it.ID, "err", err)
+	}
+	return it.ID, nil
+}
+
+func (s *Service) publishCallback(ctx context.Context, cb *streams.Callback) error {
+	data, err := streams.Encode(cb)
+	if err != nil {
+		return err
+	}
+	m := nats.NewMsg(streams.CallbackSubject(cb.Domain))
+	m.Data = data
+	m.Header.Set(streams.HeaderBatchID, fmt.Sprint(cb.BatchID))
+	m.Header.Set(streams.HeaderDomain, cb.Domain)
+	m.Header.Set(streams.HeaderOutcome, cb.Outcome.String())
+	m.Header.Set(nats.MsgIdHdr, streams.CallbackMsgID(cb.BatchID))
+	if _, err := s.js.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("authz: callback of batch %d: %w", cb.BatchID, err)
+	}
+	return nil
+}
+
+// InsertRequest inserts a new batch at a position of a domain's queue.
+type InsertRequest struct {
+	Domain   string            `json:"domain"`
+	Priority pipeline.Priority `json:"priority"`
+	Position int               `json:"position"`
+	// Label gives the execution settings; its domain must be Domain.
+	Label     string     `json:"label"`
+	Functions []CallSpec `json:"functions"`
+	Key       string     `json:"key,omitempty"`
+}
+
+// InsertReply names the inserted batch.
+type InsertReply struct {
+	ID       uint64 `json:"id"`
+	Position int    `json:"position"`
+}
+
+// edit is the intent record of an insert, written before the queue is
+// touched, so a replica that dies midway leaves enough to finish the job.
+type edit struct {
+	Domain   string            `json:"domain"`
+	Priority pipeline.Priority `json:"priority"`
+	// New is the inserted batch, queued first.
+	New uint64 `json:"new"`
+	// Tail lists the live tokens that go behind it, in order.
+	Tail []QueueItem `json:"tail"`
+}
+
+func editKey(domain string, p pipeline.Priority) string { return "edit." + domain + "." + string(p) }
+
+func (s *Service) insert(ctx context.Context, user string, body []byte) (any, error) {
+	if err := s.owner(user); err != nil {
+		return nil, err
+	}
+	var req InsertRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	if err := checkQueue(req.Domain, req.Priority); err != nil {
+		return nil, err
+	}
+	l, ok := s.Table().Labels[req.Label]
+	if !ok {
+		return nil, errf(CodeNotFound, "authz: unknown label %q", req.Label)
+	}
+	if l.Domain != req.Domain {
+		return nil, errf(CodeBadRequest, "authz: label %q executes in domain %q, not %q", req.Label, l.Domain, req.Domain)
+	}
+	s.editMu.Lock()
+	defer s.editMu.Unlock()
+	items, err := s.Live(ctx, req.Domain, req.Priority)
+	if err != nil {
+		return nil, err
+	}
+	if req.Position < 0 || req.Position > len(items) {
+		return nil, errf(CodeOutOfBounds, "authz: index out of bounds: position %d of a queue of length %d", req.Position, len(items))
+	}
+	// The owner's insert bypasses the label's concurrency limit.
+	b, err := s.build(ctx, req.Label, l, user, req.Functions, req.Key, "", req.Priority, true)
+	if err != nil {
+		return nil, err
+	}
+	e := &edit{Domain: req.Domain, Priority: req.Priority, New: b.batch.ID, Tail: items[req.Position:]}
+	data, _ := json.Marshal(e)
+	if _, err := s.locks.Create(ctx, editKey(req.Domain, req.Priority), data); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, errf(CodeConflict, "authz: another edit of %s's %s queue is in progress", req.Domain, req.Priority)
+		}
+		return nil, fmt.Errorf("authz: record the edit: %w", err)
+	}
+	if err := s.applyEdit(ctx, e); err != nil {
+		return nil, err
+	}
+	s.log.Info("batch inserted", "batch_id", b.batch.ID, "domain", req.Domain, "position", req.Position, "moved", len(e.Tail))
+	return &InsertReply{ID: b.batch.ID, Position: req.Position}, nil
+}
+
+// applyEdit queues the new batch, then re-appends every tail batch behind
+// it with a bumped generation (so its old token dies) and deletes the old
+// token. Every step is idempotent, so a half-applied edit is finished by
+// running it again.
+func (s *Service) applyEdit(ctx context.Context, e *edit) error {
+	rec, err := s.record(ctx, e.New)
+	if err != nil {
+		return err
+	}
+	if err := PublishToken(ctx, s.js, &rec.Batch, 0, 0); err != nil {
+		return err
+	}
+	for _, it := range e.Tail {
+		if err := s.moveToBack(ctx, e.Domain, it); err != nil {
+			return err
+		}
+	}
+	if err := s.locks.Delete(ctx, editKey(e.Domain, e.Priority)); err != nil {
+		return fmt.Errorf("authz: clear the edit record: %w", err)
+	}
+	return nil
+}
+
+// moveToBack re-appends a batch's token with the next generation. A batch
+// that finished or moved meanwhile is left where it is; if its old token's
+// generation was already bumped (a resumed edit), its current token is
+// re-published (deduplicated) instead of bumping twice.
+func (s *Service) moveToBack(ctx context.Context, domain string, it QueueItem) error {
+	for range 10 {
+		st, err := s.load(ctx, domain, it.ID)
+		if err != nil {
+			return err
+		}
+		if st.prog.State == streams.Done || st.prog.Step != it.Step || st.prog.Gen > it.Gen+1 {
+			return nil
+		}
+		rec, err := s.record(ctx, it.ID)
+		if err != nil {
+			return err
+		}
+		if st.prog.Gen == it.Gen {
+			st.prog.Gen++
+			if err := s.save(ctx, domain, st); errors.Is(err, errConflict) {
+				continue
+			} else if err != nil {
+				return err
+			}
+		}
+		if err := PublishToken(ctx, s.js, &rec.Batch, st.prog.Gen, st.prog.Step); err != nil {
+			return err
+		}
+		if err := s.queues[rec.Batch.Priority].DeleteMsg(ctx, it.Seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			s.log.Warn("moved token not deleted; it will be dropped as stale", "batch_id", it.ID, "err", err)
+		}
+		return nil
+	}
+	return errf(CodeConflict, "authz: batch %d kept changing while being moved", it.ID)
+}
+
+// resumeEdits finishes the inserts a replica left half done, in every
+// domain the authorization table names.
+func (s *Service) resumeEdits(ctx context.Context) error {
+	seen := map[string]bool{}
+	for _, l := range s.Table().Labels {
+		if seen[l.Domain] {
+			continue
+		}
+		seen[l.Domain] = true
+		for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
+			e, err := s.locks.Get(ctx, editKey(l.Domain, p))
+			if errors.Is(err, jetstream.ErrKeyNotFound) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("authz: read edit record: %w", err)
+			}
+			var ed edit
+			if err := json.Unmarshal(e.Value(), &ed); err != nil {
+				return fmt.Errorf("authz: edit record %s: %w", e.Key(), err)
+			}
+			s.log.Warn("finishing a queue edit left half done", "domain", ed.Domain, "priority", ed.Priority, "batch_id", ed.New)
+			if err := s.applyEdit(ctx, &ed); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,245 @@
+package authz
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// Version is reported by the micro service.
+const Version = "0.1.0"
+
+// Options configure the service. The zero value of each field means its default.
+type Options struct {
+	// Owner is the identity allowed to pause, resume, evict, insert, replay
+	// and reload. Default "owner".
+	Owner string
+	// Table is the authorization table. Required unless TablePath is set.
+	Table *Table
+	// TablePath is the file the table is (re)loaded from.
+	TablePath string
+	// Logger receives the service's logs. Default: discard.
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Service is the authorization service. Any number of replicas may run.
+type Service struct {
+	opts      Options
+	log       *slog.Logger
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	table     atomic.Pointer[Table]
+	batches   jetstream.KeyValue
+	progress  jetstream.KeyValue
+	state     jetstream.KeyValue
+	locks     jetstream.KeyValue
+	queues    map[pipeline.Priority]jetstream.Stream
+	dlq       jetstream.Stream
+	callbacks jetstream.Consumer
+
+	editMu sync.Mutex // serialises this replica's queue edits
+}
+
+// New binds the service to its buckets and streams, which must have been provisioned.
+func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
+	if opts.Owner == "" {
+		opts.Owner = "owner"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Table == nil {
+		if opts.TablePath == "" {
+			return nil, errors.New("authz: an authorization table (or its path) is required")
+		}
+		t, err := LoadTable(opts.TablePath)
+		if err != nil {
+			return nil, err
+		}
+		opts.Table = t
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{opts: opts, log: opts.Logger.With("component", "authz"), nc: nc, js: js,
+		queues: map[pipeline.Priority]jetstream.Stream{}}
+	s.table.Store(opts.Table)
+	for _, b := range []struct {
+		name string
+		kv   *jetstream.KeyValue
+	}{{streams.BucketBatches, &s.batches}, {streams.BucketProgress, &s.progress}, {streams.BucketProcessors, &s.state}, {streams.BucketLocks, &s.locks}} {
+		if *b.kv, err = js.KeyValue(ctx, b.name); err != nil {
+			return nil, fmt.Errorf("authz: bucket %s: %w", b.name, err)
+		}
+	}
+	for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
+		if s.queues[p], err = js.Stream(ctx, streams.QueueStream(p)); err != nil {
+			return nil, fmt.Errorf("authz: stream %s: %w", streams.QueueStream(p), err)
+		}
+	}
+	if s.dlq, err = js.Stream(ctx, streams.StreamDLQ); err != nil {
+		return nil, fmt.Errorf("authz: stream %s: %w", streams.StreamDLQ, err)
+	}
+	if s.callbacks, err = js.Consumer(ctx, streams.StreamCallbacks, streams.CallbacksConsumer); err != nil {
+		return nil, fmt.Errorf("authz: consumer %s: %w", streams.CallbacksConsumer, err)
+	}
+	return s, nil
+}
+
+// Table returns the authorization table in force.
+func (s *Service) Table() *Table { return s.table.Load() }
+
+// Reload reads the table again from Options.TablePath.
+func (s *Service) Reload() error {
+	if s.opts.TablePath == "" {
+		return errors.New("authz: no table path to reload from")
+	}
+	t, err := LoadTable(s.opts.TablePath)
+	if err != nil {
+		return err
+	}
+	s.table.Store(t)
+	s.log.Info("authorization table reloaded", "labels", len(t.Labels))
+	return nil
+}
+
+// Run serves the API and applies callbacks until ctx is done, then drains.
+// Queue edits that an earlier replica left half done are finished first.
+func (s *Service) Run(ctx context.Context) error {
+	if err := s.resumeEdits(ctx); err != nil {
+		return err
+	}
+	svc, err := micro.AddService(s.nc, micro.Config{
+		Name:        streams.AuthzService,
+		Version:     Version,
+		Description: "tickflow authorization: the only gate onto the queues",
+		QueueGroup:  streams.AuthzService,
+	})
+	if err != nil {
+		return fmt.Errorf("authz: add service: %w", err)
+	}
+	var wg sync.WaitGroup
+	for _, e := range s.endpoints() {
+		h := e.handle
+		err := svc.AddEndpoint(e.name, micro.HandlerFunc(func(req micro.Request) {
+			wg.Add(1)
+			defer wg.Done()
+			s.serve(ctx, req, h)
+		}), micro.WithEndpointSubject(streams.AuthzSubject("*", e.name)),
+			micro.WithEndpointMetadata(map[string]string{"description": e.doc}))
+		if err != nil {
+			_ = svc.Stop()
+			return fmt.Errorf("authz: endpoint %s: %w", e.name, err)
+		}
+	}
+	cc, err := s.callbacks.Consume(func(m jetstream.Msg) { s.handleCallback(ctx, m) })
+	if err != nil {
+		_ = svc.Stop()
+		return fmt.Errorf("authz: consume callbacks: %w", err)
+	}
+	s.log.Info("authz serving", "owner", s.opts.Owner, "labels", len(s.Table().Labels))
+	<-ctx.Done()
+	_ = svc.Stop()
+	cc.Drain()
+	<-cc.Closed()
+	wg.Wait()
+	return nil
+}
+
+// Error is an API error: a code and a message that says what was wrong.
+type Error struct {
+	Code    int
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+func errf(code int, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// API error codes, as in HTTP.
+const (
+	CodeBadRequest  = 400
+	CodeForbidden   = 403
+	CodeNotFound    = 404
+	CodeConflict    = 409
+	CodeOutOfBounds = 416
+	CodeInternal    = 500
+)
+
+type endpoint struct {
+	name, doc string
+	handle    func(ctx context.Context, user string, body []byte) (any, error)
+}
+
+func (s *Service) serve(ctx context.Context, req micro.Request, h func(context.Context, string, []byte) (any, error)) {
+	parts := strings.Split(req.Subject(), ".")
+	if len(parts) != 3 {
+		_ = req.Error("400", "authz: request subjects are authz.<user>.<operation>", nil)
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	out, err := h(rctx, parts[1], req.Data())
+	if err != nil {
+		var ae *Error
+		var ve *pipeline.ValidationError
+		switch {
+		case errors.As(err, &ae):
+		case errors.As(err, &ve):
+			ae = &Error{Code: CodeBadRequest, Message: err.Error()}
+		default:
+			s.log.Error("request failed", "subject", req.Subject(), "err", err)
+			ae = &Error{Code: CodeInternal, Message: err.Error()}
+		}
+		_ = req.Error(fmt.Sprint(ae.Code), ae.Message, nil)
+		return
+	}
+	_ = req.RespondJSON(out)
+}
+
+func decodeJSON(body []byte, v any) error {
+	if len(strings.TrimSpace(string(body))) == 0 {
+		body = []byte("{}")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errf(CodeBadRequest, "authz: request body: %v", err)
+	}
+	return nil
+}
+
+func (s *Service) owner(user string) error {
+	if user != s.opts.Owner {
+		return errf(CodeForbidden, "authz: only the owner may do this (you are %q)", user)
+	}
+	return nil
+}
+
+// idemKV is the batches-bucket key remembering an idempotency key's batch.
+func idemKV(user, key string) string {
+	h := sha256.Sum256([]byte(user + "\x00" + key))
+	return "idem." + hex.EncodeToString(h[:16])
+}

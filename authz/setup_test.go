@@ -1,0 +1,262 @@
+package authz_test
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/processor"
+	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/worker"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).Start.func1"),
+		goleak.IgnoreTopFunction("time.Sleep"))
+}
+
+const domain = "pay"
+
+const tableYAML = `
+labels:
+  transfer:
+    domain: pay
+    users: [alice]
+    mode: atomic
+    priority: high
+    retry: {times: 1, backoff: {kind: fixed, initial: 10ms}}
+    functions:
+      noop: {}
+      ledger.transfer: {}
+      fail: {}
+  jobs:
+    domain: pay
+    users: ["*"]
+    mode: non_atomic
+    priority: med
+    functions:
+      noop: {}
+      fail: {}
+      flaky: {retry: {times: 3, backoff: {kind: fixed, initial: 10ms}}}
+  limited:
+    domain: pay
+    users: [alice, bob]
+    mode: atomic
+    priority: med
+    max_concurrent: 2
+    functions:
+      noop: {}
+  confirmed:
+    domain: pay
+    users: [alice]
+    mode: non_atomic
+    priority: med
+    functions:
+      noop: {confirm: {timeout: 1m, by: [oracle]}}
+`
+
+type bundle struct {
+	env    *testnats.Env
+	ctx    context.Context
+	svc    *authz.Service
+	stop   func()
+	calls  *counter
+	ledger *handlers.Ledger
+	proc   *processor.Processor
+}
+
+type counter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *counter) add(k string) { c.mu.Lock(); c.n[k]++; c.mu.Unlock() }
+func (c *counter) get(k string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[k]
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	env := testnats.Start(t, []string{domain}, testnats.WithSettings(func(s *streams.Settings) { s.AckWait = time.Second }))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	b := &bundle{env: env, ctx: ctx, calls: &counter{n: map[string]int{}}, ledger: handlers.NewLedger(map[string]int64{"alice": 100})}
+	b.startAuthz(t)
+	mux := pipeline.NewServeMux()
+	mux.Use(func(next pipeline.Handler) pipeline.Handler {
+		return pipeline.HandlerFunc(func(ctx context.Context, c *pipeline.Call) (pipeline.Result, error) {
+			b.calls.add(c.IdempotencyKey())
+			return next.Handle(ctx, c)
+		})
+	})
+	handlers.Register(mux, b.ledger)
+	w, err := worker.New(ctx, env.Conn(t, "worker"), mux, worker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithCancel(ctx)
+	wdone := make(chan struct{})
+	go func() { defer close(wdone); _ = w.Run(wctx) }()
+	t.Cleanup(func() { wcancel(); <-wdone })
+	b.proc, err = processor.New(ctx, env.Conn(t, "processor"), processor.Options{Domain: domain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := env.Conn(t, "admin")
+	testnats.Eventually(t, 5*time.Second, "services up", func() bool {
+		_, e1 := admin.Request("$SRV.PING.worker", nil, 100*time.Millisecond)
+		_, e2 := admin.Request("$SRV.PING.authz", nil, 100*time.Millisecond)
+		return e1 == nil && e2 == nil
+	})
+	return b
+}
+
+// startAuthz runs an authz replica; b.stop stops it.
+func (b *bundle) startAuthz(t *testing.T) {
+	t.Helper()
+	table, err := authz.ParseTable([]byte(tableYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := authz.New(b.ctx, b.env.Conn(t, "authz"), authz.Options{Owner: "owner", Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := svc.Run(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	var once sync.Once
+	b.svc = svc
+	b.stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(b.stop)
+}
+
+// apiError is an error reply of the authz service.
+type apiError struct {
+	Code string
+	Msg  string
+}
+
+// call sends a JSON request as user and decodes the reply into out.
+func (b *bundle) call(t *testing.T, user, op string, req, out any) *apiError {
+	t.Helper()
+	nc := b.conn(t, user)
+	data, _ := json.Marshal(req)
+	var m *nats.Msg
+	var err error
+	testnats.Eventually(t, 10*time.Second, "authz answers "+op, func() bool {
+		m, err = nc.Request(streams.AuthzSubject(user, op), data, 2*time.Second)
+		return err != nats.ErrNoResponders
+	})
+	if err != nil {
+		t.Fatalf("%s %s: %v", user, op, err)
+	}
+	if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
+		return &apiError{Code: code, Msg: m.Header.Get(micro.ErrorHeader)}
+	}
+	if out != nil {
+		if err := json.Unmarshal(m.Data, out); err != nil {
+			t.Fatalf("%s %s: reply %s: %v", user, op, m.Data, err)
+		}
+	}
+	return nil
+}
+
+var conns sync.Map
+
+func (b *bundle) conn(t *testing.T, user string) *nats.Conn {
+	key := b.env.Dir + "/" + user
+	if nc, ok := conns.Load(key); ok {
+		return nc.(*nats.Conn)
+	}
+	nc := b.env.Conn(t, user)
+	conns.Store(key, nc)
+	t.Cleanup(func() { conns.Delete(key) })
+	return nc
+}
+
+func (b *bundle) send(t *testing.T, user, label string, calls ...authz.CallSpec) uint64 {
+	t.Helper()
+	var rep authz.SendReply
+	if e := b.call(t, user, "send", authz.SendRequest{Label: label, Functions: calls}, &rep); e != nil {
+		t.Fatalf("send: %+v", e)
+	}
+	return rep.ID
+}
+
+func noop() authz.CallSpec { return authz.CallSpec{Type: handlers.TypeNoop} }
+
+func (b *bundle) record(t *testing.T, id uint64) *streams.BatchRecord {
+	t.Helper()
+	var rep authz.BatchReply
+	if e := b.call(t, "owner", "batch", authz.IDRequest{ID: id}, &rep); e != nil {
+		t.Fatalf("batch %d: %+v", id, e)
+	}
+	return rep.Record
+}
+
+// settled ticks the processor until the batch's record is terminal.
+func (b *bundle) settled(t *testing.T, id uint64) *streams.BatchRecord {
+	t.Helper()
+	var rec *streams.BatchRecord
+	testnats.Eventually(t, 15*time.Second, "batch "+strconv.FormatUint(id, 10)+" settled", func() bool {
+		rec = b.record(t, id)
+		if rec.Status.Terminal() {
+			return true
+		}
+		b.proc.Tick(b.ctx, 8)
+		return false
+	})
+	return rec
+}
+
+func (b *bundle) queue(t *testing.T, p pipeline.Priority) []uint64 {
+	t.Helper()
+	var rep authz.QueueReply
+	if e := b.call(t, "owner", "queue", authz.QueueRequest{Domain: domain, Priority: p}, &rep); e != nil {
+		t.Fatalf("queue: %+v", e)
+	}
+	ids := []uint64{}
+	for _, it := range rep.Items {
+		ids = append(ids, it.ID)
+	}
+	return ids
+}
+
+func equal(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func nats_ErrorHandler(errs chan<- error) nats.Option {
+	return nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		select {
+		case errs <- err:
+		default:
+		}
+	})
+}

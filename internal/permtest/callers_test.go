@@ -1,0 +1,163 @@
+package permtest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// TestTicker: the ticker publishes ticks and nothing else; it has no
+// JetStream access at all.
+func TestTicker(t *testing.T) {
+	s := start(t)
+	ticker := s.as(t, "ticker")
+	s.serveTicks(t)
+	ticks := make(chan *nats.Msg, 1)
+	if _, err := s.adminNC.ChanSubscribe("tick.>", ticks); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.adminNC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	tick := func(t *testing.T, subject string) {
+		t.Helper()
+		if err := ticker.nc.Publish(subject, []byte("1")); err != nil {
+			t.Fatal(err)
+		}
+		m, ok := recvWithin(ticks, opWait)
+		if !ok || m.Subject != subject {
+			t.Fatalf("admin received %v, want the tick on %s%s", m, subject, ticker.reported())
+		}
+	}
+
+	runBoundaries(t, []boundary{
+		{
+			name: "ticks but enqueues nothing",
+			allowed: func(t *testing.T) {
+				tick(t, streams.TickSubject(domain))
+			},
+			denied: func(t *testing.T) {
+				s.deniedInto(t, ticker, streams.StreamHigh, highToken(1), ticker.jsPublish(highToken(1)))
+				ticker.deniedPublish(t, highToken(1))
+			},
+		},
+		{
+			name: "reads tick reports but publishes no callbacks",
+			allowed: func(t *testing.T) {
+				ticker.allowed(t, "read a tick's report", ticker.request(streams.TickSubject(domain), "report"))
+				// The request's tick reached admin's subscription too.
+				if _, ok := recvWithin(ticks, opWait); !ok {
+					t.Fatal("admin did not see the requested tick")
+				}
+			},
+			denied: func(t *testing.T) {
+				subj := streams.CallbackSubject(domain)
+				s.deniedInto(t, ticker, streams.StreamCallbacks, subj, ticker.jsPublish(subj))
+			},
+		},
+		{
+			name: "ticks any domain but has no JetStream API",
+			allowed: func(t *testing.T) {
+				tick(t, streams.TickSubject("reports"))
+			},
+			denied: func(t *testing.T) {
+				ticker.denied(t, "$JS.API.INFO", func(ctx context.Context) error {
+					_, err := ticker.js.AccountInfo(ctx)
+					return err
+				})
+				ticker.denied(t, "$JS.API.STREAM.INFO."+streams.StreamHigh, func(ctx context.Context) error {
+					_, err := ticker.js.Stream(ctx, streams.StreamHigh)
+					return err
+				})
+			},
+		},
+	})
+}
+
+// TestCallers: callers (alice, bob), the owner and the oracle speak to
+// authz under their own name only; only the oracle confirms, and none of
+// them reaches the queues.
+func TestCallers(t *testing.T) {
+	s := start(t)
+	s.serveAuthz(t)
+	owner := s.as(t, "owner")
+	alice := s.as(t, "alice")
+	bob := s.as(t, "bob")
+	oracle := s.as(t, "oracle")
+	confirm := streams.ConfirmSubject(domain, 1, 0)
+
+	runBoundaries(t, []boundary{
+		{
+			name: "alice speaks to authz as alice, not as bob",
+			allowed: func(t *testing.T) {
+				alice.allowed(t, "send to authz", alice.request(streams.AuthzSubject("alice", "send"), "alice"))
+			},
+			denied: func(t *testing.T) {
+				subj := streams.AuthzSubject("bob", "send")
+				alice.denied(t, subj, alice.request(subj, "bob"))
+				alice.deniedPublish(t, streams.AuthzSubject("owner", "pause"))
+			},
+		},
+		{
+			name: "bob speaks to authz as bob, not as alice",
+			allowed: func(t *testing.T) {
+				bob.allowed(t, "send to authz", bob.request(streams.AuthzSubject("bob", "send"), "bob"))
+			},
+			denied: func(t *testing.T) {
+				subj := streams.AuthzSubject("alice", "send")
+				bob.denied(t, subj, bob.request(subj, "alice"))
+			},
+		},
+		{
+			name: "callers submit through authz, never to the queues",
+			allowed: func(t *testing.T) {
+				alice.allowed(t, "submit through authz", alice.request(streams.AuthzSubject("alice", "submit"), "alice"))
+			},
+			denied: func(t *testing.T) {
+				for _, r := range []*role{alice, bob} {
+					s.deniedInto(t, r, streams.StreamHigh, highToken(1), r.jsPublish(highToken(1)))
+					s.deniedInto(t, r, streams.StreamMed, medToken(1), r.jsPublish(medToken(1)))
+				}
+			},
+		},
+		{
+			name: "only the oracle confirms",
+			allowed: func(t *testing.T) {
+				oracle.allowed(t, "confirm a function", oracle.publishesTo(streams.StreamConfirm, confirm))
+			},
+			denied: func(t *testing.T) {
+				for _, r := range []*role{alice, bob, owner} {
+					s.deniedInto(t, r, streams.StreamConfirm, confirm, r.jsPublish(confirm))
+				}
+			},
+		},
+		{
+			name: "the oracle speaks to authz as the oracle but reaches no queue",
+			allowed: func(t *testing.T) {
+				oracle.allowed(t, "send to authz", oracle.request(streams.AuthzSubject("oracle", "confirm"), "oracle"))
+			},
+			denied: func(t *testing.T) {
+				s.deniedInto(t, oracle, streams.StreamHigh, highToken(2), oracle.jsPublish(highToken(2)))
+				subj := streams.AuthzSubject("alice", "send")
+				oracle.denied(t, subj, oracle.request(subj, "alice"))
+			},
+		},
+		{
+			name: "the owner operates through authz, never on the queues",
+			allowed: func(t *testing.T) {
+				owner.allowed(t, "pause a domain through authz", owner.request(streams.AuthzSubject("owner", "pause"), "owner"))
+				owner.allowed(t, "discover authz", func(ctx context.Context) error {
+					_, err := owner.nc.RequestWithContext(ctx, "$SRV.INFO."+streams.AuthzService, nil)
+					return err
+				})
+			},
+			denied: func(t *testing.T) {
+				s.deniedInto(t, owner, streams.StreamHigh, highToken(3), owner.jsPublish(highToken(3)))
+				subj := streams.AuthzSubject("alice", "send")
+				owner.denied(t, subj, owner.request(subj, "alice"))
+			},
+		},
+	})
+}

@@ -1,0 +1,48 @@
+package permtest
+
+import (
+	"testing"
+
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// TestOnlyAuthzEnqueues: of the service identities only authz (and admin,
+// which provisions) may publish to batches.>; for everyone else the publish
+// is denied and the queue does not grow.
+func TestOnlyAuthzEnqueues(t *testing.T) {
+	s := start(t)
+	tests := []struct {
+		name    string
+		allowed bool
+	}{
+		{name: "admin", allowed: true},
+		{name: "authz", allowed: true},
+		{name: "processor"},
+		{name: "worker"},
+		{name: "ticker"},
+		{name: "owner"},
+		{name: "alice"},
+		{name: "bob"},
+		{name: "oracle"},
+	}
+	subjects := []struct {
+		stream, subject string
+	}{
+		{stream: streams.StreamHigh, subject: streams.QueueSubject(pipeline.High, domain)},
+		{stream: streams.StreamHigh, subject: streams.TokenSubject(pipeline.High, domain, 1)},
+		{stream: streams.StreamMed, subject: streams.TokenSubject(pipeline.Med, domain, 1)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := s.as(t, tt.name)
+			for _, sub := range subjects {
+				if tt.allowed {
+					r.allowed(t, "enqueue on "+sub.subject, r.publishesTo(sub.stream, sub.subject))
+					continue
+				}
+				s.deniedInto(t, r, sub.stream, sub.subject, r.jsPublish(sub.subject))
+			}
+		})
+	}
+}
