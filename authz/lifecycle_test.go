@@ -1,0 +1,291 @@
+package authz_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/processor"
+	"github.com/tickflow/tickflow/streams"
+)
+
+func TestPauseResume(t *testing.T) {
+	b := setup(t)
+	id := b.send(t, "alice", "jobs", noop())
+	var st authz.StateReply
+	if e := b.call(t, "owner", "pause", authz.DomainRequest{Domain: domain}, &st); e != nil || !st.Paused {
+		t.Fatalf("pause: %+v %+v", e, st)
+	}
+	for range 3 {
+		if rep := b.proc.Tick(b.ctx, 4); rep.Status != processor.StatusPaused {
+			t.Fatalf("tick while paused: %+v", rep)
+		}
+	}
+	if b.calls.get(key(id)) != 0 {
+		t.Fatal("executed while paused")
+	}
+	if e := b.call(t, "owner", "resume", authz.DomainRequest{Domain: domain}, &st); e != nil || st.Paused {
+		t.Fatalf("resume: %+v %+v", e, st)
+	}
+	if rec := b.settled(t, id); rec.Status != pipeline.Executed {
+		t.Fatalf("after resume: %s", rec.Status)
+	}
+}
+
+func TestCallbacksAppliedOnce(t *testing.T) {
+	b := setup(t)
+	id := b.send(t, "alice", "jobs", noop())
+	rec := b.settled(t, id)
+	if rec.Status != pipeline.Executed || rec.Attempts != 1 || rec.Outcome == nil {
+		t.Fatalf("record %+v", rec)
+	}
+	// A second, conflicting callback for the same batch (past any
+	// deduplication) changes nothing.
+	dup := &streams.Callback{BatchID: id, Domain: domain, Outcome: pipeline.RejectedOutcome("late"), Attempts: 9, At: time.Now()}
+	data, _ := streams.Encode(dup)
+	js := b.env.JS(t, "admin")
+	if _, err := js.Publish(b.ctx, streams.CallbackSubject(domain), data); err != nil {
+		t.Fatal(err)
+	}
+	testnats.Eventually(t, 5*time.Second, "callback consumed", func() bool {
+		c, err := js.Consumer(b.ctx, streams.StreamCallbacks, streams.CallbacksConsumer)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(b.ctx)
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	})
+	again := b.record(t, id)
+	if again.Status != pipeline.Executed || again.Attempts != 1 || len(again.History) != len(rec.History) {
+		t.Fatalf("a repeated callback changed the record: %+v", again)
+	}
+}
+
+func TestCallbacksWhileAuthzIsDown(t *testing.T) {
+	b := setup(t)
+	ids := []uint64{b.send(t, "alice", "jobs", noop()), b.send(t, "alice", "transfer", noop())}
+	b.stop()
+	testnats.Eventually(t, 10*time.Second, "processor finishes both", func() bool {
+		b.proc.Tick(b.ctx, 4)
+		info, err := b.env.JS(t, "admin").Stream(b.ctx, streams.StreamCallbacks)
+		return err == nil && info.CachedInfo().State.Msgs == 2
+	})
+	b.startAuthz(t)
+	for _, id := range ids {
+		if rec := b.settledRecord(t, id); rec.Status != pipeline.Executed {
+			t.Fatalf("batch %d: %s", id, rec.Status)
+		}
+	}
+}
+
+func TestDLQReplay(t *testing.T) {
+	b := setup(t)
+	id := b.send(t, "alice", "jobs", noop(), authz.CallSpec{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})})
+	rec := b.settled(t, id)
+	if rec.Status != pipeline.PartiallyExecuted || rec.DeadLetter == 0 {
+		t.Fatalf("record %+v", rec)
+	}
+	var list authz.DLQReply
+	if e := b.call(t, "owner", "dlq", authz.DLQRequest{Domain: domain}, &list); e != nil {
+		t.Fatal(e)
+	}
+	if len(list.Items) != 1 || list.Items[0].BatchID != id || list.Items[0].Seq != rec.DeadLetter || list.Items[0].Error == "" {
+		t.Fatalf("dlq %+v", list)
+	}
+	var rep authz.ReplayReply
+	if e := b.call(t, "owner", "replay", authz.ReplayRequest{Seq: rec.DeadLetter}, &rep); e != nil {
+		t.Fatal(e)
+	}
+	if len(rep.Replayed) != 1 || rep.Replayed[0].From != id || rep.Replayed[0].AsNew == 0 {
+		t.Fatalf("replay %+v", rep)
+	}
+	newID := rep.Replayed[0].AsNew
+	// Replaying the same dead letter again gives the same batch.
+	var again authz.ReplayReply
+	if e := b.call(t, "owner", "replay", authz.ReplayRequest{Seq: rec.DeadLetter}, &again); e != nil || again.Replayed[0].AsNew != newID {
+		t.Fatalf("second replay %+v %+v", e, again)
+	}
+	nrec := b.settled(t, newID)
+	if nrec.Batch.ReplayOf != id {
+		t.Fatalf("replay not linked: %+v", nrec.Batch)
+	}
+	if n := b.calls.get(streams.BatchKey(newID) + "/1"); n != 1 {
+		t.Fatalf("replayed batch ran its failing function %d times, want 1", n)
+	}
+	if orig := b.record(t, id); orig.ReplayedAs != newID {
+		t.Fatalf("original not linked to its replay: %+v", orig)
+	}
+	// "all" skips what was replayed already.
+	var all authz.ReplayReply
+	if e := b.call(t, "owner", "replay", authz.ReplayRequest{Domain: domain, All: true}, &all); e != nil {
+		t.Fatal(e)
+	}
+	for _, r := range all.Replayed {
+		if r.From == id {
+			t.Fatalf("replayed twice: %+v", all)
+		}
+	}
+}
+
+func TestConfirmEndpoint(t *testing.T) {
+	b := setup(t)
+	id := b.send(t, "alice", "confirmed", authz.CallSpec{Type: handlers.TypeNoop, Expect: "0xabc"})
+	testnats.Eventually(t, 5*time.Second, "parked", func() bool {
+		rep := b.proc.Tick(b.ctx, 1)
+		return len(rep.Steps) == 1 && rep.Steps[0].Action == "parked"
+	})
+	tests := []struct {
+		name string
+		user string
+		req  authz.ConfirmRequest
+		code string
+	}{
+		{name: "not an allowed confirmer", user: "alice", req: authz.ConfirmRequest{ID: id, Content: "0xabc"}, code: "403"},
+		{name: "unknown batch", user: "oracle", req: authz.ConfirmRequest{ID: 999999, Content: "0xabc"}, code: "404"},
+		{name: "function takes no confirmation", user: "oracle", req: authz.ConfirmRequest{ID: id, Index: 3, Content: "0xabc"}, code: "400"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if e := b.call(t, tt.user, "confirm", tt.req, nil); e == nil || e.Code != tt.code {
+				t.Fatalf("got %+v, want %s", e, tt.code)
+			}
+		})
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = b.proc.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if e := b.call(t, "oracle", "confirm", authz.ConfirmRequest{ID: id, Content: "0xabc"}, nil); e != nil {
+		t.Fatal(e)
+	}
+	if rec := b.settled(t, id); rec.Status != pipeline.Executed {
+		t.Fatalf("after confirmation: %s", rec.Status)
+	}
+}
+
+// TestEditsWhileTicking edits the queue while a processor drains it: every
+// batch still reaches exactly one terminal outcome and nothing is lost.
+func TestEditsWhileTicking(t *testing.T) {
+	b := setup(t)
+	var ids []uint64
+	for range 12 {
+		ids = append(ids, b.send(t, "bob", "jobs", noop(), noop(), noop()))
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = b.proc.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	ticker := b.env.Conn(t, "ticker")
+	stopTicks := make(chan struct{})
+	ticking := make(chan struct{})
+	go func() {
+		defer close(ticking)
+		for {
+			select {
+			case <-stopTicks:
+				return
+			default:
+				_, _ = ticker.Request(streams.TickSubject(domain), []byte("1"), time.Second)
+			}
+		}
+	}()
+	var evicted []uint64
+	for i := range 6 {
+		var ins authz.InsertReply
+		if e := b.call(t, "owner", "insert", authz.InsertRequest{Domain: domain, Priority: pipeline.Med, Position: 0, Label: "jobs", Functions: []authz.CallSpec{noop()}}, &ins); e != nil {
+			t.Fatalf("insert: %+v", e)
+		}
+		ids = append(ids, ins.ID)
+		var ev authz.EvictReply
+		if e := b.call(t, "owner", "evict", authz.PositionRequest{Domain: domain, Priority: pipeline.Med, Position: i}, &ev); e == nil {
+			evicted = append(evicted, ev.ID)
+		} else if e.Code != "416" && e.Code != "409" {
+			t.Fatalf("evict: %+v", e)
+		}
+	}
+	for _, id := range ids {
+		rec := b.settledRecord(t, id)
+		if rec.Status != pipeline.Executed && rec.Status != pipeline.RemovedByOwner {
+			t.Fatalf("batch %d: %s", id, rec.Status)
+		}
+	}
+	close(stopTicks)
+	<-ticking
+	cbs := map[uint64]int{}
+	js := b.env.JS(t, "admin")
+	s, _ := js.Stream(b.ctx, streams.StreamCallbacks)
+	info, _ := s.Info(b.ctx)
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(b.ctx, seq)
+		if err != nil {
+			continue
+		}
+		cb, _ := streams.Decode[streams.Callback](m.Data)
+		cbs[cb.BatchID]++
+	}
+	for _, id := range ids {
+		if cbs[id] != 1 {
+			t.Fatalf("batch %d: %d callbacks", id, cbs[id])
+		}
+	}
+	for _, id := range evicted {
+		if rec := b.record(t, id); rec.Status != pipeline.RemovedByOwner {
+			t.Fatalf("evicted %d is %s", id, rec.Status)
+		}
+	}
+	t.Logf("%d batches, %d evicted while ticking", len(ids), len(evicted))
+}
+
+// TestHalfDoneInsertIsFinished leaves an insert's intent record behind, as a
+// replica that died midway would, and checks the next replica finishes it.
+func TestHalfDoneInsertIsFinished(t *testing.T) {
+	b := setup(t)
+	a := b.send(t, "alice", "jobs", noop())
+	c := b.send(t, "alice", "jobs", noop())
+	items := b.queueItems(t)
+	b.stop()
+	// The dead replica recorded batch n and its intent, then died before
+	// queueing anything.
+	n := pipeline.Batch{Domain: domain, Priority: pipeline.Med, Label: "jobs", Submitter: "owner",
+		Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic}, Functions: []pipeline.Function{{Type: handlers.TypeNoop}}}
+	js := b.env.JS(t, "authz")
+	id, _, err := authz.AssignID(b.ctx, js, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.ID, n.CreatedAt = id, time.Now().UTC()
+	kv, _ := js.KeyValue(b.ctx, streams.BucketBatches)
+	if _, err := authz.Record(b.ctx, kv, &n, "", false); err != nil {
+		t.Fatal(err)
+	}
+	intent, _ := json.Marshal(map[string]any{"domain": domain, "priority": "med", "new": id, "tail": items})
+	locks, _ := js.KeyValue(b.ctx, streams.BucketLocks)
+	if _, err := locks.Create(b.ctx, "edit."+domain+".med", intent); err != nil {
+		t.Fatal(err)
+	}
+	b.startAuthz(t)
+	testnats.Eventually(t, 5*time.Second, "edit finished", func() bool {
+		_, err := locks.Get(b.ctx, "edit."+domain+".med")
+		return err != nil
+	})
+	if q := b.queue(t, pipeline.Med); !equal(q, []uint64{id, a, c}) {
+		t.Fatalf("queue %v, want %v", q, []uint64{id, a, c})
+	}
+}
+
+func (b *bundle) queueItems(t *testing.T) []authz.QueueItem {
+	t.Helper()
+	var rep authz.QueueReply
+	if e := b.call(t, "owner", "queue", authz.QueueRequest{Domain: domain, Priority: pipeline.Med}, &rep); e != nil {
+		t.Fatal(e)
+	}
+	return rep.Items
+}
+
+var _ = nats.ErrTimeout
