@@ -1,6 +1,7 @@
 package authz_test
 
 import (
+	"github.com/nats-io/nats.go"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -191,15 +192,13 @@ func TestEvictInsertLikeAList(t *testing.T) {
 		}
 	}
 	var order []uint64
-	for {
+	testnats.Eventually(t, 20*time.Second, "queue drained", func() bool {
 		rep := b.proc.Tick(b.ctx, 1)
-		if len(rep.Steps) == 0 {
-			break
-		}
-		if rep.Steps[0].Action == "finished" {
+		if len(rep.Steps) == 1 && rep.Steps[0].Action == "finished" {
 			order = append(order, rep.Steps[0].BatchID)
 		}
-	}
+		return len(order) == len(model)
+	})
 	if !equal(order, model) {
 		t.Fatalf("executed %v, want %v", order, model)
 	}
@@ -224,4 +223,30 @@ func (b *bundle) settledRecord(t *testing.T, id uint64) *streams.BatchRecord {
 		return rec.Status.Terminal()
 	})
 	return rec
+}
+
+// TestReplyOnlyToTheCallersInbox: a caller chooses the reply subject, and
+// authz may write where callers may not; a reply aimed elsewhere is refused.
+func TestReplyOnlyToTheCallersInbox(t *testing.T) {
+	b := setup(t)
+	nc := b.env.Conn(t, "alice")
+	m := nats.NewMsg(streams.AuthzSubject("alice", "send"))
+	m.Reply = "$KV.batches.4242"
+	m.Data = []byte(`{"label":"jobs","functions":[{"type":"noop"}]}`)
+	if err := nc.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.Flush()
+	// A request that is answered proves the first was processed (or refused) before it.
+	b.send(t, "alice", "jobs", noop())
+	kv, err := b.env.JS(t, "admin").KeyValue(b.ctx, streams.BucketBatches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(b.ctx, "4242"); err == nil {
+		t.Fatal("authz wrote its reply into the batches bucket")
+	}
+	if q := b.queue(t, pipeline.Med); len(q) != 1 {
+		t.Fatalf("queue %v: the refused request queued a batch", q)
+	}
 }

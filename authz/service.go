@@ -199,6 +199,13 @@ func (s *Service) serve(ctx context.Context, req micro.Request, h func(context.C
 		_ = req.Error("400", "authz: request subjects are authz.<user>.<operation>", nil)
 		return
 	}
+	// Answer only into the caller's own inbox: a reply subject is chosen by
+	// the caller, and authz may publish where callers may not (batches.>,
+	// $KV.batches.>), so a crafted reply subject must not become a write.
+	if !strings.HasPrefix(req.Reply(), "_INBOX_"+parts[1]+".") {
+		s.log.Warn("request refused: reply subject outside the caller's inbox", "subject", req.Subject(), "reply", req.Reply())
+		return
+	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	out, err := h(rctx, parts[1], req.Data())

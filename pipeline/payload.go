@@ -32,10 +32,17 @@ func MustPayload(v any) Payload {
 }
 
 // Decode msgpack-decodes the payload into v. An empty payload leaves v as is.
-func (p Payload) Decode(v any) error {
+func (p Payload) Decode(v any) (err error) {
 	if len(p) == 0 {
 		return nil
 	}
+	// msgpack v5.4.1 panics on a nil where a time.Time is expected; any
+	// payload is caller input, so a panic is a decode error like another.
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("pipeline: decode payload into %T: %v", v, r)
+		}
+	}()
 	if err := msgpack.Unmarshal(p, v); err != nil {
 		return fmt.Errorf("pipeline: decode payload into %T: %w", v, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -22,6 +23,23 @@ func (t Times) MarshalText() ([]byte, error) {
 		return []byte("indefinitely"), nil
 	}
 	return []byte(strconv.Itoa(int(t))), nil
+}
+
+// MarshalJSON writes counts as JSON numbers and Forever as "indefinitely".
+func (t Times) MarshalJSON() ([]byte, error) {
+	if t == Forever {
+		return []byte(`"indefinitely"`), nil
+	}
+	return []byte(strconv.Itoa(int(t))), nil
+}
+
+// UnmarshalJSON accepts a number ≥ 0 or the string "indefinitely".
+func (t *Times) UnmarshalJSON(b []byte) error {
+	s := strings.TrimSpace(string(b))
+	if unq, err := strconv.Unquote(s); err == nil {
+		s = unq
+	}
+	return t.UnmarshalText([]byte(s))
 }
 
 // UnmarshalText accepts a count ≥ 0 or "indefinitely".
@@ -167,7 +185,10 @@ func (r *RetryLogic) Delay(n int, rnd func() float64) time.Duration {
 	}
 	lo := max(d-r.Jitter.D(), 0)
 	hi := d + r.Jitter.D()
-	return lo + time.Duration(rnd()*float64(hi-lo+1))
+	if hi < d { // saturated base: do not overflow into a negative delay
+		hi = time.Duration(math.MaxInt64)
+	}
+	return min(lo+time.Duration(rnd()*(float64(hi-lo)+1)), hi)
 }
 
 // Exhausted reports whether a batch or function that has failed `failures`

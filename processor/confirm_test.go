@@ -83,8 +83,8 @@ func TestConfirmationsWaitForAProcessor(t *testing.T) {
 	p := b.processor(t, processor.Options{})
 	id := b.enqueue(t, pipeline.Batch{Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic},
 		Functions: []pipeline.Function{confirmed(time.Minute, 0)}})
-	if rep := p.Tick(b.ctx, 1); rep.Steps[0].Action != "parked" {
-		t.Fatalf("tick: %+v", rep)
+	if sr := step(t, b.ctx, p); sr.Action != "parked" {
+		t.Fatalf("step: %+v", sr)
 	}
 	// Nobody consumes confirmations yet: the CONFIRM stream keeps it.
 	if _, err := b.env.JS(t, "oracle").Publish(b.ctx, streams.ConfirmSubject(domain, id, 0), []byte("included")); err != nil {
@@ -102,7 +102,7 @@ func TestConfirmationByIdentity(t *testing.T) {
 	f := confirmed(time.Minute, 0)
 	f.Confirm.By = []string{"oracle"}
 	id := b.enqueue(t, pipeline.Batch{Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic}, Functions: []pipeline.Function{f}})
-	p.Tick(b.ctx, 1)
+	step(t, b.ctx, p)
 	// A confirmation that does not say who sent it is refused; a confirmation
 	// from the allowed identity (as authz forwards it) is applied.
 	js := b.env.JS(t, "oracle")

@@ -18,11 +18,7 @@ func TestHighBeforeMed(t *testing.T) {
 	high := b.enqueue(t, pipeline.Batch{Priority: pipeline.High, Functions: []pipeline.Function{noop()}})
 	var order []uint64
 	for range 3 {
-		rep := p.Tick(b.ctx, 1)
-		if len(rep.Steps) != 1 {
-			t.Fatalf("tick: %+v", rep)
-		}
-		order = append(order, rep.Steps[0].BatchID)
+		order = append(order, step(t, b.ctx, p).BatchID)
 	}
 	if want := []uint64{high, med1, med2}; !equal(order, want) {
 		t.Fatalf("order %v, want %v", order, want)
@@ -118,9 +114,8 @@ func TestRetryDelayDoesNotBlockOthers(t *testing.T) {
 		Functions:  []pipeline.Function{fn(handlers.TypeFlaky, handlers.FlakyArgs{FailAttempts: 1})},
 	})
 	next := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop()}})
-	rep := p.Tick(b.ctx, 1)
-	if rep.Steps[0].BatchID != slow || rep.Steps[0].Action != "retry" {
-		t.Fatalf("first tick: %+v", rep)
+	if sr := step(t, b.ctx, p); sr.BatchID != slow || sr.Action != "retry" {
+		t.Fatalf("first step: %+v", sr)
 	}
 	if cb := b.outcome(t, p, next); cb.Outcome.Status != pipeline.Executed {
 		t.Fatalf("batch behind a waiting retry: %s", cb.Outcome)
@@ -134,11 +129,7 @@ func TestNonAtomicFairRotation(t *testing.T) {
 	y := b.enqueue(t, pipeline.Batch{Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic}, Functions: []pipeline.Function{noop(), noop()}})
 	var order []uint64
 	for range 5 {
-		rep := p.Tick(b.ctx, 1)
-		if len(rep.Steps) != 1 {
-			t.Fatalf("tick: %+v", rep)
-		}
-		order = append(order, rep.Steps[0].BatchID)
+		order = append(order, step(t, b.ctx, p).BatchID)
 	}
 	// Each function waits for its turn behind the batches queued after it.
 	if want := []uint64{x, y, x, y, x}; !equal(order, want) {
@@ -277,7 +268,7 @@ func TestExpiryMidway(t *testing.T) {
 	clock := func() time.Time { return now }
 	p := b.processor(t, processor.Options{Now: clock})
 	id := b.enqueue(t, pipeline.Batch{ExpiresAt: now.Add(time.Hour), Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic}, Functions: []pipeline.Function{noop(), noop(), noop()}})
-	p.Tick(b.ctx, 1)
+	step(t, b.ctx, p)
 	now = now.Add(2 * time.Hour)
 	cb := b.outcome(t, p, id)
 	if cb.Outcome.Status != pipeline.Expired || cb.Outcome.Executed != 1 {

@@ -293,3 +293,15 @@ func (b *bundle) queued(t *testing.T) uint64 {
 	}
 	return n
 }
+
+// step ticks p for one step, polling until the step is taken: a token just
+// published reaches the consumer a moment after its PubAck.
+func step(t *testing.T, ctx context.Context, p *processor.Processor) processor.StepReport {
+	t.Helper()
+	var rep processor.Report
+	testnats.Eventually(t, 5*time.Second, "a step", func() bool {
+		rep = p.Tick(ctx, 1)
+		return len(rep.Steps) == 1
+	})
+	return rep.Steps[0]
+}

@@ -18,10 +18,14 @@ import (
 // step pipeline's lineage and resume survive a worker restart and work
 // across replicas. It is safe for concurrent use.
 //
-// Keys (each id is one key token, see runKeyToken):
+// Keys:
 //
 //	latest.<processor>.<subject>  the latest RunRecord, JSON
 //	out.<run id>.<step>           a step's output, the JSON bytes as given
+//
+// Each id is encoded as one key token, so that any string (dots, '*', '>',
+// spaces, non-ASCII) is data and never key syntax: "b" + the id in unpadded
+// base64url, or, for an id over 96 bytes, "h" + its hex SHA-256.
 //
 // The bucket keeps one revision per key, so saving replaces. Nothing is
 // deleted: step outputs accumulate until the bucket's limits (if any) or an

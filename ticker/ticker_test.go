@@ -297,15 +297,14 @@ func TestPermissions(t *testing.T) {
 		t.Fatalf("ticks as ticker: %v, want one to tick.pay", got)
 	}
 
-	worker := b.env.Conn(t, "worker", nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
-	err := TickOnce(testnats.Context(t, 5*time.Second), worker, "pay", 0)
+	// Every role of nats.conf may tick; a user without the right is refused.
+	mute := testnats.Start(t, nil, testnats.WithUser("mute", "nothing.>"))
+	muteConn := mute.Conn(t, "mute", nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	err := TickOnce(testnats.Context(t, 5*time.Second), muteConn, "pay", 0)
 	if !errors.Is(err, nats.ErrPermissionViolation) {
-		t.Fatalf("TickOnce as worker = %v, want a permissions violation", err)
+		t.Fatalf("TickOnce as a user without the right = %v, want a permissions violation", err)
 	}
 	if !strings.Contains(err.Error(), "denied the tick to tick.pay") {
 		t.Errorf("error %q does not say which tick was denied", err)
-	}
-	if got := drainUntilMarker(t, b.ticker, ticks); len(got) != 0 {
-		t.Fatalf("a denied tick was delivered: %v", got)
 	}
 }

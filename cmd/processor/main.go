@@ -124,14 +124,18 @@ func run() error {
 
 // provision creates or updates every stream and bucket and the domains'
 // consumers. A user without the right sees its requests time out rather
-// than refused, so the error says which right is missing.
+// than refused, so a timeout says which right may be missing.
 func provision(ctx context.Context, nc *nats.Conn, cfg config.Processor) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
 	}
-	if err := streams.Provision(ctx, js, cfg.Streams.Settings(), cfg.Domains...); err != nil {
-		return fmt.Errorf("-provision needs a user allowed to create streams and consumers (e.g. admin), connected as %s: %w", identity(cfg.NATS), err)
+	err = streams.Provision(ctx, js, cfg.Streams.Settings(), cfg.Domains...)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+		return fmt.Errorf("provision: %w (-provision needs a user allowed to create streams and consumers, e.g. admin; connected as %s)", err, identity(cfg.NATS))
+	}
+	if err != nil {
+		return fmt.Errorf("provision: %w", err)
 	}
 	return nil
 }

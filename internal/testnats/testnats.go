@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/embedded"
@@ -48,6 +49,31 @@ type Option func(*embedded.Options, *streams.Settings)
 // WithSettings replaces the stream settings.
 func WithSettings(f func(*streams.Settings)) Option {
 	return func(_ *embedded.Options, s *streams.Settings) { f(s) }
+}
+
+// WithUser adds a user with password Password(user) to the account of
+// nats.conf's users, allowed to publish only publish and to receive only on
+// its own inbox: a role nats.conf does not have, for tests of denials.
+func WithUser(user string, publish ...string) Option {
+	return func(eo *embedded.Options, _ *streams.Settings) {
+		prev := eo.Configure
+		eo.Configure = func(so *server.Options) {
+			if prev != nil {
+				prev(so)
+			}
+			var acc *server.Account
+			for _, u := range so.Users {
+				if u.Username == "ticker" {
+					acc = u.Account
+				}
+			}
+			so.Users = append(so.Users, &server.User{Username: user, Password: Password(user), Account: acc,
+				Permissions: &server.Permissions{
+					Publish:   &server.SubjectPermission{Allow: publish},
+					Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX_" + user + ".>"}},
+				}})
+		}
+	}
 }
 
 // Start runs a server from nats.conf with a temp store dir and no TCP

@@ -1,0 +1,186 @@
+// Package demo submits the mixed workload `make run` shows: atomic and
+// non-atomic batches, High and Med, one that waits for a confirmation, one
+// that retries, and ones that fail into the dead letter queue. It speaks to
+// authz the way any client does, over NATS as the users of nats.conf.
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// Clients are the connections the demo speaks through, one per identity.
+type Clients struct {
+	Alice, Bob, Oracle, Owner *nats.Conn
+}
+
+// Row is one line of the summary.
+type Row struct {
+	ID       uint64
+	What     string
+	Label    string
+	Domain   string
+	Priority pipeline.Priority
+	Mode     pipeline.Mode
+	Status   pipeline.Status
+	Outcome  string
+	Attempts int
+}
+
+type submission struct {
+	what  string
+	user  string
+	conn  *nats.Conn
+	req   authz.SendRequest
+	reply authz.SendReply
+}
+
+// Run submits the workload, confirms what needs confirming, waits until
+// every batch is finished, and returns the summary.
+func Run(ctx context.Context, c Clients, log *slog.Logger) ([]Row, error) {
+	srv, url, err := echoServer()
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+	post := func(body string) pipeline.Payload {
+		return pipeline.MustPayload(handlers.HTTPRequest{URL: url, Body: body})
+	}
+	subs := []*submission{
+		{what: "two transfers, all or nothing", user: "alice", conn: c.Alice, req: authz.SendRequest{Label: "transfer", Functions: []authz.CallSpec{
+			{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "alice", To: "bob", Amount: 50})},
+			{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "bob", To: "carol", Amount: 20})},
+		}}},
+		{what: "overdraft: rolled back, dead letter", user: "alice", conn: c.Alice, req: authz.SendRequest{Label: "transfer", Functions: []authz.CallSpec{
+			{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "alice", To: "bob", Amount: 10})},
+			{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "carol", To: "bob", Amount: 1_000_000})},
+		}}},
+		{what: "job: flaky step retried, then an HTTP call", user: "bob", conn: c.Bob, req: authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{
+			{Type: handlers.TypeNoop},
+			{Type: handlers.TypeFlaky, Payload: pipeline.MustPayload(handlers.FlakyArgs{FailAttempts: 2})},
+			{Type: handlers.TypeHTTP, Payload: post("report ready")},
+		}}},
+		{what: "job failing at its 2nd step: dead letter", user: "bob", conn: c.Bob, req: authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{
+			{Type: handlers.TypeNoop},
+			{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})},
+			{Type: handlers.TypeNoop},
+		}}},
+		{what: "job whose failure a fallback handles", user: "alice", conn: c.Alice, req: authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{
+			{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{Fallback: true})},
+		}}},
+		{what: "settlement waiting for a confirmation", user: "alice", conn: c.Alice, req: authz.SendRequest{Label: "settlement", Functions: []authz.CallSpec{
+			{Type: handlers.TypeNoop, Expect: "block-17"},
+			{Type: handlers.TypeHTTP, Payload: post("settled")},
+		}}},
+	}
+	for _, s := range subs {
+		if err := call(ctx, s.conn, s.user, "send", s.req, &s.reply); err != nil {
+			return nil, fmt.Errorf("demo: %s: %w", s.what, err)
+		}
+		log.Info("demo: batch submitted", "batch_id", s.reply.ID, "what", s.what, "label", s.req.Label, "user", s.user)
+	}
+	confirmed := map[uint64]bool{}
+	rows := make([]Row, 0, len(subs))
+	for _, s := range subs {
+		for {
+			var rep authz.BatchReply
+			if err := call(ctx, c.Owner, "owner", "batch", authz.IDRequest{ID: s.reply.ID}, &rep); err != nil {
+				return nil, err
+			}
+			rec := rep.Record
+			if rec.Status.Terminal() {
+				rows = append(rows, Row{ID: rec.Batch.ID, What: s.what, Label: rec.Batch.Label, Domain: rec.Batch.Domain,
+					Priority: rec.Batch.Priority, Mode: rec.Batch.Subroutine.Mode, Status: rec.Status,
+					Outcome: rec.Outcome.String(), Attempts: rec.Attempts})
+				break
+			}
+			if p := rep.Progress; p != nil && p.State == streams.Parked && !confirmed[rec.Batch.ID] {
+				f := rec.Batch.Functions[p.Parked.Index]
+				log.Info("demo: oracle confirms", "batch_id", rec.Batch.ID, "function", p.Parked.Index, "content", f.Confirm.Expect)
+				if err := call(ctx, c.Oracle, "oracle", "confirm", authz.ConfirmRequest{ID: rec.Batch.ID, Index: p.Parked.Index, Content: f.Confirm.Expect}, nil); err != nil {
+					return nil, err
+				}
+				confirmed[rec.Batch.ID] = true
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
+	return rows, nil
+}
+
+// Print writes the summary as a table.
+func Print(w io.Writer, rows []Row) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tLABEL\tDOMAIN\tPRIORITY\tMODE\tOUTCOME\tATTEMPTS\tWHAT")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Label, r.Domain, r.Priority, r.Mode, r.Outcome, r.Attempts, r.What)
+	}
+	_ = tw.Flush()
+}
+
+// call sends a JSON request to authz as user and decodes the reply.
+func call(ctx context.Context, nc *nats.Conn, user, op string, req, out any) error {
+	data, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		m, err := nc.RequestWithContext(rctx, streams.AuthzSubject(user, op), data)
+		cancel()
+		if errors.Is(err, nats.ErrNoResponders) {
+			select { // authz is still starting
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+				continue
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", user, op, err)
+		}
+		if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
+			return fmt.Errorf("%s %s: %s %s", user, op, code, m.Header.Get(micro.ErrorHeader))
+		}
+		if out == nil {
+			return nil
+		}
+		return json.Unmarshal(m.Data, out)
+	}
+}
+
+// echoServer is the local HTTP endpoint the http.post functions call.
+func echoServer() (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<16))
+		fmt.Fprintf(w, "received %q (idempotency key %s)", strings.TrimSpace(string(b)), r.Header.Get("Idempotency-Key"))
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	return srv, "http://" + ln.Addr().String() + "/hook", nil
+}
