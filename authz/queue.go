@@ -226,7 +226,7 @@ func (s *Service) remove(ctx context.Context, domain string, it QueueItem) (uint
 		return 0, err
 	}
 	cb := &streams.Callback{BatchID: it.ID, Domain: domain, Priority: rec.Batch.Priority, Outcome: o,
-		Attempts: st.prog.Attempts(), At: st.prog.UpdatedAt, Processor: "authz"}
+		Attempts: st.prog.Attempts(rec.Batch.Subroutine.Mode == pipeline.Atomic), At: st.prog.UpdatedAt, Processor: "authz"}
 	if err := s.publishCallback(ctx, cb); err != nil {
 		return 0, err
 	}

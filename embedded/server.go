@@ -80,6 +80,11 @@ func Start(opts Options) (*Server, error) {
 		}
 		if p == 0 {
 			p = server.RANDOM_PORT
+		} else if ln, err := net.Listen("tcp", opts.Listen); err != nil {
+			// The server would only log this; say it where it is seen.
+			return nil, fmt.Errorf("embedded: cannot listen on %s (is another nats-server running? pick another with -listen): %w", opts.Listen, err)
+		} else {
+			_ = ln.Close()
 		}
 		so.Host, so.Port = host, p
 	}

@@ -51,7 +51,7 @@ func (p *Processor) hasLiveToken(ctx context.Context, b *pipeline.Batch, prog *s
 func (p *Processor) publishCallback(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, dlSeq uint64) error {
 	cb := &streams.Callback{
 		BatchID: b.ID, Domain: b.Domain, Priority: b.Priority, Outcome: *prog.Outcome,
-		Attempts: prog.Attempts(), At: prog.UpdatedAt, Processor: p.opts.Name,
+		Attempts: prog.Attempts(b.Subroutine.Mode == pipeline.Atomic), At: prog.UpdatedAt, Processor: p.opts.Name,
 		Fallback: len(prog.Fallbacks) > 0, DeadLetter: dlSeq,
 	}
 	data, err := streams.Encode(cb)
@@ -74,7 +74,7 @@ func (p *Processor) publishCallback(ctx context.Context, b *pipeline.Batch, prog
 func (p *Processor) publishDeadLetter(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, m jetstream.Msg) (uint64, error) {
 	dl := &streams.DeadLetter{
 		Batch: *b, Domain: b.Domain, Index: prog.FailedIndex, Error: prog.LastError,
-		Attempts: prog.Attempts(), Outcome: *prog.Outcome, Outputs: prog.Outputs, At: prog.UpdatedAt,
+		Attempts: prog.Attempts(b.Subroutine.Mode == pipeline.Atomic), Outcome: *prog.Outcome, Outputs: prog.Outputs, At: prog.UpdatedAt,
 	}
 	if b.Subroutine.Mode == pipeline.Atomic {
 		dl.Index = -1

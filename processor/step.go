@@ -332,7 +332,7 @@ func (p *Processor) announce(ctx context.Context, b *pipeline.Batch, prog *strea
 		return err
 	}
 	p.forget(b.ID)
-	p.log.Info("batch finished", "batch_id", b.ID, "outcome", prog.Outcome.String(), "attempts", prog.Attempts())
+	p.log.Info("batch finished", "batch_id", b.ID, "outcome", prog.Outcome.String(), "attempts", prog.Attempts(b.Subroutine.Mode == pipeline.Atomic))
 	if m == nil {
 		return nil
 	}

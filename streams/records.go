@@ -96,9 +96,13 @@ func (p *Progress) AddFailure(i int) int {
 	return p.Failures[i]
 }
 
-// Attempts is the total of attempts recorded so far.
-func (p *Progress) Attempts() int {
+// Attempts counts the executions recorded so far: every failed attempt,
+// plus one per function that took effect (an atomic unit counts once).
+func (p *Progress) Attempts(atomic bool) int {
 	n := p.Next
+	if atomic && n > 0 {
+		n = 1
+	}
 	for _, f := range p.Failures {
 		n += f
 	}

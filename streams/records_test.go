@@ -359,8 +359,8 @@ func TestDecodeIgnoresUnknownFields(t *testing.T) {
 
 func TestProgressCounters(t *testing.T) {
 	var p streams.Progress
-	if p.FailuresOf(0) != 0 || p.FailuresOf(-1) != 0 || p.Attempts() != 0 {
-		t.Fatalf("zero progress: FailuresOf(0)=%d FailuresOf(-1)=%d Attempts()=%d", p.FailuresOf(0), p.FailuresOf(-1), p.Attempts())
+	if p.FailuresOf(0) != 0 || p.FailuresOf(-1) != 0 || p.Attempts(false) != 0 {
+		t.Fatalf("zero progress: FailuresOf(0)=%d FailuresOf(-1)=%d Attempts()=%d", p.FailuresOf(0), p.FailuresOf(-1), p.Attempts(false))
 	}
 	if n := p.AddFailure(2); n != 1 {
 		t.Fatalf("AddFailure(2) = %d, want 1", n)
@@ -376,8 +376,11 @@ func TestProgressCounters(t *testing.T) {
 	if p.FailuresOf(2) != 2 || p.FailuresOf(5) != 0 {
 		t.Fatalf("FailuresOf(2)=%d FailuresOf(5)=%d, want 2 and 0", p.FailuresOf(2), p.FailuresOf(5))
 	}
-	if got := p.Attempts(); got != 6 {
-		t.Fatalf("Attempts() = %d, want 3 successes + 3 failures = 6", got)
+	if got := p.Attempts(false); got != 6 {
+		t.Fatalf("Attempts(false) = %d, want 3 successes + 3 failures = 6", got)
+	}
+	if got := p.Attempts(true); got != 4 {
+		t.Fatalf("Attempts(true) = %d, want 1 successful unit + 3 failures = 4", got)
 	}
 }
 

@@ -22,7 +22,9 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/examples/underwriting"
 	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/pipeline/steps"
 	"github.com/tickflow/tickflow/streams"
 )
 
@@ -85,6 +87,13 @@ func Run(ctx context.Context, c Clients, log *slog.Logger) ([]Row, error) {
 		{what: "job whose failure a fallback handles", user: "alice", conn: c.Alice, req: authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{
 			{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{Fallback: true})},
 		}}},
+		{what: "underwriting: form, bank statement, report", user: "bob", conn: c.Bob, req: authz.SendRequest{Label: "underwriting", Functions: []authz.CallSpec{
+			{Type: underwriting.TypeApplicationForm, Payload: document("s_application_form", map[string]any{
+				"business_name": "ACME Corp", "business_ein": DemoEIN, "requested_amount": 50000, "years_in_business": 3, "industry": "retail"})},
+			{Type: underwriting.TypeBankStatement, Payload: document("s_bank_statement", map[string]any{
+				"account_holder": "Acme, Inc.", "months": []map[string]any{{"month": "2025-07", "deposits": 40000, "ending_balance": 2500}}})},
+			{Type: underwriting.TypeClearBusinessReport, Payload: pipeline.MustPayload(steps.Request{SubjectID: "UW-1"})},
+		}}},
 		{what: "settlement waiting for a confirmation", user: "alice", conn: c.Alice, req: authz.SendRequest{Label: "settlement", Functions: []authz.CallSpec{
 			{Type: handlers.TypeNoop, Expect: "block-17"},
 			{Type: handlers.TypeHTTP, Payload: post("settled")},
@@ -138,6 +147,18 @@ func Print(w io.Writer, rows []Row) {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Label, r.Domain, r.Priority, r.Mode, r.Outcome, r.Attempts, r.What)
 	}
 	_ = tw.Flush()
+}
+
+// DemoEIN is the business the underwriting example is about.
+const DemoEIN = "123456789"
+
+// DemoRecords are the public records the demo's report finds.
+var DemoRecords = underwriting.StaticRecords{DemoEIN: {UCCFilings: 1}}
+
+// document is a step-pipeline payload carrying one stipulation as JSON.
+func document(name string, content any) pipeline.Payload {
+	raw, _ := json.Marshal(content)
+	return pipeline.MustPayload(steps.Request{SubjectID: "UW-1", Stipulations: []steps.Document{{Name: name, Content: raw}}})
 }
 
 // call sends a JSON request to authz as user and decodes the reply.

@@ -1,0 +1,61 @@
+// Command authz runs the authorization service: the only identity allowed
+// to put batches on the queues. Callers reach it as the micro service
+// "authz" on authz.<user>.<operation> (docs/api.md lists the operations).
+//
+//	NATS_USER=authz NATS_PASSWORD=local-authz authz -table authz.yaml
+//
+// Flags, the config file's authz: section and TICKFLOW_AUTHZ_* variables
+// configure it (see config.Authz; -h lists them all). SIGHUP reloads the
+// authorization table; SIGINT or SIGTERM stops taking requests, lets those in
+// flight finish, drains and exits 0. Run as many replicas as you like: batch
+// ids come from one JetStream sequence and every record is written with
+// compare-and-set.
+package main
+
+import (
+	"context"
+	"flag"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/config"
+	"github.com/tickflow/tickflow/internal/cli"
+)
+
+func main() { cli.Main("authz", run) }
+
+func run() error {
+	cfg := config.DefaultAuthz()
+	flag.CommandLine.Usage = cli.Usage(flag.CommandLine, "Usage: authz [flags]\n\nServes the authorization API and records every batch's outcome.", &cfg)
+	if err := config.Parse(flag.CommandLine, os.Args[1:], &cfg, os.Getenv); err != nil {
+		return err
+	}
+	log, err := cfg.Log.Logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	nc, err := cli.Connect(cfg.NATS, "authz", log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	svc, err := authz.New(ctx, nc.Conn, authz.Options{Owner: cfg.Owner, TablePath: cfg.Table, Logger: log})
+	if err != nil {
+		return err
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			if err := svc.Reload(); err != nil {
+				log.Error("authorization table not reloaded; the old one stays", "err", err)
+			}
+		}
+	}()
+	return svc.Run(ctx)
+}

@@ -1,0 +1,116 @@
+// Package cli holds what every tickflow command does the same way:
+// connecting as a role with logged connection events, draining on the way
+// out, usage text with the environment variables, and the exit code.
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/config"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// Main runs run and exits non-zero with its error; -h exits 0.
+func Main(name string, run func() error) {
+	if err := run(); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
+}
+
+// Conn is a connection whose Close drains it and waits until it is closed.
+type Conn struct {
+	*nats.Conn
+	closed chan struct{}
+	log    *slog.Logger
+}
+
+// Connect connects as n says, taking role's inbox when the identity has no
+// user name (an nkey or creds file), and logs what the connection does in
+// the background: a publish the server denied is reported only there.
+func Connect(n config.NATS, role string, log *slog.Logger, extra ...nats.Option) (*Conn, error) {
+	creds := streams.Credentials{
+		URL: n.ServerURL(), User: n.User, Password: n.Password,
+		Creds: n.Creds, NKey: n.NKey, Name: n.Name,
+	}
+	if creds.User == "" {
+		creds.InboxPrefix = "_INBOX_" + role
+	}
+	c := &Conn{closed: make(chan struct{}), log: log}
+	opts := append(Handlers(log, c.closed), extra...)
+	nc, err := streams.Connect(creds, opts...)
+	if err != nil {
+		return nil, err
+	}
+	c.Conn = nc
+	log.Info("nats connected", "server", nc.ConnectedUrlRedacted(), "server_name", nc.ConnectedServerName(), "auth", Identity(n))
+	return c, nil
+}
+
+// Handlers log a connection's errors, disconnects and reconnects (server
+// addresses redacted: a URL may carry a password) and close closed when the
+// connection is done.
+func Handlers(log *slog.Logger, closed chan<- struct{}) []nats.Option {
+	return []nats.Option{
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				log.Error("nats error", "subject", sub.Subject, "err", err)
+				return
+			}
+			log.Error("nats error", "err", err)
+		}),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("nats reconnected", "server", nc.ConnectedUrlRedacted())
+		}),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
+	}
+}
+
+// Close flushes what the connection still has to send (the last acks and
+// callbacks) and closes it, waiting until it is closed.
+func (c *Conn) Close() {
+	if err := c.Conn.Drain(); err != nil {
+		c.log.Warn("nats drain", "err", err)
+		c.Conn.Close()
+	}
+	<-c.closed
+}
+
+// Identity says how n authenticates, without the secret.
+func Identity(n config.NATS) string {
+	switch {
+	case n.User != "":
+		return "user " + n.User
+	case n.Creds != "":
+		return "creds " + n.Creds
+	case n.NKey != "":
+		return "nkey " + n.NKey
+	}
+	return "anonymous"
+}
+
+// Usage prints a synopsis, the flags and the environment variables cfg reads.
+func Usage(fs *flag.FlagSet, synopsis string, cfg config.Component) func() {
+	return func() {
+		out := fs.Output()
+		fmt.Fprintf(out, "%s\n\nFlags:\n", synopsis)
+		fs.PrintDefaults()
+		fmt.Fprintf(out, "\nEnvironment (flags win over it, it wins over the config file):\n  TICKFLOW_CONFIG  -config\n")
+		for _, v := range config.EnvVars(cfg) {
+			fmt.Fprintln(out, " ", v)
+		}
+	}
+}
