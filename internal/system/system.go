@@ -1,0 +1,174 @@
+// Package system wires the whole of tickflow around one nats-server: authz,
+// a worker with the example handlers, a processor per domain, a ticker and,
+// optionally, the demo client. cmd/run uses it on an embedded server, and its
+// test runs the demo end to end.
+package system
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/embedded"
+	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/examples/underwriting"
+	"github.com/tickflow/tickflow/internal/cli"
+	"github.com/tickflow/tickflow/internal/demo"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/pipeline/steps"
+	"github.com/tickflow/tickflow/processor"
+	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/ticker"
+	"github.com/tickflow/tickflow/worker"
+	"golang.org/x/sync/errgroup"
+)
+
+// Options say what to run. Every field is required unless it says otherwise.
+type Options struct {
+	// Server is the nats-server every component connects to in-process, each
+	// as its own nats.conf user with the local-default password.
+	Server *embedded.Server
+	// Settings size the resources provisioned at start.
+	Settings streams.Settings
+	// Domains get a processor each and are ticked.
+	Domains []string
+	// TickEvery is the ticker's interval.
+	TickEvery time.Duration
+	// TablePath is the authorization table file.
+	TablePath string
+	// Demo submits the demo workload once everything runs.
+	Demo bool
+	// OnDemo, optional, receives the demo's outcomes.
+	OnDemo func([]demo.Row)
+	// Logger receives every component's logs.
+	Logger *slog.Logger
+}
+
+// Run provisions the resources, runs every component until ctx is done,
+// then stops them and drains their connections.
+func Run(ctx context.Context, o Options) error {
+	srv, log := o.Server, o.Logger
+	var conns []*nats.Conn
+	defer func() {
+		for i := len(conns) - 1; i >= 0; i-- {
+			_ = conns[i].Drain()
+		}
+	}()
+	connect := func(user string) (*nats.Conn, error) {
+		nc, err := streams.Connect(streams.Credentials{User: user, Password: "local-" + user, Name: "run-" + user},
+			append(cli.Handlers(log.With("conn", user), make(chan struct{})), srv.InProcess())...)
+		if err == nil {
+			conns = append(conns, nc)
+		}
+		return nc, err
+	}
+	admin, err := connect("admin")
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(admin)
+	if err != nil {
+		return err
+	}
+	if err := streams.Provision(ctx, js, o.Settings, o.Domains...); err != nil {
+		return err
+	}
+	log.Info("provisioned", "domains", o.Domains)
+
+	g, gctx := errgroup.WithContext(ctx)
+	az, err := connect("authz")
+	if err != nil {
+		return err
+	}
+	svc, err := authz.New(gctx, az, authz.Options{TablePath: o.TablePath, Logger: log})
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return svc.Run(gctx) })
+
+	wc, err := connect("worker")
+	if err != nil {
+		return err
+	}
+	mux, err := exampleMux(gctx, wc, log)
+	if err != nil {
+		return err
+	}
+	w, err := worker.New(gctx, wc, mux, worker.Options{Name: "worker-1", Logger: log})
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return w.Run(gctx) })
+
+	pc, err := connect("processor")
+	if err != nil {
+		return err
+	}
+	for _, d := range o.Domains {
+		p, err := processor.New(gctx, pc, processor.Options{Domain: d, Name: "processor-1", Logger: log})
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return p.Run(gctx) })
+	}
+
+	tc, err := connect("ticker")
+	if err != nil {
+		return err
+	}
+	tk, err := ticker.New(tc, ticker.Options{Domains: o.Domains, Every: o.TickEvery, Steps: 8, Logger: log})
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return tk.Run(gctx) })
+
+	if o.Demo {
+		clients := demo.Clients{}
+		for _, c := range []struct {
+			user string
+			dst  **nats.Conn
+		}{{"alice", &clients.Alice}, {"bob", &clients.Bob}, {"oracle", &clients.Oracle}, {"owner", &clients.Owner}} {
+			if *c.dst, err = connect(c.user); err != nil {
+				return err
+			}
+		}
+		g.Go(func() error {
+			rows, err := demo.Run(gctx, clients, log)
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if o.OnDemo != nil {
+				o.OnDemo(rows)
+			}
+			return nil
+		})
+	}
+	log.Info("tickflow running", "domains", o.Domains, "tick_every", o.TickEvery.String(), "demo", o.Demo)
+	return g.Wait()
+}
+
+// exampleMux registers the example handlers and the underwriting step
+// pipeline, whose runs are kept in the runs bucket.
+func exampleMux(ctx context.Context, nc *nats.Conn, log *slog.Logger) (*pipeline.ServeMux, error) {
+	mux := pipeline.NewServeMux()
+	handlers.Register(mux, handlers.NewLedger(map[string]int64{"alice": 1000, "bob": 500}))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	store, err := streams.NewRunStore(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	_, err = underwriting.Register(mux, store, underwriting.Processors{
+		ClearBusinessReport: &underwriting.ClearBusinessReport{Records: demo.DemoRecords},
+	}, steps.WithLogger(log))
+	return mux, err
+}

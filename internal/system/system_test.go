@@ -1,0 +1,73 @@
+package system_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tickflow/tickflow/internal/demo"
+	"github.com/tickflow/tickflow/internal/system"
+	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/pipeline"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).Start.func1"),
+		goleak.IgnoreTopFunction("time.Sleep"))
+}
+
+// TestDemo runs what `make run` runs, on a test server, and checks the
+// demo's outcome table: the workload README.md walks through.
+func TestDemo(t *testing.T) {
+	env := testnats.Start(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	rowsCh := make(chan []demo.Row, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- system.Run(ctx, system.Options{
+			Server: env.Server, Settings: env.Settings, Domains: []string{"payments", "reports"},
+			TickEvery: 20 * time.Millisecond, TablePath: filepath.Join(filepath.Dir(testnats.ConfigPath(t)), "authz.yaml"),
+			Demo: true, OnDemo: func(r []demo.Row) { rowsCh <- r },
+			Logger: slog.New(slog.DiscardHandler),
+		})
+	}()
+	var rows []demo.Row
+	select {
+	case rows = <-rowsCh:
+	case err := <-done:
+		t.Fatalf("system stopped early: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the demo did not finish in 60s")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("system: %v", err)
+	}
+	want := map[string]pipeline.Status{
+		"two transfers, all or nothing":              pipeline.Executed,
+		"overdraft: rolled back, dead letter":        pipeline.Rejected,
+		"job: flaky step retried, then an HTTP call": pipeline.Executed,
+		"job failing at its 2nd step: dead letter":   pipeline.PartiallyExecuted,
+		"job whose failure a fallback handles":       pipeline.Executed,
+		"underwriting: form, bank statement, report": pipeline.Executed,
+		"settlement waiting for a confirmation":      pipeline.Executed,
+	}
+	if len(rows) != len(want) {
+		t.Fatalf("%d rows, want %d", len(rows), len(want))
+	}
+	for _, r := range rows {
+		if want[r.What] != r.Status {
+			t.Errorf("%s: %s, want %s", r.What, r.Outcome, want[r.What])
+		}
+	}
+	var out bytes.Buffer
+	demo.Print(&out, rows)
+	if !strings.Contains(out.String(), "PartiallyExecuted(1)") {
+		t.Fatalf("table:\n%s", out.String())
+	}
+}
