@@ -15,8 +15,8 @@
 // Run as many replicas as you like: the replicas of a domain share its
 // durable consumer proc-<domain> and the tick queue group, so each tick goes
 // to one of them and any of them may die at any moment. SIGINT or SIGTERM
-// stops taking ticks, lets the ticks in progress finish, drains the
-// connection and exits 0.
+// stops taking ticks, lets the steps already taken finish, drains the
+// connection and exits 0. docs/operations.md has the details.
 package main
 
 import (
@@ -24,35 +24,27 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/config"
+	"github.com/tickflow/tickflow/internal/cli"
 	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/streams"
+	"golang.org/x/sync/errgroup"
 )
 
-// role is the nats.conf user whose permissions this command needs.
+// role is the nats.conf user whose permissions the processor needs.
 const role = "processor"
 
-func main() {
-	if err := run(); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return
-		}
-		fmt.Fprintln(os.Stderr, "processor:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("processor", run) }
 
 func run() error {
 	cfg := config.DefaultProcessor()
-	flag.CommandLine.Usage = usage(&cfg)
+	flag.CommandLine.Usage = cli.Usage(flag.CommandLine, "Usage: processor -domain DOMAINS [flags]\n\nServes the domains' batches, one step per tick.", &cfg)
 	if err := config.Parse(flag.CommandLine, os.Args[1:], &cfg, os.Getenv); err != nil {
 		return err
 	}
@@ -64,30 +56,14 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	creds := streams.Credentials{
-		URL:      cfg.NATS.ServerURL(),
-		User:     cfg.NATS.User,
-		Password: cfg.NATS.Password,
-		Creds:    cfg.NATS.Creds,
-		NKey:     cfg.NATS.NKey,
-		Name:     cfg.NATS.Name,
-	}
-	if creds.User == "" {
-		// A user's replies come to _INBOX_<user>. An nkey or creds identity
-		// has no user name, so it takes the role's inbox, and the role's
-		// permission block in nats.conf can be given to it unchanged.
-		creds.InboxPrefix = "_INBOX_" + role
-	}
-	closed := make(chan struct{})
-	nc, err := streams.Connect(creds, connHandlers(log, closed)...)
+	nc, err := cli.Connect(cfg.NATS, role, log)
 	if err != nil {
 		return err
 	}
-	defer drain(nc, closed, log)
-	log.Info("nats connected", "server", nc.ConnectedUrlRedacted(), "server_name", nc.ConnectedServerName(), "auth", identity(cfg.NATS))
+	defer nc.Close()
 
 	if cfg.Provision {
-		if err := provision(ctx, nc, cfg); err != nil {
+		if err := provision(ctx, nc.Conn, cfg); err != nil {
 			return err
 		}
 		log.Info("provisioned", "domains", cfg.Domains, "replicas", cfg.Streams.Replicas, "storage", cfg.Streams.Storage)
@@ -95,7 +71,7 @@ func run() error {
 
 	procs := make([]*processor.Processor, 0, len(cfg.Domains))
 	for _, d := range cfg.Domains {
-		p, err := processor.New(ctx, nc, processor.Options{
+		p, err := processor.New(ctx, nc.Conn, processor.Options{
 			Domain:      d,
 			Name:        cfg.Name,
 			Concurrency: cfg.Concurrency,
@@ -111,7 +87,7 @@ func run() error {
 	log.Info("processor starting", "name", cfg.Name, "domains", cfg.Domains,
 		"concurrency", cfg.Concurrency, "max_steps", cfg.MaxSteps, "work_timeout", cfg.WorkTimeout.String())
 
-	g, gctx := withContext(ctx)
+	g, gctx := errgroup.WithContext(ctx)
 	for _, p := range procs {
 		g.Go(func() error { return p.Run(gctx) })
 	}
@@ -132,106 +108,10 @@ func provision(ctx context.Context, nc *nats.Conn, cfg config.Processor) error {
 	}
 	err = streams.Provision(ctx, js, cfg.Streams.Settings(), cfg.Domains...)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
-		return fmt.Errorf("provision: %w (-provision needs a user allowed to create streams and consumers, e.g. admin; connected as %s)", err, identity(cfg.NATS))
+		return fmt.Errorf("provision: %w (-provision needs a user allowed to create streams and consumers, e.g. admin; connected as %s)", err, cli.Identity(cfg.NATS))
 	}
 	if err != nil {
 		return fmt.Errorf("provision: %w", err)
 	}
 	return nil
-}
-
-// group runs functions and returns the first error, cancelling the context
-// of the others when one fails: errgroup.WithContext's contract, kept here
-// until go.mod requires golang.org/x/sync.
-type group struct {
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
-	err    error
-}
-
-func withContext(ctx context.Context) (*group, context.Context) {
-	ctx, cancel := context.WithCancel(ctx)
-	return &group{cancel: cancel}, ctx
-}
-
-// Go runs f on its own goroutine.
-func (g *group) Go(f func() error) {
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		if err := f(); err != nil {
-			g.once.Do(func() {
-				g.err = err
-				g.cancel()
-			})
-		}
-	}()
-}
-
-// Wait waits for every function and returns the first error.
-func (g *group) Wait() error {
-	g.wg.Wait()
-	g.cancel()
-	return g.err
-}
-
-// identity says how n authenticates, without the secret.
-func identity(n config.NATS) string {
-	switch {
-	case n.User != "":
-		return "user " + n.User
-	case n.Creds != "":
-		return "creds " + n.Creds
-	case n.NKey != "":
-		return "nkey " + n.NKey
-	}
-	return "anonymous"
-}
-
-// connHandlers log what the connection does in the background (a publish
-// the server denied arrives only here) and close closed when the connection
-// is done. Server addresses are logged redacted: a URL may carry a password.
-func connHandlers(log *slog.Logger, closed chan<- struct{}) []nats.Option {
-	return []nats.Option{
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			if sub != nil {
-				log.Error("nats error", "subject", sub.Subject, "err", err)
-				return
-			}
-			log.Error("nats error", "err", err)
-		}),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				log.Warn("nats disconnected", "err", err)
-			}
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("nats reconnected", "server", nc.ConnectedUrlRedacted())
-		}),
-		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
-	}
-}
-
-// drain flushes what the connection still has to send (the last acks and
-// callbacks) and closes it, waiting until it is closed.
-func drain(nc *nats.Conn, closed <-chan struct{}, log *slog.Logger) {
-	if err := nc.Drain(); err != nil {
-		log.Warn("nats drain", "err", err)
-		nc.Close()
-	}
-	<-closed
-}
-
-// usage prints the flags and the environment variables cfg reads.
-func usage(cfg *config.Processor) func() {
-	return func() {
-		out := flag.CommandLine.Output()
-		fmt.Fprintf(out, "Usage: processor -domain DOMAINS [flags]\n\nServes the domains' batches, one step per tick.\n\nFlags:\n")
-		flag.PrintDefaults()
-		fmt.Fprintf(out, "\nEnvironment (flags win over it, it wins over the config file):\n  TICKFLOW_CONFIG  -config\n")
-		for _, v := range config.EnvVars(cfg) {
-			fmt.Fprintln(out, " ", v)
-		}
-	}
 }

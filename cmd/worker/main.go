@@ -29,36 +29,25 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/config"
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/cli"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 	"github.com/tickflow/tickflow/worker"
 )
 
-// role is the nats.conf user whose permissions this command needs.
+// role is the nats.conf user whose permissions the worker needs.
 const role = "worker"
 
-func main() {
-	if err := run(); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return
-		}
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("worker", run) }
 
 func run() error {
 	cfg := config.DefaultWorker()
-	flag.CommandLine.Usage = usage(&cfg)
+	flag.CommandLine.Usage = cli.Usage(flag.CommandLine, "Usage: worker [flags]\n\nExecutes functions for the processors: serves the example handlers (-examples).\nA real deployment builds its own worker binary; see docs/operations.md.", &cfg)
 	if err := config.Parse(flag.CommandLine, os.Args[1:], &cfg, os.Getenv); err != nil {
 		return err
 	}
@@ -79,29 +68,13 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	creds := streams.Credentials{
-		URL:      cfg.NATS.ServerURL(),
-		User:     cfg.NATS.User,
-		Password: cfg.NATS.Password,
-		Creds:    cfg.NATS.Creds,
-		NKey:     cfg.NATS.NKey,
-		Name:     cfg.NATS.Name,
-	}
-	if creds.User == "" {
-		// A user's replies come to _INBOX_<user>. An nkey or creds identity
-		// has no user name, so it takes the role's inbox, and the role's
-		// permission block in nats.conf can be given to it unchanged.
-		creds.InboxPrefix = "_INBOX_" + role
-	}
-	closed := make(chan struct{})
-	nc, err := streams.Connect(creds, connHandlers(log, closed)...)
+	nc, err := cli.Connect(cfg.NATS, role, log)
 	if err != nil {
 		return err
 	}
-	defer drain(nc, closed, log)
-	log.Info("nats connected", "server", nc.ConnectedUrlRedacted(), "server_name", nc.ConnectedServerName(), "auth", identity(cfg.NATS))
+	defer nc.Close()
 
-	w, err := worker.New(ctx, nc, mux, worker.Options{
+	w, err := worker.New(ctx, nc.Conn, mux, worker.Options{
 		Name:        cfg.Name,
 		Concurrency: cfg.Concurrency,
 		Logger:      log,
@@ -114,64 +87,4 @@ func run() error {
 	}
 	log.Info("worker stopped", "name", cfg.Name)
 	return nil
-}
-
-// identity says how n authenticates, without the secret.
-func identity(n config.NATS) string {
-	switch {
-	case n.User != "":
-		return "user " + n.User
-	case n.Creds != "":
-		return "creds " + n.Creds
-	case n.NKey != "":
-		return "nkey " + n.NKey
-	}
-	return "anonymous"
-}
-
-// connHandlers log what the connection does in the background (a publish
-// the server denied arrives only here) and close closed when the connection
-// is done. Server addresses are logged redacted: a URL may carry a password.
-func connHandlers(log *slog.Logger, closed chan<- struct{}) []nats.Option {
-	return []nats.Option{
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			if sub != nil {
-				log.Error("nats error", "subject", sub.Subject, "err", err)
-				return
-			}
-			log.Error("nats error", "err", err)
-		}),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				log.Warn("nats disconnected", "err", err)
-			}
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("nats reconnected", "server", nc.ConnectedUrlRedacted())
-		}),
-		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
-	}
-}
-
-// drain flushes what the connection still has to send (the last replies)
-// and closes it, waiting until it is closed.
-func drain(nc *nats.Conn, closed <-chan struct{}, log *slog.Logger) {
-	if err := nc.Drain(); err != nil {
-		log.Warn("nats drain", "err", err)
-		nc.Close()
-	}
-	<-closed
-}
-
-// usage prints the flags and the environment variables cfg reads.
-func usage(cfg *config.Worker) func() {
-	return func() {
-		out := flag.CommandLine.Output()
-		fmt.Fprintf(out, "Usage: worker [flags]\n\nExecutes functions for the processors: serves the example handlers (-examples).\nA real deployment builds its own worker binary; see docs/operations.md.\n\nFlags:\n")
-		flag.PrintDefaults()
-		fmt.Fprintf(out, "\nEnvironment (flags win over it, it wins over the config file):\n  TICKFLOW_CONFIG  -config\n")
-		for _, v := range config.EnvVars(cfg) {
-			fmt.Fprintln(out, " ", v)
-		}
-	}
 }
