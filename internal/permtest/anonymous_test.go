@@ -9,7 +9,7 @@ import (
 )
 
 // TestAnonymousMayOnlyTick: a connection without credentials is nats.conf's
-// no_auth_user "anyone", so `nats pub tick.<domain> ''` works with no
+// no_auth_user "anyone", so `nats pub tick.<domain> ”` works with no
 // account, and nothing else does.
 func TestAnonymousMayOnlyTick(t *testing.T) {
 	s := start(t)
