@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/tickflow/tickflow/streams"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -109,7 +110,7 @@ func validateServerURL(s string) error {
 // so slog.Any("nats", cfg.NATS) is safe.
 func (n NATS) LogValue() slog.Value {
 	attrs := []slog.Attr{
-		slog.String("url", n.URL),
+		slog.String("url", RedactURL(n.URL)),
 		slog.String("user", n.User),
 	}
 	if n.Password != "" {
@@ -130,8 +131,12 @@ func (n NATS) String() string {
 	if n.Password != "" {
 		pw = redacted
 	}
-	return fmt.Sprintf("{URL:%s User:%s Password:%s Creds:%s NKey:%s Name:%s}", n.URL, n.User, pw, n.Creds, n.NKey, n.Name)
+	return fmt.Sprintf("{URL:%s User:%s Password:%s Creds:%s NKey:%s Name:%s}", RedactURL(n.URL), n.User, pw, n.Creds, n.NKey, n.Name)
 }
+
+// RedactURL replaces the password of every user:password@ in a
+// comma-separated list of server URLs with "xxxxx".
+func RedactURL(urls string) string { return streams.RedactURL(urls) }
 
 // GoString makes %#v redact the password too.
 func (n NATS) GoString() string { return "config.NATS" + n.String() }

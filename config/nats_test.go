@@ -114,3 +114,21 @@ func TestLogLogger(t *testing.T) {
 		t.Fatal("Logger accepted a bad level")
 	}
 }
+
+func TestRedactURL(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{name: "no credentials", in: "nats://127.0.0.1:4222", want: "nats://127.0.0.1:4222"},
+		{name: "password", in: "nats://u:secret@h:4222", want: "nats://u:xxxxx@h:4222"},
+		{name: "list", in: "nats://a:1@h1:4222,nats://h2:4222", want: "nats://a:xxxxx@h1:4222,nats://h2:4222"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := RedactURL(tt.in); got != tt.want {
+				t.Fatalf("RedactURL(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+			if s := (NATS{URL: tt.in}).String(); strings.Contains(s, "secret") {
+				t.Fatalf("String leaks the password: %s", s)
+			}
+		})
+	}
+}

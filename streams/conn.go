@@ -3,6 +3,7 @@ package streams
 import (
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"strings"
 	"time"
 
@@ -74,7 +75,19 @@ func Connect(c Credentials, extra ...nats.Option) (*nats.Conn, error) {
 		if errors.Is(err, nats.ErrAuthorization) {
 			return nil, fmt.Errorf("streams: connect as %q: authorization refused: check the user and password (or creds): %w", c.User, err)
 		}
-		return nil, fmt.Errorf("streams: connect to %s: %w", url, err)
+		return nil, fmt.Errorf("streams: connect to %s: %w", RedactURL(url), err)
 	}
 	return nc, nil
+}
+
+// RedactURL replaces the password of every user:password@ in a
+// comma-separated list of server URLs with "xxxxx", for logs and errors.
+func RedactURL(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		if u, err := neturl.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
 }

@@ -15,13 +15,16 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/config"
 	"github.com/tickflow/tickflow/internal/cli"
+	"github.com/tickflow/tickflow/streams"
 )
 
 func main() { cli.Main("authz", run) }
@@ -43,6 +46,18 @@ func run() error {
 		return err
 	}
 	defer nc.Close()
+	if len(cfg.Domains) > 0 {
+		// Provisioning needs a user allowed to create streams (admin); a
+		// user without the right sees its requests time out.
+		js, err := jetstream.New(nc.Conn)
+		if err != nil {
+			return err
+		}
+		if err := streams.Provision(ctx, js, cfg.Streams.Settings(), cfg.Domains...); err != nil {
+			return fmt.Errorf("provision %v (needs a user allowed to create streams, e.g. admin; connected as %s): %w", cfg.Domains, cli.Identity(cfg.NATS), err)
+		}
+		log.Info("provisioned", "domains", cfg.Domains)
+	}
 	svc, err := authz.New(ctx, nc.Conn, authz.Options{Owner: cfg.Owner, TablePath: cfg.Table, Logger: log})
 	if err != nil {
 		return err

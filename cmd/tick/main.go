@@ -17,7 +17,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -26,20 +25,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/robfig/cron/v3"
 	"github.com/tickflow/tickflow/config"
+	"github.com/tickflow/tickflow/internal/cli"
 	"github.com/tickflow/tickflow/processor"
-	"github.com/tickflow/tickflow/streams"
 	"github.com/tickflow/tickflow/ticker"
 )
 
-func main() {
-	if err := run(); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return
-		}
-		fmt.Fprintln(os.Stderr, "tick:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("tick", run) }
 
 func run() error {
 	cfg := config.DefaultTick()
@@ -65,18 +56,12 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	nc, err := streams.Connect(streams.Credentials{
-		URL:      cfg.NATS.ServerURL(),
-		User:     cfg.NATS.User,
-		Password: cfg.NATS.Password,
-		Creds:    cfg.NATS.Creds,
-		NKey:     cfg.NATS.NKey,
-		Name:     cfg.NATS.Name,
-	}, logHandlers(log)...)
+	conn, err := cli.Connect(cfg.NATS, "ticker", log)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
+	defer conn.Close()
+	nc := conn.Conn
 
 	if *wait {
 		return report(ctx, nc, cfg, *waitTimeout)
@@ -117,22 +102,4 @@ func report(ctx context.Context, nc *nats.Conn, cfg config.Tick, timeout time.Du
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// logHandlers log what the connection does in the background: a publish
-// the server denied arrives only here.
-func logHandlers(log *slog.Logger) []nats.Option {
-	return []nats.Option{
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			log.Error("nats error", "err", err)
-		}),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				log.Warn("nats disconnected", "err", err)
-			}
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
-		}),
-	}
 }
