@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// The ceiling's stream and consumer: a copy of HIGH's configuration on
+// subjects of their own.
+const (
+	ceilingStream   = "CEILING"
+	ceilingConsumer = "ceiling"
+)
+
+// ceilingMsg is message i of the ceiling: a real tickflow token (same
+// msgpack body, same headers, same per-batch subject shape, a unique
+// Nats-Msg-Id), on the ceiling's own subject.
+func ceilingMsg(id uint64) *nats.Msg {
+	b := &pipeline.Batch{ID: id, Domain: benchDomain, Priority: pipeline.High, Subroutine: pipeline.Subroutine{Mode: pipeline.Atomic}}
+	m, err := streams.TokenMsg(fmt.Sprintf("ceiling.high.%s.%d", benchDomain, id), b, 0, 0)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// tokenSize returns the body and header sizes of a tickflow token as
+// authz publishes it for batch id.
+func tokenSize(id uint64) (body, header int) {
+	b := &pipeline.Batch{ID: id, Domain: benchDomain, Priority: pipeline.High, Subroutine: pipeline.Subroutine{Mode: pipeline.Atomic}}
+	m, err := streams.TokenMsg(streams.TokenSubject(b.Priority, b.Domain, b.ID), b, 0, 0)
+	if err != nil {
+		panic(err)
+	}
+	return len(m.Data), headerLen(m.Header)
+}
+
+// headerLen is the wire size of a header block (NATS/1.0 line, lines, blank line).
+func headerLen(h nats.Header) int {
+	n := len("NATS/1.0\r\n") + 2
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + 2 + len(v) + 2
+		}
+	}
+	return n
+}
+
+// runCeiling measures raw JetStream on the same server configuration: n
+// token-sized messages published asynchronously to a work-queue stream on
+// file storage, then consumed by a durable pull consumer acking each one.
+func runCeiling(cfg *config, n int) (pubRate, consRate float64, err error) {
+	e, err := startEnv(cfg, false)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer e.close()
+	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Minute)
+	defer cancel()
+	high := streams.Streams(e.settings)[0]
+	sc := high
+	sc.Name, sc.Description, sc.Subjects = ceilingStream, "bench ceiling", []string{"ceiling.>"}
+	s, err := e.adminJS.CreateStream(ctx, sc)
+	if err != nil {
+		return 0, 0, err
+	}
+	cc := streams.DomainConsumers(e.settings, benchDomain)[0].Config
+	cc.Durable, cc.Description, cc.FilterSubjects = ceilingConsumer, "bench ceiling", []string{"ceiling.high." + benchDomain + ".*"}
+	cons, err := s.CreateConsumer(ctx, cc)
+	if err != nil {
+		return 0, 0, err
+	}
+	var pubErrs atomic.Int64
+	js, err := jetstream.New(e.admin, jetstream.WithPublishAsyncMaxPending(4096),
+		jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { pubErrs.Add(1) }))
+	if err != nil {
+		return 0, 0, err
+	}
+	msgs := make([]*nats.Msg, n)
+	for i := range msgs {
+		msgs[i] = ceilingMsg(uint64(i + 1))
+	}
+	start := time.Now()
+	for _, m := range msgs {
+		if _, err := js.PublishMsgAsync(m); err != nil {
+			return 0, 0, err
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return 0, 0, fmt.Errorf("ceiling: publish: %w", ctx.Err())
+	}
+	tpub := time.Since(start)
+	if k := pubErrs.Load(); k > 0 {
+		return 0, 0, fmt.Errorf("ceiling: %d publishes failed", k)
+	}
+
+	var got atomic.Int64
+	done := make(chan struct{})
+	start = time.Now()
+	c, err := cons.Consume(func(m jetstream.Msg) {
+		_ = m.Ack()
+		if got.Add(1) == int64(n) {
+			close(done)
+		}
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		c.Stop()
+		return 0, 0, fmt.Errorf("ceiling: consume: %w after %d of %d", ctx.Err(), got.Load(), n)
+	}
+	// Acks are one-way: the run ends when the server has them all.
+	for {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			c.Stop()
+			return 0, 0, err
+		}
+		if info.NumAckPending == 0 && info.NumPending == 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	tcons := time.Since(start)
+	c.Stop()
+	return float64(n) / tpub.Seconds(), float64(n) / tcons.Seconds(), nil
+}

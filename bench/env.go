@@ -1,0 +1,367 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/embedded"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/processor"
+	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/worker"
+)
+
+// benchDomain is the domain every tickflow scenario runs in.
+const benchDomain = "bench"
+
+// Labels of the bench authorization table.
+const (
+	labelAtomic = "bench_atomic"
+	labelSteps  = "bench_steps"
+)
+
+// benchTable lets alice submit no-op batches, atomic (high) and non-atomic
+// (med), without a concurrency limit: the limit's slot record would be a
+// per-label CAS hot spot that measures contention, not the pipeline.
+const benchTable = `
+labels:
+  ` + labelAtomic + `:
+    domain: ` + benchDomain + `
+    users: [alice]
+    mode: atomic
+    priority: high
+    functions:
+      noop: {}
+  ` + labelSteps + `:
+    domain: ` + benchDomain + `
+    users: [alice]
+    mode: non_atomic
+    priority: med
+    functions:
+      noop: {}
+`
+
+// env is one embedded nats-server loaded from the project's nats.conf, on
+// its own temporary store, provisioned for the bench domain, with the
+// tickflow components a scenario starts on it.
+type env struct {
+	cfg      *config
+	srv      *embedded.Server
+	dir      string
+	settings streams.Settings
+	admin    *nats.Conn
+	adminJS  jetstream.JetStream
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	conns  []*nats.Conn
+	mu     sync.Mutex
+	errs   []error
+
+	authzConns []*nats.Conn
+	workerConn *nats.Conn
+	procs      []*processor.Processor
+	procConns  []*nats.Conn
+	tickCancel context.CancelFunc
+	tickWG     sync.WaitGroup
+	tickStats  tickStats
+}
+
+type tickStats struct {
+	mu     sync.Mutex
+	ticks  int
+	idle   int
+	errors int
+	lastErr string
+}
+
+// startEnv starts a fresh server. listen makes it accept TCP connections on
+// a random loopback port too (for a child process).
+func startEnv(cfg *config, listen bool) (*env, error) {
+	dir, err := os.MkdirTemp(cfg.tmpDir, "tickflow-bench-")
+	if err != nil {
+		return nil, err
+	}
+	eo := embedded.Options{ConfigFile: cfg.natsConf, DataDir: filepath.Join(dir, "jetstream"), DontListen: !listen}
+	if listen {
+		eo.Listen = "127.0.0.1:0"
+	}
+	srv, err := embedded.Start(eo)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &env{cfg: cfg, srv: srv, dir: dir, settings: streams.DefaultSettings(), ctx: ctx, cancel: cancel}
+	if e.admin, err = e.connect("admin"); err != nil {
+		e.close()
+		return nil, err
+	}
+	if e.adminJS, err = jetstream.New(e.admin); err != nil {
+		e.close()
+		return nil, err
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer pcancel()
+	if err := streams.Provision(pctx, e.adminJS, e.settings, benchDomain); err != nil {
+		e.close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// connect opens an in-process connection as a nats.conf user, with its
+// local-default password, the way internal/system wires the roles.
+func (e *env) connect(user string, extra ...nats.Option) (*nats.Conn, error) {
+	opts := append([]nats.Option{e.srv.InProcess()}, extra...)
+	nc, err := streams.Connect(streams.Credentials{User: user, Password: "local-" + user, Name: "bench-" + user}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.conns = append(e.conns, nc)
+	e.mu.Unlock()
+	return nc, nil
+}
+
+func (e *env) fail(err error) {
+	e.mu.Lock()
+	e.errs = append(e.errs, err)
+	e.mu.Unlock()
+}
+
+// err returns the first error a background component reported.
+func (e *env) err() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return errors.Join(e.errs...)
+}
+
+// startAuthz runs n authz replicas, each on its own connection; they share
+// the micro service's queue group and the callbacks consumer.
+func (e *env) startAuthz(n int) error {
+	table, err := authz.ParseTable([]byte(benchTable))
+	if err != nil {
+		return err
+	}
+	for range n {
+		nc, err := e.connect("authz")
+		if err != nil {
+			return err
+		}
+		svc, err := authz.New(e.ctx, nc, authz.Options{Table: table})
+		if err != nil {
+			return err
+		}
+		e.authzConns = append(e.authzConns, nc)
+		e.wg.Go(func() {
+			if err := svc.Run(e.ctx); err != nil {
+				e.fail(fmt.Errorf("authz: %w", err))
+			}
+		})
+	}
+	return e.waitService("authz", n)
+}
+
+// startWorker runs one worker serving the no-op handler.
+func (e *env) startWorker(concurrency int) error {
+	nc, err := e.connect("worker")
+	if err != nil {
+		return err
+	}
+	mux := pipeline.NewServeMux()
+	mux.RegisterFunc("noop", func(context.Context, *pipeline.Call) (pipeline.Result, error) {
+		return pipeline.Result{}, nil
+	})
+	w, err := worker.New(e.ctx, nc, mux, worker.Options{Name: "bench-worker", Concurrency: concurrency})
+	if err != nil {
+		return err
+	}
+	e.workerConn = nc
+	e.wg.Go(func() {
+		if err := w.Run(e.ctx); err != nil {
+			e.fail(fmt.Errorf("worker: %w", err))
+		}
+	})
+	return e.waitService("worker", 1)
+}
+
+// waitService waits until n instances of a micro service answer a ping.
+func (e *env) waitService(name string, n int) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		inbox := nats.NewInbox()
+		sub, err := e.admin.SubscribeSync(inbox)
+		if err != nil {
+			return err
+		}
+		if err := e.admin.PublishRequest("$SRV.PING."+name, inbox, nil); err != nil {
+			_ = sub.Unsubscribe()
+			return err
+		}
+		got := 0
+		for got < n {
+			if _, err := sub.NextMsg(100 * time.Millisecond); err != nil {
+				break
+			}
+			got++
+		}
+		_ = sub.Unsubscribe()
+		if got >= n {
+			return nil
+		}
+		if err := e.err(); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%s: %d instance(s) did not answer within 10s", name, n)
+}
+
+// newProcessors binds n processor replicas of the bench domain, each on its
+// own connection, without ticking them.
+func (e *env) newProcessors(n, concurrency, maxSteps int) error {
+	for i := range n {
+		nc, err := e.connect("processor")
+		if err != nil {
+			return err
+		}
+		p, err := processor.New(e.ctx, nc, processor.Options{
+			Domain: benchDomain, Name: fmt.Sprintf("bench-proc-%d", i+1),
+			Concurrency: concurrency, MaxSteps: maxSteps,
+		})
+		if err != nil {
+			return err
+		}
+		e.procs = append(e.procs, p)
+		e.procConns = append(e.procConns, nc)
+	}
+	return nil
+}
+
+// startTicking drives every processor as fast as ticks allow: each replica
+// gets the next tick as soon as its previous tick's report is back, asking
+// for steps steps (the ticker's request/reply loop without the transport).
+// A tick that found no messages is followed by a pause of idle.
+func (e *env) startTicking(steps int, idle time.Duration) {
+	ctx, cancel := context.WithCancel(e.ctx)
+	e.tickCancel = cancel
+	for _, p := range e.procs {
+		e.tickWG.Go(func() {
+			for ctx.Err() == nil {
+				rep := p.Tick(ctx, steps)
+				e.tickStats.mu.Lock()
+				e.tickStats.ticks++
+				switch rep.Status {
+				case processor.StatusNoMessages:
+					e.tickStats.idle++
+				case processor.StatusError:
+					e.tickStats.errors++
+					e.tickStats.lastErr = rep.Error
+				}
+				for _, s := range rep.Steps {
+					if s.Action == "error" {
+						e.tickStats.errors++
+						e.tickStats.lastErr = s.Error
+					}
+				}
+				e.tickStats.mu.Unlock()
+				if rep.Status == processor.StatusNoMessages {
+					if idle > 0 {
+						time.Sleep(idle)
+					} else {
+						runtime.Gosched()
+					}
+				}
+			}
+		})
+	}
+}
+
+func (e *env) stopTicking() {
+	if e.tickCancel != nil {
+		e.tickCancel()
+		e.tickWG.Wait()
+		e.tickCancel = nil
+	}
+}
+
+// callbackProgress returns how many callbacks the processors have published
+// and how many of them authz has applied and acknowledged.
+func (e *env) callbackProgress(ctx context.Context) (published, applied uint64, err error) {
+	c, err := e.adminJS.Consumer(ctx, streams.StreamCallbacks, streams.CallbacksConsumer)
+	if err != nil {
+		return 0, 0, err
+	}
+	info := c.CachedInfo()
+	if info, err = c.Info(ctx); err != nil {
+		return 0, 0, err
+	}
+	published = info.Delivered.Stream + info.NumPending
+	applied = info.AckFloor.Stream
+	if info.NumPending == 0 && info.NumAckPending == 0 {
+		applied = info.Delivered.Stream
+	}
+	return published, applied, nil
+}
+
+// waitCallbacks polls until n callbacks are applied by authz and returns
+// when the n-th callback was published and when it was applied, measured
+// from start. It gives up after timeout without progress.
+func (e *env) waitCallbacks(start time.Time, n uint64, timeout time.Duration) (processed, applied time.Duration, err error) {
+	last, lastAt := uint64(0), time.Now()
+	for {
+		ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
+		pub, app, err := e.callbackProgress(ctx)
+		cancel()
+		if err != nil {
+			return 0, 0, err
+		}
+		now := time.Now()
+		if processed == 0 && pub >= n {
+			processed = now.Sub(start)
+		}
+		if app >= n {
+			return processed, now.Sub(start), nil
+		}
+		if pub+app != last {
+			last, lastAt = pub+app, now
+		} else if now.Sub(lastAt) > timeout {
+			e.tickStats.mu.Lock()
+			ts := e.tickStats
+			e.tickStats.mu.Unlock()
+			return 0, 0, fmt.Errorf("stalled at %d published, %d applied of %d callbacks (ticks %d, idle %d, errors %d, last error %q)",
+				pub, app, n, ts.ticks, ts.idle, ts.errors, ts.lastErr)
+		}
+		if err := e.err(); err != nil {
+			return 0, 0, err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// close stops every component, drains the connections, shuts the server
+// down and removes its store.
+func (e *env) close() {
+	e.stopTicking()
+	e.cancel()
+	e.wg.Wait()
+	e.mu.Lock()
+	conns := e.conns
+	e.conns = nil
+	e.mu.Unlock()
+	for i := len(conns) - 1; i >= 0; i-- {
+		conns[i].Close()
+	}
+	e.srv.Close()
+	_ = os.RemoveAll(e.dir)
+}

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// tickflowEnv starts a server with authz, a worker and the processors, not ticking yet.
+func tickflowEnv(cfg *config) (*env, *nats.Conn, error) {
+	e, err := startEnv(cfg, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := e.startAuthz(cfg.authzReplicas); err != nil {
+		e.close()
+		return nil, nil, err
+	}
+	if err := e.startWorker(cfg.workerConcurrency()); err != nil {
+		e.close()
+		return nil, nil, err
+	}
+	if err := e.newProcessors(cfg.processors, cfg.concurrency, cfg.tickSteps); err != nil {
+		e.close()
+		return nil, nil, err
+	}
+	alice, err := e.connect("alice")
+	if err != nil {
+		e.close()
+		return nil, nil, err
+	}
+	return e, alice, nil
+}
+
+// burnResult is one burn-down: how fast batches went in, and how fast they
+// were drained (to the terminal callback applied by authz).
+type burnResult struct {
+	submitRate float64 // batches/s through authz
+	drainRate  float64 // batches (or functions) per second, to callback applied
+	procRate   float64 // the same, to callback published by the processor
+}
+
+// runBurnDown submits n batches of `functions` no-op functions each under
+// label, then drives the processors as fast as ticks allow until authz has
+// applied every terminal callback. units is what the drain rate counts per
+// batch (1 for batches, functions for function throughput).
+func runBurnDown(cfg *config, label string, functions, n, units int, profile bool) (burnResult, error) {
+	var r burnResult
+	e, alice, err := tickflowEnv(cfg)
+	if err != nil {
+		return r, err
+	}
+	defer e.close()
+	stopProfile := func() {}
+	if profile && cfg.cpuprofile != "" {
+		f, err := os.Create(cfg.cpuprofile)
+		if err != nil {
+			return r, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return r, err
+		}
+		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+	}
+	defer func() { stopProfile() }()
+	if profile && cfg.memprofile != "" {
+		// The allocs profile is cumulative: this snapshot is the base to
+		// subtract (go tool pprof -base).
+		if err := writeHeapProfile(cfg.memprofile + ".base"); err != nil {
+			return r, err
+		}
+	}
+
+	tsub, err := submitAll(e.ctx, alice, label, functions, n, cfg.inflight)
+	if err != nil {
+		return r, err
+	}
+	start := time.Now()
+	e.startTicking(cfg.tickSteps, cfg.idle)
+	tproc, tapp, err := e.waitCallbacks(start, uint64(n), cfg.stall)
+	e.stopTicking()
+	if err != nil {
+		return r, err
+	}
+	stopProfile()
+	stopProfile = func() {}
+	if profile && cfg.memprofile != "" {
+		if err := writeHeapProfile(cfg.memprofile); err != nil {
+			return r, err
+		}
+	}
+	if err := checkClean(e, n); err != nil {
+		return r, err
+	}
+	r.submitRate = float64(n) / tsub.Seconds()
+	r.drainRate = float64(n*units) / tapp.Seconds()
+	r.procRate = float64(n*units) / tproc.Seconds()
+	return r, nil
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("allocs").WriteTo(f, 0)
+}
+
+// checkClean verifies the burn-down did what it claims: n callbacks, no dead
+// letters, empty queues.
+func checkClean(e *env, n int) error {
+	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+	defer cancel()
+	for name, want := range map[string]uint64{streams.StreamCallbacks: uint64(n), streams.StreamDLQ: 0, streams.StreamHigh: 0, streams.StreamMed: 0} {
+		s, err := e.adminJS.Stream(ctx, name)
+		if err != nil {
+			return err
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.State.Msgs != want {
+			return fmt.Errorf("after the burn-down %s holds %d messages, want %d", name, info.State.Msgs, want)
+		}
+	}
+	return nil
+}
+
+// latencyResult holds one open-loop run's latencies.
+type latencyResult struct {
+	rate          float64 // offered batches/s
+	sent          int
+	e2e           []time.Duration // scheduled submit → terminal callback published
+	reply         []time.Duration // scheduled submit → authz reply
+	maxInflight   int64
+	senderBlocked bool
+}
+
+// runLatency offers atomic no-op batches at a fixed rate for d (open loop:
+// each send is scheduled in advance and its latency is measured from its
+// scheduled time, so a slow system cannot slow the offered load down), with
+// the processors ticking as fast as ticks allow, and observes each batch's
+// terminal callback on a core subscription to callbacks.> as admin.
+func runLatency(cfg *config, rate float64, d time.Duration) (*latencyResult, error) {
+	e, alice, err := tickflowEnv(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	var mu sync.Mutex
+	cbAt := map[uint64]time.Time{}
+	sub, err := e.admin.Subscribe("callbacks.>", func(m *nats.Msg) {
+		t := time.Now()
+		id, err := strconv.ParseUint(m.Header.Get(streams.HeaderBatchID), 10, 64)
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		if _, ok := cbAt[id]; !ok {
+			cbAt[id] = t
+		}
+		mu.Unlock()
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Unsubscribe()
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		return nil, err
+	}
+	if err := e.admin.Flush(); err != nil {
+		return nil, err
+	}
+	e.startTicking(cfg.tickSteps, cfg.idle)
+
+	count := int(rate * d.Seconds())
+	res := &latencyResult{rate: rate, sent: count}
+	period := time.Duration(float64(time.Second) / rate)
+	sched := make([]time.Time, count)
+	replied := make([]time.Time, count)
+	ids := make([]uint64, count)
+	errs := make([]error, count)
+	subject := streams.AuthzSubject("alice", "send")
+	body := sendBody(labelAtomic, 1)
+	const maxInflight = 8192
+	sem := make(chan struct{}, maxInflight)
+	var inflight atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now().Add(20 * time.Millisecond)
+	for i := range count {
+		at := start.Add(time.Duration(i) * period)
+		if w := time.Until(at); w > 0 {
+			time.Sleep(w)
+		}
+		sched[i] = at
+		select {
+		case sem <- struct{}{}:
+		default:
+			res.senderBlocked = true
+			sem <- struct{}{}
+		}
+		if k := inflight.Add(1); k > res.maxInflight {
+			res.maxInflight = k
+		}
+		wg.Go(func() {
+			defer func() { inflight.Add(-1); <-sem }()
+			ids[i], errs[i] = send(e.ctx, alice, subject, body, 30*time.Second)
+			replied[i] = time.Now()
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("latency: submit %d: %w", i, err)
+		}
+	}
+	// Wait for every callback.
+	deadline := time.Now().Add(cfg.stall)
+	for {
+		mu.Lock()
+		missing := 0
+		for _, id := range ids {
+			if _, ok := cbAt[id]; !ok {
+				missing++
+			}
+		}
+		mu.Unlock()
+		if missing == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("latency: %d of %d callbacks missing after %s", missing, count, cfg.stall)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	for i, id := range ids {
+		res.e2e = append(res.e2e, cbAt[id].Sub(sched[i]))
+		res.reply = append(res.reply, replied[i].Sub(sched[i]))
+	}
+	mu.Unlock()
+	slices.Sort(res.e2e)
+	slices.Sort(res.reply)
+	return res, nil
+}
+
+// percentile returns the p-th percentile (0 < p ≤ 100) of sorted durations.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted))*p/100+0.5) - 1
+	i = min(max(i, 0), len(sorted)-1)
+	return sorted[i]
+}
