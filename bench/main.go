@@ -1,8 +1,198 @@
+// Command bench measures tickflow against raw JetStream (the ceiling) and
+// asynq on a local Redis, on this machine, in one run: burn-down throughput,
+// non-atomic function throughput, open-loop latency, and the cost of a tick
+// with a shallow and a deep queue. It prints one table and writes it, with
+// the machine description and the exact command, into docs/benchmarks.md.
+//
+//	cd bench && go run . -quick     # a few minutes
+//	cd bench && go run .            # the full run, under 20 minutes
+//
+// It is a module of its own so that asynq and go-redis stay out of
+// tickflow's go.mod.
 package main
 
 import (
-	_ "github.com/hibiken/asynq"
-	_ "github.com/tickflow/tickflow/authz"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
 )
 
-func main() {}
+type config struct {
+	quick             bool
+	n                 int
+	reps              int
+	nonAtomicBatches  int
+	nonAtomicFns      int
+	inflight          int
+	authzReplicas     int
+	processors        int
+	concurrency       int
+	tickSteps         int
+	workerConc        int
+	asynqConc         int
+	idle              time.Duration
+	latencyDur        time.Duration
+	latencyRate       float64
+	depthSmall        int
+	depthLarge        int
+	depthTicks        int
+	depthWarmup       int
+	rttN              int
+	stall             time.Duration
+	phases            map[string]bool
+	natsConf          string
+	tmpDir            string
+	out               string
+	cpuprofile        string
+	memprofile        string
+	phaseList         string
+	commandLine       string
+	profilePhase      string
+}
+
+func (c *config) workerConcurrency() int {
+	if c.workerConc > 0 {
+		return c.workerConc
+	}
+	return max(64, c.processors*c.concurrency)
+}
+
+func (c *config) asynqConcurrency() int {
+	if c.asynqConc > 0 {
+		return c.asynqConc
+	}
+	return c.processors * c.concurrency
+}
+
+var allPhases = []string{"ceiling", "burndown", "nonatomic", "asynq", "latency", "depth", "rtt"}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == childCommand {
+		os.Exit(childMain(os.Args[2:]))
+	}
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	if err := run(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.BoolVar(&c.quick, "quick", false, "a quick run: smaller N, shorter latency run, shallower deep queue (flags given explicitly win)")
+	fs.IntVar(&c.n, "n", 100000, "batches (and asynq tasks, and ceiling messages) of a burn-down")
+	fs.IntVar(&c.reps, "reps", 3, "repetitions of every figure (each figure is the median, with min and max)")
+	fs.IntVar(&c.nonAtomicBatches, "nonatomic", 10000, "non-atomic batches of the function-throughput run")
+	fs.IntVar(&c.nonAtomicFns, "functions", 10, "no-op functions per non-atomic batch")
+	fs.IntVar(&c.inflight, "inflight", 256, "requests in flight at once when submitting (and asynq enqueuers)")
+	fs.IntVar(&c.authzReplicas, "authz", 1, "authz replicas")
+	fs.IntVar(&c.processors, "processors", 2, "processor replicas, each ticked back to back")
+	fs.IntVar(&c.concurrency, "concurrency", 32, "steps one tick runs at once (processor Options.Concurrency)")
+	fs.IntVar(&c.tickSteps, "tick-steps", 256, "steps each tick asks for (and processor Options.MaxSteps)")
+	fs.IntVar(&c.workerConc, "worker-concurrency", 0, "worker Options.Concurrency (0: max(64, processors×concurrency))")
+	fs.IntVar(&c.asynqConc, "asynq-concurrency", 0, "asynq server concurrency (0: processors×concurrency)")
+	fs.DurationVar(&c.idle, "idle", 200*time.Microsecond, "pause after a tick that found no messages")
+	fs.DurationVar(&c.latencyDur, "latency-duration", 20*time.Second, "length of each open-loop latency run")
+	fs.Float64Var(&c.latencyRate, "latency-rate", 0, "offered batches/s of the latency run (0: half the measured drain rate)")
+	fs.IntVar(&c.depthSmall, "depth-small", 1000, "shallow queue depth of the tick-cost comparison")
+	fs.IntVar(&c.depthLarge, "depth-large", 1000000, "deep queue depth of the tick-cost comparison")
+	fs.IntVar(&c.depthTicks, "depth-ticks", 300, "timed one-step ticks per child run")
+	fs.IntVar(&c.depthWarmup, "depth-warmup", 30, "untimed ticks before them")
+	fs.IntVar(&c.rttN, "rtt-n", 2000, "batches of the message-count run (round trips per batch)")
+	fs.DurationVar(&c.stall, "stall", 2*time.Minute, "give up when a drain makes no progress for this long")
+	fs.StringVar(&c.phaseList, "phases", strings.Join(allPhases, ","), "phases to run, comma-separated")
+	fs.StringVar(&c.natsConf, "nats-conf", "", "nats.conf to load (default: the repository's)")
+	fs.StringVar(&c.tmpDir, "tmp", os.TempDir(), "where servers keep their stores")
+	fs.StringVar(&c.out, "out", "", "markdown file to write the results into (default: the repository's docs/benchmarks.md; - for none)")
+	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the first burn-down (submit and drain, every component in this process) to `file`")
+	fs.StringVar(&c.memprofile, "memprofile", "", "write an allocation profile of the first burn-down to `file` (and its base to file.base)")
+	fs.StringVar(&c.profilePhase, "profile-phase", "burndown", "which phase -cpuprofile/-memprofile cover: burndown or nonatomic")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.quick {
+		for name, v := range map[string]any{
+			"n": 10000, "nonatomic": 1000, "latency-duration": 5 * time.Second,
+			"depth-large": 200000, "depth-ticks": 200, "rtt-n": 1000,
+		} {
+			if set[name] {
+				continue
+			}
+			switch p := v.(type) {
+			case int:
+				_ = fs.Set(name, fmt.Sprint(p))
+			case time.Duration:
+				_ = fs.Set(name, p.String())
+			}
+		}
+	}
+	c.phases = map[string]bool{}
+	for p := range strings.SplitSeq(c.phaseList, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		ok := false
+		for _, a := range allPhases {
+			ok = ok || a == p
+		}
+		if !ok {
+			return nil, fmt.Errorf("unknown phase %q (phases: %s)", p, strings.Join(allPhases, ","))
+		}
+		c.phases[p] = true
+	}
+	if c.reps < 1 || c.n < 1 || c.processors < 1 || c.concurrency < 1 || c.authzReplicas < 1 || c.inflight < 1 {
+		return nil, errors.New("-reps, -n, -processors, -concurrency, -authz and -inflight must be ≥ 1")
+	}
+	root, err := repoRoot()
+	if err != nil && (c.natsConf == "" || c.out == "") {
+		return nil, err
+	}
+	if c.natsConf == "" {
+		c.natsConf = filepath.Join(root, "nats.conf")
+	}
+	if c.out == "" {
+		c.out = filepath.Join(root, "docs", "benchmarks.md")
+	}
+	c.commandLine = "cd bench && go run ."
+	if len(args) > 0 {
+		c.commandLine += " " + strings.Join(args, " ")
+	}
+	return c, nil
+}
+
+// repoRoot finds the tickflow repository: the nearest directory above the
+// working directory holding nats.conf and a go.mod.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		_, e1 := os.Stat(filepath.Join(dir, "nats.conf"))
+		_, e2 := os.Stat(filepath.Join(dir, "go.mod"))
+		if e1 == nil && e2 == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("cannot find the repository (nats.conf and go.mod) above the working directory: run from bench/ or pass -nats-conf and -out")
+		}
+		dir = parent
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}

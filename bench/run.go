@@ -1,0 +1,199 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// figure is one measured quantity over the repetitions.
+type figure struct {
+	key, name, unit string
+	vals            []float64
+}
+
+func (f *figure) median() float64 {
+	if len(f.vals) == 0 {
+		return 0
+	}
+	s := slices.Clone(f.vals)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func (f *figure) min() float64 { return slices.Min(f.vals) }
+func (f *figure) max() float64 { return slices.Max(f.vals) }
+
+// results collects figures in the order they were first measured.
+type results struct {
+	order   []string
+	figs    map[string]*figure
+	notes   []string
+	rtt     *rttResult
+	depth   *depthOutcome
+	latRate float64
+	started time.Time
+	elapsed time.Duration
+}
+
+func (r *results) add(key, name, unit string, v float64) {
+	f, ok := r.figs[key]
+	if !ok {
+		f = &figure{key: key, name: name, unit: unit}
+		r.figs[key] = f
+		r.order = append(r.order, key)
+	}
+	f.vals = append(f.vals, v)
+}
+
+func (r *results) get(key string) (*figure, bool) {
+	f, ok := r.figs[key]
+	return f, ok && len(f.vals) > 0
+}
+
+func (r *results) note(format string, args ...any) {
+	r.notes = append(r.notes, fmt.Sprintf(format, args...))
+}
+
+func run(cfg *config) error {
+	res := &results{figs: map[string]*figure{}, started: time.Now()}
+	logf("tickflow bench: %s", cfg.commandLine)
+	logf("N=%d reps=%d processors=%d×concurrency %d (tick asks %d steps), authz replicas %d, %d requests in flight",
+		cfg.n, cfg.reps, cfg.processors, cfg.concurrency, cfg.tickSteps, cfg.authzReplicas, cfg.inflight)
+	body, hdr := tokenSize(uint64(cfg.n))
+	res.note("A token is %d bytes of msgpack and %d bytes of headers; the ceiling publishes real tokens (same body, headers, subject shape and Nats-Msg-Id) to a stream configured like HIGH.", body, hdr)
+
+	if cfg.phases["ceiling"] {
+		for i := range cfg.reps {
+			pub, cons, err := runCeiling(cfg, cfg.n)
+			if err != nil {
+				return fmt.Errorf("ceiling: %w", err)
+			}
+			logf("ceiling %d/%d: publish %.0f msgs/s, consume+ack %.0f msgs/s", i+1, cfg.reps, pub, cons)
+			res.add("ceil.pub", "Ceiling: JetStream async publish", "msgs/s", pub)
+			res.add("ceil.cons", "Ceiling: durable pull consume + ack", "msgs/s", cons)
+		}
+	}
+	if cfg.phases["burndown"] {
+		for i := range cfg.reps {
+			r, err := runBurnDown(cfg, labelAtomic, 1, cfg.n, 1, i == 0 && cfg.profilePhase == "burndown")
+			if err != nil {
+				return fmt.Errorf("burn-down: %w", err)
+			}
+			logf("tickflow burn-down %d/%d: submit %.0f batches/s, drain %.0f batches/s (processors done at %.0f/s)", i+1, cfg.reps, r.submitRate, r.drainRate, r.procRate)
+			res.add("tf.submit", "tickflow submit through authz (atomic, 1 noop)", "batches/s", r.submitRate)
+			res.add("tf.drain", "tickflow drain to callback applied", "batches/s", r.drainRate)
+			res.add("tf.proc", "tickflow drain to callback published", "batches/s", r.procRate)
+		}
+	}
+	if cfg.phases["nonatomic"] {
+		for i := range cfg.reps {
+			r, err := runBurnDown(cfg, labelSteps, cfg.nonAtomicFns, cfg.nonAtomicBatches, cfg.nonAtomicFns, i == 0 && cfg.profilePhase == "nonatomic")
+			if err != nil {
+				return fmt.Errorf("non-atomic: %w", err)
+			}
+			logf("tickflow non-atomic %d/%d: %.0f functions/s (submit %.0f batches/s)", i+1, cfg.reps, r.drainRate, r.submitRate)
+			res.add("tf.fns", fmt.Sprintf("tickflow non-atomic (%d×%d noop) drain", cfg.nonAtomicBatches, cfg.nonAtomicFns), "functions/s", r.drainRate)
+		}
+	}
+	if cfg.phases["asynq"] {
+		for i := range cfg.reps {
+			enq, drain, err := runAsynq(cfg, cfg.n, cfg.asynqConcurrency())
+			if err != nil {
+				return err
+			}
+			logf("asynq %d/%d: enqueue %.0f tasks/s, drain %.0f tasks/s", i+1, cfg.reps, enq, drain)
+			res.add("aq.enq", "asynq enqueue", "tasks/s", enq)
+			res.add("aq.drain", fmt.Sprintf("asynq drain (concurrency %d)", cfg.asynqConcurrency()), "tasks/s", drain)
+		}
+	}
+	if cfg.phases["latency"] {
+		rate := cfg.latencyRate
+		if rate <= 0 {
+			if f, ok := res.get("tf.drain"); ok {
+				rate = f.median() / 2
+			} else {
+				rate = 1000
+				res.note("The latency run offered 1000 batches/s: no drain rate was measured in this run (-phases without burndown).")
+			}
+		}
+		res.latRate = rate
+		for i := range cfg.reps {
+			l, err := runLatency(cfg, rate, cfg.latencyDur)
+			if err != nil {
+				return err
+			}
+			ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+			logf("latency %d/%d at %.0f batches/s (%d sent, max %d in flight): p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms; authz reply p50 %.2f p99 %.2f ms",
+				i+1, cfg.reps, rate, l.sent, l.maxInflight, ms(percentile(l.e2e, 50)), ms(percentile(l.e2e, 99)), ms(percentile(l.e2e, 99.9)),
+				ms(percentile(l.reply, 50)), ms(percentile(l.reply, 99)))
+			res.add("lat.p50", "Latency submit → callback, p50", "ms", ms(percentile(l.e2e, 50)))
+			res.add("lat.p99", "Latency submit → callback, p99", "ms", ms(percentile(l.e2e, 99)))
+			res.add("lat.p999", "Latency submit → callback, p99.9", "ms", ms(percentile(l.e2e, 99.9)))
+			res.add("lat.reply50", "Latency submit → authz reply, p50", "ms", ms(percentile(l.reply, 50)))
+			res.add("lat.reply99", "Latency submit → authz reply, p99", "ms", ms(percentile(l.reply, 99)))
+			if l.senderBlocked {
+				res.note("Latency run %d: the sender hit its in-flight bound (8192), so it was briefly closed-loop.", i+1)
+			}
+		}
+	}
+	if cfg.phases["depth"] {
+		logf("depth: %d vs %d queued, %d reps of %d one-step ticks in a child processor", cfg.depthSmall, cfg.depthLarge, cfg.reps, cfg.depthTicks)
+		d, err := runDepth(cfg)
+		if err != nil {
+			return err
+		}
+		res.depth = d
+		for _, r := range d.smallRuns {
+			res.add("depth.small", fmt.Sprintf("Tick (1 step, noop atomic) with %s queued", count(cfg.depthSmall)), "µs", r.MeanUS)
+		}
+		for _, r := range d.largeRuns {
+			res.add("depth.large", fmt.Sprintf("Tick (1 step, noop atomic) with %s queued", count(cfg.depthLarge)), "µs", r.MeanUS)
+		}
+		for _, r := range d.smallRuns {
+			res.add("rss.small", fmt.Sprintf("Processor VmRSS, %s queued", count(cfg.depthSmall)), "MiB", float64(r.rssKB)/1024)
+		}
+		for _, r := range d.largeRuns {
+			res.add("rss.large", fmt.Sprintf("Processor VmRSS, %s queued", count(cfg.depthLarge)), "MiB", float64(r.rssKB)/1024)
+			res.add("heap.large", fmt.Sprintf("Processor Go heap in use, %s queued", count(cfg.depthLarge)), "MiB", float64(r.HeapInuse)/(1<<20))
+		}
+		res.note("Depth: %s tokens and batch records were written pipelined at %.0f batches/s; the store then took %.0f MiB on disk and the bench process (server, worker) had %d MiB resident. Tick cost is the mean of %d one-step ticks of a child processor over TCP loopback, after %d warm-up ticks; RSS is the child's VmRSS read from /proc/<pid>/status after its ticks.",
+			count(cfg.depthLarge), d.fillRate, d.storeMB, d.serverRSSKB>>10, cfg.depthTicks, cfg.depthWarmup)
+	}
+	if cfg.phases["rtt"] && cfg.rttN > 0 {
+		r, err := runRTT(cfg, cfg.rttN)
+		if err != nil {
+			return fmt.Errorf("rtt: %w", err)
+		}
+		res.rtt = r
+		var sb strings.Builder
+		writeRTT(&sb, r)
+		fmt.Fprint(os.Stderr, sb.String())
+	}
+	res.elapsed = time.Since(res.started)
+	report := renderReport(cfg, res)
+	fmt.Println(report)
+	if cfg.out != "-" {
+		if err := writeDoc(cfg.out, report); err != nil {
+			return err
+		}
+		logf("wrote %s", cfg.out)
+	}
+	return nil
+}
+
+// count writes 1000000 as 1M and 1000 as 1k.
+func count(n int) string {
+	switch {
+	case n >= 1000000 && n%1000000 == 0:
+		return fmt.Sprintf("%dM", n/1000000)
+	case n >= 1000 && n%1000 == 0:
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return fmt.Sprint(n)
+}

@@ -1,0 +1,123 @@
+package embedded_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/embedded"
+	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/streams"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).Start.func1"),
+		goleak.IgnoreTopFunction("time.Sleep"))
+}
+
+func connect(t *testing.T, _ *embedded.Server, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := streams.Connect(testnats.Creds("admin"), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// TestRestartKeepsData: the file store survives a restart on the same dir.
+func TestRestartKeepsData(t *testing.T) {
+	dir := t.TempDir()
+	opts := embedded.Options{ConfigFile: testnats.ConfigPath(t), DataDir: dir, Listen: "127.0.0.1:0"}
+	s, err := embedded.Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.URL() == "" {
+		t.Fatal("a listening server has no URL")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	js, _ := jetstream.New(connect(t, s, nats.InProcessServer(s.Server)))
+	if err := streams.Provision(ctx, js, streams.DefaultSettings(), "pay"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, streams.DLQSubject("pay"), []byte("kept")); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = embedded.Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	js, _ = jetstream.New(connect(t, s, nats.InProcessServer(s.Server)))
+	st, err := js.Stream(ctx, streams.StreamDLQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st.CachedInfo().State.Msgs; n != 1 {
+		t.Fatalf("DLQ has %d messages after a restart, want 1", n)
+	}
+}
+
+// TestRunStopsOnCancel: Run returns once its context ends, and the server is down.
+func TestRunStopsOnCancel(t *testing.T) {
+	s, err := embedded.Start(embedded.Options{ConfigFile: testnats.ConfigPath(t), DataDir: t.TempDir(), DontListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if s.Running() {
+		t.Fatal("server still running")
+	}
+}
+
+func TestStartErrors(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	bad := filepath.Join(t.TempDir(), "bad.conf")
+	if err := os.WriteFile(bad, []byte("listen: {{{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		opts embedded.Options
+		want string
+	}{
+		{name: "no config", opts: embedded.Options{DataDir: t.TempDir()}, want: "config file is required"},
+		{name: "no data dir", opts: embedded.Options{ConfigFile: testnats.ConfigPath(t)}, want: "data dir is required"},
+		{name: "missing config", opts: embedded.Options{ConfigFile: "/nonexistent/nats.conf", DataDir: t.TempDir()}, want: "load /nonexistent/nats.conf"},
+		{name: "malformed config", opts: embedded.Options{ConfigFile: bad, DataDir: t.TempDir()}, want: "load " + bad},
+		{name: "port taken", opts: embedded.Options{ConfigFile: testnats.ConfigPath(t), DataDir: t.TempDir(), Listen: busy.Addr().String()}, want: "is another nats-server running"},
+		{name: "bad listen", opts: embedded.Options{ConfigFile: testnats.ConfigPath(t), DataDir: t.TempDir(), Listen: "nowhere"}, want: "expected host:port"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := embedded.Start(tt.opts)
+			if err == nil {
+				s.Close()
+				t.Fatal("want an error")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %q does not say %q", err, tt.want)
+			}
+		})
+	}
+}
