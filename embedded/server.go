@@ -40,6 +40,10 @@ type Options struct {
 	// Configure, when set, may adjust the parsed options before start (tests
 	// use it to form clusters).
 	Configure func(*server.Options)
+	// SkipJetStreamCheck returns once the server accepts connections,
+	// without waiting for JetStream to be healthy: a clustered server's
+	// JetStream is healthy only once its peers are up too.
+	SkipJetStreamCheck bool
 }
 
 // Server is a running embedded nats-server.
@@ -109,7 +113,7 @@ func Start(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("%w after %s", ErrNotReady, timeout)
 	}
 	deadline := time.Now().Add(timeout)
-	for {
+	for !opts.SkipJetStreamCheck {
 		h := s.Healthz(&server.HealthzOptions{JSEnabledOnly: true})
 		if h.Status == "ok" {
 			break

@@ -1,0 +1,135 @@
+package processor_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/processor"
+	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/worker"
+)
+
+// TestCluster runs the same code on a three-node cluster with R3 streams
+// and buckets, and loses a node halfway: every batch still finishes once.
+func TestCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a cluster takes a few seconds")
+	}
+	c := testnats.StartCluster(t, 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	conn := func(user string) *nats.Conn {
+		cr := testnats.Creds(user)
+		cr.URL = c.URLs()
+		nc, err := streams.Connect(cr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	js := func(user string) jetstream.JetStream {
+		j, err := jetstream.New(conn(user))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	settings := streams.DefaultSettings()
+	settings.Replicas, settings.AckWait = 3, 2*time.Second
+	admin := js("admin")
+	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer pcancel()
+	if err := streams.Provision(pctx, admin, settings, domain); err != nil {
+		t.Fatal(err)
+	}
+	info, err := admin.Stream(pctx, streams.StreamHigh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci := info.CachedInfo(); ci.Config.Replicas != 3 || ci.Cluster == nil || len(ci.Cluster.Replicas) != 2 {
+		t.Fatalf("HIGH is not replicated three times: %+v", ci.Cluster)
+	}
+
+	var runs atomic.Int32
+	calls := &counter{n: map[string]int{}}
+	mux := pipeline.NewServeMux()
+	mux.Use(func(next pipeline.Handler) pipeline.Handler {
+		return pipeline.HandlerFunc(func(ctx context.Context, call *pipeline.Call) (pipeline.Result, error) {
+			runs.Add(1)
+			calls.add(call.IdempotencyKey())
+			return next.Handle(ctx, call)
+		})
+	})
+	handlers.Register(mux, handlers.NewLedger(nil))
+	w, err := worker.New(ctx, conn("worker"), mux, worker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wdone := make(chan struct{})
+	wctx, wcancel := context.WithCancel(ctx)
+	go func() { defer close(wdone); _ = w.Run(wctx) }()
+	t.Cleanup(func() { wcancel(); <-wdone })
+	p, err := processor.New(ctx, conn("processor"), processor.Options{Domain: domain, WorkTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	az := js("authz")
+	var ids []uint64
+	submit := func(n int) {
+		for i := range n {
+			b := pipeline.Batch{Domain: domain, Priority: pipeline.Med, Subroutine: pipeline.Subroutine{Mode: pipeline.Atomic},
+				Functions: []pipeline.Function{{Type: handlers.TypeNoop}}}
+			if i%2 == 1 {
+				b.Subroutine.Mode = pipeline.NonAtomic
+				b.Functions = append(b.Functions, pipeline.Function{Type: handlers.TypeNoop})
+			}
+			sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+			id, err := authz.Enqueue(sctx, az, &b, "", time.Now())
+			scancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+	}
+	finished := func() int {
+		fctx, fcancel := context.WithTimeout(ctx, 5*time.Second)
+		defer fcancel()
+		s, err := admin.Stream(fctx, streams.StreamCallbacks)
+		if err != nil {
+			return 0
+		}
+		return int(s.CachedInfo().State.Msgs)
+	}
+	drive := func(want int) {
+		testnats.Eventually(t, 60*time.Second, "callbacks", func() bool {
+			tctx, tcancel := context.WithTimeout(ctx, 10*time.Second)
+			p.Tick(tctx, 8)
+			tcancel()
+			return finished() == want
+		})
+	}
+	submit(10)
+	drive(10)
+	c.Servers[2].Close() // a node dies; its replicas and any leaders on it move
+	submit(10)
+	drive(20)
+	for i, id := range ids {
+		fns := 1 + i%2
+		for f := range fns {
+			if n := calls.get(key(id, f)); n != 1 {
+				t.Fatalf("batch %d function %d ran %d times", id, f, n)
+			}
+		}
+	}
+	t.Logf("%d handler runs for %d batches on a cluster that lost a node", runs.Load(), len(ids))
+}
