@@ -2,6 +2,7 @@ package processor_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -92,9 +93,20 @@ func TestCluster(t *testing.T) {
 				b.Subroutine.Mode = pipeline.NonAtomic
 				b.Functions = append(b.Functions, pipeline.Function{Type: handlers.TypeNoop})
 			}
-			sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
-			id, err := authz.Enqueue(sctx, az, &b, "", time.Now())
-			scancel()
+			// A client retries a submission that timed out during a
+			// failover; its idempotency key makes the retry safe.
+			idem := fmt.Sprintf("cluster-%d", len(ids))
+			var id uint64
+			var err error
+			for range 5 {
+				sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+				bt := b
+				id, err = authz.Enqueue(sctx, az, &bt, idem, time.Now())
+				scancel()
+				if err == nil {
+					break
+				}
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
