@@ -217,21 +217,10 @@ func TestEditsWhileTicking(t *testing.T) {
 	}
 	close(stopTicks)
 	<-ticking
-	cbs := map[uint64]int{}
-	js := b.env.JS(t, "admin")
-	s, _ := js.Stream(b.ctx, streams.StreamCallbacks)
-	info, _ := s.Info(b.ctx)
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
-		m, err := s.GetMsg(b.ctx, seq)
-		if err != nil {
-			continue
-		}
-		cb, _ := streams.Decode[streams.Callback](m.Data)
-		cbs[cb.BatchID]++
-	}
+	cbs := testnats.Callbacks(t, b.env.JS(t, "admin"))
 	for _, id := range ids {
-		if cbs[id] != 1 {
-			t.Fatalf("batch %d: %d callbacks", id, cbs[id])
+		if len(cbs[id]) != 1 {
+			t.Fatalf("batch %d: %d callbacks", id, len(cbs[id]))
 		}
 	}
 	for _, id := range evicted {

@@ -147,27 +147,7 @@ func (b *bundle) enqueue(t *testing.T, bt pipeline.Batch) uint64 {
 // callbacks returns every callback in CALLBACKS, by batch id.
 func (b *bundle) callbacks(t *testing.T) map[uint64][]streams.Callback {
 	t.Helper()
-	s, err := b.admin.Stream(b.ctx, streams.StreamCallbacks)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(b.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[uint64][]streams.Callback{}
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		m, err := s.GetMsg(b.ctx, seq)
-		if err != nil {
-			continue
-		}
-		cb, err := streams.Decode[streams.Callback](m.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[cb.BatchID] = append(out[cb.BatchID], cb)
-	}
-	return out
+	return testnats.Callbacks(t, b.admin)
 }
 
 // outcome waits (ticking p) for the batch's callback and returns it.
@@ -205,27 +185,7 @@ func (b *bundle) progress(t *testing.T, id uint64) streams.Progress {
 // deadLetters returns the DLQ entries.
 func (b *bundle) deadLetters(t *testing.T) []streams.DeadLetter {
 	t.Helper()
-	s, err := b.admin.Stream(b.ctx, streams.StreamDLQ)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(b.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []streams.DeadLetter
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		m, err := s.GetMsg(b.ctx, seq)
-		if err != nil {
-			continue
-		}
-		dl, err := streams.Decode[streams.DeadLetter](m.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, dl)
-	}
-	return out
+	return testnats.DeadLetters(t, b.admin)
 }
 
 func key(id uint64, index int) string { return strconv.FormatUint(id, 10) + "/" + strconv.Itoa(index) }

@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -31,11 +30,7 @@ func main() { cli.Main("authz", run) }
 
 func run() error {
 	cfg := config.DefaultAuthz()
-	flag.CommandLine.Usage = cli.Usage(flag.CommandLine, "Usage: authz [flags]\n\nServes the authorization API and records every batch's outcome.", &cfg)
-	if err := config.Parse(flag.CommandLine, os.Args[1:], &cfg, os.Getenv); err != nil {
-		return err
-	}
-	log, err := cfg.Log.Logger(os.Stderr)
+	log, err := cli.Load("Usage: authz [flags]\n\nServes the authorization API and records every batch's outcome.", &cfg, &cfg.Log)
 	if err != nil {
 		return err
 	}

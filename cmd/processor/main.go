@@ -22,7 +22,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -44,11 +43,7 @@ func main() { cli.Main("processor", run) }
 
 func run() error {
 	cfg := config.DefaultProcessor()
-	flag.CommandLine.Usage = cli.Usage(flag.CommandLine, "Usage: processor -domain DOMAINS [flags]\n\nServes the domains' batches, one step per tick.", &cfg)
-	if err := config.Parse(flag.CommandLine, os.Args[1:], &cfg, os.Getenv); err != nil {
-		return err
-	}
-	log, err := cfg.Log.Logger(os.Stderr)
+	log, err := cli.Load("Usage: processor -domain DOMAINS [flags]\n\nServes the domains' batches, one step per tick.", &cfg, &cfg.Log)
 	if err != nil {
 		return err
 	}

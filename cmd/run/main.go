@@ -31,11 +31,7 @@ func main() { cli.Main("run", run) }
 func run() error {
 	cfg := config.DefaultRun()
 	table := flag.String("table", "authz.yaml", "authorization table `file`")
-	flag.CommandLine.Usage = cli.Usage(flag.CommandLine, "Usage: run [flags]\n\nRuns the whole system on this machine with an embedded nats-server.", &cfg)
-	if err := config.Parse(flag.CommandLine, os.Args[1:], &cfg, os.Getenv); err != nil {
-		return err
-	}
-	log, err := cfg.Log.Logger(os.Stderr)
+	log, err := cli.Load("Usage: run [flags]\n\nRuns the whole system on this machine with an embedded nats-server.", &cfg, &cfg.Log)
 	if err != nil {
 		return err
 	}

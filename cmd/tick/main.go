@@ -36,15 +36,12 @@ func run() error {
 	cfg := config.DefaultTick()
 	wait := flag.Bool("wait", false, "with -once: send each tick as a request and print the processor's report as JSON")
 	waitTimeout := flag.Duration("wait-timeout", ticker.DefaultRequestTimeout, "with -wait: how long to wait for each report, a `duration`")
-	if err := config.Parse(flag.CommandLine, os.Args[1:], &cfg, os.Getenv); err != nil {
+	log, err := cli.Load("Usage: tick -domain DOMAINS (-every D | -cron SPEC | -once [-wait]) [flags]\n\nPublishes the ticks that make processors take steps.", &cfg, &cfg.Log)
+	if err != nil {
 		return err
 	}
 	if *wait && !cfg.Once {
 		return errors.New("-wait needs -once: only a single tick can wait for its report")
-	}
-	log, err := cfg.Log.Logger(os.Stderr)
-	if err != nil {
-		return err
 	}
 	var sched cron.Schedule
 	if cfg.Cron != "" {

@@ -28,7 +28,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"os"
 	"os/signal"
 	"syscall"
@@ -47,11 +46,7 @@ func main() { cli.Main("worker", run) }
 
 func run() error {
 	cfg := config.DefaultWorker()
-	flag.CommandLine.Usage = cli.Usage(flag.CommandLine, "Usage: worker [flags]\n\nExecutes functions for the processors: serves the example handlers (-examples).\nA real deployment builds its own worker binary; see docs/operations.md.", &cfg)
-	if err := config.Parse(flag.CommandLine, os.Args[1:], &cfg, os.Getenv); err != nil {
-		return err
-	}
-	log, err := cfg.Log.Logger(os.Stderr)
+	log, err := cli.Load("Usage: worker [flags]\n\nExecutes functions for the processors: serves the example handlers (-examples).\nA real deployment builds its own worker binary; see docs/operations.md.", &cfg, &cfg.Log)
 	if err != nil {
 		return err
 	}

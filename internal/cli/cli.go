@@ -114,3 +114,14 @@ func Usage(fs *flag.FlagSet, synopsis string, cfg config.Component) func() {
 		}
 	}
 }
+
+// Load reads the command line into cfg (the -config file, the environment,
+// then the flags, see config.Parse) with a usage text starting with
+// synopsis, and builds the logger that log configures.
+func Load(synopsis string, cfg config.Component, log *config.Log) (*slog.Logger, error) {
+	flag.CommandLine.Usage = Usage(flag.CommandLine, synopsis, cfg)
+	if err := config.Parse(flag.CommandLine, os.Args[1:], cfg, os.Getenv); err != nil {
+		return nil, err
+	}
+	return log.Logger(os.Stderr)
+}

@@ -162,3 +162,56 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// Messages returns the data of every message in stream, in order, read as
+// admin through js.
+func Messages(t testing.TB, js jetstream.JetStream, stream string) [][]byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			continue // deleted
+		}
+		out = append(out, m.Data)
+	}
+	return out
+}
+
+// Callbacks decodes every callback in CALLBACKS, by batch id.
+func Callbacks(t testing.TB, js jetstream.JetStream) map[uint64][]streams.Callback {
+	t.Helper()
+	out := map[uint64][]streams.Callback{}
+	for _, data := range Messages(t, js, streams.StreamCallbacks) {
+		cb, err := streams.Decode[streams.Callback](data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[cb.BatchID] = append(out[cb.BatchID], cb)
+	}
+	return out
+}
+
+// DeadLetters decodes every dead letter in DLQ, in order.
+func DeadLetters(t testing.TB, js jetstream.JetStream) []streams.DeadLetter {
+	t.Helper()
+	var out []streams.DeadLetter
+	for _, data := range Messages(t, js, streams.StreamDLQ) {
+		dl, err := streams.Decode[streams.DeadLetter](data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, dl)
+	}
+	return out
+}

@@ -159,16 +159,9 @@ func (b *bundle) outcome(t *testing.T, id uint64) streams.Callback {
 	t.Helper()
 	var cb streams.Callback
 	b.tickUntil(t, fmt.Sprintf("callback of batch %d", id), func() bool {
-		cbs := b.read(t, streams.StreamCallbacks)
-		for _, raw := range cbs {
-			c, err := streams.Decode[streams.Callback](raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.BatchID == id {
-				cb = c
-				return true
-			}
+		if cbs := testnats.Callbacks(t, b.admin)[id]; len(cbs) > 0 {
+			cb = cbs[0]
+			return true
 		}
 		return false
 	})
@@ -178,37 +171,7 @@ func (b *bundle) outcome(t *testing.T, id uint64) streams.Callback {
 // deadLetters returns the DLQ's entries.
 func (b *bundle) deadLetters(t *testing.T) []streams.DeadLetter {
 	t.Helper()
-	var out []streams.DeadLetter
-	for _, raw := range b.read(t, streams.StreamDLQ) {
-		dl, err := streams.Decode[streams.DeadLetter](raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, dl)
-	}
-	return out
-}
-
-// read returns the data of every message in stream.
-func (b *bundle) read(t *testing.T, stream string) [][]byte {
-	t.Helper()
-	s, err := b.admin.Stream(b.ctx, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(b.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out [][]byte
-	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
-		m, err := s.GetMsg(b.ctx, seq)
-		if err != nil {
-			continue
-		}
-		out = append(out, m.Data)
-	}
-	return out
+	return testnats.DeadLetters(t, b.admin)
 }
 
 // progress returns the batch's progress record, and whether there is one.
