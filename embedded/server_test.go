@@ -14,12 +14,10 @@ import (
 	"github.com/tickflow/tickflow/embedded"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/streams"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).Start.func1"),
-		goleak.IgnoreTopFunction("time.Sleep"))
+	testnats.VerifyTestMain(m)
 }
 
 func connect(t *testing.T, _ *embedded.Server, opts ...nats.Option) *nats.Conn {

@@ -17,12 +17,10 @@ import (
 	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/streams"
 	"github.com/tickflow/tickflow/worker"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).Start.func1"),
-		goleak.IgnoreTopFunction("time.Sleep"))
+	testnats.VerifyTestMain(m)
 }
 
 const domain = "pay"

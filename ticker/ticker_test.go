@@ -12,12 +12,10 @@ import (
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/streams"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).Start.func1"),
-		goleak.IgnoreTopFunction("time.Sleep"))
+	testnats.VerifyTestMain(m)
 }
 
 // bundle is a real server from nats.conf with connections as the ticker

@@ -13,12 +13,10 @@ import (
 	"github.com/tickflow/tickflow/internal/system"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).Start.func1"),
-		goleak.IgnoreTopFunction("time.Sleep"))
+	testnats.VerifyTestMain(m)
 }
 
 // TestDemo runs what `make run` runs, on a test server, and checks the

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/embedded"
 	"github.com/tickflow/tickflow/streams"
+	"go.uber.org/goleak"
 )
 
 // Env is a running server and the settings its resources were provisioned with.
@@ -214,4 +215,11 @@ func DeadLetters(t testing.TB, js jetstream.JetStream) []streams.DeadLetter {
 		out = append(out, dl)
 	}
 	return out
+}
+
+// VerifyTestMain runs a package's tests and fails them if goroutines leak,
+// ignoring the ones an in-process nats-server keeps by design.
+func VerifyTestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).Start.func1"),
+		goleak.IgnoreTopFunction("time.Sleep"))
 }

@@ -3,10 +3,9 @@ package e2e_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/tickflow/tickflow/internal/testnats"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).Start.func1"),
-		goleak.IgnoreTopFunction("time.Sleep"))
+	testnats.VerifyTestMain(m)
 }
