@@ -86,6 +86,6 @@ func (p *Processor) confirm1(ctx context.Context, m jetstream.Msg) error {
 		_, err = p.advance(ctx, b, st, index, prog.Parked.Output, true, nil)
 		return err
 	}
-	_, err = p.functionFailed(ctx, b, st, index, fmt.Sprintf("function %d: confirmation content %q does not match the expected %q", index, conf.Content, spec.Expect), true, nil)
+	_, err = p.functionFailed(ctx, b, st, index, fmt.Sprintf("function %d: confirmation content %q does not match the expected %q", index, conf.Content, spec.Expect), true, true, nil)
 	return err
 }

@@ -1,8 +1,12 @@
 package processor_test
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/tickflow/tickflow/internal/testnats"
 
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/pipeline"
@@ -273,5 +277,44 @@ func TestExpiryMidway(t *testing.T) {
 	cb := b.outcome(t, p, id)
 	if cb.Outcome.Status != pipeline.Expired || cb.Outcome.Executed != 1 {
 		t.Fatalf("outcome %s, want Expired(1)", cb.Outcome)
+	}
+}
+
+// TestTimedOutCallThatCompleted: a handler that finishes after the
+// processor gave up waiting is not run again: the retry finds it running,
+// then its completion record.
+func TestTimedOutCallThatCompleted(t *testing.T) {
+	b := setup(t)
+	release := make(chan struct{})
+	var once sync.Once
+	b.mux.RegisterFunc("overrun", func(context.Context, *pipeline.Call) (pipeline.Result, error) {
+		<-release // ignores its deadline
+		return pipeline.Result{}, nil
+	})
+	b.startWorker(t, b.ctx) // a worker that serves the new type
+	p := b.processor(t, processor.Options{WorkTimeout: 200 * time.Millisecond})
+	id := b.enqueue(t, pipeline.Batch{
+		Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic},
+		Functions:  []pipeline.Function{{Type: "overrun", Retry: retry(5, 10*time.Millisecond)}},
+	})
+	var cb streams.Callback
+	testnats.Eventually(t, 20*time.Second, "callback", func() bool {
+		rep := p.Tick(b.ctx, 1)
+		for _, s := range rep.Steps {
+			if s.Action == "retry" { // the first call timed out: let the handler finish
+				once.Do(func() { close(release) })
+			}
+		}
+		if cbs := b.callbacks(t)[id]; len(cbs) > 0 {
+			cb = cbs[0]
+			return true
+		}
+		return false
+	})
+	if cb.Outcome.Status != pipeline.Executed {
+		t.Fatalf("outcome %s", cb.Outcome)
+	}
+	if n := b.calls.get(key(id, 0)); n != 1 {
+		t.Fatalf("the handler ran %d times, want 1", n)
 	}
 }

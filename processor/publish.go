@@ -120,6 +120,10 @@ func (p *Processor) deadLetterRaw(ctx context.Context, m jetstream.Msg, cause er
 	_ = m.TermWithReason(cause.Error())
 }
 
+// errBusy means the worker did not attempt the call; the step is retried
+// without counting an attempt.
+var errBusy = errors.New("processor: call not attempted")
+
 // errNoWorker means no worker serves the request's subject; the step is
 // retried without counting an attempt.
 var errNoWorker = errors.New("processor: no worker serves this function type")
@@ -164,6 +168,11 @@ func (p *Processor) work(ctx context.Context, subject string, req *streams.WorkR
 	if err != nil {
 		return nil, err
 	}
+	if rep.Error != nil && rep.Error.Busy {
+		// Not attempted (running elsewhere, or its record unreadable): try
+		// again later without counting an attempt.
+		return nil, fmt.Errorf("%w: %s", errBusy, rep.Error.Message)
+	}
 	return &rep, nil
 }
 
@@ -173,7 +182,7 @@ func (p *Processor) fallback(ctx context.Context, b *pipeline.Batch, prog *strea
 	f := b.Functions[k]
 	rep, err := p.work(ctx, streams.FallbackSubject(f.Type), &streams.WorkRequest{
 		BatchID: b.ID, Domain: b.Domain, Key: b.Key, CreatedAt: b.CreatedAt,
-		Attempt: failures, Round: failures,
+		Attempt: failures, Round: prog.RoundOf(k),
 		Calls:  []streams.WorkCall{{Index: k, Type: f.Type, Payload: f.Payload}},
 		Inputs: prog.Outputs,
 		Failure: &pipeline.Failure{

@@ -95,7 +95,7 @@ func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstrea
 			return sr
 		}
 		idx := prog.Parked.Index
-		sr.Action, err = p.functionFailed(ctx, b, st, idx, fmt.Sprintf("function %d: no confirmation within %s", idx, b.Functions[idx].Confirm.Timeout), true, m)
+		sr.Action, err = p.functionFailed(ctx, b, st, idx, fmt.Sprintf("function %d: no confirmation within %s", idx, b.Functions[idx].Confirm.Timeout), true, true, m)
 		sr.Outcome = outcomeOf(prog)
 		return sr
 	}
@@ -142,7 +142,7 @@ func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state,
 	}
 	rep, err := p.work(ctx, streams.WorkUnitSubject, &streams.WorkRequest{
 		BatchID: b.ID, Domain: b.Domain, Key: b.Key, CreatedAt: b.CreatedAt,
-		Attempt: failures + 1, Round: failures, Unit: true, Calls: calls,
+		Attempt: failures + 1, Round: prog.RoundOf(0), Unit: true, Calls: calls,
 		Retry: b.Subroutine.Retry,
 	})
 	if err != nil {
@@ -193,7 +193,7 @@ func (p *Processor) runFunction(ctx context.Context, b *pipeline.Batch, st *stat
 	failures := prog.FailuresOf(k)
 	rep, err := p.work(ctx, streams.WorkSubject(f.Type), &streams.WorkRequest{
 		BatchID: b.ID, Domain: b.Domain, Key: b.Key, CreatedAt: b.CreatedAt,
-		Attempt: failures + 1, Round: failures,
+		Attempt: failures + 1, Round: prog.RoundOf(k),
 		Calls:  []streams.WorkCall{{Index: k, Type: f.Type, Payload: f.Payload}},
 		Inputs: prog.Outputs, Retry: f.Retry,
 	})
@@ -204,7 +204,7 @@ func (p *Processor) runFunction(ctx context.Context, b *pipeline.Batch, st *stat
 		return "", err
 	}
 	if rep.Error != nil {
-		return p.functionFailed(ctx, b, st, k, rep.Error.Message, rep.Error.Retryable, m)
+		return p.functionFailed(ctx, b, st, k, rep.Error.Message, rep.Error.Retryable, false, m)
 	}
 	out := pipeline.Output{Index: k, Type: f.Type}
 	if len(rep.Outputs) > 0 {
@@ -265,8 +265,15 @@ func (p *Processor) rotate(ctx context.Context, b *pipeline.Batch, st *state, m 
 // functionFailed applies the failure chain to function k of a non-atomic
 // batch (or to an atomic batch's confirmation, which atomic batches lack).
 // m is the token, or nil when called for a confirmation.
-func (p *Processor) functionFailed(ctx context.Context, b *pipeline.Batch, st *state, k int, msg string, retryable bool, m jetstream.Msg) (string, error) {
+//
+// invalidated says the function's effect no longer counts (its confirmation
+// failed): the retry is a new round, which runs the handler again instead
+// of being answered from the completion record.
+func (p *Processor) functionFailed(ctx context.Context, b *pipeline.Batch, st *state, k int, msg string, retryable, invalidated bool, m jetstream.Msg) (string, error) {
 	prog := &st.prog
+	if invalidated {
+		prog.NewRound(k)
+	}
 	failures := prog.AddFailure(k)
 	prog.LastError = msg
 	prog.State, prog.Parked = streams.Queued, nil

@@ -54,6 +54,10 @@ func FuzzDecodeWorkReply(f *testing.F) {
 	fuzzDecode(f, streams.Encode[streams.WorkReply], streams.Decode[streams.WorkReply])
 }
 
+func FuzzDecodeCompletion(f *testing.F) {
+	fuzzDecode(f, streams.Encode[streams.Completion], streams.Decode[streams.Completion])
+}
+
 // fuzzDecode asserts that any input decodes to a value or to an error
 // matching ErrDecode or ErrVersion, and that a decoded value re-encodes to
 // bytes that decode again and encode identically.

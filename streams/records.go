@@ -61,6 +61,9 @@ type Progress struct {
 	Next int `msgpack:"next" json:"next"`
 	// Failures counts failed attempts per function (atomic: index 0 counts the unit).
 	Failures []int `msgpack:"failures,omitempty" json:"failures,omitempty"`
+	// Rounds counts per function the failures that invalidated an effect
+	// that took place (a failed confirmation); see WorkRequest.Round.
+	Rounds []int `msgpack:"rounds,omitempty" json:"rounds,omitempty"`
 	// LastError is the last failure's message.
 	LastError string `msgpack:"last_error,omitempty" json:"last_error,omitempty"`
 	// Parked is set while State is Parked.
@@ -94,6 +97,22 @@ func (p *Progress) AddFailure(i int) int {
 	}
 	p.Failures[i]++
 	return p.Failures[i]
+}
+
+// RoundOf returns function i's round.
+func (p *Progress) RoundOf(i int) int {
+	if i < 0 || i >= len(p.Rounds) {
+		return 0
+	}
+	return p.Rounds[i]
+}
+
+// NewRound starts a new round of function i.
+func (p *Progress) NewRound(i int) {
+	for len(p.Rounds) <= i {
+		p.Rounds = append(p.Rounds, 0)
+	}
+	p.Rounds[i]++
 }
 
 // Attempts counts the executions recorded so far: every failed attempt,
@@ -200,9 +219,10 @@ type WorkRequest struct {
 	Key       string    `msgpack:"key,omitempty"`
 	CreatedAt time.Time `msgpack:"created_at"`
 	Attempt   int       `msgpack:"attempt"`
-	// Round counts the function's earlier failures that invalidate an
-	// effect, such as a failed confirmation: a new round runs the handler
-	// again, a repeated call of the same round is answered from the record.
+	// Round counts the function's failures that invalidated an effect that
+	// took place (a failed confirmation): a new round runs the handler
+	// again, a repeated call of the same round is answered from the record,
+	// including a call that timed out but completed.
 	Round int `msgpack:"round"`
 	// Unit is true for an atomic unit: Calls run in order, all or nothing.
 	Unit  bool       `msgpack:"unit,omitempty"`
@@ -225,6 +245,21 @@ type WorkError struct {
 	Index int `msgpack:"index"`
 	// NoFallback is set on a fallback request for a type without a fallback.
 	NoFallback bool `msgpack:"no_fallback,omitempty"`
+	// Busy says the call was not attempted (another worker is running it,
+	// or its record could not be read): retry later, counting no attempt.
+	Busy bool `msgpack:"busy,omitempty"`
+}
+
+// Completion is a worker's record of a function (or atomic unit) under
+// its key in the results bucket: a claim while it runs, then its outputs.
+type Completion struct {
+	V uint8 `msgpack:"v"`
+	// Running marks a claim: a worker is running the call until Until.
+	Running bool      `msgpack:"running,omitempty"`
+	Until   time.Time `msgpack:"until,omitempty"`
+	Worker  string    `msgpack:"worker,omitempty"`
+	// Outputs are the call's results once it completed.
+	Outputs []pipeline.Output `msgpack:"outputs,omitempty"`
 }
 
 // Error returns the message.
@@ -294,6 +329,8 @@ func (c *Confirmation) version() uint8 { return c.V }
 func (c *Confirmation) setVersion()    { c.V = WireVersion }
 func (w *WorkRequest) version() uint8  { return w.V }
 func (w *WorkRequest) setVersion()     { w.V = WireVersion }
+func (c *Completion) version() uint8   { return c.V }
+func (c *Completion) setVersion()      { c.V = WireVersion }
 func (w *WorkReply) version() uint8    { return w.V }
 func (w *WorkReply) setVersion()       { w.V = WireVersion }
 

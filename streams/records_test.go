@@ -72,6 +72,7 @@ func progressFixture() streams.Progress {
 	return streams.Progress{
 		BatchID: 42, Gen: 3, Step: 9, State: streams.Parked, Next: 2,
 		Failures:    []int{1, 2, 1},
+		Rounds:      []int{1, 1},
 		LastError:   "gateway timeout",
 		Parked:      &streams.ParkedFunction{Index: 1, Deadline: at(5), Output: fullOutputs()[0]},
 		NotBefore:   at(6),
@@ -132,10 +133,14 @@ func workReplyFixture() streams.WorkReply {
 		Outputs: fullOutputs(),
 		Error: &streams.WorkError{
 			Message: "card declined", Codes: []string{"declined", "payment"}, Permanent: true,
-			Retryable: true, Index: 2, NoFallback: true,
+			Retryable: true, Index: 2, NoFallback: true, Busy: true,
 		},
 		Recorded: true,
 	}
+}
+
+func completionFixture() streams.Completion {
+	return streams.Completion{Running: true, Until: at(9), Worker: "worker-1", Outputs: fullOutputs()}
 }
 
 // recordCase is one wire record type, erased so that the types can share a table.
@@ -173,6 +178,7 @@ func recordCases() []recordCase {
 		caseFor("Confirmation", confirmationFixture(), streams.Encode[streams.Confirmation], streams.Decode[streams.Confirmation]),
 		caseFor("WorkRequest", workRequestFixture(), streams.Encode[streams.WorkRequest], streams.Decode[streams.WorkRequest]),
 		caseFor("WorkReply", workReplyFixture(), streams.Encode[streams.WorkReply], streams.Decode[streams.WorkReply]),
+		caseFor("Completion", completionFixture(), streams.Encode[streams.Completion], streams.Decode[streams.Completion]),
 	}
 }
 

@@ -171,28 +171,27 @@ func (w *Worker) call(ctx context.Context, req *streams.WorkRequest) *streams.Wo
 		return failure(req, 0, pipeline.Permanent(fmt.Errorf("worker: a function request carries exactly one call (got %d)", len(req.Calls))))
 	}
 	c := req.Calls[0]
-	key := streams.ResultKey(req.BatchID, c.Index, req.Round)
-	if rec, ok := w.recorded(ctx, key); ok {
-		return rec
-	}
 	h, ok := w.mux.Handler(c.Type)
 	if !ok {
 		return failure(req, c.Index, pipeline.Permanent(fmt.Errorf("%w %q", pipeline.ErrNoHandler, c.Type)))
 	}
-	call := newCall(req, c, req.Inputs)
-	res, err := safeHandle(ctx, h, call)
-	if err != nil {
-		return failure(req, c.Index, err)
-	}
-	return w.record(ctx, key, []pipeline.Output{{Index: c.Index, Type: c.Type, Data: res.Data}})
+	return w.once(ctx, req, streams.ResultKey(req.BatchID, c.Index, req.Round), func() *streams.WorkReply {
+		res, err := safeHandle(ctx, h, newCall(req, c, req.Inputs))
+		if err != nil {
+			return failure(req, c.Index, err)
+		}
+		return &streams.WorkReply{Outputs: []pipeline.Output{{Index: c.Index, Type: c.Type, Data: res.Data}}}
+	})
 }
 
 // unit runs an atomic batch's functions in order, all or nothing.
 func (w *Worker) unit(ctx context.Context, req *streams.WorkRequest) *streams.WorkReply {
-	key := streams.ResultKey(req.BatchID, -1, req.Round)
-	if rec, ok := w.recorded(ctx, key); ok {
-		return rec
-	}
+	return w.once(ctx, req, streams.ResultKey(req.BatchID, -1, req.Round), func() *streams.WorkReply {
+		return w.runUnit(ctx, req)
+	})
+}
+
+func (w *Worker) runUnit(ctx context.Context, req *streams.WorkRequest) *streams.WorkReply {
 	u := &pipeline.Unit{}
 	uctx := pipeline.WithUnit(ctx, u)
 	type done struct {
@@ -238,7 +237,7 @@ func (w *Worker) unit(ctx context.Context, req *streams.WorkRequest) *streams.Wo
 	if err := u.Commit(ctx); err != nil {
 		return undo(fmt.Errorf("worker: unit commit: %w", err), req.Calls[len(req.Calls)-1].Index)
 	}
-	return w.record(ctx, key, outputs)
+	return &streams.WorkReply{Outputs: outputs}
 }
 
 // fallback runs the fallback of a function whose retries are exhausted or
@@ -254,59 +253,97 @@ func (w *Worker) fallback(ctx context.Context, req *streams.WorkRequest) *stream
 		r.Error.NoFallback = true
 		return r
 	}
-	key := streams.ResultKey(req.BatchID, c.Index, req.Round) + ".fallback"
-	if rec, ok := w.recorded(ctx, key); ok {
-		return rec
-	}
-	call := newCall(req, c, req.Inputs)
-	res, err := safeHandle(ctx, pipeline.HandlerFunc(func(ctx context.Context, call *pipeline.Call) (pipeline.Result, error) {
-		return fb.Fallback(ctx, call, *req.Failure)
-	}), call)
-	if err != nil {
-		return failure(req, c.Index, pipeline.Permanent(err))
-	}
-	return w.record(ctx, key, []pipeline.Output{{Index: c.Index, Type: c.Type, Data: res.Data}})
+	return w.once(ctx, req, streams.ResultKey(req.BatchID, c.Index, req.Round)+".fallback", func() *streams.WorkReply {
+		res, err := safeHandle(ctx, pipeline.HandlerFunc(func(ctx context.Context, call *pipeline.Call) (pipeline.Result, error) {
+			return fb.Fallback(ctx, call, *req.Failure)
+		}), newCall(req, c, req.Inputs))
+		if err != nil {
+			return failure(req, c.Index, pipeline.Permanent(err))
+		}
+		return &streams.WorkReply{Outputs: []pipeline.Output{{Index: c.Index, Type: c.Type, Data: res.Data}}}
+	})
 }
 
-// recorded returns the completion record under key, if there is one.
-func (w *Worker) recorded(ctx context.Context, key string) (*streams.WorkReply, bool) {
-	e, err := w.results.Get(ctx, key)
-	if err != nil {
-		if !errors.Is(err, jetstream.ErrKeyNotFound) {
-			w.log.Warn("completion record unreadable; running the handler", "key", key, "err", err)
-		}
-		return nil, false
-	}
-	rep, err := streams.Decode[streams.WorkReply](e.Value())
-	if err != nil {
-		w.log.Error("completion record corrupt; running the handler", "key", key, "err", err)
-		return nil, false
-	}
-	rep.Recorded = true
-	return &rep, true
-}
+// claimGrace is how long past its caller's deadline a call's claim holds:
+// a handler that honours its context has returned by then.
+const claimGrace = 2 * time.Second
 
-// record stores the completion record before answering, so a repeated call
-// is answered from it. If another worker recorded first, its record wins.
-func (w *Worker) record(ctx context.Context, key string, outputs []pipeline.Output) *streams.WorkReply {
-	rep := &streams.WorkReply{Outputs: outputs}
-	b, err := streams.Encode(rep)
-	if err != nil {
-		return &streams.WorkReply{Error: &streams.WorkError{Message: err.Error(), Retryable: true}}
+// recordTimeout bounds writing a completion record; the record is written
+// even when the caller's deadline has passed, because the effect happened.
+const recordTimeout = 5 * time.Second
+
+// once runs a function at most once per completion key. It first claims the
+// key (a create in the results bucket, so only one worker runs it at a
+// time), runs fn, and turns the claim into the completion record before
+// answering; a repeated call is answered from the record, a concurrent one
+// is told the call is busy, and a claim whose holder died expires. A failed
+// run releases the claim: failures leave no record, so a retry runs again.
+func (w *Worker) once(ctx context.Context, req *streams.WorkRequest, key string, fn func() *streams.WorkReply) *streams.WorkReply {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(w.opts.Timeout)
 	}
-	if _, err := w.results.Create(ctx, key, b); err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			if rec, ok := w.recorded(ctx, key); ok {
-				return rec
-			}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	claim, err := streams.Encode(&streams.Completion{Running: true, Until: deadline.Add(claimGrace), Worker: w.opts.Name})
+	if err != nil {
+		return unavailable(err)
+	}
+	var rev uint64
+	for attempt := 0; ; attempt++ {
+		if rev, err = w.results.Create(rctx, key, claim); err == nil {
+			break
 		}
-		// Unrecorded success: report it as a retryable failure rather than
-		// let the caller advance past an effect nobody can prove.
-		return &streams.WorkReply{Error: &streams.WorkError{
-			Message: "worker: completion record not written: " + err.Error(), Retryable: true,
-		}}
+		if !errors.Is(err, jetstream.ErrKeyExists) || attempt == 3 {
+			return unavailable(fmt.Errorf("worker: claim %s: %w", key, err))
+		}
+		e, err := w.results.Get(rctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // released meanwhile
+		}
+		if err != nil {
+			return unavailable(fmt.Errorf("worker: read %s: %w", key, err))
+		}
+		c, err := streams.Decode[streams.Completion](e.Value())
+		if err != nil {
+			return unavailable(fmt.Errorf("worker: completion record %s: %w", key, err))
+		}
+		if !c.Running {
+			return &streams.WorkReply{Outputs: c.Outputs, Recorded: true}
+		}
+		if time.Now().Before(c.Until) {
+			return &streams.WorkReply{Error: &streams.WorkError{Busy: true, Retryable: true,
+				Message: fmt.Sprintf("worker: %s is running on %s until %s", key, c.Worker, c.Until.Format(time.RFC3339Nano))}}
+		}
+		// The holder died (or overran its deadline): take the claim over.
+		if rev, err = w.results.Update(rctx, key, claim, e.Revision()); err == nil {
+			w.log.Warn("expired claim taken over", "key", key, "holder", c.Worker)
+			break
+		}
+	}
+	rep := fn()
+	if rep.Error != nil {
+		if err := w.results.Delete(rctx, key, jetstream.LastRevision(rev)); err != nil {
+			w.log.Warn("claim not released; it expires", "key", key, "err", err)
+		}
+		return rep
+	}
+	done, err := streams.Encode(&streams.Completion{Outputs: rep.Outputs, Worker: w.opts.Name})
+	if err == nil {
+		_, err = w.results.Update(rctx, key, done, rev)
+	}
+	if err != nil {
+		// The effect happened; say so. The claim stays until it expires, and
+		// the processor records the step, so nothing asks again.
+		w.log.Error("completion record not written", "key", key, "err", err)
 	}
 	return rep
+}
+
+// unavailable is a reply for a call that could not be attempted; the
+// processor retries it without counting an attempt.
+func unavailable(err error) *streams.WorkReply {
+	return &streams.WorkReply{Error: &streams.WorkError{Message: err.Error(), Busy: true, Retryable: true}}
 }
 
 func newCall(req *streams.WorkRequest, c streams.WorkCall, inputs []pipeline.Output) *pipeline.Call {

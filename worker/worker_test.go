@@ -193,3 +193,37 @@ func TestNewRefusesAnEmptyMux(t *testing.T) {
 		t.Fatal("want an error for a mux without handlers")
 	}
 }
+
+// TestConcurrentCallsRunOnce: while a call runs, the same call elsewhere is
+// told it is busy instead of running the handler a second time.
+func TestConcurrentCallsRunOnce(t *testing.T) {
+	env := testnats.Start(t, []string{"pay"})
+	release := make(chan struct{})
+	started := make(chan struct{}, 4)
+	var runs atomic.Int32
+	mux := pipeline.NewServeMux()
+	mux.RegisterFunc("held", func(context.Context, *pipeline.Call) (pipeline.Result, error) {
+		runs.Add(1)
+		started <- struct{}{}
+		<-release
+		return pipeline.Result{Data: pipeline.MustPayload("done")}, nil
+	})
+	serve(t, env, mux, worker.Options{})
+	nc := env.Conn(t, "processor")
+	first := make(chan *streams.WorkReply, 1)
+	go func() { first <- call(t, nc, streams.WorkSubject("held"), fnReq(7, "held", 0), 5*time.Second) }()
+	<-started
+	if r := call(t, nc, streams.WorkSubject("held"), fnReq(7, "held", 0), time.Second); r.Error == nil || !r.Error.Busy {
+		t.Fatalf("a concurrent call: %+v", r)
+	}
+	close(release)
+	if r := <-first; r.Error != nil || r.Recorded {
+		t.Fatalf("first call: %+v", r)
+	}
+	if r := call(t, nc, streams.WorkSubject("held"), fnReq(7, "held", 0), time.Second); r.Error != nil || !r.Recorded {
+		t.Fatalf("a later call: %+v", r)
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("handler ran %d times", runs.Load())
+	}
+}
