@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -259,12 +260,12 @@ func childRun(url string, ticks, warmup int) childReport {
 
 // depthOutcome is the whole depth scenario.
 type depthOutcome struct {
-	small, large       uint64 // tokens queued when the timed ticks began (at least)
-	smallRuns          []*depthResult
-	largeRuns          []*depthResult
-	fillRate           float64
-	storeMB            float64
-	serverRSSKB        int
+	small, large uint64 // tokens queued when the timed ticks began (at least)
+	smallRuns    []*depthResult
+	largeRuns    []*depthResult
+	fillRate     float64
+	storeMB      float64
+	serverRSSKB  int
 }
 
 // runDepth measures the cost of a one-step tick and the processor's RSS
@@ -316,6 +317,18 @@ func runDepth(cfg *config) (*depthOutcome, error) {
 		return nil, err
 	}
 	logf("  filled at %.0f batches/s; HIGH holds %d tokens", rate, have)
+	if cfg.profilePhase == "depth" && cfg.cpuprofile != "" {
+		// The server's side of the deep-queue ticks (the child has its own process).
+		f, err := os.Create(cfg.cpuprofile)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	for r := range cfg.reps {
 		res, err := runChild(cfg, e.srv.ClientURL())
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -78,11 +79,13 @@ type env struct {
 }
 
 type tickStats struct {
-	mu     sync.Mutex
-	ticks  int
-	idle   int
-	errors int
+	mu      sync.Mutex
+	ticks   int
+	idle    int
+	errors  int
 	lastErr string
+	steps   int
+	busy    time.Duration // time spent in ticks that ran steps
 }
 
 // startEnv starts a fresh server. listen makes it accept TCP connections on
@@ -103,6 +106,7 @@ func startEnv(cfg *config, listen bool) (*env, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &env{cfg: cfg, srv: srv, dir: dir, settings: streams.DefaultSettings(), ctx: ctx, cancel: cancel}
+	e.settings.Memory = cfg.memory
 	if e.admin, err = e.connect("admin"); err != nil {
 		e.close()
 		return nil, err
@@ -124,7 +128,13 @@ func startEnv(cfg *config, listen bool) (*env, error) {
 // local-default password, the way internal/system wires the roles.
 func (e *env) connect(user string, extra ...nats.Option) (*nats.Conn, error) {
 	opts := append([]nats.Option{e.srv.InProcess()}, extra...)
-	nc, err := streams.Connect(streams.Credentials{User: user, Password: "local-" + user, Name: "bench-" + user}, opts...)
+	var nc *nats.Conn
+	var err error
+	// The connection's goroutines, the client's and the server's alike,
+	// inherit the role label, so a CPU profile splits by role (-tags).
+	withRole(user, func() {
+		nc, err = streams.Connect(streams.Credentials{User: user, Password: "local-" + user, Name: "bench-" + user}, opts...)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +142,12 @@ func (e *env) connect(user string, extra ...nats.Option) (*nats.Conn, error) {
 	e.conns = append(e.conns, nc)
 	e.mu.Unlock()
 	return nc, nil
+}
+
+// withRole runs f with the pprof label role=<role>; goroutines f starts
+// inherit it.
+func withRole(role string, f func()) {
+	pprof.Do(context.Background(), pprof.Labels("role", role), func(context.Context) { f() })
 }
 
 func (e *env) fail(err error) {
@@ -164,10 +180,12 @@ func (e *env) startAuthz(n int) error {
 			return err
 		}
 		e.authzConns = append(e.authzConns, nc)
-		e.wg.Go(func() {
-			if err := svc.Run(e.ctx); err != nil {
-				e.fail(fmt.Errorf("authz: %w", err))
-			}
+		withRole("authz", func() {
+			e.wg.Go(func() {
+				if err := svc.Run(e.ctx); err != nil {
+					e.fail(fmt.Errorf("authz: %w", err))
+				}
+			})
 		})
 	}
 	return e.waitService("authz", n)
@@ -188,10 +206,12 @@ func (e *env) startWorker(concurrency int) error {
 		return err
 	}
 	e.workerConn = nc
-	e.wg.Go(func() {
-		if err := w.Run(e.ctx); err != nil {
-			e.fail(fmt.Errorf("worker: %w", err))
-		}
+	withRole("worker", func() {
+		e.wg.Go(func() {
+			if err := w.Run(e.ctx); err != nil {
+				e.fail(fmt.Errorf("worker: %w", err))
+			}
+		})
 	})
 	return e.waitService("worker", 1)
 }
@@ -256,33 +276,41 @@ func (e *env) startTicking(steps int, idle time.Duration) {
 	ctx, cancel := context.WithCancel(e.ctx)
 	e.tickCancel = cancel
 	for _, p := range e.procs {
-		e.tickWG.Go(func() {
-			for ctx.Err() == nil {
-				rep := p.Tick(ctx, steps)
-				e.tickStats.mu.Lock()
-				e.tickStats.ticks++
-				switch rep.Status {
-				case processor.StatusNoMessages:
-					e.tickStats.idle++
-				case processor.StatusError:
-					e.tickStats.errors++
-					e.tickStats.lastErr = rep.Error
-				}
-				for _, s := range rep.Steps {
-					if s.Action == "error" {
+		withRole("processor", func() {
+			e.tickWG.Go(func() {
+				for ctx.Err() == nil {
+					t0 := time.Now()
+					rep := p.Tick(ctx, steps)
+					dt := time.Since(t0)
+					e.tickStats.mu.Lock()
+					e.tickStats.ticks++
+					if len(rep.Steps) > 0 {
+						e.tickStats.steps += len(rep.Steps)
+						e.tickStats.busy += dt
+					}
+					switch rep.Status {
+					case processor.StatusNoMessages:
+						e.tickStats.idle++
+					case processor.StatusError:
 						e.tickStats.errors++
-						e.tickStats.lastErr = s.Error
+						e.tickStats.lastErr = rep.Error
+					}
+					for _, s := range rep.Steps {
+						if s.Action == "error" {
+							e.tickStats.errors++
+							e.tickStats.lastErr = s.Error
+						}
+					}
+					e.tickStats.mu.Unlock()
+					if rep.Status == processor.StatusNoMessages {
+						if idle > 0 {
+							time.Sleep(idle)
+						} else {
+							runtime.Gosched()
+						}
 					}
 				}
-				e.tickStats.mu.Unlock()
-				if rep.Status == processor.StatusNoMessages {
-					if idle > 0 {
-						time.Sleep(idle)
-					} else {
-						runtime.Gosched()
-					}
-				}
-			}
+			})
 		})
 	}
 }
@@ -302,8 +330,8 @@ func (e *env) callbackProgress(ctx context.Context) (published, applied uint64, 
 	if err != nil {
 		return 0, 0, err
 	}
-	info := c.CachedInfo()
-	if info, err = c.Info(ctx); err != nil {
+	info, err := c.Info(ctx)
+	if err != nil {
 		return 0, 0, err
 	}
 	published = info.Delivered.Stream + info.NumPending
@@ -337,10 +365,10 @@ func (e *env) waitCallbacks(start time.Time, n uint64, timeout time.Duration) (p
 			last, lastAt = pub+app, now
 		} else if now.Sub(lastAt) > timeout {
 			e.tickStats.mu.Lock()
-			ts := e.tickStats
+			ticks, idle, errs, lastErr := e.tickStats.ticks, e.tickStats.idle, e.tickStats.errors, e.tickStats.lastErr
 			e.tickStats.mu.Unlock()
 			return 0, 0, fmt.Errorf("stalled at %d published, %d applied of %d callbacks (ticks %d, idle %d, errors %d, last error %q)",
-				pub, app, n, ts.ticks, ts.idle, ts.errors, ts.lastErr)
+				pub, app, n, ticks, idle, errs, lastErr)
 		}
 		if err := e.err(); err != nil {
 			return 0, 0, err

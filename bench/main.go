@@ -22,36 +22,39 @@ import (
 )
 
 type config struct {
-	quick             bool
-	n                 int
-	reps              int
-	nonAtomicBatches  int
-	nonAtomicFns      int
-	inflight          int
-	authzReplicas     int
-	processors        int
-	concurrency       int
-	tickSteps         int
-	workerConc        int
-	asynqConc         int
-	idle              time.Duration
-	latencyDur        time.Duration
-	latencyRate       float64
-	depthSmall        int
-	depthLarge        int
-	depthTicks        int
-	depthWarmup       int
-	rttN              int
-	stall             time.Duration
-	phases            map[string]bool
-	natsConf          string
-	tmpDir            string
-	out               string
-	cpuprofile        string
-	memprofile        string
-	phaseList         string
-	commandLine       string
-	profilePhase      string
+	quick            bool
+	n                int
+	reps             int
+	nonAtomicBatches int
+	nonAtomicFns     int
+	inflight         int
+	authzReplicas    int
+	processors       int
+	concurrency      int
+	tickSteps        int
+	workerConc       int
+	asynqConc        int
+	idle             time.Duration
+	latencyDur       time.Duration
+	latencyRate      float64
+	depthSmall       int
+	depthLarge       int
+	depthTicks       int
+	depthWarmup      int
+	rttN             int
+	stall            time.Duration
+	phases           map[string]bool
+	natsConf         string
+	tmpDir           string
+	out              string
+	cpuprofile       string
+	memprofile       string
+	phaseList        string
+	commandLine      string
+	profilePhase     string
+	verbose          bool
+	memory           bool
+	quietWait        time.Duration
 }
 
 func (c *config) workerConcurrency() int {
@@ -113,9 +116,12 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.natsConf, "nats-conf", "", "nats.conf to load (default: the repository's)")
 	fs.StringVar(&c.tmpDir, "tmp", os.TempDir(), "where servers keep their stores")
 	fs.StringVar(&c.out, "out", "", "markdown file to write the results into (default: the repository's docs/benchmarks.md; - for none)")
-	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the first burn-down (submit and drain, every component in this process) to `file`")
+	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write CPU profiles of the first burn-down to `file` (drain) and file.submit (submit); every component runs in this process, labelled role=<nats user> (go tool pprof -tags)")
 	fs.StringVar(&c.memprofile, "memprofile", "", "write an allocation profile of the first burn-down to `file` (and its base to file.base)")
-	fs.StringVar(&c.profilePhase, "profile-phase", "burndown", "which phase -cpuprofile/-memprofile cover: burndown or nonatomic")
+	fs.StringVar(&c.profilePhase, "profile-phase", "burndown", "which phase -cpuprofile/-memprofile cover: burndown, nonatomic, or depth (the server side of the deep-queue ticks; CPU only)")
+	fs.DurationVar(&c.quietWait, "quiet-wait", 0, "before each repetition, wait up to this long for other processes to leave the CPU idle (< 0.15 core); 0: do not wait")
+	fs.BoolVar(&c.verbose, "v", false, "log tick statistics of each burn-down")
+	fs.BoolVar(&c.memory, "memory", false, "provision streams and buckets in memory instead of on file (a comparison, not the configuration measured)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

@@ -41,8 +41,14 @@ func (c *counter) snapshot() map[[3]string]int {
 // in the requester's own inbox (_INBOX_<role>), which names the role.
 func classify(m *nats.Msg) (class, role, kind string, skip bool) {
 	s := m.Subject
-	if strings.HasPrefix(s, "_INBOX_") || strings.HasPrefix(s, "$SRV.") || strings.HasPrefix(s, "_R_") {
-		return "", "", "", true // replies and deliveries: the other half of a request
+	if strings.HasPrefix(s, "_INBOX_") || strings.HasPrefix(s, "$SRV.") || strings.HasPrefix(s, "_R_") || strings.HasPrefix(s, "$JS.EVENT.") {
+		return "", "", "", true // replies: the other half of a request; advisories
+	}
+	if r, ok := strings.CutPrefix(m.Reply, "$JS.ACK."); ok {
+		// A message a consumer delivers keeps its stream subject; it is
+		// the answer to a fetch, not a message of its own.
+		stream, _, _ := strings.Cut(r, ".")
+		return "delivered by consumer on " + stream, "server", "delivery", false
 	}
 	kind = "one-way"
 	if m.Reply != "" {
@@ -236,9 +242,13 @@ func writeRTT(w io.Writer, r *rttResult) {
 		sort.Strings(roles)
 		total := 0.0
 		for _, k := range roles {
+			if k == "admin" {
+				fmt.Fprintf(w, "| round trips, admin (the bench's own progress polling, not counted) | | | %.2f |\n", reqs[k])
+				continue
+			}
 			fmt.Fprintf(w, "| **round trips, %s** | | | **%.2f** |\n", k, reqs[k])
 			total += reqs[k]
 		}
-		fmt.Fprintf(w, "| **round trips, all roles** | | | **%.2f** |\n\n", total)
+		fmt.Fprintf(w, "| **round trips, all tickflow roles** | | | **%.2f** |\n\n", total)
 	}
 }

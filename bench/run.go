@@ -12,6 +12,7 @@ import (
 type figure struct {
 	key, name, unit string
 	vals            []float64
+	others          []float64 // cores other processes kept busy during each repetition
 }
 
 func (f *figure) median() float64 {
@@ -41,7 +42,7 @@ type results struct {
 	elapsed time.Duration
 }
 
-func (r *results) add(key, name, unit string, v float64) {
+func (r *results) add(key, name, unit string, v float64, m cpuMeter) {
 	f, ok := r.figs[key]
 	if !ok {
 		f = &figure{key: key, name: name, unit: unit}
@@ -49,6 +50,7 @@ func (r *results) add(key, name, unit string, v float64) {
 		r.order = append(r.order, key)
 	}
 	f.vals = append(f.vals, v)
+	f.others = append(f.others, m.others())
 }
 
 func (r *results) get(key string) (*figure, bool) {
@@ -70,46 +72,54 @@ func run(cfg *config) error {
 
 	if cfg.phases["ceiling"] {
 		for i := range cfg.reps {
+			quiet(cfg)
+			m := startMeter()
 			pub, cons, err := runCeiling(cfg, cfg.n)
 			if err != nil {
 				return fmt.Errorf("ceiling: %w", err)
 			}
 			logf("ceiling %d/%d: publish %.0f msgs/s, consume+ack %.0f msgs/s", i+1, cfg.reps, pub, cons)
-			res.add("ceil.pub", "Ceiling: JetStream async publish", "msgs/s", pub)
-			res.add("ceil.cons", "Ceiling: durable pull consume + ack", "msgs/s", cons)
+			res.add("ceil.pub", "Ceiling: JetStream async publish", "msgs/s", pub, m)
+			res.add("ceil.cons", "Ceiling: durable pull consume + ack", "msgs/s", cons, m)
 		}
 	}
 	if cfg.phases["burndown"] {
 		for i := range cfg.reps {
+			quiet(cfg)
+			m := startMeter()
 			r, err := runBurnDown(cfg, labelAtomic, 1, cfg.n, 1, i == 0 && cfg.profilePhase == "burndown")
 			if err != nil {
 				return fmt.Errorf("burn-down: %w", err)
 			}
 			logf("tickflow burn-down %d/%d: submit %.0f batches/s, drain %.0f batches/s (processors done at %.0f/s)", i+1, cfg.reps, r.submitRate, r.drainRate, r.procRate)
-			res.add("tf.submit", "tickflow submit through authz (atomic, 1 noop)", "batches/s", r.submitRate)
-			res.add("tf.drain", "tickflow drain to callback applied", "batches/s", r.drainRate)
-			res.add("tf.proc", "tickflow drain to callback published", "batches/s", r.procRate)
+			res.add("tf.submit", "tickflow submit through authz (atomic, 1 noop)", "batches/s", r.submitRate, m)
+			res.add("tf.drain", "tickflow drain to callback applied", "batches/s", r.drainRate, m)
+			res.add("tf.proc", "tickflow drain to callback published", "batches/s", r.procRate, m)
 		}
 	}
 	if cfg.phases["nonatomic"] {
 		for i := range cfg.reps {
+			quiet(cfg)
+			m := startMeter()
 			r, err := runBurnDown(cfg, labelSteps, cfg.nonAtomicFns, cfg.nonAtomicBatches, cfg.nonAtomicFns, i == 0 && cfg.profilePhase == "nonatomic")
 			if err != nil {
 				return fmt.Errorf("non-atomic: %w", err)
 			}
 			logf("tickflow non-atomic %d/%d: %.0f functions/s (submit %.0f batches/s)", i+1, cfg.reps, r.drainRate, r.submitRate)
-			res.add("tf.fns", fmt.Sprintf("tickflow non-atomic (%d×%d noop) drain", cfg.nonAtomicBatches, cfg.nonAtomicFns), "functions/s", r.drainRate)
+			res.add("tf.fns", fmt.Sprintf("tickflow non-atomic (%d×%d noop) drain", cfg.nonAtomicBatches, cfg.nonAtomicFns), "functions/s", r.drainRate, m)
 		}
 	}
 	if cfg.phases["asynq"] {
 		for i := range cfg.reps {
+			quiet(cfg)
+			m := startMeter()
 			enq, drain, err := runAsynq(cfg, cfg.n, cfg.asynqConcurrency())
 			if err != nil {
 				return err
 			}
 			logf("asynq %d/%d: enqueue %.0f tasks/s, drain %.0f tasks/s", i+1, cfg.reps, enq, drain)
-			res.add("aq.enq", "asynq enqueue", "tasks/s", enq)
-			res.add("aq.drain", fmt.Sprintf("asynq drain (concurrency %d)", cfg.asynqConcurrency()), "tasks/s", drain)
+			res.add("aq.enq", "asynq enqueue", "tasks/s", enq, m)
+			res.add("aq.drain", fmt.Sprintf("asynq drain (concurrency %d)", cfg.asynqConcurrency()), "tasks/s", drain, m)
 		}
 	}
 	if cfg.phases["latency"] {
@@ -123,7 +133,16 @@ func run(cfg *config) error {
 			}
 		}
 		res.latRate = rate
+		if fs, ok := res.get("tf.submit"); ok {
+			if fd, ok := res.get("tf.drain"); ok {
+				both := 1 / (1/fs.median() + 1/fd.median())
+				res.note("The latency run submits and drains at once on the same two cores: if both are CPU-bound, submit+drain together sustain about 1/(1/%.0f + 1/%.0f) = %.0f batches/s, so %.0f batches/s offers %.0f%% of that, not 50%%.",
+					fs.median(), fd.median(), both, rate, 100*rate/both)
+			}
+		}
 		for i := range cfg.reps {
+			quiet(cfg)
+			m := startMeter()
 			l, err := runLatency(cfg, rate, cfg.latencyDur)
 			if err != nil {
 				return err
@@ -132,11 +151,11 @@ func run(cfg *config) error {
 			logf("latency %d/%d at %.0f batches/s (%d sent, max %d in flight): p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms; authz reply p50 %.2f p99 %.2f ms",
 				i+1, cfg.reps, rate, l.sent, l.maxInflight, ms(percentile(l.e2e, 50)), ms(percentile(l.e2e, 99)), ms(percentile(l.e2e, 99.9)),
 				ms(percentile(l.reply, 50)), ms(percentile(l.reply, 99)))
-			res.add("lat.p50", "Latency submit → callback, p50", "ms", ms(percentile(l.e2e, 50)))
-			res.add("lat.p99", "Latency submit → callback, p99", "ms", ms(percentile(l.e2e, 99)))
-			res.add("lat.p999", "Latency submit → callback, p99.9", "ms", ms(percentile(l.e2e, 99.9)))
-			res.add("lat.reply50", "Latency submit → authz reply, p50", "ms", ms(percentile(l.reply, 50)))
-			res.add("lat.reply99", "Latency submit → authz reply, p99", "ms", ms(percentile(l.reply, 99)))
+			res.add("lat.p50", "Latency submit → callback, p50", "ms", ms(percentile(l.e2e, 50)), m)
+			res.add("lat.p99", "Latency submit → callback, p99", "ms", ms(percentile(l.e2e, 99)), m)
+			res.add("lat.p999", "Latency submit → callback, p99.9", "ms", ms(percentile(l.e2e, 99.9)), m)
+			res.add("lat.reply50", "Latency submit → authz reply, p50", "ms", ms(percentile(l.reply, 50)), m)
+			res.add("lat.reply99", "Latency submit → authz reply, p99", "ms", ms(percentile(l.reply, 99)), m)
 			if l.senderBlocked {
 				res.note("Latency run %d: the sender hit its in-flight bound (8192), so it was briefly closed-loop.", i+1)
 			}
@@ -144,23 +163,25 @@ func run(cfg *config) error {
 	}
 	if cfg.phases["depth"] {
 		logf("depth: %d vs %d queued, %d reps of %d one-step ticks in a child processor", cfg.depthSmall, cfg.depthLarge, cfg.reps, cfg.depthTicks)
+		quiet(cfg)
+		m := startMeter()
 		d, err := runDepth(cfg)
 		if err != nil {
 			return err
 		}
 		res.depth = d
 		for _, r := range d.smallRuns {
-			res.add("depth.small", fmt.Sprintf("Tick (1 step, noop atomic) with %s queued", count(cfg.depthSmall)), "µs", r.MeanUS)
+			res.add("depth.small", fmt.Sprintf("Tick (1 step, noop atomic) with %s queued", count(cfg.depthSmall)), "µs", r.MeanUS, m)
 		}
 		for _, r := range d.largeRuns {
-			res.add("depth.large", fmt.Sprintf("Tick (1 step, noop atomic) with %s queued", count(cfg.depthLarge)), "µs", r.MeanUS)
+			res.add("depth.large", fmt.Sprintf("Tick (1 step, noop atomic) with %s queued", count(cfg.depthLarge)), "µs", r.MeanUS, m)
 		}
 		for _, r := range d.smallRuns {
-			res.add("rss.small", fmt.Sprintf("Processor VmRSS, %s queued", count(cfg.depthSmall)), "MiB", float64(r.rssKB)/1024)
+			res.add("rss.small", fmt.Sprintf("Processor VmRSS, %s queued", count(cfg.depthSmall)), "MiB", float64(r.rssKB)/1024, m)
 		}
 		for _, r := range d.largeRuns {
-			res.add("rss.large", fmt.Sprintf("Processor VmRSS, %s queued", count(cfg.depthLarge)), "MiB", float64(r.rssKB)/1024)
-			res.add("heap.large", fmt.Sprintf("Processor Go heap in use, %s queued", count(cfg.depthLarge)), "MiB", float64(r.HeapInuse)/(1<<20))
+			res.add("rss.large", fmt.Sprintf("Processor VmRSS, %s queued", count(cfg.depthLarge)), "MiB", float64(r.rssKB)/1024, m)
+			res.add("heap.large", fmt.Sprintf("Processor Go heap in use, %s queued", count(cfg.depthLarge)), "MiB", float64(r.HeapInuse)/(1<<20), m)
 		}
 		res.note("Depth: %s tokens and batch records were written pipelined at %.0f batches/s; the store then took %.0f MiB on disk and the bench process (server, worker) had %d MiB resident. Tick cost is the mean of %d one-step ticks of a child processor over TCP loopback, after %d warm-up ticks; RSS is the child's VmRSS read from /proc/<pid>/status after its ticks.",
 			count(cfg.depthLarge), d.fillRate, d.storeMB, d.serverRSSKB>>10, cfg.depthTicks, cfg.depthWarmup)
@@ -185,6 +206,16 @@ func run(cfg *config) error {
 		logf("wrote %s", cfg.out)
 	}
 	return nil
+}
+
+// quiet waits for the machine to be quiet, if asked to.
+func quiet(cfg *config) {
+	if cfg.quietWait <= 0 {
+		return
+	}
+	if o := waitQuiet(cfg.quietWait); o >= 0.15 {
+		logf("  the machine is not quiet: other processes use %.2f cores; going on", o)
+	}
 }
 
 // count writes 1000000 as 1M and 1000 as 1k.

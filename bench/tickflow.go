@@ -81,9 +81,26 @@ func runBurnDown(cfg *config, label string, functions, n, units int, profile boo
 		}
 	}
 
-	tsub, err := submitAll(e.ctx, alice, label, functions, n, cfg.inflight)
+	var tsub time.Duration
+	withRole("alice", func() { tsub, err = submitAll(e.ctx, alice, label, functions, n, cfg.inflight) })
 	if err != nil {
 		return r, err
+	}
+	// The submit phase has a profile of its own: <file>.submit.
+	stopProfile()
+	if profile && cfg.cpuprofile != "" {
+		if err := os.Rename(cfg.cpuprofile, cfg.cpuprofile+".submit"); err != nil {
+			return r, err
+		}
+		f, err := os.Create(cfg.cpuprofile)
+		if err != nil {
+			return r, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return r, err
+		}
+		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
 	}
 	start := time.Now()
 	e.startTicking(cfg.tickSteps, cfg.idle)
@@ -98,6 +115,12 @@ func runBurnDown(cfg *config, label string, functions, n, units int, profile boo
 		if err := writeHeapProfile(cfg.memprofile); err != nil {
 			return r, err
 		}
+	}
+	if cfg.verbose {
+		ts := &e.tickStats
+		busyTicks := ts.ticks - ts.idle
+		logf("  ticks %d (idle %d), %.1f steps per busy tick, %.2f ms per busy tick, errors %d (last: %q)", ts.ticks, ts.idle,
+			float64(ts.steps)/float64(max(busyTicks, 1)), float64(ts.busy.Microseconds())/1000/float64(max(busyTicks, 1)), ts.errors, ts.lastErr)
 	}
 	if err := checkClean(e, n); err != nil {
 		return r, err
@@ -246,9 +269,19 @@ func runLatency(cfg *config, rate float64, d time.Duration) (*latencyResult, err
 		time.Sleep(10 * time.Millisecond)
 	}
 	mu.Lock()
+	var trace *os.File
+	if p := os.Getenv("BENCH_LATENCY_TRACE"); p != "" {
+		trace, _ = os.Create(p)
+	}
 	for i, id := range ids {
 		res.e2e = append(res.e2e, cbAt[id].Sub(sched[i]))
 		res.reply = append(res.reply, replied[i].Sub(sched[i]))
+		if trace != nil {
+			fmt.Fprintf(trace, "%d %d %d\n", sched[i].Sub(start).Microseconds(), replied[i].Sub(sched[i]).Microseconds(), cbAt[id].Sub(sched[i]).Microseconds())
+		}
+	}
+	if trace != nil {
+		trace.Close()
 	}
 	mu.Unlock()
 	slices.Sort(res.e2e)

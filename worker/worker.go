@@ -2,11 +2,14 @@
 // endpoint per function type, one for atomic units and one per fallback, all
 // in a queue group so workers scale out by starting more of them.
 //
-// Before running a handler a worker looks for the completion record of that
-// function (batch id, index, round) in the results bucket, and answers a
-// repeated call from the record instead of running the handler again. A
-// handler can therefore run twice only if its worker dies between the
-// handler's effect and the record; handlers get Call.IdempotencyKey for that edge.
+// Before running a handler a worker claims the call (batch id, index, round)
+// in the results bucket, and after it succeeds turns the claim into the
+// call's completion record before answering. A repeated call is answered
+// from the record instead of running the handler again, a concurrent one is
+// told the call is busy, and a claim whose worker died expires. A handler can
+// therefore run twice only if its worker dies between the handler's effect
+// and the record, or if it overruns its context's deadline; handlers get
+// Call.IdempotencyKey for that edge.
 package worker
 
 import (
