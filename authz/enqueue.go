@@ -105,7 +105,7 @@ func Enqueue(ctx context.Context, js jetstream.JetStream, b *pipeline.Batch, ide
 // PublishToken publishes the token of b at generation gen and step on the
 // batch's own token subject, deduplicated by (id, gen, step).
 func PublishToken(ctx context.Context, js jetstream.JetStream, b *pipeline.Batch, gen, step uint32) error {
-	m, err := streams.TokenMsg(streams.TokenSubject(b.Priority, b.Domain, b.ID), b, gen, step)
+	m, err := streams.TokenMsg(streams.TokenSubject(b.Priority, b.Domain), b, gen, step)
 	if err != nil {
 		return err
 	}

@@ -81,7 +81,7 @@ func checkQueue(domain string, p pipeline.Priority) error {
 // Live returns the live tokens of a domain's queue, in order.
 func (s *Service) Live(ctx context.Context, domain string, p pipeline.Priority) ([]QueueItem, error) {
 	st := s.queues[p]
-	filter := "*." + string(p) + "." + domain + ".*"
+	filter := streams.QueueFilter(p, domain)
 	var items []QueueItem
 	progress := map[uint64]*state{}
 	for seq := uint64(1); ; {

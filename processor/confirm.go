@@ -82,10 +82,18 @@ func (p *Processor) confirm1(ctx context.Context, m jetstream.Msg) error {
 	if len(spec.By) > 0 && !slices.Contains(spec.By, conf.By) {
 		return fmt.Errorf("%w: %q may not confirm function %d of batch %d (allowed: %v)", errDropConfirmation, conf.By, index, id, spec.By)
 	}
+	timer := prog.Parked.Timer
 	if conf.Content == spec.Expect {
 		_, err = p.advance(ctx, b, st, index, prog.Parked.Output, true, nil)
-		return err
+	} else {
+		_, err = p.functionFailed(ctx, b, st, index, fmt.Sprintf("function %d: confirmation content %q does not match the expected %q", index, conf.Content, spec.Expect), true, true, nil)
 	}
-	_, err = p.functionFailed(ctx, b, st, index, fmt.Sprintf("function %d: confirmation content %q does not match the expected %q", index, conf.Content, spec.Expect), true, true, nil)
+	if err == nil && timer != 0 {
+		// The timeout no longer matters: retire its token. If this fails the
+		// token fires later, finds itself stale and is dropped.
+		if derr := p.streams[b.Priority].DeleteMsg(ctx, timer); derr != nil && !errors.Is(derr, jetstream.ErrMsgNotFound) {
+			p.log.Debug("timer token not deleted", "batch_id", b.ID, "seq", timer, "err", derr)
+		}
+	}
 	return err
 }

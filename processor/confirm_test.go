@@ -74,6 +74,10 @@ func TestConfirmation(t *testing.T) {
 			if got := b.calls.get(key(id, 0)); got != tt.runsOf0 {
 				t.Fatalf("function 0 ran %d times, want %d", got, tt.runsOf0)
 			}
+			if tt.timeout == time.Minute {
+				// The confirmation retired the timer token: nothing waits out the minute.
+				testnats.Eventually(t, 5*time.Second, "queues empty", func() bool { return b.queued(t) == 0 })
+			}
 		})
 	}
 }

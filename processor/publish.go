@@ -16,7 +16,7 @@ import (
 
 // publishToken appends the batch's token at its current step to the back of its queue.
 func (p *Processor) publishToken(ctx context.Context, b *pipeline.Batch, prog *streams.Progress) error {
-	m, err := streams.TokenMsg(streams.RequeueSubject(b.Priority, b.Domain, b.ID), b, prog.Gen, prog.Step)
+	m, err := streams.TokenMsg(streams.RequeueSubject(b.Priority, b.Domain), b, prog.Gen, prog.Step)
 	if err != nil {
 		return err
 	}
@@ -24,27 +24,6 @@ func (p *Processor) publishToken(ctx context.Context, b *pipeline.Batch, prog *s
 		return fmt.Errorf("processor: requeue batch %d: %w", b.ID, err)
 	}
 	return nil
-}
-
-// hasLiveToken reports whether a token of the batch at its progress's
-// generation and step is in the queue: the last message on either of the
-// batch's subjects tells.
-func (p *Processor) hasLiveToken(ctx context.Context, b *pipeline.Batch, prog *streams.Progress) (bool, error) {
-	s := p.streams[b.Priority]
-	for _, subj := range []string{streams.RequeueSubject(b.Priority, b.Domain, b.ID), streams.TokenSubject(b.Priority, b.Domain, b.ID)} {
-		rm, err := s.GetLastMsgForSubject(ctx, subj)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			return false, fmt.Errorf("processor: look up token of batch %d: %w", b.ID, err)
-		}
-		tok, err := streams.Decode[streams.Token](rm.Data)
-		if err == nil && tok.Gen == prog.Gen && tok.Step == prog.Step {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // publishCallback publishes the terminal callback, deduplicated by batch id.

@@ -222,6 +222,9 @@ func (p *Processor) advance(ctx context.Context, b *pipeline.Batch, st *state, k
 	if c := b.Functions[k].Confirm; c != nil && !confirmed {
 		prog.State = streams.Parked
 		prog.Parked = &streams.ParkedFunction{Index: k, Deadline: p.opts.Now().Add(c.Timeout.D()), Output: out}
+		if md, err := m.Metadata(); err == nil {
+			prog.Parked.Timer = md.Sequence.Stream
+		}
 		if err := p.save(ctx, st); err != nil {
 			return "", err
 		}
@@ -347,15 +350,14 @@ func (p *Processor) announce(ctx context.Context, b *pipeline.Batch, prog *strea
 }
 
 // dropStale acknowledges a token that is behind the progress record, after
-// making sure the batch's live token exists (it may not, if a processor died
-// between writing progress and publishing the rotated token).
+// publishing the batch's live token again: a processor may have died between
+// writing progress and publishing it. The publish carries the live token's
+// deduplication id, so within the duplicate window a token that exists is
+// not stored twice; past it, a second copy is harmless (whichever runs
+// first makes the other stale, and the worker's claim stops a concurrent
+// second run).
 func (p *Processor) dropStale(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, m jetstream.Msg) error {
-	live, err := p.hasLiveToken(ctx, b, prog)
-	if err != nil {
-		return err
-	}
-	if !live {
-		p.log.Info("live token missing: published again", "batch_id", b.ID, "step", prog.Step)
+	if prog.State != streams.Parked { // a parked batch's token is its timer, which exists
 		if err := p.publishToken(ctx, b, prog); err != nil {
 			return err
 		}

@@ -106,7 +106,7 @@ func BenchmarkWorkRequest(b *testing.B) {
 // readable headers (Batch-Id, Domain, Kind, Priority, Gen, Step, Nats-Msg-Id).
 func BenchmarkTokenMsg(b *testing.B) {
 	bt := benchNoopBatch()
-	subject := streams.TokenSubject(bt.Priority, bt.Domain, bt.ID)
+	subject := streams.TokenSubject(bt.Priority, bt.Domain)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := streams.TokenMsg(subject, &bt, 0, 0); err != nil {

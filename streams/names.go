@@ -86,32 +86,24 @@ func TickSubject(domain string) string { return "tick." + domain }
 // so each tick reaches one replica.
 func TickQueueGroup(domain string) string { return "proc-" + domain }
 
-// QueueSubject is the prefix of the subjects authz publishes new tokens of
-// domain on: TokenSubject appends the batch id.
-func QueueSubject(p pipeline.Priority, domain string) string {
+// TokenSubject is the subject authz publishes new tokens of domain at
+// priority p on. One subject per domain, not per batch: a consumer filtered
+// to a wildcard over many subjects finds its next message in time that grows
+// with the number of subjects (docs/decisions.md).
+func TokenSubject(p pipeline.Priority, domain string) string {
 	return "batches." + string(p) + "." + domain
 }
 
-// TokenSubject is the subject authz publishes the token of batch id on. One
-// subject per batch lets anyone find a batch's live token with one direct get.
-func TokenSubject(p pipeline.Priority, domain string, id uint64) string {
-	return QueueSubject(p, domain) + "." + strconv.FormatUint(id, 10)
+// RequeueSubject is the subject a domain's processors rotate a batch to the
+// back of its queue on.
+func RequeueSubject(p pipeline.Priority, domain string) string {
+	return "requeue." + string(p) + "." + domain
 }
 
-// RequeueSubject is the subject a domain's processors rotate batch id to
-// the back of its queue on.
-func RequeueSubject(p pipeline.Priority, domain string, id uint64) string {
-	return "requeue." + string(p) + "." + domain + "." + strconv.FormatUint(id, 10)
-}
-
-// RequeueFilter matches every rotation of domain's batches at priority p.
-func RequeueFilter(p pipeline.Priority, domain string) string {
-	return "requeue." + string(p) + "." + domain + ".*"
-}
-
-// TokenFilter matches every new token of domain at priority p.
-func TokenFilter(p pipeline.Priority, domain string) string {
-	return QueueSubject(p, domain) + ".*"
+// QueueFilter matches both subjects of a domain's queue at priority p, for
+// listing the queue in stream order.
+func QueueFilter(p pipeline.Priority, domain string) string {
+	return "*." + string(p) + "." + domain
 }
 
 // CallbackSubject is where domain's processors publish callbacks.

@@ -46,6 +46,9 @@ type ParkedFunction struct {
 	Deadline time.Time `msgpack:"deadline" json:"deadline"`
 	// Output is the function's result, kept until the confirmation arrives.
 	Output pipeline.Output `msgpack:"output" json:"output"`
+	// Timer is the stream sequence of the token waiting out the timeout,
+	// deleted once a confirmation settles the function.
+	Timer uint64 `msgpack:"timer,omitempty" json:"timer,omitempty"`
 }
 
 // Progress is the execution state of one batch, key "<domain>.<id>" of the

@@ -74,7 +74,7 @@ func progressFixture() streams.Progress {
 		Failures:    []int{1, 2, 1},
 		Rounds:      []int{1, 1},
 		LastError:   "gateway timeout",
-		Parked:      &streams.ParkedFunction{Index: 1, Deadline: at(5), Output: fullOutputs()[0]},
+		Parked:      &streams.ParkedFunction{Index: 1, Deadline: at(5), Output: fullOutputs()[0], Timer: 17},
 		NotBefore:   at(6),
 		FailedIndex: 2,
 		Fallbacks:   []int{1},

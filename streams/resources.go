@@ -75,7 +75,7 @@ func Streams(s Settings) []jetstream.StreamConfig {
 		return jetstream.StreamConfig{
 			Name:        name,
 			Description: "tickflow " + string(p) + " priority queue tokens",
-			Subjects:    []string{"batches." + string(p) + ".>", "requeue." + string(p) + ".>"},
+			Subjects:    []string{"batches." + string(p) + ".*", "requeue." + string(p) + ".*"},
 			Retention:   jetstream.WorkQueuePolicy,
 			Storage:     s.storage(),
 			Replicas:    s.Replicas,
@@ -162,7 +162,7 @@ func DomainConsumers(s Settings, domain string) []ConsumerSpec {
 		return ConsumerSpec{Stream: QueueStream(p), Config: jetstream.ConsumerConfig{
 			Durable:        ProcessorConsumer(domain),
 			Description:    "tickflow processors of " + domain,
-			FilterSubjects: []string{TokenFilter(p, domain), RequeueFilter(p, domain)},
+			FilterSubjects: []string{TokenSubject(p, domain), RequeueSubject(p, domain)},
 			AckPolicy:      jetstream.AckExplicitPolicy,
 			DeliverPolicy:  jetstream.DeliverAllPolicy,
 			AckWait:        s.AckWait,

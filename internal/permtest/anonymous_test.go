@@ -38,7 +38,7 @@ func TestAnonymousMayOnlyTick(t *testing.T) {
 		t.Fatal("an anonymous tick was not delivered")
 	}
 	before := s.msgs(t, streams.StreamHigh)
-	for _, subject := range []string{highToken(7), streams.CallbackSubject(domain), "authz.alice.send"} {
+	for _, subject := range []string{highToken(), streams.CallbackSubject(domain), "authz.alice.send"} {
 		if err := nc.Publish(subject, []byte("x")); err != nil {
 			t.Fatal(err)
 		}

@@ -121,7 +121,7 @@ func TestAdmin(t *testing.T) {
 				}
 				return admin.js.DeleteStream(ctx, "SCRATCH")
 			})
-			admin.allowed(t, "publish a token", admin.publishesTo(streams.StreamHigh, highToken(1)))
+			admin.allowed(t, "publish a token", admin.publishesTo(streams.StreamHigh, highToken()))
 		},
 		denied: func(t *testing.T) {
 			url := listening(t)

@@ -24,12 +24,12 @@ func TestAuthz(t *testing.T) {
 		{
 			name: "enqueues new batches but does not rotate them",
 			allowed: func(t *testing.T) {
-				authz.allowed(t, "publish a HIGH token", authz.publishesTo(streams.StreamHigh, highToken(1)))
-				authz.allowed(t, "publish a MED token", authz.publishesTo(streams.StreamMed, medToken(1)))
+				authz.allowed(t, "publish a HIGH token", authz.publishesTo(streams.StreamHigh, highToken()))
+				authz.allowed(t, "publish a MED token", authz.publishesTo(streams.StreamMed, medToken()))
 				authz.allowed(t, "take a batch id", authz.publishesTo(streams.StreamIDs, streams.IDsSubject))
 			},
 			denied: func(t *testing.T) {
-				subj := streams.RequeueSubject(pipeline.High, domain, 1)
+				subj := streams.RequeueSubject(pipeline.High, domain)
 				s.deniedInto(t, authz, streams.StreamHigh, subj, authz.jsPublish(subj))
 			},
 		},
@@ -76,7 +76,7 @@ func TestAuthz(t *testing.T) {
 		{
 			name: "reads and deletes queue messages but does not delete or purge streams",
 			allowed: func(t *testing.T) {
-				seq := s.adminPublish(t, highToken(50))
+				seq := s.adminPublish(t, highToken())
 				authz.allowed(t, "get and delete a message of HIGH", func(ctx context.Context) error {
 					st, err := authz.js.Stream(ctx, streams.StreamHigh)
 					if err != nil {
@@ -86,8 +86,8 @@ func TestAuthz(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					if m.Subject != highToken(50) {
-						return fmt.Errorf("got %s, want %s", m.Subject, highToken(50))
+					if m.Subject != highToken() {
+						return fmt.Errorf("got %s, want %s", m.Subject, highToken())
 					}
 					return st.DeleteMsg(ctx, seq)
 				})
@@ -102,7 +102,7 @@ func TestAuthz(t *testing.T) {
 				}
 			},
 			denied: func(t *testing.T) {
-				s.adminPublish(t, highToken(51))
+				s.adminPublish(t, highToken())
 				before := s.msgs(t, streams.StreamHigh)
 				authz.denied(t, "$JS.API.STREAM.DELETE."+streams.StreamHigh, func(ctx context.Context) error {
 					return authz.js.DeleteStream(ctx, streams.StreamHigh)
@@ -136,7 +136,7 @@ func TestAuthz(t *testing.T) {
 				})
 			},
 			denied: func(t *testing.T) {
-				s.adminPublish(t, highToken(60))
+				s.adminPublish(t, highToken())
 				ctx, cancel := context.WithTimeout(context.Background(), opWait)
 				defer cancel()
 				// Looking at the processors' consumer is allowed; taking from it is not.
@@ -159,9 +159,9 @@ func TestAuthz(t *testing.T) {
 				if after := s.msgs(t, streams.StreamHigh); after != before {
 					t.Errorf("HIGH went from %d to %d messages", before, after)
 				}
-				authz.denied(t, "$JS.API.CONSUMER.CREATE."+streams.StreamHigh+".authz."+streams.TokenFilter(pipeline.High, domain), func(ctx context.Context) error {
+				authz.denied(t, "$JS.API.CONSUMER.CREATE."+streams.StreamHigh+".authz."+streams.TokenSubject(pipeline.High, domain), func(ctx context.Context) error {
 					_, err := authz.js.CreateConsumer(ctx, streams.StreamHigh, jetstream.ConsumerConfig{
-						Durable: "authz", FilterSubject: streams.TokenFilter(pipeline.High, domain), AckPolicy: jetstream.AckExplicitPolicy,
+						Durable: "authz", FilterSubject: streams.TokenSubject(pipeline.High, domain), AckPolicy: jetstream.AckExplicitPolicy,
 					})
 					return err
 				})

@@ -39,8 +39,8 @@ func TestTicker(t *testing.T) {
 				tick(t, streams.TickSubject(domain))
 			},
 			denied: func(t *testing.T) {
-				s.deniedInto(t, ticker, streams.StreamHigh, highToken(1), ticker.jsPublish(highToken(1)))
-				ticker.deniedPublish(t, highToken(1))
+				s.deniedInto(t, ticker, streams.StreamHigh, highToken(), ticker.jsPublish(highToken()))
+				ticker.deniedPublish(t, highToken())
 			},
 		},
 		{
@@ -117,8 +117,8 @@ func TestCallers(t *testing.T) {
 			},
 			denied: func(t *testing.T) {
 				for _, r := range []*role{alice, bob} {
-					s.deniedInto(t, r, streams.StreamHigh, highToken(1), r.jsPublish(highToken(1)))
-					s.deniedInto(t, r, streams.StreamMed, medToken(1), r.jsPublish(medToken(1)))
+					s.deniedInto(t, r, streams.StreamHigh, highToken(), r.jsPublish(highToken()))
+					s.deniedInto(t, r, streams.StreamMed, medToken(), r.jsPublish(medToken()))
 				}
 			},
 		},
@@ -139,7 +139,7 @@ func TestCallers(t *testing.T) {
 				oracle.allowed(t, "send to authz", oracle.request(streams.AuthzSubject("oracle", "confirm"), "oracle"))
 			},
 			denied: func(t *testing.T) {
-				s.deniedInto(t, oracle, streams.StreamHigh, highToken(2), oracle.jsPublish(highToken(2)))
+				s.deniedInto(t, oracle, streams.StreamHigh, highToken(), oracle.jsPublish(highToken()))
 				subj := streams.AuthzSubject("alice", "send")
 				oracle.denied(t, subj, oracle.request(subj, "alice"))
 			},
@@ -154,7 +154,7 @@ func TestCallers(t *testing.T) {
 				})
 			},
 			denied: func(t *testing.T) {
-				s.deniedInto(t, owner, streams.StreamHigh, highToken(3), owner.jsPublish(highToken(3)))
+				s.deniedInto(t, owner, streams.StreamHigh, highToken(), owner.jsPublish(highToken()))
 				subj := streams.AuthzSubject("alice", "send")
 				owner.denied(t, subj, owner.request(subj, "alice"))
 			},

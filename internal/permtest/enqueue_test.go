@@ -29,9 +29,8 @@ func TestOnlyAuthzEnqueues(t *testing.T) {
 	subjects := []struct {
 		stream, subject string
 	}{
-		{stream: streams.StreamHigh, subject: streams.QueueSubject(pipeline.High, domain)},
-		{stream: streams.StreamHigh, subject: streams.TokenSubject(pipeline.High, domain, 1)},
-		{stream: streams.StreamMed, subject: streams.TokenSubject(pipeline.Med, domain, 1)},
+		{stream: streams.StreamHigh, subject: streams.TokenSubject(pipeline.High, domain)},
+		{stream: streams.StreamMed, subject: streams.TokenSubject(pipeline.Med, domain)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

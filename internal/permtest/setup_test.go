@@ -355,9 +355,9 @@ func runBoundaries(t *testing.T, tests []boundary) {
 	}
 }
 
-func highToken(id uint64) string { return streams.TokenSubject(pipeline.High, domain, id) }
+func highToken() string { return streams.TokenSubject(pipeline.High, domain) }
 
-func medToken(id uint64) string { return streams.TokenSubject(pipeline.Med, domain, id) }
+func medToken() string { return streams.TokenSubject(pipeline.Med, domain) }
 
 // kvSubject is the subject a KV put of key in bucket publishes on.
 func kvSubject(bucket, key string) string { return "$KV." + bucket + "." + key }

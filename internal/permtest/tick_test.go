@@ -65,7 +65,7 @@ func TestTickReports(t *testing.T) {
 		// stream, when set, is the stream the reply subject belongs to.
 		stream string
 	}{
-		{name: "into a queue", reply: streams.TokenSubject(pipeline.High, domain, 99), stream: streams.StreamHigh},
+		{name: "into a queue", reply: streams.TokenSubject(pipeline.High, domain), stream: streams.StreamHigh},
 		{name: "over a batch record", reply: kvSubject(streams.BucketBatches, streams.BatchKey(99)), stream: kvStream(streams.BucketBatches)},
 		{name: "over the domain state", reply: kvSubject(streams.BucketProcessors, domain), stream: kvStream(streams.BucketProcessors)},
 		{name: "into alice's inbox", reply: "_INBOX_alice.report"},

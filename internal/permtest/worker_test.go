@@ -62,7 +62,7 @@ func TestWorker(t *testing.T) {
 				})
 			},
 			denied: func(t *testing.T) {
-				s.adminPublish(t, highToken(1))
+				s.adminPublish(t, highToken())
 				before := s.msgs(t, streams.StreamHigh)
 				worker.denied(t, "$JS.API.CONSUMER.INFO."+streams.StreamHigh+"."+procConsumer, func(ctx context.Context) error {
 					_, err := worker.js.Consumer(ctx, streams.StreamHigh, procConsumer)
