@@ -36,6 +36,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Concurrency bounds the requests served at once, and separately the
+	// callbacks applied at once. Default 64.
+	Concurrency int
 }
 
 // Service is the authorization service. Any number of replicas may run.
@@ -66,6 +69,9 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 64
 	}
 	if opts.Table == nil {
 		if opts.TablePath == "" {
@@ -138,13 +144,25 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("authz: add service: %w", err)
 	}
+	// Requests and callbacks are handled off their subscriptions'
+	// goroutines, a bounded number at once: one at a time capped a replica
+	// at what one round trip after another allows.
 	var wg sync.WaitGroup
+	requests := make(chan struct{}, s.opts.Concurrency)
+	applying := make(chan struct{}, s.opts.Concurrency)
+	spawn := func(sem chan struct{}, f func()) {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			f()
+		}()
+	}
 	for _, e := range s.endpoints() {
 		h := e.handle
 		err := svc.AddEndpoint(e.name, micro.HandlerFunc(func(req micro.Request) {
-			wg.Add(1)
-			defer wg.Done()
-			s.serve(ctx, req, h)
+			spawn(requests, func() { s.serve(ctx, req, h) })
 		}), micro.WithEndpointSubject(streams.AuthzSubject("*", e.name)),
 			micro.WithEndpointMetadata(map[string]string{"description": e.doc}))
 		if err != nil {
@@ -152,7 +170,9 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("authz: endpoint %s: %w", e.name, err)
 		}
 	}
-	cc, err := s.callbacks.Consume(func(m jetstream.Msg) { s.handleCallback(ctx, m) })
+	cc, err := s.callbacks.Consume(func(m jetstream.Msg) {
+		spawn(applying, func() { s.handleCallback(ctx, m) })
+	})
 	if err != nil {
 		_ = svc.Stop()
 		return fmt.Errorf("authz: consume callbacks: %w", err)

@@ -19,12 +19,17 @@ const (
 	ceilingConsumer = "ceiling"
 )
 
+// ceilingPrefix is put in front of every subject of HIGH's configuration
+// (stream subjects, consumer filters, token subjects) to make the ceiling's
+// copy of it, so the ceiling follows whatever shape the queues have.
+const ceilingPrefix = "ceiling."
+
 // ceilingMsg is message i of the ceiling: a real tickflow token (same
-// msgpack body, same headers, same per-batch subject shape, a unique
-// Nats-Msg-Id), on the ceiling's own subject.
+// msgpack body, same headers, a unique Nats-Msg-Id), on the ceiling's copy
+// of the subject authz publishes it on.
 func ceilingMsg(id uint64) *nats.Msg {
 	b := &pipeline.Batch{ID: id, Domain: benchDomain, Priority: pipeline.High, Subroutine: pipeline.Subroutine{Mode: pipeline.Atomic}}
-	m, err := streams.TokenMsg(fmt.Sprintf("ceiling.high.%s.%d", benchDomain, id), b, 0, 0)
+	m, err := streams.TokenMsg(ceilingPrefix+streams.TokenSubject(b.Priority, b.Domain), b, 0, 0)
 	if err != nil {
 		panic(err)
 	}
@@ -35,7 +40,7 @@ func ceilingMsg(id uint64) *nats.Msg {
 // authz publishes it for batch id.
 func tokenSize(id uint64) (body, header int) {
 	b := &pipeline.Batch{ID: id, Domain: benchDomain, Priority: pipeline.High, Subroutine: pipeline.Subroutine{Mode: pipeline.Atomic}}
-	m, err := streams.TokenMsg(streams.TokenSubject(b.Priority, b.Domain, b.ID), b, 0, 0)
+	m, err := streams.TokenMsg(streams.TokenSubject(b.Priority, b.Domain), b, 0, 0)
 	if err != nil {
 		panic(err)
 	}
@@ -53,6 +58,14 @@ func headerLen(h nats.Header) int {
 	return n
 }
 
+func prefixed(subjects []string) []string {
+	out := make([]string, len(subjects))
+	for i, s := range subjects {
+		out[i] = ceilingPrefix + s
+	}
+	return out
+}
+
 // runCeiling measures raw JetStream on the same server configuration: n
 // token-sized messages published asynchronously to a work-queue stream on
 // file storage, then consumed by a durable pull consumer acking each one.
@@ -66,13 +79,17 @@ func runCeiling(cfg *config, n int) (pubRate, consRate float64, err error) {
 	defer cancel()
 	high := streams.Streams(e.settings)[0]
 	sc := high
-	sc.Name, sc.Description, sc.Subjects = ceilingStream, "bench ceiling", []string{"ceiling.>"}
+	sc.Name, sc.Description, sc.Subjects = ceilingStream, "bench ceiling", prefixed(high.Subjects)
 	s, err := e.adminJS.CreateStream(ctx, sc)
 	if err != nil {
 		return 0, 0, err
 	}
 	cc := streams.DomainConsumers(e.settings, benchDomain)[0].Config
-	cc.Durable, cc.Description, cc.FilterSubjects = ceilingConsumer, "bench ceiling", []string{"ceiling.high." + benchDomain + ".*"}
+	cc.Durable, cc.Description = ceilingConsumer, "bench ceiling"
+	cc.FilterSubjects = prefixed(cc.FilterSubjects)
+	if cc.FilterSubject != "" {
+		cc.FilterSubject = ceilingPrefix + cc.FilterSubject
+	}
 	cons, err := s.CreateConsumer(ctx, cc)
 	if err != nil {
 		return 0, 0, err

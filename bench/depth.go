@@ -86,7 +86,7 @@ func fill(e *env, from, to uint64) (float64, error) {
 		if _, err := js.PublishMsgAsync(m); err != nil {
 			return 0, err
 		}
-		tm, err := streams.TokenMsg(streams.TokenSubject(b.Priority, b.Domain, b.ID), &b, 0, 0)
+		tm, err := streams.TokenMsg(streams.TokenSubject(b.Priority, b.Domain), &b, 0, 0)
 		if err != nil {
 			return 0, err
 		}

@@ -60,8 +60,14 @@ func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstrea
 	if err != nil {
 		return sr
 	}
-	st, err := p.load(ctx, b.ID)
-	if err != nil {
+	var st *state
+	if md, merr := m.Metadata(); merr == nil && md.NumDelivered == 1 && tok.Gen == 0 && tok.Step == 0 {
+		// A new batch's first delivery: it has no progress unless the owner
+		// evicted or moved it meanwhile, and then the first progress write
+		// (a create) fails, and the step runs again with the record read.
+		// One read saved per batch; the worker's record answers the rerun.
+		st = &state{prog: streams.Progress{BatchID: b.ID, State: streams.Queued}}
+	} else if st, err = p.load(ctx, b.ID); err != nil {
 		return sr
 	}
 	prog := &st.prog
@@ -312,8 +318,14 @@ func (p *Processor) functionFailed(ctx context.Context, b *pipeline.Batch, st *s
 func (p *Processor) finish(ctx context.Context, b *pipeline.Batch, st *state, o pipeline.Outcome, m jetstream.Msg) error {
 	prog := &st.prog
 	prog.State, prog.Parked, prog.Outcome = streams.Done, nil, &o
-	if err := p.save(ctx, st); err != nil {
-		return err
+	// A batch that succeeded at its first step (an atomic batch, or a
+	// single function) needs no progress record: if the token comes back,
+	// the worker's completion record answers and the callback is
+	// deduplicated. One write saved per such batch; failures keep theirs.
+	if st.rev != 0 || o.Status != pipeline.Executed || len(prog.Fallbacks) > 0 {
+		if err := p.save(ctx, st); err != nil {
+			return err
+		}
 	}
 	if err := p.fault(FaultAfterProgress); err != nil {
 		return err
