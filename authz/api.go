@@ -69,15 +69,20 @@ func (s *Service) submit(ctx context.Context, name string, l *Label, user string
 	if err != nil {
 		return nil, err
 	}
-	if err := PublishToken(ctx, s.js, b.batch, 0, 0); err != nil {
-		return nil, err
+	// A repeated submission publishes the (deduplicated) token again only
+	// while the first never finished: it may have been cut short by a crash.
+	if !b.dup || !b.terminal {
+		if err := PublishToken(ctx, s.js, b.batch, 0, 0); err != nil {
+			return nil, err
+		}
 	}
 	return &SendReply{ID: b.batch.ID, Domain: b.batch.Domain, Priority: b.batch.Priority, Duplicate: b.dup}, nil
 }
 
 type built struct {
-	batch *pipeline.Batch
-	dup   bool
+	batch    *pipeline.Batch
+	dup      bool
+	terminal bool // a duplicate whose batch already finished
 }
 
 // build checks a submission, takes a concurrency slot and records the batch,
@@ -97,7 +102,7 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 			if err != nil {
 				return nil, err
 			}
-			return &built{batch: &rec.Batch, dup: true}, nil
+			return &built{batch: &rec.Batch, dup: true, terminal: rec.Status.Terminal()}, nil
 		}
 	}
 	dedup := ""
