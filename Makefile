@@ -45,9 +45,12 @@ fuzz:
 run:
 	$(GO) run ./cmd/run $(ARGS)
 
-# bench measures tickflow's throughput on this machine.
+# bench measures tickflow against raw JetStream and asynq on this machine
+# (a full run takes about 7 minutes; ARGS=-quick about 1) and rewrites
+# docs/benchmarks.md. asynq needs redis-server, installed here if missing.
 bench:
-	$(GO) run ./bench $(ARGS)
+	command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
+	cd bench && $(GO) run . $(ARGS)
 
 # natscli installs the nats command-line tool into $(go env GOPATH)/bin.
 natscli:

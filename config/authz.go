@@ -15,6 +15,11 @@ type Authz struct {
 	// NATS is the connection. Default: DefaultNATS with Name
 	// "tickflow-authz".
 	NATS NATS `yaml:"nats"`
+	// Embedded, when enabled, starts a nats-server in this process from
+	// nats.conf and connects to it in-process (still as the NATS user);
+	// other commands attach to its listen address. Default: disabled,
+	// connect to NATS.URL.
+	Embedded Embedded `yaml:"embedded"`
 	// Log is the logging of the command. Default: DefaultLog.
 	Log Log `yaml:"log"`
 	// Streams sizes the streams, buckets and consumers authz provisions.
@@ -37,11 +42,12 @@ func DefaultAuthz() Authz {
 	n := DefaultNATS()
 	n.Name = "tickflow-authz"
 	return Authz{
-		NATS:    n,
-		Log:     DefaultLog(),
-		Streams: DefaultStreams(),
-		Owner:   "owner",
-		Table:   "authz.yaml",
+		NATS:     n,
+		Embedded: DefaultEmbedded(),
+		Log:      DefaultLog(),
+		Streams:  DefaultStreams(),
+		Owner:    "owner",
+		Table:    "authz.yaml",
 	}
 }
 
@@ -53,6 +59,7 @@ func (*Authz) Section() string { return "authz" }
 func (a *Authz) Validate() error {
 	errs := []error{
 		under("nats", a.NATS.Validate()),
+		under("embedded", a.Embedded.Validate()),
 		under("log", a.Log.Validate()),
 		under("streams", a.Streams.Validate()),
 		validateDomains("domains", a.Domains, false),
@@ -73,5 +80,7 @@ func (a *Authz) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&a.Table, "table", a.Table, "authorization table `file`")
 	domainsFlag(fs, &a.Domains, "`domains` to provision")
 	a.NATS.Flags(fs)
+	fs.BoolVar(&a.Embedded.Enabled, "embedded", a.Embedded.Enabled, "start a nats-server in this process (see -nats-conf, -data-dir, -listen) instead of connecting to -nats-url")
+	a.Embedded.Flags(fs)
 	a.Log.Flags(fs)
 }

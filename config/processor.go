@@ -14,6 +14,11 @@ type Processor struct {
 	// NATS is the connection. Default: DefaultNATS with Name
 	// "tickflow-processor".
 	NATS NATS `yaml:"nats"`
+	// Embedded, when enabled, starts a nats-server in this process from
+	// nats.conf and connects to it in-process (still as the NATS user);
+	// other commands attach to its listen address. Default: disabled,
+	// connect to NATS.URL.
+	Embedded Embedded `yaml:"embedded"`
 	// Log is the logging of the command. Default: DefaultLog.
 	Log Log `yaml:"log"`
 	// Streams sizes what the processor provisions when Provision is set,
@@ -47,6 +52,7 @@ func DefaultProcessor() Processor {
 	n.Name = "tickflow-processor"
 	return Processor{
 		NATS:        n,
+		Embedded:    DefaultEmbedded(),
 		Log:         DefaultLog(),
 		Streams:     DefaultStreams(),
 		Name:        instanceName(),
@@ -64,6 +70,7 @@ func (*Processor) Section() string { return "processor" }
 func (p *Processor) Validate() error {
 	errs := []error{
 		under("nats", p.NATS.Validate()),
+		under("embedded", p.Embedded.Validate()),
 		under("log", p.Log.Validate()),
 		under("streams", p.Streams.Validate()),
 		validateDomains("domains", p.Domains, true),
@@ -94,5 +101,7 @@ func (p *Processor) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&p.WorkTimeout, "work-timeout", p.WorkTimeout, "deadline of one worker request")
 	fs.BoolVar(&p.Provision, "provision", p.Provision, "create streams and consumers at start (needs admin rights)")
 	p.NATS.Flags(fs)
+	fs.BoolVar(&p.Embedded.Enabled, "embedded", p.Embedded.Enabled, "start a nats-server in this process (see -nats-conf, -data-dir, -listen) instead of connecting to -nats-url")
+	p.Embedded.Flags(fs)
 	p.Log.Flags(fs)
 }

@@ -16,6 +16,11 @@ type Tick struct {
 	// NATS is the connection. Default: DefaultNATS with Name
 	// "tickflow-tick".
 	NATS NATS `yaml:"nats"`
+	// Embedded, when enabled, starts a nats-server in this process from
+	// nats.conf and connects to it in-process (still as the NATS user);
+	// other commands attach to its listen address. Default: disabled,
+	// connect to NATS.URL.
+	Embedded Embedded `yaml:"embedded"`
 	// Log is the logging of the command. Default: DefaultLog.
 	Log Log `yaml:"log"`
 	// Domains are the domains to tick, each one subject token. Required;
@@ -39,7 +44,7 @@ type Tick struct {
 func DefaultTick() Tick {
 	n := DefaultNATS()
 	n.Name = "tickflow-tick"
-	return Tick{NATS: n, Log: DefaultLog(), Steps: 1}
+	return Tick{NATS: n, Embedded: DefaultEmbedded(), Log: DefaultLog(), Steps: 1}
 }
 
 // Section returns "tick".
@@ -59,6 +64,7 @@ func (t *Tick) CronSchedule() (cron.Schedule, error) {
 func (t *Tick) Validate() error {
 	errs := []error{
 		under("nats", t.NATS.Validate()),
+		under("embedded", t.Embedded.Validate()),
 		under("log", t.Log.Validate()),
 		validateDomains("domains", t.Domains, true),
 	}
@@ -100,5 +106,7 @@ func (t *Tick) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&t.Once, "once", t.Once, "tick once and exit")
 	fs.IntVar(&t.Steps, "steps", t.Steps, "step `count` each tick asks for")
 	t.NATS.Flags(fs)
+	fs.BoolVar(&t.Embedded.Enabled, "embedded", t.Embedded.Enabled, "start a nats-server in this process (see -nats-conf, -data-dir, -listen) instead of connecting to -nats-url")
+	t.Embedded.Flags(fs)
 	t.Log.Flags(fs)
 }

@@ -12,6 +12,11 @@ type Worker struct {
 	// NATS is the connection. Default: DefaultNATS with Name
 	// "tickflow-worker".
 	NATS NATS `yaml:"nats"`
+	// Embedded, when enabled, starts a nats-server in this process from
+	// nats.conf and connects to it in-process (still as the NATS user);
+	// other commands attach to its listen address. Default: disabled,
+	// connect to NATS.URL.
+	Embedded Embedded `yaml:"embedded"`
 	// Log is the logging of the command. Default: DefaultLog.
 	Log Log `yaml:"log"`
 	// Name identifies this replica in logs and in the records it writes.
@@ -30,6 +35,7 @@ func DefaultWorker() Worker {
 	n.Name = "tickflow-worker"
 	return Worker{
 		NATS:        n,
+		Embedded:    DefaultEmbedded(),
 		Log:         DefaultLog(),
 		Name:        instanceName(),
 		Concurrency: 64,
@@ -45,6 +51,7 @@ func (*Worker) Section() string { return "worker" }
 func (w *Worker) Validate() error {
 	errs := []error{
 		under("nats", w.NATS.Validate()),
+		under("embedded", w.Embedded.Validate()),
 		under("log", w.Log.Validate()),
 	}
 	if w.Name == "" {
@@ -63,5 +70,7 @@ func (w *Worker) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&w.Concurrency, "concurrency", w.Concurrency, "handler `calls` at once")
 	fs.BoolVar(&w.Examples, "examples", w.Examples, "register the example handlers")
 	w.NATS.Flags(fs)
+	fs.BoolVar(&w.Embedded.Enabled, "embedded", w.Embedded.Enabled, "start a nats-server in this process (see -nats-conf, -data-dir, -listen) instead of connecting to -nats-url")
+	w.Embedded.Flags(fs)
 	w.Log.Flags(fs)
 }

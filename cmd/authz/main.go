@@ -36,7 +36,7 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	nc, err := cli.Connect(cfg.NATS, "authz", log)
+	nc, err := cli.Connect(cfg.NATS, cfg.Embedded, "authz", log)
 	if err != nil {
 		return err
 	}

@@ -51,7 +51,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	nc, err := cli.Connect(cfg.NATS, role, log)
+	nc, err := cli.Connect(cfg.NATS, cfg.Embedded, role, log)
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	conn, err := cli.Connect(cfg.NATS, "ticker", log)
+	conn, err := cli.Connect(cfg.NATS, cfg.Embedded, "ticker", log)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/config"
+	"github.com/tickflow/tickflow/embedded"
 	"github.com/tickflow/tickflow/streams"
 )
 
@@ -26,17 +27,21 @@ func Main(name string, run func() error) {
 	}
 }
 
-// Conn is a connection whose Close drains it and waits until it is closed.
+// Conn is a connection whose Close drains it and waits until it is closed,
+// then stops the embedded server the connection was made to, if any.
 type Conn struct {
 	*nats.Conn
 	closed chan struct{}
 	log    *slog.Logger
+	server *embedded.Server
 }
 
 // Connect connects as n says, taking role's inbox when the identity has no
 // user name (an nkey or creds file), and logs what the connection does in
-// the background: a publish the server denied is reported only there.
-func Connect(n config.NATS, role string, log *slog.Logger, extra ...nats.Option) (*Conn, error) {
+// the background: a publish the server denied is reported only there. With
+// e enabled it first starts a nats-server in this process from e's config
+// file and connects to it in-process, as the same user.
+func Connect(n config.NATS, e config.Embedded, role string, log *slog.Logger, extra ...nats.Option) (*Conn, error) {
 	creds := streams.Credentials{
 		URL: n.ServerURL(), User: n.User, Password: n.Password,
 		Creds: n.Creds, NKey: n.NKey, Name: n.Name,
@@ -46,8 +51,20 @@ func Connect(n config.NATS, role string, log *slog.Logger, extra ...nats.Option)
 	}
 	c := &Conn{closed: make(chan struct{}), log: log}
 	opts := append(Handlers(log, c.closed), extra...)
+	if e.Enabled {
+		srv, err := embedded.Start(embedded.Options{ConfigFile: e.ConfigFile, DataDir: e.DataDir, Listen: e.Listen})
+		if err != nil {
+			return nil, err
+		}
+		c.server = srv
+		opts = append(opts, srv.InProcess())
+		log.Info("nats-server started", "url", srv.URL(), "data_dir", e.DataDir, "config", e.ConfigFile)
+	}
 	nc, err := streams.Connect(creds, opts...)
 	if err != nil {
+		if c.server != nil {
+			c.server.Close()
+		}
 		return nil, err
 	}
 	c.Conn = nc
@@ -87,6 +104,9 @@ func (c *Conn) Close() {
 		c.Conn.Close()
 	}
 	<-c.closed
+	if c.server != nil {
+		c.server.Close()
+	}
 }
 
 // Identity says how n authenticates, without the secret.
