@@ -227,8 +227,14 @@ func (s *Service) remove(ctx context.Context, domain string, it QueueItem) (uint
 	}
 	cb := &streams.Callback{BatchID: it.ID, Domain: domain, Priority: rec.Batch.Priority, Outcome: o,
 		Attempts: st.prog.Attempts(rec.Batch.Subroutine.Mode == pipeline.Atomic), At: st.prog.UpdatedAt, Processor: "authz"}
-	if err := s.publishCallback(ctx, cb); err != nil {
+	dup, err := s.publishCallback(ctx, cb)
+	if err != nil {
 		return 0, err
+	}
+	if dup {
+		// A processor finished the batch in the meantime (it was executing
+		// when it was evicted): its outcome stands.
+		return 0, errf(CodeConflict, "authz: batch %d finished before it could be evicted", it.ID)
 	}
 	if err := s.queues[rec.Batch.Priority].DeleteMsg(ctx, it.Seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		s.log.Warn("evicted token not deleted; it will be dropped as stale", "batch_id", it.ID, "err", err)
@@ -236,10 +242,12 @@ func (s *Service) remove(ctx context.Context, domain string, it QueueItem) (uint
 	return it.ID, nil
 }
 
-func (s *Service) publishCallback(ctx context.Context, cb *streams.Callback) error {
+// publishCallback publishes a terminal callback; duplicate says another
+// terminal callback of the batch was published first, and this one was dropped.
+func (s *Service) publishCallback(ctx context.Context, cb *streams.Callback) (duplicate bool, err error) {
 	data, err := streams.Encode(cb)
 	if err != nil {
-		return err
+		return false, err
 	}
 	m := nats.NewMsg(streams.CallbackSubject(cb.Domain))
 	m.Data = data
@@ -247,10 +255,11 @@ func (s *Service) publishCallback(ctx context.Context, cb *streams.Callback) err
 	m.Header.Set(streams.HeaderDomain, cb.Domain)
 	m.Header.Set(streams.HeaderOutcome, cb.Outcome.String())
 	m.Header.Set(nats.MsgIdHdr, streams.CallbackMsgID(cb.BatchID))
-	if _, err := s.js.PublishMsg(ctx, m); err != nil {
-		return fmt.Errorf("authz: callback of batch %d: %w", cb.BatchID, err)
+	ack, err := s.js.PublishMsg(ctx, m)
+	if err != nil {
+		return false, fmt.Errorf("authz: callback of batch %d: %w", cb.BatchID, err)
 	}
-	return nil
+	return ack.Duplicate, nil
 }
 
 // InsertRequest inserts a new batch at a position of a domain's queue.

@@ -49,7 +49,12 @@ func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstrea
 			sr.Action, sr.Error = "error", err.Error()
 		}
 	}()
-	b, err := p.batch(ctx, tok.BatchID)
+	var b *pipeline.Batch
+	if tok.Batch != nil && tok.Batch.ID == tok.BatchID {
+		b = tok.Batch // the token's copy: one read saved
+	} else {
+		b, err = p.batch(ctx, tok.BatchID)
+	}
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		// A token authz never recorded: a processor may rotate, never create.
 		log.Warn("token for an unrecorded batch dropped", "subject", m.Subject())

@@ -25,6 +25,11 @@ type Token struct {
 	Gen uint32 `msgpack:"gen"`
 	// Step is bumped by a processor each time it rotates the batch.
 	Step uint32 `msgpack:"step"`
+	// Batch, when set, is a copy of the batch's content, which never
+	// changes, so a processor need not read the record; left out of tokens
+	// of large batches (TokenMsg). Only authz (new tokens) and processors
+	// (rotations) may publish tokens, so the copy is as trusted as the record.
+	Batch *pipeline.Batch `msgpack:"batch,omitempty"`
 }
 
 // State is where a batch's execution stands in its progress record.

@@ -65,7 +65,8 @@ func fullBatch() pipeline.Batch {
 // V field is left to Encode.
 
 func tokenFixture() streams.Token {
-	return streams.Token{BatchID: 42, Gen: 3, Step: 9}
+	b := batchRecordFixture().Batch
+	return streams.Token{BatchID: 42, Gen: 3, Step: 9, Batch: &b}
 }
 
 func progressFixture() streams.Progress {

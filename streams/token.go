@@ -7,10 +7,18 @@ import (
 	"github.com/tickflow/tickflow/pipeline"
 )
 
+// MaxTokenBatch is the largest encoded token that carries a copy of its
+// batch; a larger batch's token carries only its id, and processors read
+// the batch record instead.
+const MaxTokenBatch = 4 << 10
+
 // TokenMsg builds the queue message pointing at batch b at generation gen
 // and step, on subject, with readable headers and a deduplication id.
 func TokenMsg(subject string, b *pipeline.Batch, gen, step uint32) (*nats.Msg, error) {
-	data, err := Encode(&Token{BatchID: b.ID, Gen: gen, Step: step})
+	data, err := Encode(&Token{BatchID: b.ID, Gen: gen, Step: step, Batch: b})
+	if err == nil && len(data) > MaxTokenBatch {
+		data, err = Encode(&Token{BatchID: b.ID, Gen: gen, Step: step})
+	}
 	if err != nil {
 		return nil, err
 	}
