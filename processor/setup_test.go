@@ -165,17 +165,9 @@ func (b *bundle) outcome(t *testing.T, p *processor.Processor, id uint64) stream
 
 func (b *bundle) progress(t *testing.T, id uint64) streams.Progress {
 	t.Helper()
-	kv, err := b.admin.KeyValue(b.ctx, streams.BucketProgress)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := kv.Get(b.ctx, streams.ProgressKey(domain, id))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := streams.Decode[streams.Progress](e.Value())
-	if err != nil {
-		t.Fatal(err)
+	p, ok := b.tryProgress(t, id)
+	if !ok {
+		t.Fatalf("batch %d has no progress record", id)
 	}
 	return p
 }
@@ -210,19 +202,7 @@ func pub(t *testing.T, nc *nats.Conn, subject string, data []byte) {
 
 func (b *bundle) tryProgress(t *testing.T, id uint64) (streams.Progress, bool) {
 	t.Helper()
-	kv, err := b.admin.KeyValue(b.ctx, streams.BucketProgress)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := kv.Get(b.ctx, streams.ProgressKey(domain, id))
-	if err != nil {
-		return streams.Progress{}, false
-	}
-	p, err := streams.Decode[streams.Progress](e.Value())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p, true
+	return testnats.Progress(t, b.admin, domain, id)
 }
 
 func natsErrorHandler(errs chan<- error) nats.Option {

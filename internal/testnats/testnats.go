@@ -223,3 +223,23 @@ func VerifyTestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).Start.func1"),
 		goleak.IgnoreTopFunction("time.Sleep"))
 }
+
+// Progress reads a batch's progress record, and says whether there is one.
+func Progress(t testing.TB, js jetstream.JetStream, domain string, id uint64) (streams.Progress, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, streams.BucketProgress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, streams.ProgressKey(domain, id))
+	if err != nil {
+		return streams.Progress{}, false
+	}
+	p, err := streams.Decode[streams.Progress](e.Value())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, true
+}

@@ -177,19 +177,7 @@ func (b *bundle) deadLetters(t *testing.T) []streams.DeadLetter {
 // progress returns the batch's progress record, and whether there is one.
 func (b *bundle) progress(t *testing.T, id uint64) (streams.Progress, bool) {
 	t.Helper()
-	kv, err := b.admin.KeyValue(b.ctx, streams.BucketProgress)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := kv.Get(b.ctx, streams.ProgressKey(domain, id))
-	if err != nil {
-		return streams.Progress{}, false
-	}
-	p, err := streams.Decode[streams.Progress](e.Value())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p, true
+	return testnats.Progress(t, b.admin, domain, id)
 }
 
 // processors are the underwriting processors with the report's faults.
