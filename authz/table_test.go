@@ -1,0 +1,90 @@
+package authz_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/pipeline"
+)
+
+func TestParseTableRejects(t *testing.T) {
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{name: "no labels", yaml: "labels: {}", want: "no labels"},
+		{name: "unknown key", yaml: "labels:\n  x:\n    domain: d\n    colour: red", want: "colour"},
+		{name: "bad domain", yaml: "labels:\n  x: {domain: a.b, users: ['*'], mode: atomic, priority: high, functions: {noop: {}}}", want: "labels.x.domain"},
+		{name: "no users", yaml: "labels:\n  x: {domain: d, mode: atomic, priority: high, functions: {noop: {}}}", want: "labels.x.users"},
+		{name: "bad mode", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: sometimes, priority: high, functions: {noop: {}}}", want: "labels.x.mode"},
+		{name: "retry on non-atomic label", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: non_atomic, priority: med, retry: {times: 1, backoff: {kind: fixed, initial: 1s}}, functions: {noop: {}}}", want: "labels.x.retry"},
+		{name: "bad multiplier", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: atomic, priority: high, retry: {times: 1, backoff: {kind: exponential, initial: 1s, multiplier: 1}}, functions: {noop: {}}}", want: "multiplier"},
+		{name: "confirm in atomic", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: atomic, priority: high, functions: {noop: {confirm: {timeout: 1s}}}}", want: "confirm"},
+		{name: "no functions", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: atomic, priority: high}", want: "labels.x.functions"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := authz.ParseTable([]byte(tt.yaml))
+			if !errors.Is(err, authz.ErrTable) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err %v, want ErrTable mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestReload: the owner's reload picks up a changed table; a table that
+// does not validate is refused and the old one stays.
+func TestReload(t *testing.T) {
+	env := testnats.Start(t, []string{domain})
+	path := filepath.Join(t.TempDir(), "authz.yaml")
+	if err := os.WriteFile(path, []byte(tableYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := authz.New(context.Background(), env.Conn(t, "authz"), authz.Options{TablePath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = svc.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	b := &bundle{env: env, ctx: ctx}
+	admin := env.Conn(t, "admin")
+	testnats.Eventually(t, 5*time.Second, "authz up", func() bool {
+		_, err := admin.Request("$SRV.PING.authz", nil, 100*time.Millisecond)
+		return err == nil
+	})
+	if e := b.call(t, "alice", "send", authz.SendRequest{Label: "extra", Functions: []authz.CallSpec{noop()}}, nil); e == nil || e.Code != "404" {
+		t.Fatalf("before reload: %+v", e)
+	}
+	extra := tableYAML + "  extra:\n    domain: pay\n    users: [alice]\n    mode: atomic\n    priority: med\n    functions: {noop: {}}\n"
+	if err := os.WriteFile(path, []byte(extra), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var rep authz.ReloadReply
+	if e := b.call(t, "owner", "reload", nil, &rep); e != nil || rep.Labels != 5 {
+		t.Fatalf("reload: %+v %+v", e, rep)
+	}
+	var sent authz.SendReply
+	if e := b.call(t, "alice", "send", authz.SendRequest{Label: "extra", Functions: []authz.CallSpec{noop()}}, &sent); e != nil || sent.Priority != pipeline.Med {
+		t.Fatalf("after reload: %+v %+v", e, sent)
+	}
+	if err := os.WriteFile(path, []byte("labels: {}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if e := b.call(t, "owner", "reload", nil, nil); e == nil || e.Code != "400" {
+		t.Fatalf("reload of a bad table: %+v", e)
+	}
+	if e := b.call(t, "alice", "reload", nil, nil); e == nil || e.Code != "403" {
+		t.Fatalf("reload by a caller: %+v", e)
+	}
+	if len(svc.Table().Labels) != 5 {
+		t.Fatal("a bad table replaced the good one")
+	}
+}
