@@ -31,6 +31,9 @@ type Streams struct {
 	CallbackMaxAge time.Duration `yaml:"callback_max_age"`
 	// DLQMaxAge is how long dead letters are kept. Default 720h (30 days).
 	DLQMaxAge time.Duration `yaml:"dlq_max_age"`
+	// ResultsMaxAge is how long completion records and step-pipeline runs
+	// are kept after their last write. Default 168h (7 days).
+	ResultsMaxAge time.Duration `yaml:"results_max_age"`
 	// AckWait is how long a processor may hold a token before it is
 	// redelivered to another replica; at least 1s. Default 30s.
 	AckWait time.Duration `yaml:"ack_wait"`
@@ -53,6 +56,7 @@ func DefaultStreams() Streams {
 		DuplicateWindow: d.DuplicateWindow,
 		CallbackMaxAge:  d.CallbackMaxAge,
 		DLQMaxAge:       d.DLQMaxAge,
+		ResultsMaxAge:   d.ResultsMaxAge,
 		AckWait:         d.AckWait,
 		MaxAckPending:   d.MaxAckPending,
 	}
@@ -66,6 +70,7 @@ func (s Streams) Settings() streams.Settings {
 		DuplicateWindow: s.DuplicateWindow,
 		CallbackMaxAge:  s.CallbackMaxAge,
 		DLQMaxAge:       s.DLQMaxAge,
+		ResultsMaxAge:   s.ResultsMaxAge,
 		AckWait:         s.AckWait,
 		MaxAckPending:   s.MaxAckPending,
 	}

@@ -23,6 +23,11 @@ type Settings struct {
 	CallbackMaxAge time.Duration
 	// DLQMaxAge is how long dead letters are kept. Default 30 days.
 	DLQMaxAge time.Duration
+	// ResultsMaxAge is how long workers' completion records and step-pipeline
+	// runs are kept after their last write. A record is needed only until its
+	// batch's progress moves past the function, so this bounds the buckets'
+	// growth without bounding any batch. Default 7 days.
+	ResultsMaxAge time.Duration
 	// AckWait is how long a processor may hold a token before it is
 	// redelivered to another replica. Default 30s.
 	AckWait time.Duration
@@ -38,6 +43,7 @@ func DefaultSettings() Settings {
 		DuplicateWindow: 2 * time.Minute,
 		CallbackMaxAge:  7 * 24 * time.Hour,
 		DLQMaxAge:       30 * 24 * time.Hour,
+		ResultsMaxAge:   7 * 24 * time.Hour,
 		AckWait:         30 * time.Second,
 		MaxAckPending:   10000,
 	}
@@ -54,6 +60,8 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("%w: callback max age must be ≥ the duplicate window %s (got %s)", ErrSettings, s.DuplicateWindow, s.CallbackMaxAge)
 	case s.DLQMaxAge <= 0:
 		return fmt.Errorf("%w: dlq max age must be positive (got %s)", ErrSettings, s.DLQMaxAge)
+	case s.ResultsMaxAge < time.Hour:
+		return fmt.Errorf("%w: results max age must be at least 1h (got %s)", ErrSettings, s.ResultsMaxAge)
 	case s.AckWait < time.Second:
 		return fmt.Errorf("%w: ack wait must be at least 1s (got %s)", ErrSettings, s.AckWait)
 	case s.MaxAckPending < 1:
@@ -140,13 +148,19 @@ func Buckets(s Settings) []jetstream.KeyValueConfig {
 			Replicas:    s.Replicas,
 		}
 	}
+	// Batch records, progress, pause state and locks live as long as they
+	// are needed; completion records and runs expire.
+	expiring := func(c jetstream.KeyValueConfig) jetstream.KeyValueConfig {
+		c.TTL = s.ResultsMaxAge
+		return c
+	}
 	return []jetstream.KeyValueConfig{
 		kv(BucketBatches, "tickflow batch records, authoritative for authz", 1),
 		kv(BucketProgress, "tickflow execution progress, authoritative for processors", 1),
 		kv(BucketProcessors, "tickflow processors paused or active, per domain", 5),
 		kv(BucketLocks, "tickflow per-key and sender leases", 1),
-		kv(BucketResults, "tickflow completion records of workers, per function", 1),
-		kv(BucketRuns, "tickflow step-pipeline runs and step outputs", 1),
+		expiring(kv(BucketResults, "tickflow completion records of workers, per function", 1)),
+		expiring(kv(BucketRuns, "tickflow step-pipeline runs and step outputs", 1)),
 	}
 }
 
