@@ -216,7 +216,7 @@ type endpoint struct {
 func (s *Service) serve(ctx context.Context, req micro.Request, h func(context.Context, string, []byte) (any, error)) {
 	parts := strings.Split(req.Subject(), ".")
 	if len(parts) != 3 {
-		_ = req.Error("400", "authz: request subjects are authz.<user>.<operation>", nil)
+		_ = streams.Reply(s.nc, req.Reply(), nil, "400", "authz: request subjects are authz.<user>.<operation>")
 		return
 	}
 	// Answer only into the caller's own inbox: a reply subject is chosen by
@@ -240,10 +240,15 @@ func (s *Service) serve(ctx context.Context, req micro.Request, h func(context.C
 			s.log.Error("request failed", "subject", req.Subject(), "err", err)
 			ae = &Error{Code: CodeInternal, Message: err.Error()}
 		}
-		_ = req.Error(fmt.Sprint(ae.Code), ae.Message, nil)
+		_ = streams.Reply(s.nc, req.Reply(), nil, fmt.Sprint(ae.Code), ae.Message)
 		return
 	}
-	_ = req.RespondJSON(out)
+	data, err := json.Marshal(out)
+	if err != nil {
+		_ = streams.Reply(s.nc, req.Reply(), nil, "500", "authz: encode reply: "+err.Error())
+		return
+	}
+	_ = streams.Reply(s.nc, req.Reply(), data, "", "")
 }
 
 func decodeJSON(body []byte, v any) error {

@@ -159,10 +159,10 @@ func (w *Worker) serve(ctx context.Context, req micro.Request, h func(context.Co
 		reply := h(cctx, &wr)
 		b, err := streams.Encode(reply)
 		if err != nil {
-			_ = req.Error("500", err.Error(), nil)
+			_ = streams.Reply(w.nc, req.Reply(), nil, "500", err.Error())
 			return
 		}
-		if err := req.Respond(b); err != nil {
+		if err := streams.Reply(w.nc, req.Reply(), b, "", ""); err != nil {
 			w.log.Warn("reply lost", "batch_id", wr.BatchID, "err", err)
 		}
 	}()
