@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
@@ -245,16 +244,10 @@ func (s *Service) remove(ctx context.Context, domain string, it QueueItem) (uint
 // publishCallback publishes a terminal callback; duplicate says another
 // terminal callback of the batch was published first, and this one was dropped.
 func (s *Service) publishCallback(ctx context.Context, cb *streams.Callback) (duplicate bool, err error) {
-	data, err := streams.Encode(cb)
+	m, err := streams.CallbackMsg(cb)
 	if err != nil {
 		return false, err
 	}
-	m := nats.NewMsg(streams.CallbackSubject(cb.Domain))
-	m.Data = data
-	m.Header.Set(streams.HeaderBatchID, fmt.Sprint(cb.BatchID))
-	m.Header.Set(streams.HeaderDomain, cb.Domain)
-	m.Header.Set(streams.HeaderOutcome, cb.Outcome.String())
-	m.Header.Set(nats.MsgIdHdr, streams.CallbackMsgID(cb.BatchID))
 	ack, err := s.js.PublishMsg(ctx, m)
 	if err != nil {
 		return false, fmt.Errorf("authz: callback of batch %d: %w", cb.BatchID, err)

@@ -33,16 +33,10 @@ func (p *Processor) publishCallback(ctx context.Context, b *pipeline.Batch, prog
 		Attempts: prog.Attempts(b.Subroutine.Mode == pipeline.Atomic), At: prog.UpdatedAt, Processor: p.opts.Name,
 		Fallback: len(prog.Fallbacks) > 0, DeadLetter: dlSeq,
 	}
-	data, err := streams.Encode(cb)
+	m, err := streams.CallbackMsg(cb)
 	if err != nil {
 		return err
 	}
-	m := nats.NewMsg(streams.CallbackSubject(b.Domain))
-	m.Data = data
-	m.Header.Set(streams.HeaderBatchID, strconv.FormatUint(b.ID, 10))
-	m.Header.Set(streams.HeaderDomain, b.Domain)
-	m.Header.Set(streams.HeaderOutcome, prog.Outcome.String())
-	m.Header.Set(nats.MsgIdHdr, streams.CallbackMsgID(b.ID))
 	if _, err := p.js.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("processor: callback of batch %d: %w", b.ID, err)
 	}

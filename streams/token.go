@@ -33,3 +33,19 @@ func TokenMsg(subject string, b *pipeline.Batch, gen, step uint32) (*nats.Msg, e
 	m.Header.Set(nats.MsgIdHdr, TokenMsgID(b.ID, gen, step))
 	return m, nil
 }
+
+// CallbackMsg builds the terminal callback message of a batch, with
+// readable headers and the batch's callback deduplication id.
+func CallbackMsg(cb *Callback) (*nats.Msg, error) {
+	data, err := Encode(cb)
+	if err != nil {
+		return nil, err
+	}
+	m := nats.NewMsg(CallbackSubject(cb.Domain))
+	m.Data = data
+	m.Header.Set(HeaderBatchID, strconv.FormatUint(cb.BatchID, 10))
+	m.Header.Set(HeaderDomain, cb.Domain)
+	m.Header.Set(HeaderOutcome, cb.Outcome.String())
+	m.Header.Set(nats.MsgIdHdr, CallbackMsgID(cb.BatchID))
+	return m, nil
+}

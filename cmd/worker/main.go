@@ -7,7 +7,8 @@
 // Flags, the config file's worker: section and TICKFLOW_WORKER_* variables
 // configure it (see config.Worker; -h lists them all). This binary serves
 // only the example handlers (-examples, on by default: a ledger with demo
-// balances, http.post, flaky, fail and noop), which make the demo meaningful.
+// balances, http.post, flaky, fail and noop, and the underwriting step pipeline),
+// which make the demo meaningful.
 // A real deployment builds its own worker binary around its own handlers, a
 // main like this one:
 //
@@ -33,9 +34,8 @@ import (
 	"syscall"
 
 	"github.com/tickflow/tickflow/config"
-	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/internal/cli"
-	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/internal/system"
 	"github.com/tickflow/tickflow/worker"
 )
 
@@ -51,11 +51,7 @@ func run() error {
 		return err
 	}
 
-	mux := pipeline.NewServeMux()
-	if cfg.Examples {
-		handlers.Register(mux, handlers.NewLedger(map[string]int64{"alice": 1000, "bob": 500}))
-	}
-	if len(mux.Types()) == 0 {
+	if !cfg.Examples {
 		return errors.New("no handlers are registered: the example handlers are off (worker.examples is false) and this binary has no others; " +
 			"a real deployment builds its own worker binary that registers its handlers (docs/operations.md, \"Your own worker\")")
 	}
@@ -68,6 +64,11 @@ func run() error {
 		return err
 	}
 	defer nc.Close()
+	// The example handlers and the underwriting step pipeline, as make run serves them.
+	mux, err := system.ExampleMux(ctx, nc.Conn, log)
+	if err != nil {
+		return err
+	}
 
 	w, err := worker.New(ctx, nc.Conn, mux, worker.Options{
 		Name:        cfg.Name,

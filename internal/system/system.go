@@ -94,7 +94,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	mux, err := exampleMux(gctx, wc, log)
+	mux, err := ExampleMux(gctx, wc, log)
 	if err != nil {
 		return err
 	}
@@ -154,9 +154,9 @@ func Run(ctx context.Context, o Options) error {
 	return g.Wait()
 }
 
-// exampleMux registers the example handlers and the underwriting step
-// pipeline, whose runs are kept in the runs bucket.
-func exampleMux(ctx context.Context, nc *nats.Conn, log *slog.Logger) (*pipeline.ServeMux, error) {
+// ExampleMux registers the example handlers and the underwriting step
+// pipeline, whose runs are kept in the runs bucket reached through nc.
+func ExampleMux(ctx context.Context, nc *nats.Conn, log *slog.Logger) (*pipeline.ServeMux, error) {
 	mux := pipeline.NewServeMux()
 	handlers.Register(mux, handlers.NewLedger(map[string]int64{"alice": 1000, "bob": 500}))
 	js, err := jetstream.New(nc)
