@@ -20,9 +20,18 @@ build:
 test:
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-# lint fails on vet findings and lists every file gofmt would change.
+# lint fails on vet findings, on every file gofmt would change and on any
+# committed executable (build outputs belong in bin/, which is ignored).
 lint:
 	$(GO) vet ./...
+	@bins=$$(git ls-files | while IFS= read -r f; do \
+		[ -f "$$f" ] && [ "$$(head -c 4 "$$f" | od -An -c | tr -d ' ')" = '177ELF' ] && echo "$$f"; \
+		done; true); \
+	if [ -n "$$bins" ]; then \
+		echo "committed executables (remove them; build outputs go to bin/):"; \
+		echo "$$bins"; \
+		exit 1; \
+	fi
 	@files=$$($(GOFMT) -l .); \
 	if [ -n "$$files" ]; then \
 		echo "gofmt would change these files (run gofmt -w on them):"; \
