@@ -222,8 +222,8 @@ func (s *Service) serve(ctx context.Context, req micro.Request, h func(context.C
 	// Answer only into the caller's own inbox: a reply subject is chosen by
 	// the caller, and authz may publish where callers may not (batches.>,
 	// $KV.batches.>), so a crafted reply subject must not become a write.
-	if !strings.HasPrefix(req.Reply(), "_INBOX_"+parts[1]+".") {
-		s.log.Warn("request refused: reply subject outside the caller's inbox", "subject", req.Subject(), "reply", req.Reply())
+	if !streams.IsInboxOf(req.Reply(), parts[1]) {
+		s.log.Warn(streams.LogReplyRefused, "subject", streams.CapSubject(req.Subject()), "reply", streams.CapSubject(req.Reply()))
 		return
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)

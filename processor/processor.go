@@ -182,19 +182,22 @@ func (p *Processor) Run(ctx context.Context) error {
 	sub, err := p.nc.QueueSubscribe(streams.TickSubject(p.opts.Domain), streams.TickQueueGroup(p.opts.Domain), func(m *nats.Msg) {
 		wg.Add(1)
 		defer wg.Done()
+		// Anyone may tick, and the reply subject is theirs to choose: a tick
+		// whose reply is not an inbox is refused whole, before it runs.
+		if err := streams.CheckReply(m.Reply); err != nil {
+			p.log.Warn(streams.LogReplyRefused, "subject", m.Subject, "reply", streams.CapSubject(m.Reply))
+			return
+		}
+		var body []byte
 		steps, err := ParseTick(m.Data)
 		if err != nil {
 			p.log.Warn("bad tick", "err", err)
-			if m.Reply != "" {
-				b, _ := json.Marshal(map[string]string{"error": err.Error()})
-				_ = m.Respond(b)
-			}
-			return
+			body, _ = json.Marshal(map[string]string{"error": err.Error()})
+		} else {
+			body, _ = json.Marshal(p.Tick(ctx, steps))
 		}
-		rep := p.Tick(ctx, steps)
-		if m.Reply != "" {
-			b, _ := json.Marshal(rep)
-			_ = m.Respond(b)
+		if err := streams.Reply(p.nc, m.Reply, body, "", ""); err != nil {
+			p.log.Debug("tick report not sent", "err", err)
 		}
 	})
 	if err != nil {
@@ -214,8 +217,15 @@ func (p *Processor) Run(ctx context.Context) error {
 	return nil
 }
 
+// maxTickBody bounds a tick's body: a step count needs a few bytes, and a
+// tick may come from anyone.
+const maxTickBody = 64
+
 // ParseTick reads a tick's body: empty (one step), a number, or JSON {"steps": n}.
 func ParseTick(body []byte) (int, error) {
+	if len(body) > maxTickBody {
+		return 0, fmt.Errorf("processor: tick body of %d bytes: expected a step count or {\"steps\": n} of at most %d bytes", len(body), maxTickBody)
+	}
 	s := strings.TrimSpace(string(body))
 	if s == "" {
 		return 1, nil

@@ -3,7 +3,6 @@ package streams
 import (
 	"errors"
 	"fmt"
-	"github.com/nats-io/nats.go/micro"
 	neturl "net/url"
 	"strings"
 	"time"
@@ -51,7 +50,7 @@ func Connect(c Credentials, extra ...nats.Option) (*nats.Conn, error) {
 	}
 	prefix := c.InboxPrefix
 	if prefix == "" && c.User != "" {
-		prefix = "_INBOX_" + c.User
+		prefix = InboxPrefix(c.User)
 	}
 	if prefix != "" {
 		opts = append(opts, nats.CustomInboxPrefix(prefix))
@@ -91,19 +90,4 @@ func RedactURL(urls string) string {
 		}
 	}
 	return strings.Join(parts, ",")
-}
-
-// Reply answers a request on its reply subject with data, or, when code is
-// set, with a micro-service error (the Nats-Service-Error-Code and
-// Nats-Service-Error headers). Services that answer from another goroutine
-// than the micro handler's use it: a micro.Request is not safe to answer
-// concurrently with its handler's return.
-func Reply(nc *nats.Conn, reply string, data []byte, code, description string) error {
-	m := nats.NewMsg(reply)
-	m.Data = data
-	if code != "" {
-		m.Header.Set(micro.ErrorCodeHeader, code)
-		m.Header.Set(micro.ErrorHeader, description)
-	}
-	return nc.PublishMsg(m)
 }

@@ -132,15 +132,22 @@ func (w *Worker) Run(ctx context.Context) error {
 // serve decodes a request and runs it on its own goroutine, bounded by the
 // concurrency limit, so one slow handler does not hold up the endpoint.
 func (w *Worker) serve(ctx context.Context, req micro.Request, h func(context.Context, *streams.WorkRequest) *streams.WorkReply) {
+	// The reply subject is the caller's choice and the worker answers with
+	// its own rights: a request whose answer would land outside an inbox is
+	// refused before anything runs.
+	if err := streams.CheckReply(req.Reply()); err != nil || req.Reply() == "" {
+		w.log.Warn(streams.LogReplyRefused, "subject", req.Subject(), "reply", streams.CapSubject(req.Reply()))
+		return
+	}
 	wr, err := streams.Decode[streams.WorkRequest](req.Data())
 	if err != nil {
-		_ = req.Error("400", err.Error(), nil)
+		_ = streams.Reply(w.nc, req.Reply(), nil, "400", err.Error())
 		return
 	}
 	select {
 	case w.sem <- struct{}{}:
 	case <-ctx.Done():
-		_ = req.Error("503", "worker: shutting down", nil)
+		_ = streams.Reply(w.nc, req.Reply(), nil, "503", "worker: shutting down")
 		return
 	}
 	w.wg.Add(1)

@@ -47,7 +47,7 @@ func Connect(n config.NATS, e config.Embedded, role string, log *slog.Logger, ex
 		Creds: n.Creds, NKey: n.NKey, Name: n.Name,
 	}
 	if creds.User == "" {
-		creds.InboxPrefix = "_INBOX_" + role
+		creds.InboxPrefix = streams.InboxPrefix(role)
 	}
 	c := &Conn{closed: make(chan struct{}), log: log}
 	opts := append(Handlers(log, c.closed), extra...)

@@ -49,9 +49,8 @@ func TestAnyoneMayTick(t *testing.T) {
 //
 // Permissions cannot cover a reply aimed at a subject the responder may
 // publish to anyway ($KV.progress.>, requeue.>, callbacks.> for a
-// processor; batches.>, $KV.batches.> for authz): there the responder must
-// check the reply subject itself, e.g. answer only replies under the
-// requester's own inbox prefix.
+// processor; batches.>, $KV.batches.> for authz): there the service checks
+// the reply subject itself (TestNoServiceWritesWhereACallerPoints).
 func TestTickReports(t *testing.T) {
 	s := start(t)
 	proc := s.serveTicks(t)

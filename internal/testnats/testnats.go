@@ -71,7 +71,7 @@ func WithUser(user string, publish ...string) Option {
 			so.Users = append(so.Users, &server.User{Username: user, Password: Password(user), Account: acc,
 				Permissions: &server.Permissions{
 					Publish:   &server.SubjectPermission{Allow: publish},
-					Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX_" + user + ".>"}},
+					Subscribe: &server.SubjectPermission{Allow: []string{streams.InboxPrefix(user) + ".>"}},
 				}})
 		}
 	}
