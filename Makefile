@@ -5,6 +5,8 @@ SHELL := bash
 
 GO       ?= go
 GOFMT    ?= gofmt
+# The static analyser make lint runs, pinned; `go run` fetches it through the module proxy.
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # How long each fuzz target runs under `make fuzz`.
 FUZZTIME ?= 10s
 # Extra arguments for `make run` and `make bench`, e.g. make run ARGS='-domain payments'.
@@ -20,10 +22,13 @@ build:
 test:
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-# lint fails on vet findings, on every file gofmt would change and on any
-# committed executable (build outputs belong in bin/, which is ignored).
+# lint fails on vet and staticcheck findings (its default checks: bugs,
+# deprecated APIs, simplifications that change no behaviour), on every file
+# gofmt would change and on any committed executable (build outputs belong
+# in bin/, which is ignored).
 lint:
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
 	@bins=$$(git ls-files | while IFS= read -r f; do \
 		[ -f "$$f" ] && [ "$$(head -c 4 "$$f" | od -An -c | tr -d ' ')" = '177ELF' ] && echo "$$f"; \
 		done; true); \

@@ -55,7 +55,7 @@ func New(w io.Writer, format, level string) (*slog.Logger, error) {
 			return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})), nil
 		}
 	}
-	return slog.New(tint.NewHandler(w, &tint.Options{
+	return slog.New(tint.NewTextHandler(w, &tint.Options{
 		Level:      lvl,
 		TimeFormat: time.TimeOnly + ".000",
 		NoColor:    !tty,
