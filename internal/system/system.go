@@ -79,41 +79,43 @@ func Run(ctx context.Context, o Options) error {
 	}
 	log.Info("provisioned", "domains", o.Domains)
 
-	g, gctx := errgroup.WithContext(ctx)
+	// Every component is built before any runs: an error building one
+	// returns with nothing started, so nothing is left running behind it.
+	var runs []func(context.Context) error
 	az, err := connect("authz")
 	if err != nil {
 		return err
 	}
-	svc, err := authz.New(gctx, az, authz.Options{TablePath: o.TablePath, Logger: log})
+	svc, err := authz.New(ctx, az, authz.Options{TablePath: o.TablePath, Logger: log})
 	if err != nil {
 		return err
 	}
-	g.Go(func() error { return svc.Run(gctx) })
+	runs = append(runs, svc.Run)
 
 	wc, err := connect("worker")
 	if err != nil {
 		return err
 	}
-	mux, err := ExampleMux(gctx, wc, log)
+	mux, err := ExampleMux(ctx, wc, log)
 	if err != nil {
 		return err
 	}
-	w, err := worker.New(gctx, wc, mux, worker.Options{Name: "worker-1", Logger: log})
+	w, err := worker.New(ctx, wc, mux, worker.Options{Name: "worker-1", Logger: log})
 	if err != nil {
 		return err
 	}
-	g.Go(func() error { return w.Run(gctx) })
+	runs = append(runs, w.Run)
 
 	pc, err := connect("processor")
 	if err != nil {
 		return err
 	}
 	for _, d := range o.Domains {
-		p, err := processor.New(gctx, pc, processor.Options{Domain: d, Name: "processor-1", Logger: log})
+		p, err := processor.New(ctx, pc, processor.Options{Domain: d, Name: "processor-1", Logger: log})
 		if err != nil {
 			return err
 		}
-		g.Go(func() error { return p.Run(gctx) })
+		runs = append(runs, p.Run)
 	}
 
 	tc, err := connect("ticker")
@@ -124,10 +126,10 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	g.Go(func() error { return tk.Run(gctx) })
+	runs = append(runs, tk.Run)
 
+	var clients demo.Clients
 	if o.Demo {
-		clients := demo.Clients{}
 		for _, c := range []struct {
 			user string
 			dst  **nats.Conn
@@ -136,6 +138,13 @@ func Run(ctx context.Context, o Options) error {
 				return err
 			}
 		}
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	for _, run := range runs {
+		g.Go(func() error { return run(gctx) })
+	}
+	if o.Demo {
 		g.Go(func() error {
 			rows, err := demo.Run(gctx, clients, log)
 			if errors.Is(err, context.Canceled) {

@@ -69,3 +69,23 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("table:\n%s", out.String())
 	}
 }
+
+// TestBuildErrorStartsNothing: a component that cannot be built (here the
+// ticker, last of all, with a negative interval) makes Run return its error
+// with nothing started: no service answers, and goleak in TestMain finds no
+// goroutine left behind.
+func TestBuildErrorStartsNothing(t *testing.T) {
+	env := testnats.Start(t, nil)
+	var logs bytes.Buffer
+	err := system.Run(context.Background(), system.Options{
+		Server: env.Server, Settings: env.Settings, Domains: []string{"payments"},
+		TickEvery: -time.Second, TablePath: filepath.Join(filepath.Dir(testnats.ConfigPath(t)), "authz.yaml"),
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	if err == nil || !strings.Contains(err.Error(), "Every") {
+		t.Fatalf("Run = %v, want the ticker's error about Every", err)
+	}
+	if strings.Contains(logs.String(), "serving") {
+		t.Fatalf("a component started before the error:\n%s", logs.String())
+	}
+}
