@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/streams"
@@ -11,17 +12,29 @@ import (
 
 // handleCallback applies one callback to its batch record; the message is
 // acknowledged only once the record says so, so callbacks published while
-// authz was down are applied when it is back.
+// authz was down are applied when it is back. A callback that cannot be
+// applied is retried with increasing delays (retryCallback).
 func (s *Service) handleCallback(ctx context.Context, m jetstream.Msg) {
+	deliveries, published := 1, time.Time{}
+	if md, err := m.Metadata(); err == nil {
+		deliveries, published = int(md.NumDelivered), md.Timestamp
+	}
 	cb, err := streams.Decode[streams.Callback](m.Data())
 	if err != nil {
-		s.log.Error("undecodable callback dropped", "subject", m.Subject(), "err", err)
-		_ = m.Term()
-		return
+		// Nothing in it is trusted, not even of a newer version: its
+		// headers say which batch it is about.
+		err, cb = unreadable("callback", cb.V, err), streams.Callback{}
+	} else {
+		if cb.At.IsZero() {
+			// A processor that finished a batch in its first step wrote no
+			// progress record, hence no time: the callback's publication is
+			// when the batch finished.
+			cb.At = published
+		}
+		err = s.Apply(ctx, &cb)
 	}
-	if err := s.Apply(ctx, &cb); err != nil {
-		s.log.Warn("callback not applied yet; redelivered shortly", "batch_id", cb.BatchID, "err", err)
-		_ = m.Nak()
+	if err != nil {
+		s.retryCallback(ctx, m, &cb, deliveries, err)
 		return
 	}
 	_ = m.Ack()
@@ -29,8 +42,13 @@ func (s *Service) handleCallback(ctx context.Context, m jetstream.Msg) {
 
 // Apply records a terminal callback on its batch. It is idempotent: a
 // record already terminal is left as it is, so a repeated callback changes
-// nothing.
+// nothing. A batch record that cannot be read (malformed, or of a newer
+// wire version) gives an error matching ErrUnreadable.
 func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
+	at := cb.At
+	if at.IsZero() {
+		at = s.opts.Now()
+	}
 	for range 20 {
 		e, err := s.batches.Get(ctx, streams.BatchKey(cb.BatchID))
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -42,7 +60,7 @@ func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
 		}
 		rec, err := streams.Decode[streams.BatchRecord](e.Value())
 		if err != nil {
-			return err
+			return unreadable(fmt.Sprintf("record of batch %d", cb.BatchID), rec.V, err)
 		}
 		if rec.Status.Terminal() {
 			return nil
@@ -51,7 +69,7 @@ func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
 		rec.Status, rec.Outcome, rec.Attempts = o.Status, &o, cb.Attempts
 		rec.Fallback, rec.DeadLetter = cb.Fallback, cb.DeadLetter
 		rec.UpdatedAt = s.opts.Now().UTC()
-		rec.History = append(rec.History, streams.Event{At: cb.At, What: "callback", Detail: fmt.Sprintf("%s from %s after %d attempts", o, cb.Processor, cb.Attempts)})
+		rec.History = append(rec.History, streams.Event{At: at.UTC(), What: "callback", Detail: fmt.Sprintf("%s from %s after %d attempts", o, cb.Processor, cb.Attempts)})
 		data, err := streams.Encode(&rec)
 		if err != nil {
 			return err
@@ -61,7 +79,8 @@ func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
 		} else if err != nil {
 			return err
 		}
-		s.log.Info("batch finished", "batch_id", cb.BatchID, "outcome", o.String(), "domain", cb.Domain)
+		// The processor logs each finished batch at Info; this is its echo.
+		s.log.Debug("batch finished", "batch_id", cb.BatchID, "outcome", o.String(), "domain", cb.Domain)
 		if l, ok := s.Table().Labels[rec.Batch.Label]; ok && l.MaxConcurrent > 0 {
 			if err := s.release(ctx, rec.Batch.Label, cb.BatchID); err != nil {
 				s.log.Warn("slot not released; reclaimed later", "batch_id", cb.BatchID, "err", err)

@@ -160,8 +160,12 @@ func (s *Service) replay(ctx context.Context, user string, body []byte) (any, er
 
 // replayOne queues a dead letter's batch again as a new batch linked to the
 // original, and links the original to it. Replaying the same dead letter
-// twice gives the same new batch.
+// twice gives the same new batch. A dead-lettered callback is applied again
+// instead (replayCallback).
 func (s *Service) replayOne(ctx context.Context, it deadLetter) (uint64, error) {
+	if it.dl.Origin.Stream == streams.StreamCallbacks {
+		return s.replayCallback(ctx, it)
+	}
 	b := it.dl.Batch
 	orig := b.ID
 	b.ID, b.ReplayOf = 0, orig

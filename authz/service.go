@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,12 @@ type Options struct {
 	// Concurrency bounds the requests served at once, and separately the
 	// callbacks applied at once. Default 64.
 	Concurrency int
+	// CallbackBackoff lists the delays before each new attempt to apply a
+	// callback that failed. A callback whose batch record (or itself)
+	// cannot be read is dead-lettered after the last; other failures are
+	// retried without end, at most 30s apart. Default
+	// DefaultCallbackBackoff.
+	CallbackBackoff []time.Duration
 }
 
 // Service is the authorization service. Any number of replicas may run.
@@ -72,6 +79,14 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 64
+	}
+	if len(opts.CallbackBackoff) == 0 {
+		opts.CallbackBackoff = slices.Clone(DefaultCallbackBackoff)
+	}
+	for _, d := range opts.CallbackBackoff {
+		if d <= 0 {
+			return nil, fmt.Errorf("authz: callback backoff %v: every delay must be positive", opts.CallbackBackoff)
+		}
 	}
 	if opts.Table == nil {
 		if opts.TablePath == "" {
@@ -132,6 +147,7 @@ func (s *Service) Reload() error {
 // Run serves the API and applies callbacks until ctx is done, then drains.
 // Queue edits that an earlier replica left half done are finished first.
 func (s *Service) Run(ctx context.Context) error {
+	defer s.log.Info("authz stopped")
 	if err := s.resumeEdits(ctx); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -23,7 +24,10 @@ var ErrNotReady = errors.New("embedded: server not ready")
 type Options struct {
 	// ConfigFile is the nats.conf to load. Required.
 	ConfigFile string
-	// DataDir is the JetStream store directory, overriding the file's store_dir. Required.
+	// DataDir is the JetStream store directory, overriding the file's
+	// store_dir. Required. The server holds an exclusive lock on it (the
+	// file LockFile in it) until Close: a second Start on the same dir fails
+	// with ErrDataDirInUse.
 	DataDir string
 	// Listen is the host:port to listen on, overriding the file's listen.
 	// Port 0 or -1 picks a free port. Default: what the file says.
@@ -49,10 +53,14 @@ type Options struct {
 // Server is a running embedded nats-server.
 type Server struct {
 	*server.Server
+	lock  *dirLock
+	close sync.Once
 }
 
-// Start loads the config file, starts the server and waits until it accepts
-// connections and JetStream is healthy.
+// Start loads the config file, locks the data dir, starts the server and
+// waits until it accepts connections and JetStream is healthy. A data dir
+// another server holds gives an error matching ErrDataDirInUse that names
+// the dir and the process holding it.
 func Start(opts Options) (*Server, error) {
 	if opts.ConfigFile == "" {
 		return nil, errors.New("embedded: a config file is required (e.g. nats.conf)")
@@ -60,6 +68,29 @@ func Start(opts Options) (*Server, error) {
 	if opts.DataDir == "" {
 		return nil, errors.New("embedded: a data dir is required for the JetStream file store")
 	}
+	// The dir first: a second system on it is refused for that, whatever
+	// its port.
+	lock, err := lockDataDir(opts.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	so, err := loadOptions(opts)
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
+	s, err := start(opts, so)
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
+	srv := &Server{Server: s, lock: lock}
+	lock.describe(srv.URL())
+	return srv, nil
+}
+
+// loadOptions turns opts into the server's options.
+func loadOptions(opts Options) (*server.Options, error) {
 	so, err := server.ProcessConfigFile(opts.ConfigFile)
 	if err != nil {
 		return nil, fmt.Errorf("embedded: load %s: %w", opts.ConfigFile, err)
@@ -96,6 +127,11 @@ func Start(opts Options) (*Server, error) {
 	if opts.Configure != nil {
 		opts.Configure(so)
 	}
+	return so, nil
+}
+
+// start runs the server of so and waits until it is ready.
+func start(opts Options, so *server.Options) (*server.Server, error) {
 	s, err := server.NewServer(so)
 	if err != nil {
 		return nil, fmt.Errorf("embedded: %w", err)
@@ -124,7 +160,7 @@ func Start(opts Options) (*Server, error) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return &Server{Server: s}, nil
+	return s, nil
 }
 
 // InProcess returns the connect option that connects to this server without
@@ -146,10 +182,14 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
-// Close shuts the server down and waits until it has.
+// Close shuts the server down, waits until it has, and releases the data
+// dir. It may be called more than once.
 func (s *Server) Close() {
-	s.Shutdown()
-	s.WaitForShutdown()
+	s.close.Do(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+		s.lock.release()
+	})
 }
 
 type logAdapter struct{ l *slog.Logger }

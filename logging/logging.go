@@ -34,7 +34,8 @@ const (
 //
 // "auto" picks tint text when w is an *os.File on a terminal and JSON
 // otherwise, so the same binary reads well by hand and under a supervisor.
-// Text is coloured only on a terminal. It returns an error matching
+// Text is coloured only on a terminal. Durations are written as text
+// ("200ms") in both formats. It returns an error matching
 // ErrFormat or ErrLevel for anything else. The logger is safe for concurrent
 // use; w is written under the handler's lock.
 func New(w io.Writer, format, level string) (*slog.Logger, error) {
@@ -49,10 +50,10 @@ func New(w io.Writer, format, level string) (*slog.Logger, error) {
 	switch strings.ToLower(format) {
 	case FormatText:
 	case FormatJSON:
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})), nil
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl, ReplaceAttr: durationString})), nil
 	default: // auto
 		if !tty {
-			return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})), nil
+			return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl, ReplaceAttr: durationString})), nil
 		}
 	}
 	return slog.New(tint.NewTextHandler(w, &tint.Options{
@@ -60,6 +61,16 @@ func New(w io.Writer, format, level string) (*slog.Logger, error) {
 		TimeFormat: time.TimeOnly + ".000",
 		NoColor:    !tty,
 	})), nil
+}
+
+// durationString renders a time.Duration as text ("200ms"), as tint does:
+// slog's JSON handler would write nanoseconds (200000000), which a person
+// reading the log has to count digits of.
+func durationString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
 
 // ValidateFormat reports, matching ErrFormat, a format New does not know.

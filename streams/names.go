@@ -175,5 +175,9 @@ func TokenMsgID(id uint64, gen, step uint32) string {
 // DeadLetterMsgID is the deduplication id of the dead letter of a batch.
 func DeadLetterMsgID(id uint64) string { return "dl-" + strconv.FormatUint(id, 10) }
 
+// CallbackDeadLetterMsgID is the deduplication id of the dead letter of the
+// callback at sequence seq of CALLBACKS, one authz could not apply.
+func CallbackDeadLetterMsgID(seq uint64) string { return "dlcb-" + strconv.FormatUint(seq, 10) }
+
 // ValidateDomain rejects a domain that cannot be one subject token.
 func ValidateDomain(domain string) error { return pipeline.ValidateDomain(domain) }

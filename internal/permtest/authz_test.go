@@ -34,12 +34,32 @@ func TestAuthz(t *testing.T) {
 			},
 		},
 		{
-			name: "relays confirmations but writes no dead letters",
+			// A callback authz cannot apply (its batch record unreadable) is
+			// dead-lettered, and read back from CALLBACKS to replay it; the
+			// callbacks themselves stay as the processors wrote them.
+			name: "relays confirmations, dead-letters callbacks, but keeps its hands off them",
 			allowed: func(t *testing.T) {
 				authz.allowed(t, "publish a confirmation", authz.publishesTo(streams.StreamConfirm, streams.ConfirmSubject(domain, 1, 0)))
+				authz.allowed(t, "write a dead letter", authz.publishesTo(streams.StreamDLQ, streams.DLQSubject(domain)))
+				seq := s.adminPublish(t, streams.CallbackSubject(domain))
+				authz.allowed(t, "read a callback", func(ctx context.Context) error {
+					st, err := authz.js.Stream(ctx, streams.StreamCallbacks)
+					if err != nil {
+						return err
+					}
+					_, err = st.GetMsg(ctx, seq)
+					return err
+				})
 			},
 			denied: func(t *testing.T) {
-				s.deniedInto(t, authz, streams.StreamDLQ, streams.DLQSubject(domain), authz.jsPublish(streams.DLQSubject(domain)))
+				seq := s.adminPublish(t, streams.CallbackSubject(domain))
+				authz.denied(t, "$JS.API.STREAM.MSG.DELETE."+streams.StreamCallbacks, func(ctx context.Context) error {
+					st, err := authz.js.Stream(ctx, streams.StreamCallbacks)
+					if err != nil {
+						return err
+					}
+					return st.DeleteMsg(ctx, seq)
+				})
 			},
 		},
 		{

@@ -1,0 +1,40 @@
+package authz
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/tickflow/tickflow/streams"
+)
+
+// ErrUnreadable is matched by the error Apply returns when a batch record
+// cannot be read: malformed bytes, or a record written by a newer version
+// during a rolling upgrade. Retrying soon cannot help; the callback is
+// retried a bounded number of times and then dead-lettered.
+var ErrUnreadable = errors.New("authz: record unreadable")
+
+// unreadableError is an ErrUnreadable that remembers which record could not
+// be read and, when it was readable that far, its wire version.
+type unreadableError struct {
+	what    string
+	version uint8 // 0: unknown
+	err     error
+}
+
+// unreadable wraps a decoding error of record what, whose decoded version
+// field was v (trusted only when the decoder rejected the version).
+func unreadable(what string, v uint8, err error) *unreadableError {
+	e := &unreadableError{what: what, err: err}
+	if errors.Is(err, streams.ErrVersion) {
+		e.version = v
+	}
+	return e
+}
+
+func (e *unreadableError) Error() string {
+	return fmt.Sprintf("authz: %s unreadable: %v", e.what, e.err)
+}
+
+func (e *unreadableError) Is(target error) bool { return target == ErrUnreadable }
+
+func (e *unreadableError) Unwrap() error { return e.err }

@@ -1,0 +1,155 @@
+package authz
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// DefaultCallbackBackoff is the default of Options.CallbackBackoff: a
+// callback whose record cannot be read is tried six times over about eight
+// minutes, long enough for a rolling upgrade to bring up a replica that
+// reads it, then dead-lettered.
+var DefaultCallbackBackoff = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute, 5 * time.Minute}
+
+// maxTransientDelay caps the delay before retrying a callback that failed
+// for a passing reason (the store unreachable, a conflict), so callbacks
+// are applied soon after the store is back.
+const maxTransientDelay = 30 * time.Second
+
+// maxReason caps the error text a dead letter carries: part of it comes
+// from bytes nobody vouches for.
+const maxReason = 512
+
+// retryCallback puts back a callback that could not be applied, after a
+// delay that grows with its deliveries. One that cannot be read, or whose
+// batch record cannot be, is dead-lettered once Options.CallbackBackoff is
+// exhausted; any other failure is retried without end, the delay capped.
+func (s *Service) retryCallback(ctx context.Context, m jetstream.Msg, cb *streams.Callback, deliveries int, err error) {
+	backoff := s.opts.CallbackBackoff
+	delay := backoff[min(max(deliveries, 1), len(backoff))-1]
+	if !errors.Is(err, ErrUnreadable) {
+		delay = min(delay, maxTransientDelay)
+		s.log.Warn("callback not applied yet; retried later", "batch_id", cb.BatchID, "deliveries", deliveries, "delay", delay, "err", err)
+		_ = m.NakWithDelay(delay)
+		return
+	}
+	if deliveries > len(backoff) {
+		s.deadLetterCallback(ctx, m, cb, deliveries, err)
+		return
+	}
+	// Expected for a moment during a rolling upgrade (a newer replica
+	// applies it): no warning until the retries are spent.
+	s.log.Debug("callback not applied: record unreadable; retried later", "batch_id", cb.BatchID, "deliveries", deliveries, "delay", delay, "err", err)
+	_ = m.NakWithDelay(delay)
+}
+
+// deadLetterCallback moves a callback that could not be applied to the DLQ,
+// where the owner sees it (dlq) and replays it once the record is readable,
+// then acknowledges it. The dead letter is deduplicated by the callback's
+// stream sequence, so a crash between the two repeats nothing.
+func (s *Service) deadLetterCallback(ctx context.Context, m jetstream.Msg, cb *streams.Callback, deliveries int, cause error) {
+	var seq uint64
+	if md, err := m.Metadata(); err == nil {
+		seq = md.Sequence.Stream
+	}
+	id, domain := cb.BatchID, cb.Domain
+	if id == 0 {
+		id, _ = strconv.ParseUint(m.Headers().Get(streams.HeaderBatchID), 10, 64)
+	}
+	if pipeline.ValidateDomain(domain) != nil {
+		// The subject is callbacks.<domain>: a valid token, or the server
+		// would not have stored it.
+		domain = m.Subject()[strings.LastIndexByte(m.Subject(), '.')+1:]
+	}
+	reason := strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, fmt.Sprintf("callback not applied after %d deliveries: %v", deliveries, cause))
+	if len(reason) > maxReason {
+		reason = strings.ToValidUTF8(reason[:maxReason], "") + "…"
+	}
+	at := cb.At
+	if at.IsZero() {
+		at = s.opts.Now()
+	}
+	dl := &streams.DeadLetter{
+		Batch:  pipeline.Batch{ID: id, Domain: domain, Priority: cb.Priority},
+		Domain: domain, Error: reason, Attempts: cb.Attempts, Outcome: cb.Outcome, At: at.UTC(),
+		Origin: streams.Origin{Stream: streams.StreamCallbacks, Subject: m.Subject(), Seq: seq},
+	}
+	data, err := streams.Encode(dl)
+	if err == nil {
+		msg := nats.NewMsg(streams.DLQSubject(domain))
+		msg.Data = data
+		msg.Header.Set(streams.HeaderBatchID, strconv.FormatUint(id, 10))
+		msg.Header.Set(streams.HeaderDomain, domain)
+		msg.Header.Set(streams.HeaderKind, "callback")
+		if cb.Outcome.Status != "" {
+			msg.Header.Set(streams.HeaderOutcome, cb.Outcome.String())
+		}
+		msg.Header.Set(streams.HeaderReason, reason)
+		msg.Header.Set(streams.HeaderOrigin, m.Subject())
+		msg.Header.Set(nats.MsgIdHdr, streams.CallbackDeadLetterMsgID(seq))
+		var ack *jetstream.PubAck
+		if ack, err = s.js.PublishMsg(ctx, msg); err == nil {
+			attrs := []any{"batch_id", id, "domain", domain, "deliveries", deliveries, "dlq_seq", ack.Sequence, "err", cause}
+			var ue *unreadableError
+			if errors.As(cause, &ue) && ue.version != 0 {
+				attrs = append(attrs, "version", ue.version, "reads_version", streams.WireVersion)
+			}
+			s.log.Error("callback dead-lettered: a record it needs is unreadable; replay it once it is readable", attrs...)
+			_ = m.Ack()
+			return
+		}
+	}
+	s.log.Warn("callback not dead-lettered; retried later", "batch_id", id, "err", err)
+	_ = m.NakWithDelay(s.opts.CallbackBackoff[len(s.opts.CallbackBackoff)-1])
+}
+
+// replayCallback applies a dead-lettered callback again: the original from
+// CALLBACKS, or, once that has aged out, the one its dead letter describes.
+// The batch keeps its id.
+func (s *Service) replayCallback(ctx context.Context, it deadLetter) (uint64, error) {
+	o := it.dl.Origin
+	cbs, err := s.js.Stream(ctx, streams.StreamCallbacks)
+	if err != nil {
+		return 0, fmt.Errorf("authz: stream %s: %w", streams.StreamCallbacks, err)
+	}
+	var cb streams.Callback
+	rm, err := cbs.GetMsg(ctx, o.Seq)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		if it.dl.Outcome.Status == "" {
+			return 0, errf(CodeNotFound, "authz: dead letter %d: its callback (%s sequence %d) is gone and was never read", it.item.Seq, o.Stream, o.Seq)
+		}
+		cb = streams.Callback{BatchID: it.dl.Batch.ID, Domain: it.dl.Domain, Priority: it.dl.Batch.Priority,
+			Outcome: it.dl.Outcome, Attempts: it.dl.Attempts, At: it.dl.At, Processor: "a replayed dead letter"}
+	case err != nil:
+		return 0, fmt.Errorf("authz: read callback %d: %w", o.Seq, err)
+	default:
+		if cb, err = streams.Decode[streams.Callback](rm.Data); err != nil {
+			return 0, errf(CodeConflict, "authz: dead letter %d: %v", it.item.Seq, unreadable("callback", cb.V, err))
+		}
+		if cb.At.IsZero() {
+			cb.At = rm.Time
+		}
+	}
+	if err := s.Apply(ctx, &cb); errors.Is(err, ErrUnreadable) {
+		return 0, errf(CodeConflict, "authz: dead letter %d: %v", it.item.Seq, err)
+	} else if err != nil {
+		return 0, err
+	}
+	s.log.Info("dead-lettered callback replayed", "seq", it.item.Seq, "batch_id", cb.BatchID)
+	return cb.BatchID, nil
+}

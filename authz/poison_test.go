@@ -1,0 +1,258 @@
+package authz_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// logSink collects JSON log lines; safe for concurrent use.
+type logSink struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logSink) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// records returns every line logged so far, decoded.
+func (l *logSink) records(t *testing.T) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(l.buf.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var r map[string]any
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// startAuthzWith stops the bundle's authz and runs one with opts instead
+// (owner and table as the bundle's), logging at debug into the returned sink.
+func (b *bundle) startAuthzWith(t *testing.T, opts authz.Options) *logSink {
+	t.Helper()
+	b.stop()
+	table, err := authz.ParseTable([]byte(tableYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &logSink{}
+	opts.Owner, opts.Table = "owner", table
+	opts.Logger = slogJSON(sink)
+	svc, err := authz.New(b.ctx, b.env.Conn(t, "authz"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := svc.Run(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	var once sync.Once
+	b.svc = svc
+	b.stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(b.stop)
+	return sink
+}
+
+// naks records when the server reports each NAK of a callback.
+type naks struct {
+	mu sync.Mutex
+	at []time.Time
+}
+
+func (n *naks) times() []time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]time.Time(nil), n.at...)
+}
+
+func watchNaks(t *testing.T, b *bundle) *naks {
+	t.Helper()
+	n := &naks{}
+	nc := b.env.Conn(t, "admin")
+	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED."+streams.StreamCallbacks+"."+streams.CallbacksConsumer, func(*nats.Msg) {
+		n.mu.Lock()
+		n.at = append(n.at, time.Now())
+		n.mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	// Advisories go only to subscriptions the server knows of.
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestPoisonedCallbackIsDeadLettered: a callback that cannot be applied
+// because its batch record (or the callback itself) is garbage or of a newer
+// wire version is retried a bounded number of times with growing delays,
+// logged once, then dead-lettered and acknowledged; once the record is
+// readable again, replaying the dead letter applies the callback.
+func TestPoisonedCallbackIsDeadLettered(t *testing.T) {
+	future := func(id uint64) []byte {
+		data, err := msgpack.Marshal(&streams.BatchRecord{V: streams.WireVersion + 1, Batch: pipeline.Batch{ID: id, Domain: domain}, Status: pipeline.InProcess})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	callback := func(id uint64) *nats.Msg {
+		m, err := streams.CallbackMsg(&streams.Callback{BatchID: id, Domain: domain, Priority: pipeline.Med,
+			Outcome: pipeline.ExecutedOutcome(1), Attempts: 1, At: time.Now(), Processor: "p1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	tests := []struct {
+		name     string
+		record   func(id uint64) []byte // what the batch record is overwritten with; nil keeps it
+		callback func(id uint64) *nats.Msg
+		version  float64 // the version the log line must name; 0: none
+		replays  bool    // replay applies it once the record is restored
+	}{
+		{name: "garbage record", record: func(uint64) []byte { return []byte("\xc1 not msgpack") }, callback: callback, replays: true},
+		{name: "record of a newer version", record: future, callback: callback, version: streams.WireVersion + 1, replays: true},
+		{name: "garbage callback", callback: func(id uint64) *nats.Msg {
+			m := callback(id)
+			m.Data = []byte("\xc1 not msgpack")
+			return m
+		}},
+		{name: "callback of a newer version", callback: func(id uint64) *nats.Msg {
+			m := callback(id)
+			m.Data, _ = msgpack.Marshal(&streams.Callback{V: streams.WireVersion + 1, BatchID: id, Domain: domain, Outcome: pipeline.ExecutedOutcome(1)})
+			return m
+		}, version: streams.WireVersion + 1},
+	}
+	backoff := []time.Duration{50 * time.Millisecond, 150 * time.Millisecond, 300 * time.Millisecond}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := setup(t)
+			id := b.send(t, "alice", "jobs", noop())
+			sink := b.startAuthzWith(t, authz.Options{CallbackBackoff: backoff})
+			admin := b.env.JS(t, "admin")
+			kv, err := admin.KeyValue(b.ctx, streams.BucketBatches)
+			if err != nil {
+				t.Fatal(err)
+			}
+			orig, err := kv.Get(b.ctx, streams.BatchKey(id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.record != nil {
+				if _, err := kv.Put(b.ctx, streams.BatchKey(id), tt.record(id)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			n := watchNaks(t, b)
+			if _, err := admin.PublishMsg(b.ctx, tt.callback(id)); err != nil {
+				t.Fatal(err)
+			}
+
+			var dlq authz.DLQReply
+			testnats.Eventually(t, 10*time.Second, "callback dead-lettered", func() bool {
+				if got := len(n.times()); got > len(backoff) {
+					t.Fatalf("%d NAKs, want at most %d: the callback is retried without bound", got, len(backoff))
+				}
+				if e := b.call(t, "owner", "dlq", authz.DLQRequest{}, &dlq); e != nil {
+					t.Fatalf("dlq: %+v", e)
+				}
+				return len(dlq.Items) == 1
+			})
+			it := dlq.Items[0]
+			if it.BatchID != id || it.Domain != domain || !strings.Contains(it.Error, "callback not applied after 4 deliveries") {
+				t.Fatalf("dead letter %+v", it)
+			}
+
+			// Bounded, with growing delays: one delivery per backoff step
+			// and one more, and each retry no sooner than its delay.
+			times := n.times()
+			if len(times) != len(backoff) {
+				t.Fatalf("%d NAKs, want %d", len(times), len(backoff))
+			}
+			for i := 1; i < len(times); i++ {
+				if gap := times[i].Sub(times[i-1]); gap < backoff[i-1]-10*time.Millisecond {
+					t.Fatalf("retry %d came %s after the one before, want ≥ %s", i+1, gap, backoff[i-1])
+				}
+			}
+			c, err := admin.Consumer(b.ctx, streams.StreamCallbacks, streams.CallbacksConsumer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			testnats.Eventually(t, 5*time.Second, "callback acknowledged", func() bool {
+				info, err := c.Info(b.ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if info.Delivered.Consumer > uint64(len(backoff)+1) {
+					t.Fatalf("%d deliveries, want %d", info.Delivered.Consumer, len(backoff)+1)
+				}
+				return info.NumAckPending == 0 && info.NumPending == 0
+			})
+
+			// One line at warn or above, naming the version when known.
+			var loud []map[string]any
+			for _, r := range sink.records(t) {
+				if r["level"] == "WARN" || r["level"] == "ERROR" {
+					loud = append(loud, r)
+				}
+			}
+			if len(loud) != 1 || !strings.Contains(loud[0]["msg"].(string), "dead-lettered") || loud[0]["batch_id"] != float64(id) {
+				t.Fatalf("want one line at warn or above about the dead letter, got %v", loud)
+			}
+			if v, _ := loud[0]["version"].(float64); v != tt.version {
+				t.Fatalf("log line names version %v, want %v: %v", loud[0]["version"], tt.version, loud[0])
+			}
+
+			var rep authz.ReplayReply
+			e := b.call(t, "owner", "replay", authz.ReplayRequest{Seq: it.Seq}, &rep)
+			if !tt.replays {
+				if e == nil || e.Code != "409" {
+					t.Fatalf("replaying a callback still unreadable: %+v %+v", e, rep)
+				}
+				return
+			}
+			if e == nil {
+				t.Fatalf("replay applied a callback to an unreadable record: %+v", rep)
+			}
+			// Roll forward (here: the record is readable again), then replay.
+			if _, err := kv.Put(b.ctx, streams.BatchKey(id), orig.Value()); err != nil {
+				t.Fatal(err)
+			}
+			if e := b.call(t, "owner", "replay", authz.ReplayRequest{Seq: it.Seq}, &rep); e != nil || len(rep.Replayed) != 1 || rep.Replayed[0].AsNew != id {
+				t.Fatalf("replay: %+v %+v", e, rep)
+			}
+			if rec := b.record(t, id); rec.Status != pipeline.Executed || rec.Attempts != 1 {
+				t.Fatalf("record after replay: %+v", rec)
+			}
+		})
+	}
+}
