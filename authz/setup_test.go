@@ -56,11 +56,12 @@ labels:
       noop: {}
   confirmed:
     domain: pay
-    users: [alice]
+    users: [alice, bob]
     mode: non_atomic
     priority: med
     functions:
       noop: {confirm: {timeout: 1m, by: [oracle]}}
+      flaky: {}
 `
 
 type bundle struct {
