@@ -244,21 +244,36 @@ type ConfirmReply struct {
 	Index int    `json:"index"`
 }
 
+// confirm stores a confirmation for the processor, naming the caller as
+// the confirmer: the caller comes from the subject, so nobody confirms in
+// another's name. Only callers who may know about the batch learn why a
+// confirmation is refused: the owner, the submitter and the identities the
+// batch's confirmation rules let confirm one of its functions (mayKnow).
+// Everyone else gets the answer a batch that does not exist gets, so
+// confirm cannot be used to find out which batches exist.
 func (s *Service) confirm(ctx context.Context, user string, body []byte) (any, error) {
 	var req ConfirmRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
 	}
+	hidden := errf(CodeNotFound, "authz: no batch %d with function %d waiting for your confirmation", req.ID, req.Index)
 	rec, err := s.record(ctx, req.ID)
+	var ae *Error
+	if errors.As(err, &ae) && ae.Code == CodeNotFound {
+		return nil, hidden
+	}
 	if err != nil {
 		return nil, err
 	}
 	b := &rec.Batch
+	if !s.mayKnow(user, b) {
+		return nil, hidden
+	}
 	if req.Index < 0 || req.Index >= len(b.Functions) || b.Functions[req.Index].Confirm == nil {
 		return nil, errf(CodeBadRequest, "authz: function %d of batch %d takes no confirmation", req.Index, req.ID)
 	}
-	if by := b.Functions[req.Index].Confirm.By; len(by) > 0 && !contains(by, user) {
-		return nil, errf(CodeForbidden, "authz: %q may not confirm function %d of batch %d", user, req.Index, req.ID)
+	if rule := b.Functions[req.Index].Confirm; !mayConfirm(rule, user) {
+		return nil, errf(CodeForbidden, "authz: %q may not confirm function %d of batch %d (allowed: %v)", user, req.Index, req.ID, rule.By)
 	}
 	if rec.Status.Terminal() {
 		return nil, errf(CodeConflict, "authz: batch %d is already %s", req.ID, rec.Status)
@@ -273,6 +288,27 @@ func (s *Service) confirm(ctx context.Context, user string, body []byte) (any, e
 		return nil, fmt.Errorf("authz: store confirmation: %w", err)
 	}
 	return &ConfirmReply{ID: req.ID, Index: req.Index}, nil
+}
+
+// mayKnow says whether user may learn that batch b exists and why a
+// confirmation of it is refused: the owner, the submitter, and whoever may
+// confirm one of its functions.
+func (s *Service) mayKnow(user string, b *pipeline.Batch) bool {
+	if user == s.opts.Owner || user == b.Submitter {
+		return true
+	}
+	for _, f := range b.Functions {
+		if f.Confirm != nil && mayConfirm(f.Confirm, user) {
+			return true
+		}
+	}
+	return false
+}
+
+// mayConfirm says whether user may confirm a function with this rule: an
+// empty By lets anyone authz serves.
+func mayConfirm(rule *pipeline.Confirmation, user string) bool {
+	return len(rule.By) == 0 || contains(rule.By, user)
 }
 
 func contains(list []string, v string) bool {

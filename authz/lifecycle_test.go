@@ -3,6 +3,7 @@ package authz_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -133,27 +134,47 @@ func TestDLQReplay(t *testing.T) {
 	}
 }
 
+// TestConfirmEndpoint: only callers who may know about a batch (the
+// submitter, the owner, whoever may confirm one of its functions) learn why
+// a confirmation is refused; anyone else gets exactly the answer a batch
+// that does not exist gets.
 func TestConfirmEndpoint(t *testing.T) {
 	b := setup(t)
-	id := b.send(t, "alice", "confirmed", authz.CallSpec{Type: handlers.TypeNoop, Expect: "0xabc"})
+	id := b.send(t, "bob", "confirmed", authz.CallSpec{Type: handlers.TypeNoop, Expect: "0xabc"},
+		authz.CallSpec{Type: handlers.TypeFlaky, Payload: pipeline.MustPayload(handlers.FlakyArgs{})})
 	testnats.Eventually(t, 5*time.Second, "parked", func() bool {
 		rep := b.proc.Tick(b.ctx, 1)
 		return len(rep.Steps) == 1 && rep.Steps[0].Action == "parked"
 	})
+	const unknown = 999999
+	hidden := func(id uint64, index int) apiError {
+		return apiError{Code: "404", Msg: fmt.Sprintf("authz: no batch %d with function %d waiting for your confirmation", id, index)}
+	}
 	tests := []struct {
-		name string
-		user string
-		req  authz.ConfirmRequest
-		code string
+		name  string
+		user  string
+		id    uint64
+		index int
+		want  apiError // Msg empty: any message
 	}{
-		{name: "not an allowed confirmer", user: "alice", req: authz.ConfirmRequest{ID: id, Content: "0xabc"}, code: "403"},
-		{name: "unknown batch", user: "oracle", req: authz.ConfirmRequest{ID: 999999, Content: "0xabc"}, code: "404"},
-		{name: "function takes no confirmation", user: "oracle", req: authz.ConfirmRequest{ID: id, Index: 3, Content: "0xabc"}, code: "400"},
+		{name: "unknown batch", user: "alice", id: unknown, want: hidden(unknown, 0)},
+		{name: "unknown batch, allowed confirmer", user: "oracle", id: unknown, want: hidden(unknown, 0)},
+		{name: "another's batch, a function alice may not confirm", user: "alice", id: id, want: hidden(id, 0)},
+		{name: "another's batch, a function that takes no confirmation", user: "alice", id: id, index: 1, want: hidden(id, 1)},
+		{name: "another's batch, no such function", user: "alice", id: id, index: 3, want: hidden(id, 3)},
+		{name: "submitter, not an allowed confirmer", user: "bob", id: id, want: apiError{Code: "403",
+			Msg: fmt.Sprintf(`authz: "bob" may not confirm function 0 of batch %d (allowed: [oracle])`, id)}},
+		{name: "submitter, a function that takes no confirmation", user: "bob", id: id, index: 1, want: apiError{Code: "400",
+			Msg: fmt.Sprintf("authz: function 1 of batch %d takes no confirmation", id)}},
+		{name: "owner, not an allowed confirmer", user: "owner", id: id, want: apiError{Code: "403"}},
+		{name: "owner, no such function", user: "owner", id: id, index: 3, want: apiError{Code: "400"}},
+		{name: "allowed confirmer, a function that takes no confirmation", user: "oracle", id: id, index: 1, want: apiError{Code: "400"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if e := b.call(t, tt.user, "confirm", tt.req, nil); e == nil || e.Code != tt.code {
-				t.Fatalf("got %+v, want %s", e, tt.code)
+			e := b.call(t, tt.user, "confirm", authz.ConfirmRequest{ID: tt.id, Index: tt.index, Content: "0xabc"}, nil)
+			if e == nil || e.Code != tt.want.Code || tt.want.Msg != "" && e.Msg != tt.want.Msg {
+				t.Fatalf("got %+v, want %+v", e, tt.want)
 			}
 		})
 	}
@@ -166,6 +187,13 @@ func TestConfirmEndpoint(t *testing.T) {
 	}
 	if rec := b.settled(t, id); rec.Status != pipeline.Executed {
 		t.Fatalf("after confirmation: %s", rec.Status)
+	}
+	// A finished batch: still hidden from alice, a conflict for the confirmer.
+	if e := b.call(t, "alice", "confirm", authz.ConfirmRequest{ID: id, Content: "0xabc"}, nil); e == nil || *e != hidden(id, 0) {
+		t.Fatalf("alice on a finished batch: got %+v, want %+v", e, hidden(id, 0))
+	}
+	if e := b.call(t, "oracle", "confirm", authz.ConfirmRequest{ID: id, Content: "0xabc"}, nil); e == nil || e.Code != "409" {
+		t.Fatalf("oracle on a finished batch: got %+v, want 409", e)
 	}
 }
 

@@ -56,11 +56,12 @@ labels:
       noop: {}
   confirmed:
     domain: pay
-    users: [alice]
+    users: [alice, bob]
     mode: non_atomic
     priority: med
     functions:
       noop: {confirm: {timeout: 1m, by: [oracle]}}
+      flaky: {}
 `
 
 type bundle struct {
@@ -99,7 +100,7 @@ func setup(t *testing.T) *bundle {
 			return next.Handle(ctx, c)
 		})
 	})
-	handlers.Register(mux, b.ledger)
+	handlers.Register(mux, b.ledger, nil)
 	w, err := worker.New(ctx, env.Conn(t, "worker"), mux, worker.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -52,8 +52,8 @@ type Confirmation struct {
 	// Timeout is how long to wait; no confirmation by then is a failure of the
 	// function, and its retry logic applies.
 	Timeout Duration `msgpack:"timeout" json:"timeout"`
-	// By lists the identities allowed to confirm; empty means any identity
-	// that the server lets publish confirmations.
+	// By lists the identities allowed to confirm (through authz, which
+	// records the caller as the confirmer); empty means any caller.
 	By []string `msgpack:"by,omitempty" json:"by,omitempty"`
 }
 

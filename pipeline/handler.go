@@ -22,6 +22,15 @@ type Call struct {
 	Payload Payload
 	// Key is the batch's serialisation key, if any.
 	Key string
+	// Submitter is the identity that submitted the batch, as authz learnt it
+	// from the connection (never from a message body); empty only for
+	// batches enqueued without authz. Handlers authorize with it: a handler
+	// that acts on someone's behalf checks that the submitter may.
+	Submitter string
+	// Label is the authorization label the batch was submitted under; the
+	// authorization table decides who may use it, so a handler may grant a
+	// label more than the submitter alone may do.
+	Label string
 	// Attempt counts executions of this function (or atomic unit), from 1.
 	Attempt int
 	// Inputs are the results of the batch's earlier functions, in order.

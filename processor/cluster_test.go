@@ -70,7 +70,7 @@ func TestCluster(t *testing.T) {
 			return next.Handle(ctx, call)
 		})
 	})
-	handlers.Register(mux, handlers.NewLedger(nil))
+	handlers.Register(mux, handlers.NewLedger(nil), nil)
 	w, err := worker.New(ctx, conn("worker"), mux, worker.Options{})
 	if err != nil {
 		t.Fatal(err)

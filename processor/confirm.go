@@ -17,6 +17,10 @@ import (
 // a failure of the function. Confirmations nobody waits for are dropped with
 // a log line: they cannot be refused after the fact (authz's confirm
 // endpoint refuses them up front).
+//
+// The confirmer's identity is the body's By, which the processor trusts:
+// nats.conf lets only authz, which stamps By with the caller named by the
+// subject authz.<user>.confirm, and admin publish confirm.>.
 func (p *Processor) handleConfirmation(ctx context.Context, m jetstream.Msg) {
 	err := p.confirm1(ctx, m)
 	switch {
@@ -49,7 +53,8 @@ func ParseConfirmSubject(subject string) (domain string, id uint64, index int, e
 }
 
 // DecodeConfirmation reads a confirmation body: a msgpack Confirmation, or
-// any other bytes taken as the content itself (so `nats pub` works).
+// any other bytes taken as the content itself, with no identity (admin's
+// `nats pub`, which only functions whose rule names no confirmer accept).
 func DecodeConfirmation(body []byte) streams.Confirmation {
 	if c, err := streams.Decode[streams.Confirmation](body); err == nil {
 		return c

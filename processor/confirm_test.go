@@ -53,7 +53,8 @@ func TestConfirmation(t *testing.T) {
 			runProcessor(t, b, p)
 			id := b.enqueue(t, pipeline.Batch{Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic},
 				Functions: []pipeline.Function{confirmed(tt.timeout, tt.times), noop()}})
-			oracle := b.env.Conn(t, "oracle")
+			// authz relays confirmations; nobody else may publish them.
+			js := b.env.JS(t, "authz")
 			for i, content := range tt.confirm {
 				// Execute (again) until parked, then confirm.
 				testnats.Eventually(t, 10*time.Second, "batch parked", func() bool {
@@ -61,8 +62,6 @@ func TestConfirmation(t *testing.T) {
 					pr, ok := b.tryProgress(t, id)
 					return ok && pr.State == streams.Parked && b.calls.get(key(id, 0)) == i+1
 				})
-				js := b.env.JS(t, "oracle")
-				_ = oracle
 				if _, err := js.Publish(b.ctx, streams.ConfirmSubject(domain, id, 0), []byte(content)); err != nil {
 					t.Fatal(err)
 				}
@@ -91,7 +90,7 @@ func TestConfirmationsWaitForAProcessor(t *testing.T) {
 		t.Fatalf("step: %+v", sr)
 	}
 	// Nobody consumes confirmations yet: the CONFIRM stream keeps it.
-	if _, err := b.env.JS(t, "oracle").Publish(b.ctx, streams.ConfirmSubject(domain, id, 0), []byte("included")); err != nil {
+	if _, err := b.env.JS(t, "authz").Publish(b.ctx, streams.ConfirmSubject(domain, id, 0), []byte("included")); err != nil {
 		t.Fatal(err)
 	}
 	runProcessor(t, b, p)
@@ -109,7 +108,7 @@ func TestConfirmationByIdentity(t *testing.T) {
 	step(t, b.ctx, p)
 	// A confirmation that does not say who sent it is refused; a confirmation
 	// from the allowed identity (as authz forwards it) is applied.
-	js := b.env.JS(t, "oracle")
+	js := b.env.JS(t, "authz")
 	if _, err := js.Publish(b.ctx, streams.ConfirmSubject(domain, id, 0), []byte("included")); err != nil {
 		t.Fatal(err)
 	}

@@ -155,6 +155,7 @@ func (p *Processor) fallback(ctx context.Context, b *pipeline.Batch, prog *strea
 	f := b.Functions[k]
 	rep, err := p.work(ctx, streams.FallbackSubject(f.Type), &streams.WorkRequest{
 		BatchID: b.ID, Domain: b.Domain, Key: b.Key, CreatedAt: b.CreatedAt,
+		Submitter: b.Submitter, Label: b.Label,
 		Attempt: failures, Round: prog.RoundOf(k),
 		Calls:  []streams.WorkCall{{Index: k, Type: f.Type, Payload: f.Payload}},
 		Inputs: prog.Outputs,

@@ -73,7 +73,7 @@ func setup(t *testing.T) *bundle {
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &bundle{
 		env:    env,
-		ledger: handlers.NewLedger(map[string]int64{"alice": 100, "bob": 0}),
+		ledger: handlers.NewLedger(map[string]int64{"alice": 100, "bob": 0}, opsLabel),
 		mux:    pipeline.NewServeMux(),
 		authz:  env.JS(t, "authz"),
 		admin:  env.JS(t, "admin"),
@@ -86,7 +86,7 @@ func setup(t *testing.T) *bundle {
 			return next.Handle(ctx, call)
 		})
 	})
-	handlers.Register(b.mux, b.ledger)
+	handlers.Register(b.mux, b.ledger, nil)
 	b.startWorker(t, ctx)
 	t.Cleanup(cancel)
 	return b
@@ -124,8 +124,16 @@ func (b *bundle) processor(t *testing.T, opts processor.Options) *processor.Proc
 }
 
 // enqueue submits a batch the way authz does.
+// opsLabel is the label of the batches the tests enqueue unless they name
+// one, and an operator label of the ledger: their transfers may move anyone's
+// money, as the ledger lets only operator labels do.
+const opsLabel = "ops"
+
 func (b *bundle) enqueue(t *testing.T, bt pipeline.Batch) uint64 {
 	t.Helper()
+	if bt.Label == "" {
+		bt.Label = opsLabel
+	}
 	if bt.Domain == "" {
 		bt.Domain = domain
 	}

@@ -153,6 +153,7 @@ func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state,
 	}
 	rep, err := p.work(ctx, streams.WorkUnitSubject, &streams.WorkRequest{
 		BatchID: b.ID, Domain: b.Domain, Key: b.Key, CreatedAt: b.CreatedAt,
+		Submitter: b.Submitter, Label: b.Label,
 		Attempt: failures + 1, Round: prog.RoundOf(0), Unit: true, Calls: calls,
 		Retry: b.Subroutine.Retry,
 	})
@@ -204,6 +205,7 @@ func (p *Processor) runFunction(ctx context.Context, b *pipeline.Batch, st *stat
 	failures := prog.FailuresOf(k)
 	rep, err := p.work(ctx, streams.WorkSubject(f.Type), &streams.WorkRequest{
 		BatchID: b.ID, Domain: b.Domain, Key: b.Key, CreatedAt: b.CreatedAt,
+		Submitter: b.Submitter, Label: b.Label,
 		Attempt: failures + 1, Round: prog.RoundOf(k),
 		Calls:  []streams.WorkCall{{Index: k, Type: f.Type, Payload: f.Payload}},
 		Inputs: prog.Outputs, Retry: f.Retry,

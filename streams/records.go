@@ -207,8 +207,11 @@ type DeadLetter struct {
 type Confirmation struct {
 	V       uint8  `msgpack:"v" json:"v"`
 	Content string `msgpack:"content" json:"content"`
-	// By is the identity that confirmed, as authz learnt it (empty when
-	// published straight to the stream by an identity allowed to).
+	// By is the identity that confirmed, as authz learnt it from the subject
+	// authz.<user>.confirm. Processors trust it because nats.conf lets only
+	// authz (and admin, which provisions) publish confirm.>: no caller can
+	// put a confirmation on the stream with a body naming someone else.
+	// Empty only on a confirmation admin published by hand.
 	By string `msgpack:"by,omitempty" json:"by,omitempty"`
 }
 
@@ -226,7 +229,11 @@ type WorkRequest struct {
 	Domain    string    `msgpack:"domain"`
 	Key       string    `msgpack:"key,omitempty"`
 	CreatedAt time.Time `msgpack:"created_at"`
-	Attempt   int       `msgpack:"attempt"`
+	// Submitter and Label are the batch's, as authz recorded them: the
+	// handler's pipeline.Call carries them so it can authorize the call.
+	Submitter string `msgpack:"submitter,omitempty"`
+	Label     string `msgpack:"label,omitempty"`
+	Attempt   int    `msgpack:"attempt"`
 	// Round counts the function's failures that invalidated an effect that
 	// took place (a failed confirmation): a new round runs the handler
 	// again, a repeated call of the same round is answered from the record,

@@ -116,7 +116,8 @@ func confirmationFixture() streams.Confirmation {
 
 func workRequestFixture() streams.WorkRequest {
 	return streams.WorkRequest{
-		BatchID: 42, Domain: "payments", Key: "acct-1", CreatedAt: at(1), Attempt: 3, Round: 1, Unit: true,
+		BatchID: 42, Domain: "payments", Key: "acct-1", CreatedAt: at(1), Submitter: "alice", Label: "transfer",
+		Attempt: 3, Round: 1, Unit: true,
 		Calls: []streams.WorkCall{
 			{Index: 1, Type: "ledger.transfer", Payload: pipeline.MustPayload(map[string]any{"amount": 10})},
 			{Index: 2, Type: "ledger.notify", Payload: pipeline.MustPayload("hi")},

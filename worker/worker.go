@@ -359,8 +359,8 @@ func unavailable(err error) *streams.WorkReply {
 func newCall(req *streams.WorkRequest, c streams.WorkCall, inputs []pipeline.Output) *pipeline.Call {
 	return &pipeline.Call{
 		BatchID: req.BatchID, Index: c.Index, Domain: req.Domain, Type: c.Type,
-		Payload: c.Payload, Key: req.Key, Attempt: req.Attempt, Inputs: inputs,
-		CreatedAt: req.CreatedAt,
+		Payload: c.Payload, Key: req.Key, Submitter: req.Submitter, Label: req.Label,
+		Attempt: req.Attempt, Inputs: inputs, CreatedAt: req.CreatedAt,
 	}
 }
 

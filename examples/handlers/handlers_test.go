@@ -19,7 +19,10 @@ func TestHTTPClassifiesFailures(t *testing.T) {
 		w.WriteHeader(status)
 	}))
 	defer srv.Close()
-	h := &handlers.HTTP{Client: srv.Client()}
+	h, err := handlers.NewHTTP(srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
 	call := &pipeline.Call{BatchID: 7, Index: 2, Payload: pipeline.MustPayload(handlers.HTTPRequest{URL: srv.URL, Body: "x"})}
 	tests := []struct {
 		name      string
@@ -51,7 +54,7 @@ func TestHTTPClassifiesFailures(t *testing.T) {
 
 func TestLedgerCompensates(t *testing.T) {
 	l := handlers.NewLedger(map[string]int64{"a": 10})
-	call := &pipeline.Call{BatchID: 1, Payload: pipeline.MustPayload(handlers.Transfer{From: "a", To: "b", Amount: 4})}
+	call := &pipeline.Call{BatchID: 1, Submitter: "a", Payload: pipeline.MustPayload(handlers.Transfer{From: "a", To: "b", Amount: 4})}
 	res, err := l.Handle(context.Background(), call)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +65,7 @@ func TestLedgerCompensates(t *testing.T) {
 	if err := l.Compensate(context.Background(), call, res); err != nil || l.Balance("a") != 10 || l.Balance("b") != 0 {
 		t.Fatalf("after compensation a %d b %d (%v)", l.Balance("a"), l.Balance("b"), err)
 	}
-	over := &pipeline.Call{BatchID: 2, Payload: pipeline.MustPayload(handlers.Transfer{From: "a", To: "b", Amount: 11})}
+	over := &pipeline.Call{BatchID: 2, Submitter: "a", Payload: pipeline.MustPayload(handlers.Transfer{From: "a", To: "b", Amount: 11})}
 	if _, err := l.Handle(context.Background(), over); !errors.Is(err, handlers.ErrInsufficientFunds) || !pipeline.IsPermanent(err) {
 		t.Fatalf("overdraft: %v", err)
 	}

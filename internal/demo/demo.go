@@ -55,24 +55,21 @@ type submission struct {
 }
 
 // Run submits the workload, confirms what needs confirming, waits until
-// every batch is finished, and returns the summary.
-func Run(ctx context.Context, c Clients, log *slog.Logger) ([]Row, error) {
-	srv, url, err := echoServer()
-	if err != nil {
-		return nil, err
-	}
-	defer srv.Close()
+// every batch is finished, and returns the summary. Its http.post functions
+// call echo, which the worker's http.post must open (Echo.Addr).
+func Run(ctx context.Context, c Clients, echo *Echo, log *slog.Logger) ([]Row, error) {
 	post := func(body string) pipeline.Payload {
-		return pipeline.MustPayload(handlers.HTTPRequest{URL: url, Body: body})
+		return pipeline.MustPayload(handlers.HTTPRequest{URL: echo.URL(), Body: body})
 	}
+	// The ledger moves only the submitter's own money: alice's transfers are from alice.
 	subs := []*submission{
 		{what: "two transfers, all or nothing", user: "alice", conn: c.Alice, req: authz.SendRequest{Label: "transfer", Functions: []authz.CallSpec{
 			{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "alice", To: "bob", Amount: 50})},
-			{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "bob", To: "carol", Amount: 20})},
+			{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "alice", To: "carol", Amount: 20})},
 		}}},
 		{what: "overdraft: rolled back, dead letter", user: "alice", conn: c.Alice, req: authz.SendRequest{Label: "transfer", Functions: []authz.CallSpec{
 			{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "alice", To: "bob", Amount: 10})},
-			{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "carol", To: "bob", Amount: 1_000_000})},
+			{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "alice", To: "carol", Amount: 1_000_000})},
 		}}},
 		{what: "job: flaky step retried, then an HTTP call", user: "bob", conn: c.Bob, req: authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{
 			{Type: handlers.TypeNoop},
@@ -192,16 +189,38 @@ func call(ctx context.Context, nc *nats.Conn, user, op string, req, out any) err
 	}
 }
 
-// echoServer is the local HTTP endpoint the http.post functions call.
-func echoServer() (*http.Server, string, error) {
+// Echo is the local HTTP endpoint the demo's http.post functions call. It
+// listens on loopback, which http.post refuses unless its allow list opens
+// it: the demo's configuration opens exactly Addr, nothing else.
+type Echo struct {
+	// Addr is the address and port it listens on, as an allow entry of
+	// handlers.NewHTTP.
+	Addr string
+	srv  *http.Server
+	done chan struct{}
+}
+
+// StartEcho starts the endpoint on a free loopback port; Close stops it.
+func StartEcho() (*Echo, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, "", err
+		return nil, fmt.Errorf("demo: echo endpoint: %w", err)
 	}
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<16))
-		fmt.Fprintf(w, "received %q (idempotency key %s)", strings.TrimSpace(string(b)), r.Header.Get("Idempotency-Key"))
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	return srv, "http://" + ln.Addr().String() + "/hook", nil
+	e := &Echo{Addr: ln.Addr().String(), done: make(chan struct{}), srv: &http.Server{ReadHeaderTimeout: 5 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<16))
+			fmt.Fprintf(w, "received %q (idempotency key %s)", strings.TrimSpace(string(b)), r.Header.Get("Idempotency-Key"))
+		})}}
+	go func() { defer close(e.done); _ = e.srv.Serve(ln) }()
+	return e, nil
+}
+
+// URL is the endpoint the demo posts to.
+func (e *Echo) URL() string { return "http://" + e.Addr + "/hook" }
+
+// Close stops the endpoint and waits for it to stop serving.
+func (e *Echo) Close() error {
+	err := e.srv.Close()
+	<-e.done
+	return err
 }

@@ -77,8 +77,8 @@ func TestTicker(t *testing.T) {
 }
 
 // TestCallers: callers (alice, bob), the owner and the oracle speak to
-// authz under their own name only; only the oracle confirms, and none of
-// them reaches the queues.
+// authz under their own name only; the oracle confirms through authz, and
+// none of them reaches the queues or the confirmations' stream.
 func TestCallers(t *testing.T) {
 	s := start(t)
 	s.serveAuthz(t)
@@ -123,12 +123,12 @@ func TestCallers(t *testing.T) {
 			},
 		},
 		{
-			name: "only the oracle confirms",
+			name: "confirmations go through authz, never straight to the stream",
 			allowed: func(t *testing.T) {
-				oracle.allowed(t, "confirm a function", oracle.publishesTo(streams.StreamConfirm, confirm))
+				oracle.allowed(t, "confirm through authz", oracle.request(streams.AuthzSubject("oracle", "confirm"), "oracle"))
 			},
 			denied: func(t *testing.T) {
-				for _, r := range []*role{alice, bob, owner} {
+				for _, r := range []*role{alice, bob, owner, oracle} {
 					s.deniedInto(t, r, streams.StreamConfirm, confirm, r.jsPublish(confirm))
 				}
 			},

@@ -96,7 +96,17 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	mux, err := ExampleMux(ctx, wc, log)
+	var echo *demo.Echo
+	var allowHTTP []string
+	if o.Demo {
+		// The demo's http.post target, on loopback: open exactly that.
+		if echo, err = demo.StartEcho(); err != nil {
+			return err
+		}
+		defer echo.Close()
+		allowHTTP = append(allowHTTP, echo.Addr)
+	}
+	mux, err := ExampleMux(ctx, wc, log, allowHTTP...)
 	if err != nil {
 		return err
 	}
@@ -146,7 +156,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if o.Demo {
 		g.Go(func() error {
-			rows, err := demo.Run(gctx, clients, log)
+			rows, err := demo.Run(gctx, clients, echo, log)
 			if errors.Is(err, context.Canceled) {
 				return nil
 			}
@@ -165,9 +175,15 @@ func Run(ctx context.Context, o Options) error {
 
 // ExampleMux registers the example handlers and the underwriting step
 // pipeline, whose runs are kept in the runs bucket reached through nc.
-func ExampleMux(ctx context.Context, nc *nats.Conn, log *slog.Logger) (*pipeline.ServeMux, error) {
+// allowHTTP opens destinations http.post refuses by default
+// (handlers.NewHTTP).
+func ExampleMux(ctx context.Context, nc *nats.Conn, log *slog.Logger, allowHTTP ...string) (*pipeline.ServeMux, error) {
 	mux := pipeline.NewServeMux()
-	handlers.Register(mux, handlers.NewLedger(map[string]int64{"alice": 1000, "bob": 500}))
+	h, err := handlers.NewHTTP(allowHTTP...)
+	if err != nil {
+		return nil, err
+	}
+	handlers.Register(mux, handlers.NewLedger(map[string]int64{"alice": 1000, "bob": 500}), h)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
