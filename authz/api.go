@@ -2,12 +2,15 @@ package authz
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -30,8 +33,8 @@ func (s *Service) endpoints() []endpoint {
 
 // SendRequest submits a batch.
 type SendRequest struct {
-	Label     string     `json:"label"`
-	Functions []CallSpec `json:"functions"`
+	Label     string `json:"label"`
+	Functions Calls  `json:"functions"`
 	// Key, when set, serialises batches with the same key.
 	Key string `json:"key,omitempty"`
 	// IdempotencyKey makes a repeated submission return the same batch.
@@ -53,7 +56,7 @@ func (s *Service) send(ctx context.Context, user string, body []byte) (any, erro
 	}
 	l, ok := s.Table().Labels[req.Label]
 	if !ok {
-		return nil, errf(CodeNotFound, "authz: unknown label %q", req.Label)
+		return nil, errf(CodeNotFound, "authz: unknown label %q", logging.Capped(req.Label))
 	}
 	if !l.Allows(user) {
 		return nil, errf(CodeForbidden, "authz: %q may not submit under label %q", user, req.Label)
@@ -102,6 +105,9 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 			if err != nil {
 				return nil, err
 			}
+			if err := sameSubmission(idem, &rec.Batch, b); err != nil {
+				return nil, err
+			}
 			return &built{batch: &rec.Batch, dup: true, terminal: rec.Status.Terminal()}, nil
 		}
 	}
@@ -120,8 +126,22 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 		}
 	}
 	first, err := Record(ctx, s.batches, b, idem, dup)
+	if errors.Is(err, jetstream.ErrKeyExists) && idem != "" {
+		// A concurrent submission with the same key got the same id as a
+		// duplicate and recorded its batch first.
+		rec, rerr := s.record(ctx, id)
+		if rerr != nil {
+			return nil, rerr
+		}
+		first, dup, err = &rec.Batch, true, nil
+	}
 	if err != nil {
 		return nil, err
+	}
+	if dup {
+		if err := sameSubmission(idem, first, b); err != nil {
+			return nil, err
+		}
 	}
 	if idem != "" {
 		if _, err := s.batches.Create(ctx, idemKV(user, idem), []byte(fmt.Sprint(first.ID))); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
@@ -130,6 +150,46 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 	}
 	s.log.Info("batch accepted", "batch_id", first.ID, "label", name, "user", user, "domain", first.Domain, "priority", first.Priority)
 	return &built{batch: first, dup: dup}, nil
+}
+
+// sameSubmission refuses, as a conflict, a submission that reuses the
+// idempotency key of a different one: another label, key, function type,
+// payload or expected confirmation. A retry must ask for the same thing.
+func sameSubmission(idem string, first, again *pipeline.Batch) error {
+	if fingerprint(first) != fingerprint(again) {
+		return errf(CodeConflict, "authz: idempotency key %q was used for batch %d, a different submission (label, key or functions differ); a new submission needs a new key", logging.Capped(idem), first.ID)
+	}
+	return nil
+}
+
+// fingerprint identifies what a submission asks for: its label, its key and
+// each function's type, payload and expected confirmation. Payloads are
+// compared as the JSON values they are, whatever order their keys were
+// stored in.
+func fingerprint(b *pipeline.Batch) [sha256.Size]byte {
+	h := sha256.New()
+	field := func(v []byte) {
+		_ = binary.Write(h, binary.BigEndian, uint64(len(v)))
+		h.Write(v)
+	}
+	field([]byte(b.Label))
+	field([]byte(b.Key))
+	for _, f := range b.Functions {
+		field([]byte(f.Type))
+		p, err := json.Marshal(f.Payload)
+		if err != nil {
+			p = f.Payload // not valid msgpack: compare the bytes
+		}
+		field(p)
+		var expect string
+		if f.Confirm != nil {
+			expect = f.Confirm.Expect
+		}
+		field([]byte(expect))
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
 func (s *Service) idempotent(ctx context.Context, user, idem string) (uint64, bool, error) {

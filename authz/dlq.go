@@ -2,8 +2,10 @@ package authz
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -87,8 +89,16 @@ func (s *Service) deadLetters(ctx context.Context, domain string, from uint64, l
 		}
 		it := DeadLetterItem{Seq: rm.Sequence, BatchID: dl.Batch.ID, Domain: dl.Domain, Outcome: dl.Outcome,
 			Error: dl.Error, Attempts: dl.Attempts, Index: dl.Index, At: dl.At}
-		if rec, err := s.record(ctx, dl.Batch.ID); err == nil {
-			it.ReplayedAs = rec.ReplayedAs
+		rr, _, err := s.replayed(ctx, rm.Sequence)
+		switch {
+		case err != nil:
+			return nil, err
+		case rr != nil && rr.Queued:
+			it.ReplayedAs = rr.ID
+		case rr == nil:
+			if rec, err := s.record(ctx, dl.Batch.ID); err == nil {
+				it.ReplayedAs = rec.ReplayedAs // replayed before replays were recorded by sequence
+			}
 		}
 		out = append(out, deadLetter{item: it, dl: dl})
 	}
@@ -160,22 +170,14 @@ func (s *Service) replay(ctx context.Context, user string, body []byte) (any, er
 
 // replayOne queues a dead letter's batch again as a new batch linked to the
 // original, and links the original to it. Replaying the same dead letter
-// twice gives the same new batch. A dead-lettered callback is applied again
-// instead (replayCallback).
+// again, however much later, gives the same new batch. A dead-lettered
+// callback is applied again to its own batch instead (replayCallback).
 func (s *Service) replayOne(ctx context.Context, it deadLetter) (uint64, error) {
 	if it.dl.Origin.Stream == streams.StreamCallbacks {
 		return s.replayCallback(ctx, it)
 	}
-	b := it.dl.Batch
-	orig := b.ID
-	b.ID, b.ReplayOf = 0, orig
-	if !b.ExpiresAt.IsZero() {
-		b.ExpiresAt = time.Time{}
-		if l, ok := s.Table().Labels[b.Label]; ok && l.Expiry > 0 {
-			b.ExpiresAt = s.opts.Now().Add(l.Expiry.D()).UTC()
-		}
-	}
-	id, err := Enqueue(ctx, s.js, &b, fmt.Sprintf("replay-%d", it.item.Seq), s.opts.Now())
+	orig := it.dl.Batch.ID
+	id, err := s.replayBatch(ctx, it)
 	if err != nil {
 		return 0, err
 	}
@@ -206,4 +208,105 @@ func (s *Service) replayOne(ctx context.Context, it deadLetter) (uint64, error) 
 	}
 	s.log.Info("dead letter replayed", "seq", it.item.Seq, "from", orig, "batch_id", id)
 	return id, nil
+}
+
+// replayRecord, under replayKey in the batches bucket, says which batch
+// replays the dead letter at one DLQ sequence. It is created before that
+// batch is recorded, and marked queued once its token is published: a
+// replay cut short by a crash is finished by the next one, and a finished
+// one is answered from the record for as long as the dead letter exists,
+// not only within the id log's duplicate window.
+type replayRecord struct {
+	ID     uint64 `json:"id"`
+	Queued bool   `json:"queued,omitempty"`
+}
+
+// replayKey is the batches-bucket key of the replay record of the dead
+// letter at DLQ sequence seq.
+func replayKey(seq uint64) string { return "replay." + strconv.FormatUint(seq, 10) }
+
+// replayed reads the replay record of the dead letter at seq: nil if it
+// was never replayed.
+func (s *Service) replayed(ctx context.Context, seq uint64) (*replayRecord, uint64, error) {
+	e, err := s.batches.Get(ctx, replayKey(seq))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("authz: read replay record of dead letter %d: %w", seq, err)
+	}
+	var rr replayRecord
+	if err := json.Unmarshal(e.Value(), &rr); err != nil || rr.ID == 0 {
+		return nil, 0, fmt.Errorf("authz: replay record of dead letter %d is corrupt (%d bytes)", seq, len(e.Value()))
+	}
+	return &rr, e.Revision(), nil
+}
+
+// replayBatch returns the batch that replays a dead letter, creating,
+// recording and queueing it the first time, and finishing a replay an
+// earlier call left half done. Every step is idempotent.
+func (s *Service) replayBatch(ctx context.Context, it deadLetter) (uint64, error) {
+	seq := it.item.Seq
+	rr, rev, err := s.replayed(ctx, seq)
+	if err != nil {
+		return 0, err
+	}
+	idem := "replay-" + strconv.FormatUint(seq, 10)
+	if rr == nil {
+		if rec, err := s.record(ctx, it.dl.Batch.ID); err == nil && rec.ReplayedAs != 0 {
+			// Replayed before replays were recorded by sequence: the link
+			// on the original is written last, so that replay is queued.
+			rr = &replayRecord{ID: rec.ReplayedAs, Queued: true}
+			v, _ := json.Marshal(rr)
+			if _, err := s.batches.Create(ctx, replayKey(seq), v); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+				return 0, fmt.Errorf("authz: record replay of dead letter %d: %w", seq, err)
+			}
+			return rr.ID, nil
+		}
+
+		// Within the duplicate window a concurrent replay gets the same id.
+		id, _, err := AssignID(ctx, s.js, idem)
+		if err != nil {
+			return 0, err
+		}
+		v, _ := json.Marshal(replayRecord{ID: id})
+		rev, err = s.batches.Create(ctx, replayKey(seq), v)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyExists): // a concurrent replay claimed it first
+			if rr, rev, err = s.replayed(ctx, seq); err != nil {
+				return 0, err
+			}
+		case err != nil:
+			return 0, fmt.Errorf("authz: record replay of dead letter %d: %w", seq, err)
+		default:
+			rr = &replayRecord{ID: id}
+		}
+	}
+	if rr.Queued {
+		return rr.ID, nil
+	}
+	b := it.dl.Batch
+	b.ID, b.ReplayOf, b.CreatedAt = rr.ID, it.dl.Batch.ID, s.opts.Now().UTC()
+	if !b.ExpiresAt.IsZero() {
+		b.ExpiresAt = time.Time{}
+		if l, ok := s.Table().Labels[b.Label]; ok && l.Expiry > 0 {
+			b.ExpiresAt = s.opts.Now().Add(l.Expiry.D()).UTC()
+		}
+	}
+	if err := b.Validate(); err != nil {
+		return 0, err
+	}
+	// dup: a record left by a replay cut short is this batch, and stands.
+	first, err := Record(ctx, s.batches, &b, idem, true)
+	if err != nil {
+		return 0, err
+	}
+	if err := PublishToken(ctx, s.js, first, 0, 0); err != nil {
+		return 0, err
+	}
+	v, _ := json.Marshal(replayRecord{ID: rr.ID, Queued: true})
+	if _, err := s.batches.Update(ctx, replayKey(seq), v, rev); err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return 0, fmt.Errorf("authz: mark replay of dead letter %d queued: %w", seq, err)
+	}
+	return rr.ID, nil
 }

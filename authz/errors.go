@@ -7,6 +7,15 @@ import (
 	"github.com/tickflow/tickflow/streams"
 )
 
+// ErrTable is matched by every error loading an authorization table.
+var ErrTable = errors.New("authz: invalid authorization table")
+
+// ErrNotProvisioned is matched by the error New returns when a stream,
+// consumer or bucket authz binds to does not exist: the system was not
+// provisioned yet. Provision it first as a user allowed to create streams
+// (admin in nats.conf), with `processor -provision` or `authz -domain`.
+var ErrNotProvisioned = errors.New("authz: not provisioned (provision first, as a user allowed to create streams such as admin: processor -provision, or authz -domain)")
+
 // ErrUnreadable is matched by the error Apply returns when a batch record
 // cannot be read: malformed bytes, or a record written by a newer version
 // during a rolling upgrade. Retrying soon cannot help; the callback is

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -67,7 +68,8 @@ func (s *Service) queue(ctx context.Context, user string, body []byte) (any, err
 	if req.From < 0 || req.From > to {
 		return nil, errf(CodeOutOfBounds, "authz: index out of bounds: range [%d, %d) of a queue of length %d", req.From, req.To, len(items))
 	}
-	return &QueueReply{Domain: req.Domain, Priority: req.Priority, Length: len(items), Items: items[req.From:to]}, nil
+	// An empty slice answers [] as dlq does, never null.
+	return &QueueReply{Domain: req.Domain, Priority: req.Priority, Length: len(items), Items: append([]QueueItem{}, items[req.From:to]...)}, nil
 }
 
 func checkQueue(domain string, p pipeline.Priority) error {
@@ -261,9 +263,9 @@ type InsertRequest struct {
 	Priority pipeline.Priority `json:"priority"`
 	Position int               `json:"position"`
 	// Label gives the execution settings; its domain must be Domain.
-	Label     string     `json:"label"`
-	Functions []CallSpec `json:"functions"`
-	Key       string     `json:"key,omitempty"`
+	Label     string `json:"label"`
+	Functions Calls  `json:"functions"`
+	Key       string `json:"key,omitempty"`
 }
 
 // InsertReply names the inserted batch.
@@ -298,7 +300,7 @@ func (s *Service) insert(ctx context.Context, user string, body []byte) (any, er
 	}
 	l, ok := s.Table().Labels[req.Label]
 	if !ok {
-		return nil, errf(CodeNotFound, "authz: unknown label %q", req.Label)
+		return nil, errf(CodeNotFound, "authz: unknown label %q", logging.Capped(req.Label))
 	}
 	if l.Domain != req.Domain {
 		return nil, errf(CodeBadRequest, "authz: label %q executes in domain %q, not %q", req.Label, l.Domain, req.Domain)

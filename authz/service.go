@@ -1,12 +1,14 @@
 package authz
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -66,7 +69,8 @@ type Service struct {
 	editMu sync.Mutex // serialises this replica's queue edits
 }
 
-// New binds the service to its buckets and streams, which must have been provisioned.
+// New binds the service to its buckets and streams, which must have been
+// provisioned; if one is missing the error matches ErrNotProvisioned.
 func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 	if opts.Owner == "" {
 		opts.Owner = "owner"
@@ -110,21 +114,30 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 		kv   *jetstream.KeyValue
 	}{{streams.BucketBatches, &s.batches}, {streams.BucketProgress, &s.progress}, {streams.BucketProcessors, &s.state}, {streams.BucketLocks, &s.locks}} {
 		if *b.kv, err = js.KeyValue(ctx, b.name); err != nil {
-			return nil, fmt.Errorf("authz: bucket %s: %w", b.name, err)
+			return nil, bindError("bucket "+b.name, err)
 		}
 	}
 	for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
 		if s.queues[p], err = js.Stream(ctx, streams.QueueStream(p)); err != nil {
-			return nil, fmt.Errorf("authz: stream %s: %w", streams.QueueStream(p), err)
+			return nil, bindError("stream "+streams.QueueStream(p), err)
 		}
 	}
 	if s.dlq, err = js.Stream(ctx, streams.StreamDLQ); err != nil {
-		return nil, fmt.Errorf("authz: stream %s: %w", streams.StreamDLQ, err)
+		return nil, bindError("stream "+streams.StreamDLQ, err)
 	}
 	if s.callbacks, err = js.Consumer(ctx, streams.StreamCallbacks, streams.CallbacksConsumer); err != nil {
-		return nil, fmt.Errorf("authz: consumer %s: %w", streams.CallbacksConsumer, err)
+		return nil, bindError("consumer "+streams.CallbacksConsumer, err)
 	}
 	return s, nil
+}
+
+// bindError says which resource New could not bind to, and matches
+// ErrNotProvisioned when it does not exist.
+func bindError(what string, err error) error {
+	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("%w: %s: %w", ErrNotProvisioned, what, err)
+	}
+	return fmt.Errorf("authz: %s: %w", what, err)
 }
 
 // Table returns the authorization table in force.
@@ -253,10 +266,10 @@ func (s *Service) serve(ctx context.Context, req micro.Request, h func(context.C
 		case errors.As(err, &ve):
 			ae = &Error{Code: CodeBadRequest, Message: err.Error()}
 		default:
-			s.log.Error("request failed", "subject", req.Subject(), "err", err)
+			s.log.Error("request failed", "subject", logging.Capped(req.Subject()), "err", logging.Cap(err.Error(), maxMessage))
 			ae = &Error{Code: CodeInternal, Message: err.Error()}
 		}
-		_ = streams.Reply(s.nc, req.Reply(), nil, fmt.Sprint(ae.Code), ae.Message)
+		_ = streams.Reply(s.nc, req.Reply(), nil, fmt.Sprint(ae.Code), logging.Cap(ae.Message, maxMessage))
 		return
 	}
 	data, err := json.Marshal(out)
@@ -267,17 +280,52 @@ func (s *Service) serve(ctx context.Context, req micro.Request, h func(context.C
 	_ = streams.Reply(s.nc, req.Reply(), data, "", "")
 }
 
+// decodeJSON reads a request body into v: one JSON value (an empty body
+// reads as {}), with no field v lacks and nothing after it. Errors are 400s
+// that show at most a capped prefix of what the caller sent.
 func decodeJSON(body []byte, v any) error {
-	if len(strings.TrimSpace(string(body))) == 0 {
+	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}")
 	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return errf(CodeBadRequest, "authz: request body: %v", err)
+		return errf(CodeBadRequest, "authz: request body: %s", jsonProblem(err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errf(CodeBadRequest, "authz: request body: trailing data after the JSON object (the body holds %d bytes)", len(body))
 	}
 	return nil
 }
+
+// jsonProblem says what encoding/json found wrong, with the caller's input
+// in it capped: a number literal or an unknown field's name can be as long
+// as the body.
+func jsonProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	var ve *pipeline.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		return err.Error() // capped where it was made
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			field = "the body"
+		}
+		return fmt.Sprintf("%s: got %s, expected %s", field, logging.Capped(te.Value), te.Type)
+	}
+	msg := err.Error()
+	const unknown = `json: unknown field "`
+	if i := strings.Index(msg, unknown); i >= 0 {
+		name := strings.TrimSuffix(msg[i+len(unknown):], `"`)
+		msg = msg[:i] + unknown + logging.Capped(name) + `"`
+	}
+	return logging.Cap(msg, maxMessage)
+}
+
+// maxMessage bounds an error message authz answers with, whatever it
+// quotes.
+const maxMessage = 16 * logging.CapBytes
 
 func (s *Service) owner(user string) error {
 	if user != s.opts.Owner {

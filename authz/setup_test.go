@@ -72,6 +72,9 @@ type bundle struct {
 	calls  *counter
 	ledger *handlers.Ledger
 	proc   *processor.Processor
+	// payloads holds the last Call.Payload each function's handler got, by
+	// idempotency key.
+	payloads sync.Map
 }
 
 type counter struct {
@@ -86,9 +89,10 @@ func (c *counter) get(k string) int {
 	return c.n[k]
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t *testing.T, opts ...testnats.Option) *bundle {
 	t.Helper()
-	env := testnats.Start(t, []string{domain}, testnats.WithSettings(func(s *streams.Settings) { s.AckWait = time.Second }))
+	opts = append([]testnats.Option{testnats.WithSettings(func(s *streams.Settings) { s.AckWait = time.Second })}, opts...)
+	env := testnats.Start(t, []string{domain}, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	b := &bundle{env: env, ctx: ctx, calls: &counter{n: map[string]int{}}, ledger: handlers.NewLedger(map[string]int64{"alice": 100})}
@@ -97,6 +101,7 @@ func setup(t *testing.T) *bundle {
 	mux.Use(func(next pipeline.Handler) pipeline.Handler {
 		return pipeline.HandlerFunc(func(ctx context.Context, c *pipeline.Call) (pipeline.Result, error) {
 			b.calls.add(c.IdempotencyKey())
+			b.payloads.Store(c.IdempotencyKey(), c.Payload)
 			return next.Handle(ctx, c)
 		})
 	})
@@ -156,8 +161,27 @@ type apiError struct {
 // call sends a JSON request as user and decodes the reply into out.
 func (b *bundle) call(t *testing.T, user, op string, req, out any) *apiError {
 	t.Helper()
+	data, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, e := b.raw(t, user, op, data)
+	if e != nil {
+		return e
+	}
+	if out != nil {
+		if err := json.Unmarshal(m.Data, out); err != nil {
+			t.Fatalf("%s %s: reply %s: %v", user, op, m.Data, err)
+		}
+	}
+	return nil
+}
+
+// raw sends body as it is as user's request op, and returns the reply or
+// its error.
+func (b *bundle) raw(t *testing.T, user, op string, data []byte) (*nats.Msg, *apiError) {
+	t.Helper()
 	nc := b.conn(t, user)
-	data, _ := json.Marshal(req)
 	var m *nats.Msg
 	var err error
 	testnats.Eventually(t, 10*time.Second, "authz answers "+op, func() bool {
@@ -168,14 +192,9 @@ func (b *bundle) call(t *testing.T, user, op string, req, out any) *apiError {
 		t.Fatalf("%s %s: %v", user, op, err)
 	}
 	if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
-		return &apiError{Code: code, Msg: m.Header.Get(micro.ErrorHeader)}
+		return nil, &apiError{Code: code, Msg: m.Header.Get(micro.ErrorHeader)}
 	}
-	if out != nil {
-		if err := json.Unmarshal(m.Data, out); err != nil {
-			t.Fatalf("%s %s: reply %s: %v", user, op, m.Data, err)
-		}
-	}
-	return nil
+	return m, nil
 }
 
 var conns sync.Map

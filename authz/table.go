@@ -2,6 +2,7 @@ package authz
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -9,12 +10,10 @@ import (
 	"sort"
 	"time"
 
+	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"go.yaml.in/yaml/v3"
 )
-
-// ErrTable is matched by every error loading an authorization table.
-var ErrTable = errors.New("authz: invalid authorization table")
 
 // Anyone in a label's users lets every identity submit under it.
 const Anyone = "*"
@@ -163,11 +162,48 @@ func (l *Label) Allows(user string) bool {
 
 // CallSpec is one function of a submission, as the caller writes it.
 type CallSpec struct {
-	Type    string           `json:"type"`
+	Type string `json:"type"`
+	// Payload is any JSON value that comes back unchanged (see
+	// pipeline.Payload.UnmarshalJSON): a number that would not, such as
+	// 1e999, is refused.
 	Payload pipeline.Payload `json:"payload,omitempty"`
 	// Expect is the confirmation content to wait for, for function types
 	// whose rule requires a confirmation.
 	Expect string `json:"expect,omitempty"`
+}
+
+// Calls are the functions of a submission, in order. Read from JSON, each
+// is read strictly (no unknown fields), and an error names the function
+// it is about, as in "functions[2].payload.amount".
+type Calls []CallSpec
+
+// UnmarshalJSON reads a JSON array of functions; null reads as none.
+func (c *Calls) UnmarshalJSON(b []byte) error {
+	var raw []json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	if raw == nil {
+		*c = nil
+		return nil
+	}
+	out := make(Calls, 0, len(raw))
+	for i, r := range raw {
+		dec := json.NewDecoder(bytes.NewReader(r))
+		dec.DisallowUnknownFields()
+		var cs CallSpec
+		if err := dec.Decode(&cs); err != nil {
+			field := fmt.Sprintf("functions[%d]", i)
+			var ve *pipeline.ValidationError
+			if errors.As(err, &ve) {
+				return &pipeline.ValidationError{Field: field + "." + ve.Field, Rule: ve.Rule}
+			}
+			return &pipeline.ValidationError{Field: field, Rule: jsonProblem(err)}
+		}
+		out = append(out, cs)
+	}
+	*c = out
+	return nil
 }
 
 // Build turns a submission under the label into a batch, or says what is
@@ -191,7 +227,7 @@ func (l *Label) Build(label, user string, calls []CallSpec, key string, now time
 				allowed = append(allowed, t)
 			}
 			sort.Strings(allowed)
-			return nil, &pipeline.ValidationError{Field: fmt.Sprintf("functions[%d].type", i), Rule: fmt.Sprintf("%q is not allowed under label %q (allowed: %v)", c.Type, label, allowed)}
+			return nil, &pipeline.ValidationError{Field: fmt.Sprintf("functions[%d].type", i), Rule: fmt.Sprintf("%q is not allowed under label %q (allowed: %v)", logging.Capped(c.Type), label, allowed)}
 		}
 		f := pipeline.Function{Type: c.Type, Payload: c.Payload, Retry: rule.Retry}
 		switch {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -86,5 +87,63 @@ func TestReload(t *testing.T) {
 	}
 	if len(svc.Table().Labels) != 5 {
 		t.Fatal("a bad table replaced the good one")
+	}
+}
+
+// TestTableLoadsEveryDocumentedKey: every key docs/api.md lists for the
+// authorization table loads under that name, retry logic included.
+func TestTableLoadsEveryDocumentedKey(t *testing.T) {
+	const doc = `
+labels:
+  atomic:
+    domain: pay
+    users: [alice, "*"]
+    mode: atomic
+    priority: high
+    retry:
+      times: 3
+      backoff: {kind: exponential, initial: 100ms, multiplier: 2, max: 1s}
+      jitter: 10ms
+      non_retryable: [insufficient_funds]
+      retry_on: [timeout, unavailable]
+    functions: {ledger.transfer: {}}
+    expiry: 1h
+    max_concurrent: 4
+  stepwise:
+    domain: pay
+    users: [bob]
+    mode: non_atomic
+    priority: med
+    functions:
+      http.post:
+        retry: {times: indefinitely, backoff: {kind: linear, initial: 1s, increment: 500ms}}
+        confirm: {timeout: 1m, by: [oracle]}
+`
+	tbl, err := authz.ParseTable([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, s := tbl.Labels["atomic"], tbl.Labels["stepwise"]
+	r := a.Retry
+	if a.Domain != "pay" || len(a.Users) != 2 || a.Mode != pipeline.Atomic || a.Priority != pipeline.High ||
+		a.Expiry.D() != time.Hour || a.MaxConcurrent != 4 || r == nil {
+		t.Fatalf("label %+v", a)
+	}
+	if r.Times != 3 || r.Backoff.Kind != pipeline.Exponential || r.Backoff.Initial.D() != 100*time.Millisecond ||
+		r.Backoff.Multiplier != 2 || r.Backoff.Max.D() != time.Second || r.Jitter.D() != 10*time.Millisecond ||
+		!slices.Equal(r.NonRetryable, []string{"insufficient_funds"}) || !slices.Equal(r.RetryOn, []string{"timeout", "unavailable"}) {
+		t.Fatalf("retry %+v", r)
+	}
+	f := s.Functions["http.post"]
+	if f.Retry == nil || f.Retry.Times != pipeline.Forever || f.Retry.Backoff.Kind != pipeline.Linear || f.Retry.Backoff.Increment.D() != 500*time.Millisecond ||
+		f.Confirm == nil || f.Confirm.Timeout.D() != time.Minute || !slices.Equal(f.Confirm.By, []string{"oracle"}) {
+		t.Fatalf("function rule %+v", f)
+	}
+	// The Go field names are not keys.
+	for _, bad := range []string{"nonretryable: [x]", "retryon: [x]"} {
+		y := "labels:\n  x: {domain: d, users: ['*'], mode: atomic, priority: high, functions: {noop: {}}, retry: {times: 1, backoff: {kind: fixed, initial: 1s}, " + bad + "}}"
+		if _, err := authz.ParseTable([]byte(y)); !errors.Is(err, authz.ErrTable) {
+			t.Errorf("%s: %v, want ErrTable", bad, err)
+		}
 	}
 }

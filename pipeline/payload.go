@@ -4,7 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
 
+	"github.com/tickflow/tickflow/logging"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -86,24 +91,172 @@ func (p Payload) MarshalJSON() ([]byte, error) {
 	return json.Marshal(jsonable(v))
 }
 
-// UnmarshalJSON reads any JSON value and keeps it as msgpack.
+// UnmarshalJSON reads any JSON value and keeps it as msgpack, with the keys
+// of every object in sorted order so the same value always has the same
+// bytes.
+//
+// Every value must come back from MarshalJSON as the same value, so
+// numbers are kept exactly or refused: an integer as an int64, or as a
+// uint64 above the int64 range; any other number as a float64 when that
+// float64 reads back as the number written (0.1, 1.5e300). A number that
+// does neither (1e999, 12345678901234567890123, 3.14159265358979323846) is
+// refused, and so is an object that repeats a key. The error is a
+// *ValidationError whose Field is the path inside the payload, such as
+// "payload.items[2].amount"; send such numbers as strings.
 func (p *Payload) UnmarshalJSON(b []byte) error {
 	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
 		*p = nil
 		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return fmt.Errorf("pipeline: payload: %w", err)
-	}
-	enc, err := msgpack.Marshal(fromJSON(v))
+	r := jsonReader{dec: json.NewDecoder(bytes.NewReader(b)), path: []string{"payload"}}
+	r.dec.UseNumber()
+	v, err := r.value()
 	if err != nil {
+		return err
+	}
+	if _, err := r.dec.Token(); err != io.EOF {
+		return fmt.Errorf("pipeline: payload: trailing data after the JSON value")
+	}
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetSortMapKeys(true)
+	enc.UseCompactInts(true)
+	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("pipeline: payload: %w", err)
 	}
-	*p = enc
+	*p = buf.Bytes()
 	return nil
+}
+
+// maxJSONDepth bounds the nesting of a payload, as encoding/json bounds
+// what it decodes.
+const maxJSONDepth = 10000
+
+// jsonReader reads one JSON value token by token, so that it sees every
+// number as written and every key of an object, and knows where it is.
+type jsonReader struct {
+	dec  *json.Decoder
+	path []string // the path of the value being read, one element per level
+}
+
+func (r *jsonReader) fail(format string, args ...any) error {
+	return invalid(logging.Cap(strings.Join(r.path, ""), 4*logging.CapBytes), format, args...)
+}
+
+func (r *jsonReader) value() (any, error) {
+	if len(r.path) > maxJSONDepth {
+		return nil, r.fail("nests deeper than %d levels", maxJSONDepth)
+	}
+	tok, err := r.dec.Token()
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: payload: %w", err)
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			return r.object()
+		case '[':
+			return r.array()
+		}
+		return nil, fmt.Errorf("pipeline: payload: unexpected %q", t)
+	case json.Number:
+		return r.number(string(t))
+	default: // string, bool or nil
+		return t, nil
+	}
+}
+
+func (r *jsonReader) object() (any, error) {
+	m := map[string]any{}
+	for r.dec.More() {
+		tok, err := r.dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: payload: %w", err)
+		}
+		k, _ := tok.(string)
+		r.path = append(r.path, "."+logging.Capped(k))
+		if _, dup := m[k]; dup {
+			return nil, r.fail("a key repeated in one object; an object's keys must be unique")
+		}
+		v, err := r.value()
+		if err != nil {
+			return nil, err
+		}
+		r.path = r.path[:len(r.path)-1]
+		m[k] = v
+	}
+	if _, err := r.dec.Token(); err != nil { // '}'
+		return nil, fmt.Errorf("pipeline: payload: %w", err)
+	}
+	return m, nil
+}
+
+func (r *jsonReader) array() (any, error) {
+	a := []any{}
+	for r.dec.More() {
+		r.path = append(r.path, "["+strconv.Itoa(len(a))+"]")
+		v, err := r.value()
+		if err != nil {
+			return nil, err
+		}
+		r.path = r.path[:len(r.path)-1]
+		a = append(a, v)
+	}
+	if _, err := r.dec.Token(); err != nil { // ']'
+		return nil, fmt.Errorf("pipeline: payload: %w", err)
+	}
+	return a, nil
+}
+
+// number keeps s as an int64, a uint64 or a float64, whichever holds it
+// exactly (see UnmarshalJSON), or says why none does.
+func (r *jsonReader) number(s string) (any, error) {
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return i, nil
+	}
+	if u, err := strconv.ParseUint(s, 10, 64); err == nil {
+		return u, nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return nil, r.fail("number %s is out of range: numbers must be finite and within ±1.8e308", logging.Capped(s))
+	}
+	if back := strconv.FormatFloat(f, 'g', -1, 64); !sameDecimal(s, back) {
+		return nil, r.fail("number %s would come back as %s: integers must lie in [-2^63, 2^64-1] and other numbers "+
+			"must be held exactly by a float64 (about 17 significant digits); send it as a string to keep it exact", logging.Capped(s), back)
+	}
+	return f, nil
+}
+
+// sameDecimal reports whether two JSON number literals denote the same
+// decimal number (1e2 and 100.0 do; -0 and 0 do).
+func sameDecimal(a, b string) bool {
+	an, ad, ae, aok := decimal(a)
+	bn, bd, be, bok := decimal(b)
+	return aok && bok && ad == bd && (ad == "" || an == bn && ae == be)
+}
+
+// decimal splits a JSON number literal into its sign, its significant
+// digits without leading or trailing zeros, and the power of ten that puts
+// the point in front of those digits: 0.d₁d₂…dₙ × 10^exp. Zero has no
+// digits. ok is false for an exponent too large to count.
+func decimal(s string) (neg bool, digits string, exp int, ok bool) {
+	neg = strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(s[i+1:])
+		if err != nil || e > math.MaxInt32 || e < math.MinInt32 {
+			return false, "", 0, false
+		}
+		exp, s = e, s[:i]
+	}
+	whole, frac, _ := strings.Cut(s, ".")
+	digits = whole + frac
+	exp += len(whole)
+	trimmed := strings.TrimLeft(digits, "0")
+	exp -= len(digits) - len(trimmed)
+	return neg, strings.TrimRight(trimmed, "0"), exp, true
 }
 
 // jsonable turns msgpack's map[any]any into map[string]any for encoding/json.
@@ -127,31 +280,29 @@ func jsonable(v any) any {
 		return t
 	case []byte:
 		return string(t)
+	case float64:
+		return finite(t)
+	case float32:
+		if f := float64(t); math.IsNaN(f) || math.IsInf(f, 0) {
+			return finite(f)
+		}
+		return t
 	default:
 		return v
 	}
 }
 
-// fromJSON turns json.Number into int64 or float64 so msgpack stores numbers natively.
-func fromJSON(v any) any {
-	switch t := v.(type) {
-	case json.Number:
-		if i, err := t.Int64(); err == nil {
-			return i
-		}
-		f, _ := t.Float64()
-		return f
-	case map[string]any:
-		for k, e := range t {
-			t[k] = fromJSON(e)
-		}
-		return t
-	case []any:
-		for i, e := range t {
-			t[i] = fromJSON(e)
-		}
-		return t
-	default:
-		return v
+// finite returns f, or for a float JSON cannot hold (written by Go code,
+// never read from JSON) its name as a string, so one such value does not
+// make a whole record unreadable.
+func finite(f float64) any {
+	switch {
+	case math.IsNaN(f):
+		return "NaN"
+	case math.IsInf(f, 1):
+		return "+Inf"
+	case math.IsInf(f, -1):
+		return "-Inf"
 	}
+	return f
 }

@@ -3,8 +3,10 @@ package pipeline_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -31,6 +33,9 @@ func normalizeNumbers(v any) any {
 	case json.Number:
 		if i, err := t.Int64(); err == nil {
 			return i
+		}
+		if u, err := strconv.ParseUint(string(t), 10, 64); err == nil {
+			return u
 		}
 		f, _ := t.Float64()
 		if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
@@ -69,6 +74,11 @@ func TestPayloadJSONRoundTrip(t *testing.T) {
 		{name: "2^53 + 1 stays exact", json: `9007199254740993`},
 		{name: "largest int64", json: `9223372036854775807`},
 		{name: "smallest int64", json: `-9223372036854775808`},
+		{name: "above int64 stays exact", json: `12345678901234567890`, msgpack: []byte{0xcf, 0xab, 0x54, 0xa9, 0x8c, 0xeb, 0x1f, 0x0a, 0xd2}},
+		{name: "largest uint64", json: `18446744073709551615`},
+		{name: "decimal a float64 reads back", json: `0.1`},
+		{name: "negative zero", json: `-0.0`},
+		{name: "keys in any order give the same bytes", json: `{"b": 1, "a": 2}`, msgpack: []byte{0x82, 0xa1, 'a', 0x02, 0xa1, 'b', 0x01}},
 		{name: "fraction", json: `1.5`},
 		{name: "negative fraction", json: `-0.25`},
 		{name: "exponent", json: `1e300`},
@@ -230,4 +240,58 @@ func TestEncodePayloadRejectsUnencodable(t *testing.T) {
 		}
 	}()
 	pipeline.MustPayload(make(chan int))
+}
+
+// TestPayloadRefusesWhatWouldComeBackChanged: a payload is kept only if
+// MarshalJSON gives back the same value; the error names the field.
+func TestPayloadRefusesWhatWouldComeBackChanged(t *testing.T) {
+	tests := []struct {
+		name, json, field string
+	}{
+		{name: "infinite", json: `1e999`, field: "payload"},
+		{name: "negative infinite in an object", json: `{"amount": -1e999}`, field: "payload.amount"},
+		{name: "integer above uint64", json: `{"n": 12345678901234567890123}`, field: "payload.n"},
+		{name: "integer below int64", json: `[1, -9223372036854775809]`, field: "payload[1]"},
+		{name: "more digits than a float64 holds", json: `{"pi": [3.14159265358979323846]}`, field: "payload.pi[0]"},
+		{name: "underflow to zero", json: `1e-400`, field: "payload"},
+		{name: "repeated key", json: `{"a": {"to": "bob", "to": "eve"}}`, field: "payload.a.to"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var p pipeline.Payload
+			err := json.Unmarshal([]byte(tt.json), &p)
+			var ve *pipeline.ValidationError
+			if !errors.As(err, &ve) || ve.Field != tt.field || !errors.Is(err, pipeline.ErrInvalid) {
+				t.Fatalf("Unmarshal(%s) = %v, want a ValidationError on %s", tt.json, err, tt.field)
+			}
+		})
+	}
+}
+
+// TestPayloadErrorsAreCapped: a huge number or key is shown capped.
+func TestPayloadErrorsAreCapped(t *testing.T) {
+	var p pipeline.Payload
+	long := "1" + strings.Repeat("0", 5000) + ".5"
+	err := json.Unmarshal([]byte(`{"x":`+long+`}`), &p)
+	if err == nil || len(err.Error()) > 600 || !strings.Contains(err.Error(), "(5003 bytes)") {
+		t.Fatalf("error not capped: %.200v… (%d bytes)", err, len(err.Error()))
+	}
+	key := strings.Repeat("k", 5000)
+	err = json.Unmarshal([]byte(`{"`+key+`":1,"`+key+`":2}`), &p)
+	if err == nil || len(err.Error()) > 600 {
+		t.Fatalf("error not capped: %.200v…", err)
+	}
+}
+
+// TestPayloadNonFiniteFromGoStaysReadable: Go code can encode a NaN or an
+// infinity, which JSON cannot hold; the record stays readable.
+func TestPayloadNonFiniteFromGoStaysReadable(t *testing.T) {
+	p := pipeline.MustPayload(map[string]any{"nan": math.NaN(), "inf": math.Inf(1), "ninf": float32(math.Inf(-1)), "f32": float32(0.1)})
+	out, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"f32":0.1,"inf":"+Inf","nan":"NaN","ninf":"-Inf"}`; string(out) != want {
+		t.Fatalf("Marshal = %s, want %s", out, want)
+	}
 }

@@ -71,11 +71,11 @@ const (
 
 // Backoff computes the delay before each retry. The zero Max means no cap.
 type Backoff struct {
-	Kind       BackoffKind `msgpack:"kind" json:"kind"`
-	Initial    Duration    `msgpack:"initial" json:"initial"`
-	Increment  Duration    `msgpack:"increment,omitempty" json:"increment,omitempty"`
-	Multiplier float64     `msgpack:"multiplier,omitempty" json:"multiplier,omitempty"`
-	Max        Duration    `msgpack:"max,omitempty" json:"max,omitempty"`
+	Kind       BackoffKind `msgpack:"kind" json:"kind" yaml:"kind"`
+	Initial    Duration    `msgpack:"initial" json:"initial" yaml:"initial"`
+	Increment  Duration    `msgpack:"increment,omitempty" json:"increment,omitempty" yaml:"increment,omitempty"`
+	Multiplier float64     `msgpack:"multiplier,omitempty" json:"multiplier,omitempty" yaml:"multiplier,omitempty"`
+	Max        Duration    `msgpack:"max,omitempty" json:"max,omitempty" yaml:"max,omitempty"`
 }
 
 // RetryLogic is the retry policy shared by atomic batches and the functions
@@ -90,18 +90,18 @@ type Backoff struct {
 type RetryLogic struct {
 	// Times is the number of retries after the first attempt (total attempts =
 	// Times + 1), or Forever.
-	Times Times `msgpack:"times" json:"times"`
+	Times Times `msgpack:"times" json:"times" yaml:"times"`
 	// Backoff computes the delay before each retry.
-	Backoff Backoff `msgpack:"backoff" json:"backoff"`
+	Backoff Backoff `msgpack:"backoff" json:"backoff" yaml:"backoff"`
 	// Jitter spreads each delay uniformly over [max(d−Jitter, 0), d+Jitter]. Zero: none.
-	Jitter Duration `msgpack:"jitter,omitempty" json:"jitter,omitempty"`
+	Jitter Duration `msgpack:"jitter,omitempty" json:"jitter,omitempty" yaml:"jitter,omitempty"`
 	// NonRetryable lists error codes that are never retried.
-	NonRetryable []string `msgpack:"non_retryable,omitempty" json:"non_retryable,omitempty"`
+	NonRetryable []string `msgpack:"non_retryable,omitempty" json:"non_retryable,omitempty" yaml:"non_retryable,omitempty"`
 	// RetryOn, when set, lists the only error codes that are retried.
-	RetryOn []string `msgpack:"retry_on,omitempty" json:"retry_on,omitempty"`
+	RetryOn []string `msgpack:"retry_on,omitempty" json:"retry_on,omitempty" yaml:"retry_on,omitempty"`
 	// Predicate, when set, also accepts errors for retry when RetryOn is set.
 	// It only exists in the process that built the value and is never encoded.
-	Predicate func(error) bool `msgpack:"-" json:"-"`
+	Predicate func(error) bool `msgpack:"-" json:"-" yaml:"-"`
 }
 
 // NoRetry is the logic of a batch or function that gets exactly one attempt.

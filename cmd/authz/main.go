@@ -5,11 +5,17 @@
 //	NATS_USER=authz NATS_PASSWORD=local-authz authz -table authz.yaml
 //
 // Flags, the config file's authz: section and TICKFLOW_AUTHZ_* variables
-// configure it (see config.Authz; -h lists them all). SIGHUP reloads the
-// authorization table; SIGINT or SIGTERM stops taking requests, lets those in
-// flight finish, drains and exits 0. Run as many replicas as you like: batch
-// ids come from one JetStream sequence and every record is written with
-// compare-and-set.
+// configure it (see config.Authz; -h lists them all).
+//
+// The streams, consumers and buckets must have been provisioned: started
+// before, authz exits with an error matching authz.ErrNotProvisioned.
+// -domain provisions them at start, which needs a user allowed to create
+// streams (admin), not authz.
+//
+// SIGHUP reloads the authorization table; SIGINT or SIGTERM stops taking
+// requests, lets those in flight finish, drains and exits 0. Run as many
+// replicas as you like: batch ids come from one JetStream sequence and every
+// record is written with compare-and-set.
 package main
 
 import (
