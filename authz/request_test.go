@@ -194,7 +194,7 @@ func TestUntrustedInputCapped(t *testing.T) {
 		if err := nc.PublishMsg(m); err != nil {
 			t.Fatal(err)
 		}
-		return strings.Contains(logs.String(), "reply subject outside")
+		return strings.Contains(logs.String(), streams.LogReplyRefused)
 	})
 	if out := logs.String(); strings.Contains(out, strings.Repeat("r", 100)) || !strings.Contains(out, "(1010 bytes)") {
 		t.Fatalf("reply subject not capped in the log:\n%.500s", out)

@@ -252,7 +252,7 @@ func (s *Service) serve(ctx context.Context, req micro.Request, h func(context.C
 	// the caller, and authz may publish where callers may not (batches.>,
 	// $KV.batches.>), so a crafted reply subject must not become a write.
 	if !streams.IsInboxOf(req.Reply(), parts[1]) {
-		s.log.Warn(streams.LogReplyRefused, "subject", streams.CapSubject(req.Subject()), "reply", streams.CapSubject(req.Reply()))
+		s.log.Warn(streams.LogReplyRefused, "subject", logging.Capped(req.Subject()), "reply", logging.Capped(req.Reply()))
 		return
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -185,7 +186,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		// Anyone may tick, and the reply subject is theirs to choose: a tick
 		// whose reply is not an inbox is refused whole, before it runs.
 		if err := streams.CheckReply(m.Reply); err != nil {
-			p.log.Warn(streams.LogReplyRefused, "subject", m.Subject, "reply", streams.CapSubject(m.Reply))
+			p.log.Warn(streams.LogReplyRefused, "subject", m.Subject, "reply", logging.Capped(m.Reply))
 			return
 		}
 		var body []byte

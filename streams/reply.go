@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/logging"
 )
 
 // A reply subject is chosen by the caller. A service answers with its own
@@ -50,16 +51,7 @@ func CheckReply(reply string) error {
 	if reply == "" || IsInbox(reply) {
 		return nil
 	}
-	return fmt.Errorf("%w: %s", ErrReplyRefused, CapSubject(reply))
-}
-
-// CapSubject shortens a caller-chosen subject for logs and errors.
-func CapSubject(s string) string {
-	const max = 128
-	if len(s) <= max {
-		return s
-	}
-	return fmt.Sprintf("%s… (%d bytes)", s[:max], len(s))
+	return fmt.Errorf("%w: %s", ErrReplyRefused, logging.Capped(reply))
 }
 
 // LogReplyRefused is the message every service logs, at Warn, when it

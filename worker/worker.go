@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -136,7 +137,7 @@ func (w *Worker) serve(ctx context.Context, req micro.Request, h func(context.Co
 	// its own rights: a request whose answer would land outside an inbox is
 	// refused before anything runs.
 	if err := streams.CheckReply(req.Reply()); err != nil || req.Reply() == "" {
-		w.log.Warn(streams.LogReplyRefused, "subject", req.Subject(), "reply", streams.CapSubject(req.Reply()))
+		w.log.Warn(streams.LogReplyRefused, "subject", req.Subject(), "reply", logging.Capped(req.Reply()))
 		return
 	}
 	wr, err := streams.Decode[streams.WorkRequest](req.Data())
