@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/streams"
 )
 
@@ -24,6 +25,12 @@ func (s *Service) handleCallback(ctx context.Context, m jetstream.Msg) {
 		// Nothing in it is trusted, not even of a newer version: its
 		// headers say which batch it is about.
 		err, cb = unreadable("callback", cb.V, err), streams.Callback{}
+	} else if d, ok := streams.CallbackDomain(m.Subject()); !ok || d != cb.Domain {
+		// The subject is what nats.conf can grant per domain; a callback
+		// that names another domain than its subject is not applied.
+		s.log.Error("callback refused: its subject and its domain differ", "subject", logging.Capped(m.Subject()), "domain", logging.Capped(cb.Domain), "batch_id", cb.BatchID)
+		_ = m.Ack()
+		return
 	} else {
 		if cb.At.IsZero() {
 			// A processor that finished a batch in its first step wrote no
@@ -63,6 +70,10 @@ func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
 			return unreadable(fmt.Sprintf("record of batch %d", cb.BatchID), rec.V, err)
 		}
 		if rec.Status.Terminal() {
+			return nil
+		}
+		if rec.Batch.Domain != cb.Domain {
+			s.log.Error("callback refused: the batch belongs to another domain", "batch_id", cb.BatchID, "domain", logging.Capped(cb.Domain), "batch_domain", rec.Batch.Domain)
 			return nil
 		}
 		o := cb.Outcome

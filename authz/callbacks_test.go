@@ -6,7 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
 )
 
 func slogJSON(w io.Writer) *slog.Logger {
@@ -62,5 +66,46 @@ func TestRunLogs(t *testing.T) {
 	}
 	if finished != 1 || stopped != 1 {
 		t.Fatalf("batch finished %d times, authz stopped %d times; want 1 and 1", finished, stopped)
+	}
+}
+
+// TestCallbackFromAnotherDomainRefused: a callback is applied only when its
+// subject, its body and the batch agree on the domain, so a processor
+// granted one domain's callbacks subject cannot finish another's batches.
+func TestCallbackFromAnotherDomainRefused(t *testing.T) {
+	b := setup(t)
+	sink := b.startAuthzWith(t, authz.Options{})
+	id := b.send(t, "alice", "jobs", noop()) // queued: nothing ticks
+	js := b.env.JS(t, "processor")
+	forge := func(cb *streams.Callback, subject string) {
+		t.Helper()
+		m, err := streams.CallbackMsg(cb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Subject = subject
+		m.Header.Del(nats.MsgIdHdr)
+		if _, err := js.PublishMsg(b.ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	executed := pipeline.Outcome{Status: pipeline.Executed}
+	forge(&streams.Callback{V: 1, BatchID: id, Domain: "other", Outcome: executed}, streams.CallbackSubject("other"))
+	forge(&streams.Callback{V: 1, BatchID: id, Domain: domain, Outcome: executed}, streams.CallbackSubject("other"))
+	refused := func(msg string) int {
+		n := 0
+		for _, r := range sink.records(t) {
+			if r["msg"] == msg {
+				n++
+			}
+		}
+		return n
+	}
+	testnats.Eventually(t, 10*time.Second, "both callbacks refused", func() bool {
+		return refused("callback refused: the batch belongs to another domain") == 1 &&
+			refused("callback refused: its subject and its domain differ") == 1
+	})
+	if rec := b.record(t, id); rec.Status.Terminal() {
+		t.Fatalf("batch %d is %s after forged callbacks", id, rec.Status)
 	}
 }

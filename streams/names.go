@@ -2,6 +2,7 @@ package streams
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -108,6 +109,13 @@ func QueueFilter(p pipeline.Priority, domain string) string {
 
 // CallbackSubject is where domain's processors publish callbacks.
 func CallbackSubject(domain string) string { return "callbacks." + domain }
+
+// CallbackDomain returns the domain of a callback subject, and false for a
+// subject that is not one.
+func CallbackDomain(subject string) (string, bool) {
+	d, ok := strings.CutPrefix(subject, CallbackSubject(""))
+	return d, ok && d != "" && !strings.Contains(d, ".")
+}
 
 // ConfirmSubject is where the confirmation of function index of batch id goes.
 func ConfirmSubject(domain string, id uint64, index int) string {
