@@ -113,7 +113,7 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 	}
 	dedup := ""
 	if idem != "" {
-		dedup = idemKV(user, idem)
+		dedup = streams.IdempotencyKey(user, idem)
 	}
 	id, dup, err := AssignID(ctx, s.js, dedup)
 	if err != nil {
@@ -144,7 +144,7 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 		}
 	}
 	if idem != "" {
-		if _, err := s.batches.Create(ctx, idemKV(user, idem), []byte(fmt.Sprint(first.ID))); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		if _, err := s.batches.Create(ctx, streams.IdempotencyKey(user, idem), []byte(fmt.Sprint(first.ID))); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, fmt.Errorf("authz: remember idempotency key: %w", err)
 		}
 	}
@@ -193,7 +193,7 @@ func fingerprint(b *pipeline.Batch) [sha256.Size]byte {
 }
 
 func (s *Service) idempotent(ctx context.Context, user, idem string) (uint64, bool, error) {
-	e, err := s.batches.Get(ctx, idemKV(user, idem))
+	e, err := s.batches.Get(ctx, streams.IdempotencyKey(user, idem))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, false, nil
 	}

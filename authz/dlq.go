@@ -66,7 +66,7 @@ type deadLetter struct {
 }
 
 func (s *Service) deadLetters(ctx context.Context, domain string, from uint64, limit int) ([]deadLetter, error) {
-	filter := "dlq.*"
+	filter := streams.DLQSubjects
 	if domain != "" {
 		if err := pipeline.ValidateDomain(domain); err != nil {
 			return nil, err
@@ -210,7 +210,7 @@ func (s *Service) replayOne(ctx context.Context, it deadLetter) (uint64, error) 
 	return id, nil
 }
 
-// replayRecord, under replayKey in the batches bucket, says which batch
+// replayRecord, under streams.ReplayKey in the batches bucket, says which batch
 // replays the dead letter at one DLQ sequence. It is created before that
 // batch is recorded, and marked queued once its token is published: a
 // replay cut short by a crash is finished by the next one, and a finished
@@ -221,14 +221,10 @@ type replayRecord struct {
 	Queued bool   `json:"queued,omitempty"`
 }
 
-// replayKey is the batches-bucket key of the replay record of the dead
-// letter at DLQ sequence seq.
-func replayKey(seq uint64) string { return "replay." + strconv.FormatUint(seq, 10) }
-
 // replayed reads the replay record of the dead letter at seq: nil if it
 // was never replayed.
 func (s *Service) replayed(ctx context.Context, seq uint64) (*replayRecord, uint64, error) {
-	e, err := s.batches.Get(ctx, replayKey(seq))
+	e, err := s.batches.Get(ctx, streams.ReplayKey(seq))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, nil
 	}
@@ -258,7 +254,7 @@ func (s *Service) replayBatch(ctx context.Context, it deadLetter) (uint64, error
 			// on the original is written last, so that replay is queued.
 			rr = &replayRecord{ID: rec.ReplayedAs, Queued: true}
 			v, _ := json.Marshal(rr)
-			if _, err := s.batches.Create(ctx, replayKey(seq), v); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			if _, err := s.batches.Create(ctx, streams.ReplayKey(seq), v); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 				return 0, fmt.Errorf("authz: record replay of dead letter %d: %w", seq, err)
 			}
 			return rr.ID, nil
@@ -270,7 +266,7 @@ func (s *Service) replayBatch(ctx context.Context, it deadLetter) (uint64, error
 			return 0, err
 		}
 		v, _ := json.Marshal(replayRecord{ID: id})
-		rev, err = s.batches.Create(ctx, replayKey(seq), v)
+		rev, err = s.batches.Create(ctx, streams.ReplayKey(seq), v)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyExists): // a concurrent replay claimed it first
 			if rr, rev, err = s.replayed(ctx, seq); err != nil {
@@ -305,7 +301,7 @@ func (s *Service) replayBatch(ctx context.Context, it deadLetter) (uint64, error
 		return 0, err
 	}
 	v, _ := json.Marshal(replayRecord{ID: rr.ID, Queued: true})
-	if _, err := s.batches.Update(ctx, replayKey(seq), v, rev); err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+	if _, err := s.batches.Update(ctx, streams.ReplayKey(seq), v, rev); err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return 0, fmt.Errorf("authz: mark replay of dead letter %d queued: %w", seq, err)
 	}
 	return rr.ID, nil

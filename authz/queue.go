@@ -285,8 +285,6 @@ type edit struct {
 	Tail []QueueItem `json:"tail"`
 }
 
-func editKey(domain string, p pipeline.Priority) string { return "edit." + domain + "." + string(p) }
-
 func (s *Service) insert(ctx context.Context, user string, body []byte) (any, error) {
 	if err := s.owner(user); err != nil {
 		return nil, err
@@ -321,7 +319,7 @@ func (s *Service) insert(ctx context.Context, user string, body []byte) (any, er
 	}
 	e := &edit{Domain: req.Domain, Priority: req.Priority, New: b.batch.ID, Tail: items[req.Position:]}
 	data, _ := json.Marshal(e)
-	if _, err := s.locks.Create(ctx, editKey(req.Domain, req.Priority), data); err != nil {
+	if _, err := s.locks.Create(ctx, streams.EditKey(req.Domain, req.Priority), data); err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, errf(CodeConflict, "authz: another edit of %s's %s queue is in progress", req.Domain, req.Priority)
 		}
@@ -351,7 +349,7 @@ func (s *Service) applyEdit(ctx context.Context, e *edit) error {
 			return err
 		}
 	}
-	if err := s.locks.Delete(ctx, editKey(e.Domain, e.Priority)); err != nil {
+	if err := s.locks.Delete(ctx, streams.EditKey(e.Domain, e.Priority)); err != nil {
 		return fmt.Errorf("authz: clear the edit record: %w", err)
 	}
 	return nil
@@ -403,7 +401,7 @@ func (s *Service) resumeEdits(ctx context.Context) error {
 		}
 		seen[l.Domain] = true
 		for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
-			e, err := s.locks.Get(ctx, editKey(l.Domain, p))
+			e, err := s.locks.Get(ctx, streams.EditKey(l.Domain, p))
 			if errors.Is(err, jetstream.ErrKeyNotFound) {
 				continue
 			}

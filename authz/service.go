@@ -3,8 +3,6 @@ package authz
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -332,10 +330,4 @@ func (s *Service) owner(user string) error {
 		return errf(CodeForbidden, "authz: only the owner may do this (you are %q)", user)
 	}
 	return nil
-}
-
-// idemKV is the batches-bucket key remembering an idempotency key's batch.
-func idemKV(user, key string) string {
-	h := sha256.Sum256([]byte(user + "\x00" + key))
-	return "idem." + hex.EncodeToString(h[:16])
 }

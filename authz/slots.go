@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/streams"
 )
 
 // A label's concurrency limit is enforced with one record per label in the
@@ -24,8 +25,6 @@ const reclaimAfter = time.Minute
 type slots struct {
 	IDs map[uint64]time.Time `json:"ids"`
 }
-
-func slotKey(label string) string { return "label." + label }
 
 // reserve takes a slot for id under label, refusing with CodeConflict when
 // max batches are in process; force takes it regardless (the owner).
@@ -89,7 +88,7 @@ func (s *Service) reclaim(ctx context.Context, sl *slots) {
 
 func (s *Service) slots(ctx context.Context, label string) (*slots, uint64, error) {
 	sl := &slots{IDs: map[uint64]time.Time{}}
-	e, err := s.locks.Get(ctx, slotKey(label))
+	e, err := s.locks.Get(ctx, streams.SlotKey(label))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return sl, 0, nil
 	}
@@ -109,9 +108,9 @@ func (s *Service) putSlots(ctx context.Context, label string, sl *slots, rev uin
 	v, _ := json.Marshal(sl)
 	var err error
 	if rev == 0 {
-		_, err = s.locks.Create(ctx, slotKey(label), v)
+		_, err = s.locks.Create(ctx, streams.SlotKey(label), v)
 	} else {
-		_, err = s.locks.Update(ctx, slotKey(label), v, rev)
+		_, err = s.locks.Update(ctx, streams.SlotKey(label), v, rev)
 	}
 	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return errConflict

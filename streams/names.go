@@ -1,6 +1,8 @@
 package streams
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 	"strings"
 
@@ -128,6 +130,9 @@ func ConfirmFilter(domain string) string { return "confirm." + domain + ".>" }
 // DLQSubject is where domain's dead letters go.
 func DLQSubject(domain string) string { return "dlq." + domain }
 
+// DLQSubjects is the filter covering every domain's dead letters.
+const DLQSubjects = "dlq.*"
+
 // IDsSubject is the subject of the batch id log.
 const IDsSubject = "ids.batch"
 
@@ -189,3 +194,32 @@ func CallbackDeadLetterMsgID(seq uint64) string { return "dlcb-" + strconv.Forma
 
 // ValidateDomain rejects a domain that cannot be one subject token.
 func ValidateDomain(domain string) error { return pipeline.ValidateDomain(domain) }
+
+// Keys of the batches bucket besides the batch records ("<id>").
+
+// IdempotencyKey is the batches-bucket key remembering which batch user's
+// idempotency key named: a hash, so a caller's key of any length and
+// alphabet makes one valid KV key.
+func IdempotencyKey(user, key string) string {
+	h := sha256.Sum256([]byte(user + "\x00" + key))
+	return "idem." + hex.EncodeToString(h[:16])
+}
+
+// ReplayKey is the batches-bucket key recording the batch the dead letter
+// at DLQ sequence seq was replayed as.
+func ReplayKey(seq uint64) string { return "replay." + strconv.FormatUint(seq, 10) }
+
+// Keys of the locks bucket.
+
+// EditKey is the locks-bucket key of a queue edit (evict, insert) in
+// progress on a domain's queue of priority p.
+func EditKey(domain string, p pipeline.Priority) string { return "edit." + domain + "." + string(p) }
+
+// SlotKey is the locks-bucket key holding the concurrency slots of label.
+func SlotKey(label string) string { return "label." + label }
+
+// FallbackResultKey is the results-bucket key of the fallback of function
+// index of batch id, in round.
+func FallbackResultKey(id uint64, index, round int) string {
+	return ResultKey(id, index, round) + ".fallback"
+}

@@ -117,7 +117,7 @@ func Streams(s Settings) []jetstream.StreamConfig {
 		{
 			Name:        StreamDLQ,
 			Description: "tickflow dead letters, replayable",
-			Subjects:    []string{"dlq.*"},
+			Subjects:    []string{DLQSubjects},
 			Retention:   jetstream.LimitsPolicy,
 			Storage:     s.storage(),
 			Replicas:    s.Replicas,
