@@ -15,19 +15,23 @@ import (
 	"github.com/tickflow/tickflow/streams"
 )
 
+// endpoints is the API: every operation, whether only the owner may call
+// it, and its handler, which receives the request decoded (decodeJSON)
+// after the owner check.
 func (s *Service) endpoints() []endpoint {
+	const owner = true
 	return []endpoint{
-		{"send", "submit a batch under an authorization label", s.send},
-		{"batch", "the record of one batch", s.batch},
-		{"queue", "a domain's queue in order, [from, to)", s.queue},
-		{"pause", "pause a domain's processors (owner)", s.pause},
-		{"resume", "resume a domain's processors (owner)", s.resume},
-		{"evict", "remove the batch at a position (owner)", s.evict},
-		{"insert", "insert a batch at a position (owner)", s.insert},
-		{"dlq", "list dead letters (owner)", s.listDLQ},
-		{"replay", "replay dead letters as new batches (owner)", s.replay},
-		{"confirm", "confirm a function waiting for a confirmation", s.confirm},
-		{"reload", "reload the authorization table (owner)", s.reload},
+		{"send", "submit a batch under an authorization label", !owner, op(s.send)},
+		{"batch", "the record of one batch", !owner, op(s.batch)},
+		{"confirm", "confirm a function waiting for a confirmation", !owner, op(s.confirm)},
+		{"queue", "a domain's queue in order, [from, to)", owner, op(s.queue)},
+		{"pause", "pause a domain's processors", owner, op(s.pause)},
+		{"resume", "resume a domain's processors", owner, op(s.resume)},
+		{"evict", "remove the batch at a position", owner, op(s.evict)},
+		{"insert", "insert a batch at a position", owner, op(s.insert)},
+		{"dlq", "list dead letters", owner, op(s.listDLQ)},
+		{"replay", "replay dead letters as new batches", owner, op(s.replay)},
+		{"reload", "reload the authorization table", owner, op(s.reload)},
 	}
 }
 
@@ -49,11 +53,7 @@ type SendReply struct {
 	Duplicate bool              `json:"duplicate,omitempty"`
 }
 
-func (s *Service) send(ctx context.Context, user string, body []byte) (any, error) {
-	var req SendRequest
-	if err := decodeJSON(body, &req); err != nil {
-		return nil, err
-	}
+func (s *Service) send(ctx context.Context, user string, req *SendRequest) (any, error) {
 	l, ok := s.Table().Labels[req.Label]
 	if !ok {
 		return nil, errf(CodeNotFound, "authz: unknown label %q", logging.Capped(req.Label))
@@ -233,11 +233,7 @@ type BatchReply struct {
 	Progress *streams.Progress    `json:"progress,omitempty"`
 }
 
-func (s *Service) batch(ctx context.Context, user string, body []byte) (any, error) {
-	var req IDRequest
-	if err := decodeJSON(body, &req); err != nil {
-		return nil, err
-	}
+func (s *Service) batch(ctx context.Context, user string, req *IDRequest) (any, error) {
 	rec, err := s.record(ctx, req.ID)
 	if err != nil {
 		return nil, err
@@ -264,22 +260,15 @@ type StateReply struct {
 	Paused bool   `json:"paused"`
 }
 
-func (s *Service) pause(ctx context.Context, user string, body []byte) (any, error) {
-	return s.setPaused(ctx, user, body, true)
+func (s *Service) pause(ctx context.Context, user string, req *DomainRequest) (any, error) {
+	return s.setPaused(ctx, user, req, true)
 }
 
-func (s *Service) resume(ctx context.Context, user string, body []byte) (any, error) {
-	return s.setPaused(ctx, user, body, false)
+func (s *Service) resume(ctx context.Context, user string, req *DomainRequest) (any, error) {
+	return s.setPaused(ctx, user, req, false)
 }
 
-func (s *Service) setPaused(ctx context.Context, user string, body []byte, paused bool) (any, error) {
-	if err := s.owner(user); err != nil {
-		return nil, err
-	}
-	var req DomainRequest
-	if err := decodeJSON(body, &req); err != nil {
-		return nil, err
-	}
+func (s *Service) setPaused(ctx context.Context, user string, req *DomainRequest, paused bool) (any, error) {
 	if err := pipeline.ValidateDomain(req.Domain); err != nil {
 		return nil, err
 	}
@@ -311,11 +300,7 @@ type ConfirmReply struct {
 // batch's confirmation rules let confirm one of its functions (mayKnow).
 // Everyone else gets the answer a batch that does not exist gets, so
 // confirm cannot be used to find out which batches exist.
-func (s *Service) confirm(ctx context.Context, user string, body []byte) (any, error) {
-	var req ConfirmRequest
-	if err := decodeJSON(body, &req); err != nil {
-		return nil, err
-	}
+func (s *Service) confirm(ctx context.Context, user string, req *ConfirmRequest) (any, error) {
 	hidden := errf(CodeNotFound, "authz: no batch %d with function %d waiting for your confirmation", req.ID, req.Index)
 	rec, err := s.record(ctx, req.ID)
 	var ae *Error
@@ -385,10 +370,7 @@ type ReloadReply struct {
 	Labels int `json:"labels"`
 }
 
-func (s *Service) reload(_ context.Context, user string, _ []byte) (any, error) {
-	if err := s.owner(user); err != nil {
-		return nil, err
-	}
+func (s *Service) reload(_ context.Context, _ string, _ *struct{}) (any, error) {
 	if err := s.Reload(); err != nil {
 		return nil, errf(CodeBadRequest, "%v", err)
 	}

@@ -38,14 +38,7 @@ type DLQReply struct {
 	Items []DeadLetterItem `json:"items"`
 }
 
-func (s *Service) listDLQ(ctx context.Context, user string, body []byte) (any, error) {
-	if err := s.owner(user); err != nil {
-		return nil, err
-	}
-	var req DLQRequest
-	if err := decodeJSON(body, &req); err != nil {
-		return nil, err
-	}
+func (s *Service) listDLQ(ctx context.Context, user string, req *DLQRequest) (any, error) {
 	if req.Limit <= 0 || req.Limit > 1000 {
 		req.Limit = 100
 	}
@@ -125,14 +118,7 @@ type ReplayReply struct {
 	Replayed []Replayed `json:"replayed"`
 }
 
-func (s *Service) replay(ctx context.Context, user string, body []byte) (any, error) {
-	if err := s.owner(user); err != nil {
-		return nil, err
-	}
-	var req ReplayRequest
-	if err := decodeJSON(body, &req); err != nil {
-		return nil, err
-	}
+func (s *Service) replay(ctx context.Context, user string, req *ReplayRequest) (any, error) {
 	var items []deadLetter
 	switch {
 	case req.Seq != 0:

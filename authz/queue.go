@@ -46,14 +46,7 @@ type QueueReply struct {
 	Items    []QueueItem       `json:"items"`
 }
 
-func (s *Service) queue(ctx context.Context, user string, body []byte) (any, error) {
-	if err := s.owner(user); err != nil {
-		return nil, err
-	}
-	var req QueueRequest
-	if err := decodeJSON(body, &req); err != nil {
-		return nil, err
-	}
+func (s *Service) queue(ctx context.Context, user string, req *QueueRequest) (any, error) {
 	if err := checkQueue(req.Domain, req.Priority); err != nil {
 		return nil, err
 	}
@@ -171,14 +164,7 @@ type EvictReply struct {
 	ID uint64 `json:"id"`
 }
 
-func (s *Service) evict(ctx context.Context, user string, body []byte) (any, error) {
-	if err := s.owner(user); err != nil {
-		return nil, err
-	}
-	var req PositionRequest
-	if err := decodeJSON(body, &req); err != nil {
-		return nil, err
-	}
+func (s *Service) evict(ctx context.Context, user string, req *PositionRequest) (any, error) {
 	if err := checkQueue(req.Domain, req.Priority); err != nil {
 		return nil, err
 	}
@@ -285,14 +271,7 @@ type edit struct {
 	Tail []QueueItem `json:"tail"`
 }
 
-func (s *Service) insert(ctx context.Context, user string, body []byte) (any, error) {
-	if err := s.owner(user); err != nil {
-		return nil, err
-	}
-	var req InsertRequest
-	if err := decodeJSON(body, &req); err != nil {
-		return nil, err
-	}
+func (s *Service) insert(ctx context.Context, user string, req *InsertRequest) (any, error) {
 	if err := checkQueue(req.Domain, req.Priority); err != nil {
 		return nil, err
 	}

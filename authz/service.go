@@ -187,11 +187,14 @@ func (s *Service) Run(ctx context.Context) error {
 		}()
 	}
 	for _, e := range s.endpoints() {
-		h := e.handle
+		doc := e.doc
+		if e.ownerOnly {
+			doc += " (owner)"
+		}
 		err := svc.AddEndpoint(e.name, micro.HandlerFunc(func(req micro.Request) {
-			spawn(requests, func() { s.serve(ctx, req, h) })
+			spawn(requests, func() { s.serve(ctx, req, e) })
 		}), micro.WithEndpointSubject(streams.AuthzSubject("*", e.name)),
-			micro.WithEndpointMetadata(map[string]string{"description": e.doc}))
+			micro.WithEndpointMetadata(map[string]string{"description": doc}))
 		if err != nil {
 			_ = svc.Stop()
 			return fmt.Errorf("authz: endpoint %s: %w", e.name, err)
@@ -237,10 +240,24 @@ const (
 
 type endpoint struct {
 	name, doc string
+	// ownerOnly refuses every caller but the owner, before the body is read.
+	ownerOnly bool
 	handle    func(ctx context.Context, user string, body []byte) (any, error)
 }
 
-func (s *Service) serve(ctx context.Context, req micro.Request, h func(context.Context, string, []byte) (any, error)) {
+// op adapts a handler of a decoded request to an endpoint: the body must be
+// one JSON object of type Req (decodeJSON's rules).
+func op[Req any](h func(ctx context.Context, user string, req *Req) (any, error)) func(context.Context, string, []byte) (any, error) {
+	return func(ctx context.Context, user string, body []byte) (any, error) {
+		var req Req
+		if err := decodeJSON(body, &req); err != nil {
+			return nil, err
+		}
+		return h(ctx, user, &req)
+	}
+}
+
+func (s *Service) serve(ctx context.Context, req micro.Request, e endpoint) {
 	parts := strings.Split(req.Subject(), ".")
 	if len(parts) != 3 {
 		_ = streams.Reply(s.nc, req.Reply(), nil, "400", "authz: request subjects are authz.<user>.<operation>")
@@ -255,7 +272,14 @@ func (s *Service) serve(ctx context.Context, req micro.Request, h func(context.C
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	out, err := h(rctx, parts[1], req.Data())
+	var out any
+	err := error(nil)
+	if e.ownerOnly {
+		err = s.owner(parts[1])
+	}
+	if err == nil {
+		out, err = e.handle(rctx, parts[1], req.Data())
+	}
 	if err != nil {
 		var ae *Error
 		var ve *pipeline.ValidationError

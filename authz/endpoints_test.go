@@ -1,0 +1,46 @@
+package authz_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// TestOwnerOnlyEndpoints: the endpoint table says which operations are the
+// owner's, the service advertises it, and every one of them refuses any
+// other caller with 403 before reading the body — so an owner operation
+// added to the table cannot forget its check.
+func TestOwnerOnlyEndpoints(t *testing.T) {
+	b := setup(t)
+	admin := b.env.Conn(t, "admin")
+	m, err := admin.Request("$SRV.INFO."+streams.AuthzService, nil, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info micro.Info
+	if err := json.Unmarshal(m.Data, &info); err != nil {
+		t.Fatal(err)
+	}
+	owners := 0
+	for _, e := range info.Endpoints {
+		op := e.Subject[strings.LastIndex(e.Subject, ".")+1:]
+		ownerOnly := strings.HasSuffix(e.Metadata["description"], "(owner)")
+		_, ae := b.raw(t, "alice", op, []byte(`{"not a field": true}`))
+		switch {
+		case ownerOnly:
+			owners++
+			if ae == nil || ae.Code != "403" {
+				t.Errorf("%s is the owner's, but alice got %+v", op, ae)
+			}
+		case ae != nil && ae.Code == "403":
+			t.Errorf("%s is open to callers, but alice got %+v", op, ae)
+		}
+	}
+	if owners != 8 {
+		t.Fatalf("%d owner-only endpoints advertised, want 8 (queue, pause, resume, evict, insert, dlq, replay, reload)", owners)
+	}
+}
