@@ -243,8 +243,8 @@ func (s *Service) batch(ctx context.Context, user string, req *IDRequest) (any, 
 		return nil, errf(CodeNotFound, "authz: no batch %d", req.ID)
 	}
 	rep := &BatchReply{Record: rec}
-	if st, err := s.load(ctx, rec.Batch.Domain, rec.Batch.ID); err == nil && st.rev != 0 {
-		rep.Progress = &st.prog
+	if st, err := s.progressStore.Load(ctx, rec.Batch.Domain, rec.Batch.ID); err == nil && st.Rev != 0 {
+		rep.Progress = &st.Progress
 	}
 	return rep, nil
 }

@@ -56,48 +56,34 @@ func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
 	if at.IsZero() {
 		at = s.opts.Now()
 	}
-	for range 20 {
-		e, err := s.batches.Get(ctx, streams.BatchKey(cb.BatchID))
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			s.log.Error("callback for an unrecorded batch ignored", "batch_id", cb.BatchID)
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		rec, err := streams.Decode[streams.BatchRecord](e.Value())
-		if err != nil {
-			return unreadable(fmt.Sprintf("record of batch %d", cb.BatchID), rec.V, err)
-		}
+	o := cb.Outcome
+	rec, err := s.updateRecord(ctx, cb.BatchID, func(rec *streams.BatchRecord) (bool, error) {
 		if rec.Status.Terminal() {
-			return nil
+			return false, nil
 		}
 		if rec.Batch.Domain != cb.Domain {
 			s.log.Error("callback refused: the batch belongs to another domain", "batch_id", cb.BatchID, "domain", logging.Capped(cb.Domain), "batch_domain", rec.Batch.Domain)
-			return nil
+			return false, nil
 		}
-		o := cb.Outcome
 		rec.Status, rec.Outcome, rec.Attempts = o.Status, &o, cb.Attempts
 		rec.Fallback, rec.DeadLetter = cb.Fallback, cb.DeadLetter
 		rec.UpdatedAt = s.opts.Now().UTC()
 		rec.History = append(rec.History, streams.Event{At: at.UTC(), What: "callback", Detail: fmt.Sprintf("%s from %s after %d attempts", o, cb.Processor, cb.Attempts)})
-		data, err := streams.Encode(&rec)
-		if err != nil {
-			return err
-		}
-		if _, err := s.batches.Update(ctx, streams.BatchKey(cb.BatchID), data, e.Revision()); errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			continue
-		} else if err != nil {
-			return err
-		}
-		// The processor logs each finished batch at Info; this is its echo.
-		s.log.Debug("batch finished", "batch_id", cb.BatchID, "outcome", o.String(), "domain", cb.Domain)
-		if l, ok := s.Table().Labels[rec.Batch.Label]; ok && l.MaxConcurrent > 0 {
-			if err := s.release(ctx, rec.Batch.Label, cb.BatchID); err != nil {
-				s.log.Warn("slot not released; reclaimed later", "batch_id", cb.BatchID, "err", err)
-			}
-		}
+		return true, nil
+	})
+	if errors.Is(err, errUnrecorded) {
+		s.log.Error("callback for an unrecorded batch ignored", "batch_id", cb.BatchID)
 		return nil
 	}
-	return fmt.Errorf("authz: record of batch %d kept changing", cb.BatchID)
+	if err != nil || rec == nil {
+		return err
+	}
+	// The processor logs each finished batch at Info; this is its echo.
+	s.log.Debug("batch finished", "batch_id", cb.BatchID, "outcome", o.String(), "domain", cb.Domain)
+	if l, ok := s.Table().Labels[rec.Batch.Label]; ok && l.MaxConcurrent > 0 {
+		if err := s.release(ctx, rec.Batch.Label, cb.BatchID); err != nil {
+			s.log.Warn("slot not released; reclaimed later", "batch_id", cb.BatchID, "err", err)
+		}
+	}
+	return nil
 }

@@ -167,30 +167,19 @@ func (s *Service) replayOne(ctx context.Context, it deadLetter) (uint64, error) 
 	if err != nil {
 		return 0, err
 	}
-	for range 20 {
-		e, err := s.batches.Get(ctx, streams.BatchKey(orig))
-		if err != nil {
-			return id, nil // the original record expired: the link lives on the new one
-		}
-		rec, err := streams.Decode[streams.BatchRecord](e.Value())
-		if err != nil {
-			return 0, err
-		}
+	_, err = s.updateRecord(ctx, orig, func(rec *streams.BatchRecord) (bool, error) {
 		if rec.ReplayedAs == id {
-			break
+			return false, nil
 		}
 		rec.ReplayedAs = id
 		rec.History = append(rec.History, streams.Event{At: s.opts.Now().UTC(), What: "replayed", Detail: fmt.Sprintf("dead letter %d replayed as batch %d", it.item.Seq, id)})
-		data, err := streams.Encode(&rec)
-		if err != nil {
-			return 0, err
-		}
-		if _, err := s.batches.Update(ctx, streams.BatchKey(orig), data, e.Revision()); errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			continue
-		} else if err != nil {
-			return 0, err
-		}
-		break
+		return true, nil
+	})
+	switch {
+	case errors.Is(err, errUnrecorded):
+		// The original record expired: the link lives on the new one.
+	case err != nil:
+		return 0, err
 	}
 	s.log.Info("dead letter replayed", "seq", it.item.Seq, "from", orig, "batch_id", id)
 	return id, nil

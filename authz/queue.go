@@ -77,7 +77,7 @@ func (s *Service) Live(ctx context.Context, domain string, p pipeline.Priority) 
 	st := s.queues[p]
 	filter := streams.QueueFilter(p, domain)
 	var items []QueueItem
-	progress := map[uint64]*state{}
+	progress := map[uint64]*streams.ProgressEntry{}
 	for seq := uint64(1); ; {
 		rm, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -93,63 +93,18 @@ func (s *Service) Live(ctx context.Context, domain string, p pipeline.Priority) 
 		}
 		pr, ok := progress[tok.BatchID]
 		if !ok {
-			if pr, err = s.load(ctx, domain, tok.BatchID); err != nil {
+			if pr, err = s.progressStore.Load(ctx, domain, tok.BatchID); err != nil {
 				return nil, err
 			}
 			progress[tok.BatchID] = pr
 		}
-		if pr.prog.State == streams.Done || tok.Gen != pr.prog.Gen || tok.Step != pr.prog.Step {
+		if !pr.Live(tok) {
 			continue
 		}
 		items = append(items, QueueItem{Position: len(items), ID: tok.BatchID, Seq: rm.Sequence, Subject: rm.Subject,
-			Gen: tok.Gen, Step: tok.Step, State: pr.prog.State})
+			Gen: tok.Gen, Step: tok.Step, State: pr.State})
 	}
 	return items, nil
-}
-
-type state struct {
-	prog streams.Progress
-	rev  uint64
-}
-
-func (s *Service) load(ctx context.Context, domain string, id uint64) (*state, error) {
-	e, err := s.progress.Get(ctx, streams.ProgressKey(domain, id))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return &state{prog: streams.Progress{BatchID: id, State: streams.Queued}}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("authz: read progress: %w", err)
-	}
-	p, err := streams.Decode[streams.Progress](e.Value())
-	if err != nil {
-		return nil, err
-	}
-	return &state{prog: p, rev: e.Revision()}, nil
-}
-
-var errConflict = errors.New("authz: progress changed concurrently")
-
-func (s *Service) save(ctx context.Context, domain string, st *state) error {
-	st.prog.UpdatedAt = s.opts.Now().UTC()
-	v, err := streams.Encode(&st.prog)
-	if err != nil {
-		return err
-	}
-	key := streams.ProgressKey(domain, st.prog.BatchID)
-	var rev uint64
-	if st.rev == 0 {
-		rev, err = s.progress.Create(ctx, key, v)
-	} else {
-		rev, err = s.progress.Update(ctx, key, v, st.rev)
-	}
-	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return errConflict
-	}
-	if err != nil {
-		return fmt.Errorf("authz: write progress: %w", err)
-	}
-	st.rev = rev
-	return nil
 }
 
 // PositionRequest names a position in a domain's queue.
@@ -180,7 +135,7 @@ func (s *Service) evict(ctx context.Context, user string, req *PositionRequest) 
 		}
 		it := items[req.Position]
 		id, err := s.remove(ctx, req.Domain, it)
-		if errors.Is(err, errConflict) {
+		if errors.Is(err, streams.ErrConflict) {
 			continue // a processor moved the batch meanwhile: look again
 		}
 		if err != nil {
@@ -196,24 +151,24 @@ func (s *Service) evict(ctx context.Context, user string, req *PositionRequest) 
 // progress first (so every token of it is dead), then its callback, then the
 // token itself.
 func (s *Service) remove(ctx context.Context, domain string, it QueueItem) (uint64, error) {
-	st, err := s.load(ctx, domain, it.ID)
+	st, err := s.progressStore.Load(ctx, domain, it.ID)
 	if err != nil {
 		return 0, err
 	}
-	if st.prog.State == streams.Done || st.prog.Gen != it.Gen || st.prog.Step != it.Step {
-		return 0, errConflict
+	if st.State == streams.Done || st.Gen != it.Gen || st.Step != it.Step {
+		return 0, streams.ErrConflict
 	}
 	rec, err := s.record(ctx, it.ID)
 	if err != nil {
 		return 0, err
 	}
-	o := pipeline.RemovedOutcome(st.prog.Next)
-	st.prog.State, st.prog.Parked, st.prog.Outcome = streams.Done, nil, &o
-	if err := s.save(ctx, domain, st); err != nil {
+	o := pipeline.RemovedOutcome(st.Next)
+	st.State, st.Parked, st.Outcome = streams.Done, nil, &o
+	if err := s.progressStore.Save(ctx, domain, st); err != nil {
 		return 0, err
 	}
 	cb := &streams.Callback{BatchID: it.ID, Domain: domain, Priority: rec.Batch.Priority, Outcome: o,
-		Attempts: st.prog.Attempts(rec.Batch.Subroutine.Mode == pipeline.Atomic), At: st.prog.UpdatedAt, Processor: "authz"}
+		Attempts: st.Attempts(rec.Batch.Subroutine.Mode == pipeline.Atomic), At: st.UpdatedAt, Processor: "authz"}
 	dup, err := s.publishCallback(ctx, cb)
 	if err != nil {
 		return 0, err
@@ -340,26 +295,26 @@ func (s *Service) applyEdit(ctx context.Context, e *edit) error {
 // re-published (deduplicated) instead of bumping twice.
 func (s *Service) moveToBack(ctx context.Context, domain string, it QueueItem) error {
 	for range 10 {
-		st, err := s.load(ctx, domain, it.ID)
+		st, err := s.progressStore.Load(ctx, domain, it.ID)
 		if err != nil {
 			return err
 		}
-		if st.prog.State == streams.Done || st.prog.Step != it.Step || st.prog.Gen > it.Gen+1 {
+		if st.State == streams.Done || st.Step != it.Step || st.Gen > it.Gen+1 {
 			return nil
 		}
 		rec, err := s.record(ctx, it.ID)
 		if err != nil {
 			return err
 		}
-		if st.prog.Gen == it.Gen {
-			st.prog.Gen++
-			if err := s.save(ctx, domain, st); errors.Is(err, errConflict) {
+		if st.Gen == it.Gen {
+			st.Gen++
+			if err := s.progressStore.Save(ctx, domain, st); errors.Is(err, streams.ErrConflict) {
 				continue
 			} else if err != nil {
 				return err
 			}
 		}
-		if err := PublishToken(ctx, s.js, &rec.Batch, st.prog.Gen, st.prog.Step); err != nil {
+		if err := PublishToken(ctx, s.js, &rec.Batch, st.Gen, st.Step); err != nil {
 			return err
 		}
 		if err := s.queues[rec.Batch.Priority].DeleteMsg(ctx, it.Seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {

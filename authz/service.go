@@ -51,18 +51,20 @@ type Options struct {
 
 // Service is the authorization service. Any number of replicas may run.
 type Service struct {
-	opts      Options
-	log       *slog.Logger
-	nc        *nats.Conn
-	js        jetstream.JetStream
-	table     atomic.Pointer[Table]
-	batches   jetstream.KeyValue
-	progress  jetstream.KeyValue
-	state     jetstream.KeyValue
-	locks     jetstream.KeyValue
-	queues    map[pipeline.Priority]jetstream.Stream
-	dlq       jetstream.Stream
-	callbacks jetstream.Consumer
+	opts     Options
+	log      *slog.Logger
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	table    atomic.Pointer[Table]
+	batches  jetstream.KeyValue
+	progress jetstream.KeyValue
+	// progressStore reads and writes progress records (queue listings and edits).
+	progressStore *streams.ProgressStore
+	state         jetstream.KeyValue
+	locks         jetstream.KeyValue
+	queues        map[pipeline.Priority]jetstream.Stream
+	dlq           jetstream.Stream
+	callbacks     jetstream.Consumer
 
 	editMu sync.Mutex // serialises this replica's queue edits
 }
@@ -115,6 +117,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 			return nil, bindError("bucket "+b.name, err)
 		}
 	}
+	s.progressStore = streams.NewProgressStore(s.progress, s.opts.Now)
 	for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
 		if s.queues[p], err = js.Stream(ctx, streams.QueueStream(p)); err != nil {
 			return nil, bindError("stream "+streams.QueueStream(p), err)

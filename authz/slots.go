@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/streams"
 )
 
@@ -29,46 +29,53 @@ type slots struct {
 // reserve takes a slot for id under label, refusing with CodeConflict when
 // max batches are in process; force takes it regardless (the owner).
 func (s *Service) reserve(ctx context.Context, label string, max int, id uint64, force bool) error {
-	for range 20 {
-		sl, rev, err := s.slots(ctx, label)
-		if err != nil {
-			return err
-		}
+	_, err := s.updateSlots(ctx, label, func(sl *slots) (bool, error) {
 		if !force && len(sl.IDs) >= max {
 			s.reclaim(ctx, sl)
 		}
 		if !force && len(sl.IDs) >= max {
-			return errf(CodeConflict, "authz: label %q has %d batches in process, its limit", label, max)
+			return false, errf(CodeConflict, "authz: label %q has %d batches in process, its limit", logging.Capped(label), max)
 		}
 		sl.IDs[id] = s.opts.Now().UTC()
-		if err := s.putSlots(ctx, label, sl, rev); errors.Is(err, errConflict) {
-			continue
-		} else if err != nil {
-			return err
-		}
-		return nil
+		return true, nil
+	})
+	if errors.Is(err, streams.ErrConflict) {
+		return errf(CodeConflict, "authz: label %q is too busy to count; try again", logging.Capped(label))
 	}
-	return errf(CodeConflict, "authz: label %q is too busy to count; try again", label)
+	return err
 }
 
 // release frees id's slot under label, if it holds one.
 func (s *Service) release(ctx context.Context, label string, id uint64) error {
-	for range 20 {
-		sl, rev, err := s.slots(ctx, label)
-		if err != nil {
-			return err
-		}
-		if _, ok := sl.IDs[id]; !ok {
-			return nil
-		}
+	_, err := s.updateSlots(ctx, label, func(sl *slots) (bool, error) {
+		_, held := sl.IDs[id]
 		delete(sl.IDs, id)
-		if err := s.putSlots(ctx, label, sl, rev); errors.Is(err, errConflict) {
-			continue
-		} else {
-			return err
-		}
+		return held, nil
+	})
+	if err != nil {
+		return fmt.Errorf("authz: release slot of batch %d: %w", id, err)
 	}
-	return fmt.Errorf("authz: release slot of batch %d: too much contention", id)
+	return nil
+}
+
+// updateSlots applies change to label's slots with compare-and-set; change
+// reports whether it changed anything worth writing.
+func (s *Service) updateSlots(ctx context.Context, label string, change func(*slots) (bool, error)) (uint64, error) {
+	return streams.UpdateKV(ctx, s.locks, streams.SlotKey(label), func(cur []byte, exists bool) ([]byte, error) {
+		sl := &slots{IDs: map[uint64]time.Time{}}
+		if exists {
+			if err := json.Unmarshal(cur, sl); err != nil {
+				return nil, fmt.Errorf("authz: slots of %q: %w", logging.Capped(label), err)
+			}
+			if sl.IDs == nil {
+				sl.IDs = map[uint64]time.Time{}
+			}
+		}
+		if write, err := change(sl); err != nil || !write {
+			return nil, err
+		}
+		return json.Marshal(sl)
+	})
 }
 
 // reclaim drops entries whose batch is missing or finished.
@@ -84,36 +91,4 @@ func (s *Service) reclaim(ctx context.Context, sl *slots) {
 			delete(sl.IDs, id)
 		}
 	}
-}
-
-func (s *Service) slots(ctx context.Context, label string) (*slots, uint64, error) {
-	sl := &slots{IDs: map[uint64]time.Time{}}
-	e, err := s.locks.Get(ctx, streams.SlotKey(label))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return sl, 0, nil
-	}
-	if err != nil {
-		return nil, 0, fmt.Errorf("authz: read slots of %q: %w", label, err)
-	}
-	if err := json.Unmarshal(e.Value(), sl); err != nil {
-		return nil, 0, fmt.Errorf("authz: slots of %q: %w", label, err)
-	}
-	if sl.IDs == nil {
-		sl.IDs = map[uint64]time.Time{}
-	}
-	return sl, e.Revision(), nil
-}
-
-func (s *Service) putSlots(ctx context.Context, label string, sl *slots, rev uint64) error {
-	v, _ := json.Marshal(sl)
-	var err error
-	if rev == 0 {
-		_, err = s.locks.Create(ctx, streams.SlotKey(label), v)
-	} else {
-		_, err = s.locks.Update(ctx, streams.SlotKey(label), v, rev)
-	}
-	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return errConflict
-	}
-	return err
 }

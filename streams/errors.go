@@ -14,3 +14,7 @@ var ErrDecode = errors.New("streams: cannot decode")
 // ErrReplyRefused is returned by CheckReply and Reply for a reply subject
 // that is not an inbox: a service does not publish where a caller points it.
 var ErrReplyRefused = errors.New("streams: reply subject refused: not an inbox")
+
+// ErrConflict is matched by a compare-and-set write that another writer won:
+// read again and retry (UpdateKV does).
+var ErrConflict = errors.New("streams: changed concurrently")

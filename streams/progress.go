@@ -1,0 +1,139 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ProgressEntry is a progress record and the revision it was read at; a
+// zero Rev means there is none yet, and the next Save creates it.
+type ProgressEntry struct {
+	Progress
+	Rev uint64
+}
+
+// Live reports whether tok is the batch's live token: the batch is not
+// finished and tok carries its current generation and step. A token that is
+// not live is stale (a superseded copy, a rotation's predecessor, a moved
+// batch's old position) and is dropped wherever it is met.
+func (e *ProgressEntry) Live(tok Token) bool {
+	return e.State != Done && tok.Gen == e.Gen && tok.Step == e.Step
+}
+
+// ProgressStore loads and saves the progress records of the progress
+// bucket with compare-and-set: the one home of that protocol for authz and
+// the processors. It is safe for concurrent use.
+type ProgressStore struct {
+	kv  jetstream.KeyValue
+	now func() time.Time
+}
+
+// NewProgressStore returns a store over the progress bucket; now stamps
+// UpdatedAt (time.Now when nil).
+func NewProgressStore(kv jetstream.KeyValue, now func() time.Time) *ProgressStore {
+	if now == nil {
+		now = time.Now
+	}
+	return &ProgressStore{kv: kv, now: now}
+}
+
+// Load reads the progress of batch id of domain. A batch without a record
+// gets a fresh Queued entry with Rev 0. A record that does not decode gives
+// an error matching ErrDecode.
+func (s *ProgressStore) Load(ctx context.Context, domain string, id uint64) (*ProgressEntry, error) {
+	e, err := s.kv.Get(ctx, ProgressKey(domain, id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return &ProgressEntry{Progress: Progress{BatchID: id, State: Queued}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("streams: read progress of batch %d: %w", id, err)
+	}
+	p, err := Decode[Progress](e.Value())
+	if err != nil {
+		return nil, fmt.Errorf("streams: progress of batch %d: %w", id, err)
+	}
+	return &ProgressEntry{Progress: p, Rev: e.Revision()}, nil
+}
+
+// Save writes e with compare-and-set on the revision it was read at
+// (creating the record when Rev is 0), stamps UpdatedAt in UTC and updates
+// Rev. Another writer's change in between gives an error matching
+// ErrConflict, with the store's cause kept in the chain.
+func (s *ProgressStore) Save(ctx context.Context, domain string, e *ProgressEntry) error {
+	e.UpdatedAt = s.now().UTC()
+	v, err := Encode(&e.Progress)
+	if err != nil {
+		return err
+	}
+	key := ProgressKey(domain, e.BatchID)
+	var rev uint64
+	if e.Rev == 0 {
+		rev, err = s.kv.Create(ctx, key, v)
+	} else {
+		rev, err = s.kv.Update(ctx, key, v, e.Rev)
+	}
+	if isConflict(err) {
+		return fmt.Errorf("%w: progress of batch %d: %w", ErrConflict, e.BatchID, err)
+	}
+	if err != nil {
+		return fmt.Errorf("streams: write progress of batch %d: %w", e.BatchID, err)
+	}
+	e.Rev = rev
+	return nil
+}
+
+// isConflict reports whether err is a compare-and-set that lost: the key
+// exists already (a create), or its revision moved on (an update).
+func isConflict(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
+}
+
+// CASAttempts is how often UpdateKV tries before it gives up: enough for
+// every writer of a hot key (a label's slots, a batch record receiving its
+// callback while the owner edits it) to get its turn.
+const CASAttempts = 20
+
+// UpdateKV applies change to key of kv with compare-and-set, reading the
+// current value again and calling change anew each time another writer got
+// there first, at most CASAttempts times. change gets the current value
+// (nil and false when the key does not exist) and returns the value to
+// write; returning a nil value with a nil error writes nothing (the key is
+// already as wanted). The revision written is returned (0 when nothing was
+// written). When every attempt lost, the error matches ErrConflict; an
+// error from change is returned as it is.
+func UpdateKV(ctx context.Context, kv jetstream.KeyValue, key string, change func(cur []byte, exists bool) ([]byte, error)) (uint64, error) {
+	var last error
+	for range CASAttempts {
+		var cur []byte
+		var rev uint64
+		e, err := kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return 0, err
+		default:
+			cur, rev = e.Value(), e.Revision()
+		}
+		next, err := change(cur, rev != 0)
+		if err != nil || next == nil {
+			return 0, err
+		}
+		if rev == 0 {
+			rev, err = kv.Create(ctx, key, next)
+		} else {
+			rev, err = kv.Update(ctx, key, next, rev)
+		}
+		if err == nil {
+			return rev, nil
+		}
+		if !isConflict(err) {
+			return 0, err
+		}
+		last = err
+	}
+	return 0, fmt.Errorf("%w: %s after %d attempts: %w", ErrConflict, key, CASAttempts, last)
+}
