@@ -52,6 +52,10 @@ type submission struct {
 	conn  *nats.Conn
 	req   authz.SendRequest
 	reply authz.SendReply
+	// afterPrevious holds the submission until the one before it finished,
+	// so an outcome that depends on another's effect (a balance) reads the
+	// same on every run.
+	afterPrevious bool
 }
 
 // Run submits the workload, confirms what needs confirming, waits until
@@ -67,7 +71,7 @@ func Run(ctx context.Context, c Clients, echo *Echo, log *slog.Logger) ([]Row, e
 			{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "alice", To: "bob", Amount: 50})},
 			{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "alice", To: "carol", Amount: 20})},
 		}}},
-		{what: "overdraft: rolled back, dead letter", user: "alice", conn: c.Alice, req: authz.SendRequest{Label: "transfer", Functions: []authz.CallSpec{
+		{what: "overdraft: rolled back, dead letter", user: "alice", conn: c.Alice, afterPrevious: true, req: authz.SendRequest{Label: "transfer", Functions: []authz.CallSpec{
 			{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "alice", To: "bob", Amount: 10})},
 			{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "alice", To: "carol", Amount: 1_000_000})},
 		}}},
@@ -96,7 +100,12 @@ func Run(ctx context.Context, c Clients, echo *Echo, log *slog.Logger) ([]Row, e
 			{Type: handlers.TypeHTTP, Payload: post("settled")},
 		}}},
 	}
-	for _, s := range subs {
+	for i, s := range subs {
+		if s.afterPrevious {
+			if err := waitFinished(ctx, c.Owner, subs[i-1].reply.ID); err != nil {
+				return nil, err
+			}
+		}
 		if err := call(ctx, s.conn, s.user, "send", s.req, &s.reply); err != nil {
 			return nil, fmt.Errorf("demo: %s: %w", s.what, err)
 		}
@@ -134,6 +143,24 @@ func Run(ctx context.Context, c Clients, echo *Echo, log *slog.Logger) ([]Row, e
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
 	return rows, nil
+}
+
+// waitFinished polls, as the owner, until batch id is terminal.
+func waitFinished(ctx context.Context, owner *nats.Conn, id uint64) error {
+	for {
+		var rep authz.BatchReply
+		if err := call(ctx, owner, "owner", "batch", authz.IDRequest{ID: id}, &rep); err != nil {
+			return err
+		}
+		if rep.Record.Status.Terminal() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // Print writes the summary as a table.
