@@ -72,7 +72,7 @@ func treeState(dir string) string {
 	return fmt.Sprintf("- tickflow: commit `%s`%s\n", strings.TrimSpace(string(head)), state)
 }
 
-// target is one benchmark goal of issue 6.
+// target is one benchmark goal.
 type target struct {
 	what     string
 	measured string
@@ -119,7 +119,7 @@ func renderReport(cfg *config, res *results) string {
 	ratio("tickflow non-atomic functions/s / asynq drain", "tf.fns", "aq.drain", false)
 	ratio("tick cost deep / shallow queue", "depth.large", "depth.small", false)
 
-	sb.WriteString("\nTargets of issue 6 (benchmark goals, not tests):\n\n| target | measured | met |\n|---|---|---|\n")
+	sb.WriteString("\nTargets (benchmark goals, not tests):\n\n| target | measured | met |\n|---|---|---|\n")
 	for _, t := range targets(res) {
 		mark := "not measured"
 		if t.known {

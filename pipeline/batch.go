@@ -10,7 +10,7 @@ import (
 // Priority selects the queue a batch waits in. High is always served before Med.
 type Priority string
 
-// The two priorities of seed 000.
+// The two priorities.
 const (
 	High Priority = "high"
 	Med  Priority = "med"
@@ -44,8 +44,8 @@ type Subroutine struct {
 }
 
 // Confirmation makes a non-atomic function wait, after it executed, for a
-// confirmation from outside (seed 000's CallbackConfirmations, the
-// sequencer's inclusion in a block).
+// confirmation from outside (a callback confirmation, such as a
+// transaction's inclusion in a block).
 type Confirmation struct {
 	// Expect is the exact content the confirmation must carry.
 	Expect string `msgpack:"expect" json:"expect"`

@@ -2,7 +2,7 @@ package pipeline
 
 import "time"
 
-// Step is what the failure chain of seed 004 decides after a failed attempt:
+// Step is what the failure chain decides after a failed attempt:
 // handler → retry → fallback → permanent failure.
 type Step int
 

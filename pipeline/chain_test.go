@@ -52,7 +52,7 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-// TestDecideWalksTheChain replays seed 004's failure chain: a handler that
+// TestDecideWalksTheChain replays the processing chain's failure handling: a handler that
 // keeps failing is retried Times times with the backoff's delays, then
 // handed to the fallback.
 func TestDecideWalksTheChain(t *testing.T) {

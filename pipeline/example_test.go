@@ -9,7 +9,7 @@ import (
 	"github.com/tickflow/tickflow/pipeline"
 )
 
-// A retry logic computes the delay before each retry; seed 004's worked
+// A retry logic computes the delay before each retry; the worked
 // numbers: linear from 1s by 2s capped at 7s, exponential from 1s ×2 capped at 9s.
 func ExampleRetryLogic_Base() {
 	linear := pipeline.RetryLogic{Times: 5, Backoff: pipeline.Backoff{Kind: pipeline.Linear,

@@ -27,7 +27,7 @@ type Outcome struct {
 	Reason string `msgpack:"reason,omitempty" json:"reason,omitempty"`
 }
 
-// String renders the outcome the way the seeds write it: Executed,
+// String renders the outcome the way callbacks name it: Executed,
 // Rejected(reason), PartiallyExecuted(n), RemovedByOwner, Expired(n).
 func (o Outcome) String() string {
 	switch o.Status {

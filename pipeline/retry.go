@@ -59,7 +59,7 @@ func (t *Times) UnmarshalText(b []byte) error {
 // BackoffKind selects how the delay grows from one retry to the next.
 type BackoffKind string
 
-// The backoff kinds of seed 004.
+// The backoff kinds.
 const (
 	// Fixed waits Initial before every retry.
 	Fixed BackoffKind = "fixed"
@@ -82,7 +82,7 @@ type Backoff struct {
 // of non-atomic ones: how many retries, how long to wait before each, and
 // which errors are worth retrying at all.
 //
-// Which errors are retried (seed 004): an error marked Permanent, or one whose
+// Which errors are retried: an error marked Permanent, or one whose
 // chain carries a code listed in NonRetryable, is never retried; with RetryOn
 // empty every other error is; with RetryOn set only errors carrying one of its
 // codes (or accepted by Predicate) are. Codes are attached with WithCode or by

@@ -102,7 +102,7 @@ func TestRetryLogicValidateRejects(t *testing.T) {
 	}
 }
 
-// TestRetryLogicBase checks the delay formulas with the worked numbers of seed 004.
+// TestRetryLogicBase checks the delay formulas with worked numbers.
 func TestRetryLogicBase(t *testing.T) {
 	tests := []struct {
 		name    string

@@ -11,7 +11,7 @@ import (
 	"github.com/tickflow/tickflow/pipeline/steps"
 )
 
-// ClearBusinessReport is the p_clear_business_report processor of seed 003.
+// ClearBusinessReport is the p_clear_business_report processor of the underwriting flow.
 // From the p_application_form result it takes the business's name and EIN,
 // looks up its public records in Records, and grades each kind of record
 // as a flag ("Low", "Medium", "High"). When a successful p_bank_statement

@@ -1,5 +1,5 @@
 // Package underwriting holds example processors for the steps pipeline,
-// after seed 003: p_application_form reads the application form a business
+// a loan underwriting flow: p_application_form reads the application form a business
 // filed, p_bank_statement summarises its bank statements, and
 // p_clear_business_report builds a public-records risk report from the
 // application (and, when present, cross-checks the bank statement).

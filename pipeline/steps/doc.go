@@ -1,4 +1,4 @@
-// Package steps runs a processor as a four-step pipeline (seed 003, the
+// Package steps runs a processor as a four-step pipeline (a
 // BaseProcessor): dependency → validation → processing → extraction.
 //
 // A Processor declares its name and its dependencies and implements the
