@@ -13,10 +13,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/conn"
 	"github.com/tickflow/tickflow/embedded"
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/examples/underwriting"
-	"github.com/tickflow/tickflow/internal/cli"
 	"github.com/tickflow/tickflow/internal/demo"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/pipeline/steps"
@@ -60,7 +60,7 @@ func Run(ctx context.Context, o Options) error {
 	}()
 	connect := func(user string) (*nats.Conn, error) {
 		nc, err := streams.Connect(streams.Credentials{User: user, Password: "local-" + user, Name: "run-" + user},
-			append(cli.Handlers(log.With("conn", user), make(chan struct{})), srv.InProcess())...)
+			append(conn.Handlers(log.With("conn", user), make(chan struct{})), srv.InProcess())...)
 		if err == nil {
 			conns = append(conns, nc)
 		}
