@@ -43,6 +43,9 @@ type Processor struct {
 	// admin rights on the account. Default false: the consumers must exist
 	// already (authz provisions them for its domains).
 	Provision bool `yaml:"provision"`
+	// ProvisionOnly provisions (as Provision) and exits without serving:
+	// a setup step before the processes start. Default false.
+	ProvisionOnly bool `yaml:"provision_only"`
 }
 
 // DefaultProcessor returns the Processor defaults. Domains is empty, so the
@@ -100,6 +103,7 @@ func (p *Processor) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&p.Concurrency, "concurrency", p.Concurrency, "`steps` one tick runs at once")
 	fs.DurationVar(&p.WorkTimeout, "work-timeout", p.WorkTimeout, "deadline of one worker request")
 	fs.BoolVar(&p.Provision, "provision", p.Provision, "create streams and consumers at start (needs admin rights)")
+	fs.BoolVar(&p.ProvisionOnly, "provision-only", p.ProvisionOnly, "create streams and consumers, then exit without serving (needs admin rights)")
 	p.NATS.Flags(fs)
 	fs.BoolVar(&p.Embedded.Enabled, "embedded", p.Embedded.Enabled, "start a nats-server in this process (see -nats-conf, -data-dir, -listen) instead of connecting to -nats-url")
 	p.Embedded.Flags(fs)

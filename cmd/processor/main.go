@@ -5,12 +5,14 @@
 //
 //	NATS_USER=processor NATS_PASSWORD=local-processor processor -domain payments,reports
 //	NATS_USER=admin NATS_PASSWORD=local-admin processor -domain payments -provision
+//	NATS_USER=admin NATS_PASSWORD=local-admin processor -domain payments -provision-only
 //
 // Flags, the config file's processor: section and TICKFLOW_PROCESSOR_*
 // variables configure it (see config.Processor; -h lists them all).
 // -provision creates or updates the streams, buckets and the domains'
 // consumers first, which only a user allowed to create streams may do (admin
-// in nats.conf); without it they must exist already.
+// in nats.conf); without it they must exist already. -provision-only does
+// that and exits, a setup step before the processes start.
 //
 // Run as many replicas as you like: the replicas of a domain share its
 // durable consumer proc-<domain> and the tick queue group, so each tick goes
@@ -57,11 +59,14 @@ func run() error {
 	}
 	defer nc.Close()
 
-	if cfg.Provision {
+	if cfg.Provision || cfg.ProvisionOnly {
 		if err := provision(ctx, nc.Conn, cfg); err != nil {
 			return err
 		}
 		log.Info("provisioned", "domains", cfg.Domains, "replicas", cfg.Streams.Replicas, "storage", cfg.Streams.Storage)
+		if cfg.ProvisionOnly {
+			return nil
+		}
 	}
 
 	procs := make([]*processor.Processor, 0, len(cfg.Domains))
