@@ -60,7 +60,11 @@ func (w *Worker) once(ctx context.Context, req *streams.WorkRequest, key string,
 		// permanent failure, so nothing runs it again.
 		w.log.Error("completion record cannot be written", "key", key, "err", err)
 		w.release(ctx, key, rev, until)
-		return failure(req, req.Calls[len(req.Calls)-1].Index, pipeline.Permanent(err))
+		index := 0
+		if n := len(req.Calls); n > 0 {
+			index = req.Calls[n-1].Index
+		}
+		return failure(req, index, pipeline.Permanent(err))
 	}
 	if w.record(ctx, key, done, rev, until) {
 		rep.Fresh = fresh
@@ -131,8 +135,8 @@ func answer(key string, value []byte) *streams.WorkReply {
 // slot: from the record, or busy while a live claim holds it. It returns
 // nil when the call has to run (no record, an expired claim) or the bucket
 // could not be read.
-func (w *Worker) lookup(ctx context.Context, key string) *streams.WorkReply {
-	gctx, cancel := context.WithTimeout(ctx, kvTimeout)
+func (w *Worker) lookup(ctx context.Context, key string, deadline time.Time) *streams.WorkReply {
+	gctx, cancel := context.WithTimeout(ctx, min(kvTimeout, time.Until(deadline)/2))
 	defer cancel()
 	e, err := w.results.Get(gctx, key)
 	if err != nil {
@@ -143,10 +147,12 @@ func (w *Worker) lookup(ctx context.Context, key string) *streams.WorkReply {
 
 // record turns the claim at rev into the completion record done, trying
 // again with backoff (each try bounded, so a reconnect or a restarted
-// server is waited out) until it is written or until passes. It reports
-// whether this call's record is the one in the bucket.
+// server is waited out) until it is written or a little past until, the
+// claim's end (trying on past it is harmless: the write is a
+// compare-and-set on the claim, which fails once another worker took the
+// call over). It reports whether this call's record is the one in the bucket.
 func (w *Worker) record(ctx context.Context, key string, done []byte, rev uint64, until time.Time) bool {
-	return w.retry(ctx, key, "completion record", until, func(ctx context.Context) (bool, error) {
+	return w.retry(ctx, key, "completion record", until.Add(claimGrace), func(ctx context.Context) (bool, error) {
 		_, err := w.results.Update(ctx, key, done, rev)
 		if err == nil {
 			return true, nil

@@ -206,7 +206,7 @@ type endpoint struct {
 // handler keeps the other half), then is told the worker is busy.
 func (w *Worker) await(ctx context.Context, req *streams.WorkRequest, h endpoint, deadline time.Time) *streams.WorkReply {
 	if key := h.key(req); key != "" {
-		if rep := w.lookup(ctx, key); rep != nil {
+		if rep := w.lookup(ctx, key, deadline); rep != nil {
 			return rep
 		}
 	}
