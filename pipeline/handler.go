@@ -33,16 +33,34 @@ type Call struct {
 	Label string
 	// Attempt counts executions of this function (or atomic unit), from 1.
 	Attempt int
+	// Round counts the times an effect of this function took place and was
+	// then invalidated (its confirmation failed or timed out), from 0. A new
+	// round asks for the effect again, so it gets a new IdempotencyKey.
+	Round int
 	// Inputs are the results of the batch's earlier functions, in order.
 	Inputs []Output
 	// CreatedAt is when the batch was accepted.
 	CreatedAt time.Time
 }
 
-// IdempotencyKey is stable across every attempt of the same function of the
-// same batch: use it to make a handler's own external effects idempotent.
+// IdempotencyKey names the effect this call asks for: "<batch>/<index>",
+// and "<batch>/<index>/<round>" from round 1 on. It is the same on every
+// attempt of the function: retries after an error, a call repeated after a
+// timeout, a lost reply or a worker that died, another worker taking the
+// call over, and the function's fallback. It changes only when the function's
+// effect was invalidated (a failed confirmation) and is wanted again.
+//
+// A handler whose effect reaches outside the system (a payment, an email, a
+// row in another database) must make that effect idempotent under this key,
+// for example by passing it as the Idempotency-Key of an HTTP API or a
+// unique column: a handler can run twice for one effect when its worker dies
+// between the effect and its completion record.
 func (c *Call) IdempotencyKey() string {
-	return strconv.FormatUint(c.BatchID, 10) + "/" + strconv.Itoa(c.Index)
+	k := strconv.FormatUint(c.BatchID, 10) + "/" + strconv.Itoa(c.Index)
+	if c.Round > 0 {
+		k += "/" + strconv.Itoa(c.Round)
+	}
+	return k
 }
 
 // Output is the result of an earlier function of the same batch.
@@ -98,7 +116,7 @@ type Failure struct {
 }
 
 // Fallback handles a function whose retries are exhausted or whose error was
-// not retryable (seed 004). Success counts as the function handled.
+// not retryable. Success counts as the function handled.
 type Fallback interface {
 	Fallback(ctx context.Context, call *Call, f Failure) (Result, error)
 }

@@ -258,6 +258,8 @@ func TestCallIdempotencyKey(t *testing.T) {
 		{name: "first function", call: pipeline.Call{BatchID: 42, Index: 0, Attempt: 1}, want: "42/0"},
 		{name: "same key on every attempt", call: pipeline.Call{BatchID: 42, Index: 0, Attempt: 7}, want: "42/0"},
 		{name: "largest id", call: pipeline.Call{BatchID: 1<<64 - 1, Index: 999}, want: "18446744073709551615/999"},
+		{name: "a new round is a new effect", call: pipeline.Call{BatchID: 42, Index: 3, Attempt: 4, Round: 1}, want: "42/3/1"},
+		{name: "same key on every attempt of a round", call: pipeline.Call{BatchID: 42, Index: 3, Attempt: 9, Round: 2}, want: "42/3/2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

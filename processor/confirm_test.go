@@ -60,7 +60,7 @@ func TestConfirmation(t *testing.T) {
 				testnats.Eventually(t, 10*time.Second, "batch parked", func() bool {
 					p.Tick(b.ctx, 1)
 					pr, ok := b.tryProgress(t, id)
-					return ok && pr.State == streams.Parked && b.calls.get(key(id, 0)) == i+1
+					return ok && pr.State == streams.Parked && runsOf(b, id, 0) == i+1
 				})
 				if _, err := js.Publish(b.ctx, streams.ConfirmSubject(domain, id, 0), []byte(content)); err != nil {
 					t.Fatal(err)
@@ -70,8 +70,14 @@ func TestConfirmation(t *testing.T) {
 			if cb.Outcome.Status != tt.want.Status || cb.Outcome.Executed != tt.want.Executed {
 				t.Fatalf("outcome %s, want %s", cb.Outcome, tt.want)
 			}
-			if got := b.calls.get(key(id, 0)); got != tt.runsOf0 {
+			if got := runsOf(b, id, 0); got != tt.runsOf0 {
 				t.Fatalf("function 0 ran %d times, want %d", got, tt.runsOf0)
+			}
+			// Each round asks for the effect anew, under its own key.
+			for r := range tt.runsOf0 {
+				if got := b.calls.get(roundKey(id, 0, r)); got != 1 {
+					t.Fatalf("round %d of function 0 ran %d times under its key, want 1", r, got)
+				}
 			}
 			if tt.timeout == time.Minute {
 				// The confirmation retired the timer token: nothing waits out the minute.

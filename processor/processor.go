@@ -57,6 +57,22 @@ type Options struct {
 	MaxSteps int
 	// WorkTimeout bounds one worker request. Default 10s.
 	WorkTimeout time.Duration
+	// MaxWait bounds how long a step may go without any worker attempting
+	// its call: every worker busy, none answering within WorkTimeout, or
+	// none serving the function's type. Such a step is tried again with a
+	// growing delay (250ms to 10s) and counts no attempt of the function;
+	// past MaxWait the function fails permanently (then its fallback, then
+	// a dead letter). Each replica measures it from the first time it saw
+	// the step unattempted, in memory. A batch's expiry bounds it too.
+	// Default 1h.
+	MaxWait time.Duration
+	// PoisonRetries bounds the retries of a token that cannot be
+	// reconciled with its batch's records (a token ahead of its progress, a
+	// progress or batch record that does not decode), tried again with a
+	// delay from 250ms doubling to 1m in case the records catch up. After
+	// that the batch is finished failed with a dead letter naming the
+	// reason. Default 12 (about 5 minutes).
+	PoisonRetries int
 	// Gate decides executability. Default Always.
 	Gate Gate
 	// Logger receives the processor's logs. Default: discard.
@@ -103,6 +119,9 @@ type Processor struct {
 
 	cacheMu sync.Mutex
 	cache   map[uint64]*pipeline.Batch
+
+	// holds bounds the put-backs of steps that cannot proceed.
+	holds holds
 }
 
 // cacheSize bounds the batches kept in memory; their content never changes.
@@ -125,6 +144,12 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 	}
 	if opts.WorkTimeout <= 0 {
 		opts.WorkTimeout = 10 * time.Second
+	}
+	if opts.MaxWait <= 0 {
+		opts.MaxWait = time.Hour
+	}
+	if opts.PoisonRetries <= 0 {
+		opts.PoisonRetries = 12
 	}
 	if opts.Gate == nil {
 		opts.Gate = Always{}
@@ -261,7 +286,9 @@ type StepReport struct {
 	BatchID  uint64            `json:"batch_id"`
 	Priority pipeline.Priority `json:"priority"`
 	// Action is one of executed, rotated, retry, parked, finished, stale,
-	// set-aside, delayed, abandoned, error.
+	// set-aside, delayed, busy (no worker attempted the call: tried again
+	// later, no attempt counted), held (a token that cannot be reconciled
+	// with its records, tried again later), abandoned, error.
 	Action  string `json:"action"`
 	Outcome string `json:"outcome,omitempty"`
 	Error   string `json:"error,omitempty"`

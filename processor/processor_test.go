@@ -282,7 +282,7 @@ func TestExpiryMidway(t *testing.T) {
 
 // TestTimedOutCallThatCompleted: a handler that finishes after the
 // processor gave up waiting is not run again: the retry finds it running,
-// then its completion record.
+// then its completion record; and the wait counts no attempt.
 func TestTimedOutCallThatCompleted(t *testing.T) {
 	b := setup(t)
 	release := make(chan struct{})
@@ -301,7 +301,7 @@ func TestTimedOutCallThatCompleted(t *testing.T) {
 	testnats.Eventually(t, 20*time.Second, "callback", func() bool {
 		rep := p.Tick(b.ctx, 1)
 		for _, s := range rep.Steps {
-			if s.Action == "retry" { // the first call timed out: let the handler finish
+			if s.Action == "busy" { // the first call timed out: let the handler finish
 				once.Do(func() { close(release) })
 			}
 		}
@@ -316,5 +316,8 @@ func TestTimedOutCallThatCompleted(t *testing.T) {
 	}
 	if n := b.calls.get(key(id, 0)); n != 1 {
 		t.Fatalf("the handler ran %d times, want 1", n)
+	}
+	if cb.Attempts != 1 {
+		t.Fatalf("callback attempts %d, want 1: waiting for the worker is no failed attempt", cb.Attempts)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -59,6 +60,17 @@ func (p *Processor) publishDeadLetter(ctx context.Context, b *pipeline.Batch, pr
 		}
 	}
 	data, err := streams.Encode(dl)
+	if err == nil && len(data) > p.maxRecord() && len(dl.Outputs) > 0 {
+		// The dead letter must fit: the outputs' data goes, their index
+		// and type stay; the batch (needed to replay it) stays whole.
+		trimmed := make([]pipeline.Output, len(dl.Outputs))
+		for i, o := range dl.Outputs {
+			trimmed[i] = pipeline.Output{Index: o.Index, Type: o.Type}
+		}
+		dl.Outputs = trimmed
+		dl.Error += fmt.Sprintf(" (the outputs' data, %d bytes with the rest, is left out of this dead letter)", len(data))
+		data, err = streams.Encode(dl)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -68,7 +80,7 @@ func (p *Processor) publishDeadLetter(ctx context.Context, b *pipeline.Batch, pr
 	msg.Header.Set(streams.HeaderDomain, b.Domain)
 	msg.Header.Set(streams.HeaderPriority, string(b.Priority))
 	msg.Header.Set(streams.HeaderOutcome, prog.Outcome.String())
-	msg.Header.Set(streams.HeaderReason, prog.LastError)
+	msg.Header.Set(streams.HeaderReason, headerValue(prog.LastError))
 	msg.Header.Set(streams.HeaderOrigin, dl.Origin.Subject)
 	msg.Header.Set(nats.MsgIdHdr, streams.DeadLetterMsgID(b.ID))
 	ack, err := p.js.PublishMsg(ctx, msg)
@@ -83,7 +95,7 @@ func (p *Processor) deadLetterRaw(ctx context.Context, m jetstream.Msg, cause er
 	msg := nats.NewMsg(streams.DLQSubject(p.opts.Domain))
 	msg.Data = m.Data()
 	msg.Header.Set(streams.HeaderDomain, p.opts.Domain)
-	msg.Header.Set(streams.HeaderReason, cause.Error())
+	msg.Header.Set(streams.HeaderReason, headerValue(cause.Error()))
 	msg.Header.Set(streams.HeaderOrigin, m.Subject())
 	if _, err := p.js.PublishMsg(ctx, msg); err != nil {
 		p.log.Error("dead letter of an undecodable token failed; redelivered later", "err", err)
@@ -93,17 +105,12 @@ func (p *Processor) deadLetterRaw(ctx context.Context, m jetstream.Msg, cause er
 	_ = m.TermWithReason(cause.Error())
 }
 
-// errBusy means the worker did not attempt the call; the step is retried
-// without counting an attempt.
-var errBusy = errors.New("processor: call not attempted")
-
-// errNoWorker means no worker serves the request's subject; the step is
-// retried without counting an attempt.
-var errNoWorker = errors.New("processor: no worker serves this function type")
-
-// work sends a request to the workers and returns their reply. A worker
-// that does not answer in time counts as a retryable failure; no worker at
-// all is an error that does not count as an attempt.
+// work sends a request to the workers and returns their reply. Only a
+// handler's answer counts as an attempt: a worker that says it is busy,
+// that does not answer in time (it may be running the call still, and its
+// completion record will answer a retry) and no worker at all are errors
+// that notAttempted recognises. A request too large to send is a permanent
+// failure.
 func (p *Processor) work(ctx context.Context, subject string, req *streams.WorkRequest) (*streams.WorkReply, error) {
 	data, err := streams.Encode(req)
 	if err != nil {
@@ -123,17 +130,20 @@ func (p *Processor) work(ctx context.Context, subject string, req *streams.WorkR
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, fmt.Errorf("%w: %s", errNoWorker, subject)
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+	case errors.Is(err, nats.ErrMaxPayload):
 		return &streams.WorkReply{Error: &streams.WorkError{
-			Message: fmt.Sprintf("worker did not answer within %s", p.opts.WorkTimeout), Retryable: true, Index: index,
+			Message:   fmt.Sprintf("the work request of %d bytes exceeds the server's max_payload of %d bytes", len(data), p.nc.MaxPayload()),
+			Permanent: true, Index: index,
 		}}, nil
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		return nil, fmt.Errorf("%w within %s: %s", errNoAnswer, p.opts.WorkTimeout, subject)
 	case err != nil:
 		return nil, fmt.Errorf("processor: work request %s: %w", subject, err)
 	}
 	if code := resp.Header.Get(micro.ErrorCodeHeader); code != "" {
 		desc := resp.Header.Get(micro.ErrorHeader)
 		if code == "503" {
-			return nil, fmt.Errorf("processor: worker unavailable: %s", desc)
+			return nil, fmt.Errorf("%w: worker unavailable: %s", errBusy, desc)
 		}
 		return &streams.WorkReply{Error: &streams.WorkError{Message: "worker refused the request: " + desc, Permanent: true, Index: index}}, nil
 	}
@@ -181,4 +191,17 @@ func (p *Processor) fallback(ctx context.Context, b *pipeline.Batch, prog *strea
 		out = rep.Outputs[0]
 	}
 	return &out, nil
+}
+
+// headerValue makes s fit a header: one line, at most 1 KiB.
+func headerValue(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 1<<10 {
+		n := 1 << 10
+		for n > 0 && s[n]&0xC0 == 0x80 {
+			n--
+		}
+		s = s[:n] + "…"
+	}
+	return s
 }

@@ -94,8 +94,14 @@ func setup(t *testing.T) *bundle {
 
 func (b *bundle) startWorker(t *testing.T, ctx context.Context) {
 	t.Helper()
+	b.startWorkerWith(t, ctx, worker.Options{})
+}
+
+// startWorkerWith starts one more worker over the bundle's mux.
+func (b *bundle) startWorkerWith(t *testing.T, ctx context.Context, opts worker.Options) {
+	t.Helper()
 	nc := b.env.Conn(t, "worker")
-	w, err := worker.New(ctx, nc, b.mux, worker.Options{})
+	w, err := worker.New(ctx, nc, b.mux, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,6 +194,23 @@ func (b *bundle) deadLetters(t *testing.T) []streams.DeadLetter {
 
 func key(id uint64, index int) string { return strconv.FormatUint(id, 10) + "/" + strconv.Itoa(index) }
 
+// roundKey is the idempotency key of function index of batch id in round r.
+func roundKey(id uint64, index, r int) string {
+	if r == 0 {
+		return key(id, index)
+	}
+	return key(id, index) + "/" + strconv.Itoa(r)
+}
+
+// runsOf counts the executions of function index of batch id in every round.
+func runsOf(b *bundle, id uint64, index int) int {
+	n := 0
+	for r := 0; r < 8; r++ {
+		n += b.calls.get(roundKey(id, index, r))
+	}
+	return n
+}
+
 func fn(typ string, payload any) pipeline.Function {
 	return pipeline.Function{Type: typ, Payload: pipeline.MustPayload(payload)}
 }
@@ -250,4 +273,14 @@ func step(t *testing.T, ctx context.Context, p *processor.Processor) processor.S
 		return len(rep.Steps) == 1
 	})
 	return rep.Steps[0]
+}
+
+// progressKV is the progress bucket, as admin.
+func (b *bundle) progressKV(t *testing.T) jetstream.KeyValue {
+	t.Helper()
+	kv, err := b.admin.KeyValue(b.ctx, streams.BucketProgress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
 }

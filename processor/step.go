@@ -15,6 +15,12 @@ import (
 type state struct {
 	prog streams.Progress
 	rev  uint64
+	// fresh says this step's call ran under a completion key nobody had
+	// held before, and its record is written (streams.WorkReply.Fresh).
+	fresh bool
+	// noWait says the step gave up waiting for workers: a fallback no
+	// worker attempts counts as none.
+	noWait bool
 }
 
 // errConflict means another writer changed the progress record first.
@@ -23,6 +29,11 @@ var errConflict = errors.New("processor: progress changed concurrently")
 // conflictDelay is how soon a step that lost a write race runs again. The
 // worker's completion record answers the repeated call, so nothing runs twice.
 const conflictDelay = 50 * time.Millisecond
+
+// expirySkew is how close to its expiry a batch that succeeded at its first
+// step still writes its terminal progress: another processor holding the
+// same token (a redelivery) may find it expired meanwhile, by its own clock.
+const expirySkew = 10 * time.Second
 
 // step runs one step of the batch the token points at.
 func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstream.Msg) (sr StepReport) {
@@ -37,6 +48,9 @@ func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstrea
 	sr.BatchID = tok.BatchID
 	log := p.log.With("batch_id", tok.BatchID)
 	defer func() {
+		if sr.Action != "busy" && sr.Action != "held" {
+			p.holds.forget(m)
+		}
 		if errors.Is(err, errCrash) {
 			sr.Action, sr.Error = "abandoned", err.Error()
 		} else if err != nil {
@@ -62,6 +76,18 @@ func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstrea
 		sr.Action = "stale"
 		return sr
 	}
+	if errors.Is(err, streams.ErrDecode) || errors.Is(err, streams.ErrVersion) {
+		cause := fmt.Errorf("batch record of batch %d: %w", tok.BatchID, err)
+		b = &pipeline.Batch{ID: tok.BatchID, Domain: p.opts.Domain, Priority: prio}
+		st, lerr := p.load(ctx, b.ID)
+		if st == nil {
+			err = lerr
+			return sr
+		}
+		sr.Action, err = p.poisoned(ctx, b, st, m, cause)
+		sr.Outcome = outcomeOf(&st.prog)
+		return sr
+	}
 	if err != nil {
 		return sr
 	}
@@ -73,6 +99,10 @@ func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstrea
 		// One read saved per batch; the worker's record answers the rerun.
 		st = &state{prog: streams.Progress{BatchID: b.ID, State: streams.Queued}}
 	} else if st, err = p.load(ctx, b.ID); err != nil {
+		if st != nil { // a record that does not decode
+			sr.Action, err = p.poisoned(ctx, b, st, m, err)
+			sr.Outcome = outcomeOf(&st.prog)
+		}
 		return sr
 	}
 	prog := &st.prog
@@ -88,8 +118,12 @@ func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstrea
 		sr.Action = "stale"
 		return sr
 	case tok.Gen > prog.Gen || tok.Step > prog.Step:
-		err = fmt.Errorf("processor: token (gen %d, step %d) ahead of progress (gen %d, step %d)", tok.Gen, tok.Step, prog.Gen, prog.Step)
-		log.Error("token ahead of its progress record", "err", err)
+		// Only a processor or the owner's edit moves a token ahead, and
+		// both write progress first: either an edit is half done (it will
+		// catch up) or the record was lost or tampered with.
+		cause := fmt.Errorf("processor: token (gen %d, step %d) ahead of its progress record (gen %d, step %d)", tok.Gen, tok.Step, prog.Gen, prog.Step)
+		sr.Action, err = p.poisoned(ctx, b, st, m, cause)
+		sr.Outcome = outcomeOf(prog)
 		return sr
 	}
 	now := p.opts.Now()
@@ -127,10 +161,17 @@ func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstrea
 		sr.Action = "set-aside"
 		return sr
 	}
-	if b.Subroutine.Mode == pipeline.Atomic {
+	switch {
+	case prog.FallbackDue != nil:
+		due := prog.FallbackDue
+		sr.Action, err = p.settle(ctx, b, st, due.Index, due.Reason, due.Exhausted, m)
+	case b.Subroutine.Mode == pipeline.Atomic:
 		sr.Action, err = p.runAtomic(ctx, b, st, m)
-	} else {
+	default:
 		sr.Action, err = p.runFunction(ctx, b, st, m)
+	}
+	if notAttempted(err) {
+		sr.Action, err = p.wait(ctx, b, st, m, err)
 	}
 	sr.Outcome = outcomeOf(prog)
 	return sr
@@ -164,12 +205,19 @@ func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state,
 		return "", err
 	}
 	if rep.Error == nil {
+		st.fresh = rep.Fresh
 		prog.Outputs = rep.Outputs
+		if err := p.fits(b, prog); err != nil {
+			// The unit took effect; its outputs are kept for inspection
+			// only, and these do not fit beside the batch.
+			p.log.Warn("outputs of an atomic batch left out of its progress", "batch_id", b.ID, "err", err)
+			prog.Outputs = nil
+		}
 		prog.Next = len(b.Functions)
 		return "finished", p.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
 	}
 	failures = prog.AddFailure(0)
-	prog.LastError = rep.Error.Message
+	setError(prog, rep.Error.Message)
 	d := pipeline.Decide(b.RetryFor(0), failures, rep.Error.Retryable, p.opts.Rand)
 	if d.Step == pipeline.RetryStep {
 		// The NAK delay is the timer; NotBefore keeps the delay if the token
@@ -183,18 +231,7 @@ func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state,
 		}
 		return "retry", m.NakWithDelay(d.Delay)
 	}
-	idx := rep.Error.Index
-	handled, err := p.fallback(ctx, b, prog, idx, failures, d.Exhausted)
-	if err != nil {
-		return "", err
-	}
-	if handled != nil {
-		prog.Fallbacks = append(prog.Fallbacks, idx)
-		prog.Next = len(b.Functions)
-		return "finished", p.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
-	}
-	prog.FailedIndex = idx
-	return "finished", p.finish(ctx, b, st, pipeline.RejectedOutcome(rep.Error.Message), m)
+	return p.settle(ctx, b, st, rep.Error.Index, rep.Error.Message, d.Exhausted, m)
 }
 
 // runFunction runs the next function of a non-atomic batch.
@@ -219,6 +256,7 @@ func (p *Processor) runFunction(ctx context.Context, b *pipeline.Batch, st *stat
 	if rep.Error != nil {
 		return p.functionFailed(ctx, b, st, k, rep.Error.Message, rep.Error.Retryable, false, m)
 	}
+	st.fresh = rep.Fresh
 	out := pipeline.Output{Index: k, Type: f.Type}
 	if len(rep.Outputs) > 0 {
 		out = rep.Outputs[0]
@@ -232,6 +270,9 @@ func (p *Processor) runFunction(ctx context.Context, b *pipeline.Batch, st *stat
 // nil when called for a confirmation.
 func (p *Processor) advance(ctx context.Context, b *pipeline.Batch, st *state, k int, out pipeline.Output, confirmed bool, m jetstream.Msg) (string, error) {
 	prog := &st.prog
+	if err := p.fits(b, prog, out); err != nil {
+		return p.tooLarge(ctx, b, st, k, err, m)
+	}
 	if c := b.Functions[k].Confirm; c != nil && !confirmed {
 		prog.State = streams.Parked
 		prog.Parked = &streams.ParkedFunction{Index: k, Deadline: p.opts.Now().Add(c.Timeout.D()), Output: out}
@@ -291,7 +332,7 @@ func (p *Processor) functionFailed(ctx context.Context, b *pipeline.Batch, st *s
 		prog.NewRound(k)
 	}
 	failures := prog.AddFailure(k)
-	prog.LastError = msg
+	setError(prog, msg)
 	prog.State, prog.Parked = streams.Queued, nil
 	d := pipeline.Decide(b.RetryFor(k), failures, retryable, p.opts.Rand)
 	if d.Step == pipeline.RetryStep {
@@ -308,16 +349,71 @@ func (p *Processor) functionFailed(ctx context.Context, b *pipeline.Batch, st *s
 		}
 		return "retry", m.NakWithDelay(d.Delay)
 	}
-	out, err := p.fallback(ctx, b, prog, k, failures, d.Exhausted)
-	if err != nil {
+	return p.settle(ctx, b, st, k, msg, d.Exhausted, m)
+}
+
+// settle gives function idx up (an atomic batch: its unit), its retries
+// exhausted or its error not retryable: its fallback, if a worker has one,
+// decides; without one the batch finishes failed with reason msg. A
+// fallback no worker attempted is asked for again later, the failure kept
+// in progress (FallbackDue) so the function does not run again meanwhile.
+// m is the token, or nil when called for a confirmation.
+func (p *Processor) settle(ctx context.Context, b *pipeline.Batch, st *state, idx int, msg string, exhausted bool, m jetstream.Msg) (string, error) {
+	prog := &st.prog
+	atomic := b.Subroutine.Mode == pipeline.Atomic
+	counted := idx
+	if atomic {
+		counted = 0
+	}
+	out, err := p.fallback(ctx, b, prog, idx, prog.FailuresOf(counted), exhausted)
+	if notAttempted(err) && !st.noWait {
+		if m == nil {
+			return "", err // the confirmation is applied again later
+		}
+		if prog.FallbackDue == nil {
+			prog.FallbackDue = &streams.DueFallback{Index: idx, Exhausted: exhausted, Reason: capMessage(msg)}
+			if err := p.save(ctx, st); err != nil {
+				return "", err
+			}
+			if err := p.fault(FaultAfterProgress); err != nil {
+				return "", err
+			}
+		}
+		return p.wait(ctx, b, st, m, err)
+	}
+	prog.FallbackDue = nil
+	switch {
+	case notAttempted(err):
+		setError(prog, prog.LastError+"; fallback not attempted: "+err.Error())
+	case err != nil:
 		return "", err
+	case out != nil:
+		prog.Fallbacks = append(prog.Fallbacks, idx)
+		if atomic {
+			prog.Next = len(b.Functions)
+			return "finished", p.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
+		}
+		return p.advance(ctx, b, st, idx, *out, true, m)
 	}
-	if out != nil {
-		prog.Fallbacks = append(prog.Fallbacks, k)
-		return p.advance(ctx, b, st, k, *out, true, m)
+	prog.FailedIndex = idx
+	if atomic {
+		return "finished", p.finish(ctx, b, st, pipeline.RejectedOutcome(capMessage(msg)), m)
 	}
+	return "finished", p.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, capMessage(msg)), m)
+}
+
+// tooLarge ends a non-atomic batch whose function k took effect but whose
+// output cannot be kept beside the others: a permanent failure of k,
+// without a fallback (its output would not fit either).
+func (p *Processor) tooLarge(ctx context.Context, b *pipeline.Batch, st *state, k int, cause error, m jetstream.Msg) (string, error) {
+	prog := &st.prog
+	msg := fmt.Sprintf("function %d: %v", k, cause)
+	p.log.Error("function output too large to keep: the batch ends", "batch_id", b.ID, "index", k, "err", cause)
+	prog.AddFailure(k)
+	setError(prog, msg)
+	prog.State, prog.Parked, prog.FallbackDue = streams.Queued, nil, nil
 	prog.FailedIndex = k
-	return "finished", p.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, msg), m)
+	return "finished", p.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, prog.LastError), m)
 }
 
 // finish makes the batch terminal: progress first, then dead letter and
@@ -329,7 +425,17 @@ func (p *Processor) finish(ctx context.Context, b *pipeline.Batch, st *state, o 
 	// single function) needs no progress record: if the token comes back,
 	// the worker's completion record answers and the callback is
 	// deduplicated. One write saved per such batch; failures keep theirs.
-	if st.rev != 0 || o.Status != pipeline.Executed || len(prog.Fallbacks) > 0 {
+	//
+	// The skip is safe only if no other processor can have written a
+	// record meanwhile. One can hold the same token (a redelivery, or a
+	// server that lost its consumer's state) and write a failure or a
+	// retry; but only after a failed run of the call, and then this
+	// step's call is not fresh. Or it can find the batch expired by its
+	// clock: hence the margin. Otherwise the terminal record is written
+	// with compare-and-set, so a concurrent writer's record is seen.
+	skip := st.rev == 0 && st.fresh && o.Status == pipeline.Executed && len(prog.Fallbacks) == 0 &&
+		(b.ExpiresAt.IsZero() || p.opts.Now().Add(expirySkew).Before(b.ExpiresAt))
+	if !skip {
 		if err := p.save(ctx, st); err != nil {
 			return err
 		}
@@ -394,7 +500,9 @@ func (p *Processor) fault(point string) error {
 	return nil
 }
 
-// load reads the batch's progress; a batch never stepped starts queued.
+// load reads the batch's progress; a batch never stepped starts queued. A
+// record that does not decode comes back as an error together with a
+// state holding its revision, so that it can be overwritten.
 func (p *Processor) load(ctx context.Context, id uint64) (*state, error) {
 	e, err := p.progress.Get(ctx, streams.ProgressKey(p.opts.Domain, id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -405,7 +513,8 @@ func (p *Processor) load(ctx context.Context, id uint64) (*state, error) {
 	}
 	prog, err := streams.Decode[streams.Progress](e.Value())
 	if err != nil {
-		return nil, err
+		return &state{prog: streams.Progress{BatchID: id, State: streams.Queued}, rev: e.Revision()},
+			fmt.Errorf("processor: progress record of batch %d: %w", id, err)
 	}
 	return &state{prog: prog, rev: e.Revision()}, nil
 }

@@ -56,6 +56,19 @@ type ParkedFunction struct {
 	Timer uint64 `msgpack:"timer,omitempty" json:"timer,omitempty"`
 }
 
+// DueFallback is a function given up on whose fallback no worker has
+// attempted yet.
+type DueFallback struct {
+	// Index is the function (for an atomic batch, the one that failed).
+	Index int `msgpack:"index" json:"index"`
+	// Exhausted is true when its retries ran out, false when its error was
+	// not retryable.
+	Exhausted bool `msgpack:"exhausted" json:"exhausted"`
+	// Reason is the failure that ends the batch if the fallback does not
+	// handle it.
+	Reason string `msgpack:"reason" json:"reason"`
+}
+
 // Progress is the execution state of one batch, key "<domain>.<id>" of the
 // progress bucket. It is written before a token is acknowledged, so a crash
 // between any two steps repeats nothing.
@@ -83,6 +96,10 @@ type Progress struct {
 	FailedIndex int `msgpack:"failed_index,omitempty" json:"failed_index,omitempty"`
 	// Fallbacks lists the functions a fallback handled.
 	Fallbacks []int `msgpack:"fallbacks,omitempty" json:"fallbacks,omitempty"`
+	// FallbackDue is set while a function given up on waits for a worker
+	// to attempt its fallback: the next step asks for the fallback again
+	// instead of running the function.
+	FallbackDue *DueFallback `msgpack:"fallback_due,omitempty" json:"fallback_due,omitempty"`
 	// Outputs are the results of the functions that took effect.
 	Outputs []pipeline.Output `msgpack:"outputs,omitempty" json:"outputs,omitempty"`
 	// Outcome is set once State is Done.
@@ -269,7 +286,11 @@ type WorkError struct {
 // its key in the results bucket: a claim while it runs, then its outputs.
 type Completion struct {
 	V uint8 `msgpack:"v"`
-	// Running marks a claim: a worker is running the call until Until.
+	// Running marks a claim: a worker is running the call, or writing its
+	// completion record, until Until. Until covers the caller's deadline
+	// plus the time the worker keeps trying to write the record (across a
+	// server restart), so no other worker takes over a call whose record is
+	// still on its way.
 	Running bool      `msgpack:"running,omitempty"`
 	Until   time.Time `msgpack:"until,omitempty"`
 	Worker  string    `msgpack:"worker,omitempty"`
@@ -289,6 +310,11 @@ type WorkReply struct {
 	// Recorded is true when the answer came from the completion record
 	// rather than from running the handler.
 	Recorded bool `msgpack:"recorded,omitempty"`
+	// Fresh is true when the handler ran in this call under a completion
+	// key no earlier call had ever claimed, and its completion record is
+	// written: no other run of the call happened before it or can follow.
+	// A processor that saw no progress record may then skip writing one.
+	Fresh bool `msgpack:"fresh,omitempty"`
 }
 
 // Encode msgpack-encodes a wire record, stamping it with WireVersion.

@@ -79,6 +79,7 @@ func progressFixture() streams.Progress {
 		NotBefore:   at(6),
 		FailedIndex: 2,
 		Fallbacks:   []int{1},
+		FallbackDue: &streams.DueFallback{Index: 2, Exhausted: true, Reason: "declined"},
 		Outputs:     fullOutputs(),
 		Outcome:     fullOutcome(),
 		UpdatedAt:   at(7),
@@ -138,6 +139,7 @@ func workReplyFixture() streams.WorkReply {
 			Retryable: true, Index: 2, NoFallback: true, Busy: true,
 		},
 		Recorded: true,
+		Fresh:    true,
 	}
 }
 

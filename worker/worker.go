@@ -6,9 +6,19 @@
 // in the results bucket, and after it succeeds turns the claim into the
 // call's completion record before answering. A repeated call is answered
 // from the record instead of running the handler again, a concurrent one is
-// told the call is busy, and a claim whose worker died expires. A handler can
-// therefore run twice only if its worker dies between the handler's effect
-// and the record, or if it overruns its context's deadline; handlers get
+// told the call is busy, and a claim whose worker died expires. The record
+// is written even when the server is away for a while: the worker keeps
+// trying for Options.RecordWindow, and the claim lasts that long, so a call
+// whose reply was lost is answered from its record rather than run again.
+//
+// A request never queues behind busy handlers: when every handler slot is
+// taken, a call its record or a live claim can answer is answered at once,
+// and any other waits for a slot at most half its caller's time left, then
+// is told the worker is busy. The processor retries busy calls later
+// without counting an attempt.
+//
+// A handler can therefore run twice only if its worker dies between the
+// handler's effect and the record, or if it overruns its claim; handlers get
 // Call.IdempotencyKey for that edge.
 package worker
 
@@ -22,6 +32,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -42,6 +53,12 @@ type Options struct {
 	Concurrency int
 	// Timeout bounds a call when the request carries no deadline. Default 30s.
 	Timeout time.Duration
+	// RecordWindow is how long past a call's deadline the worker keeps
+	// trying to write its completion record (through reconnects and a
+	// restarting server), and so how long past the deadline its claim
+	// holds. A call whose worker died is run by another worker only after
+	// it. Default 1m.
+	RecordWindow time.Duration
 	// Logger receives the worker's logs. Default: discard.
 	Logger *slog.Logger
 }
@@ -54,6 +71,9 @@ type Worker struct {
 	log     *slog.Logger
 	results jetstream.KeyValue
 	sem     chan struct{}
+	// waiters bounds the requests looking up their record or waiting for
+	// a slot while every slot is taken; past it, requests are told busy.
+	waiters chan struct{}
 	wg      sync.WaitGroup
 }
 
@@ -67,6 +87,9 @@ func New(ctx context.Context, nc *nats.Conn, mux *pipeline.ServeMux, opts Option
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Second
+	}
+	if opts.RecordWindow <= 0 {
+		opts.RecordWindow = time.Minute
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -84,8 +107,9 @@ func New(ctx context.Context, nc *nats.Conn, mux *pipeline.ServeMux, opts Option
 	}
 	return &Worker{
 		nc: nc, mux: mux, opts: opts, results: kv,
-		log: opts.Logger.With("worker", opts.Name),
-		sem: make(chan struct{}, opts.Concurrency),
+		log:     opts.Logger.With("worker", opts.Name),
+		sem:     make(chan struct{}, opts.Concurrency),
+		waiters: make(chan struct{}, 4*opts.Concurrency),
 	}, nil
 }
 
@@ -106,23 +130,23 @@ func (w *Worker) Run(ctx context.Context) error {
 		_ = svc.Stop()
 		w.wg.Wait()
 	}()
-	add := func(name, subject string, h func(context.Context, *streams.WorkRequest) *streams.WorkReply) error {
+	add := func(name, subject string, h endpoint) error {
 		return svc.AddEndpoint(name, micro.HandlerFunc(func(req micro.Request) {
 			w.serve(ctx, req, h)
 		}), micro.WithEndpointSubject(subject))
 	}
 	for _, typ := range w.mux.Types() {
 		name := strings.ReplaceAll(typ, ".", "_") // micro endpoint names take no dots
-		if err := add(name, streams.WorkSubject(typ), w.call); err != nil {
+		if err := add(name, streams.WorkSubject(typ), endpoint{run: w.call, key: callKey}); err != nil {
 			return fmt.Errorf("worker: endpoint %s: %w", typ, err)
 		}
 		if _, ok := w.mux.FallbackFor(typ); ok {
-			if err := add("fallback-"+name, streams.FallbackSubject(typ), w.fallback); err != nil {
+			if err := add("fallback-"+name, streams.FallbackSubject(typ), endpoint{run: w.fallback, key: fallbackKey}); err != nil {
 				return fmt.Errorf("worker: fallback endpoint %s: %w", typ, err)
 			}
 		}
 	}
-	if err := add("unit", streams.WorkUnitSubject, w.unit); err != nil {
+	if err := add("unit", streams.WorkUnitSubject, endpoint{run: w.unit, key: unitKey}); err != nil {
 		return fmt.Errorf("worker: unit endpoint: %w", err)
 	}
 	w.log.Info("worker serving", "types", w.mux.Types(), "concurrency", w.opts.Concurrency)
@@ -132,12 +156,14 @@ func (w *Worker) Run(ctx context.Context) error {
 
 // serve decodes a request and runs it on its own goroutine, bounded by the
 // concurrency limit, so one slow handler does not hold up the endpoint.
-func (w *Worker) serve(ctx context.Context, req micro.Request, h func(context.Context, *streams.WorkRequest) *streams.WorkReply) {
+// With every slot taken it never lets the request wait past its caller's
+// deadline: see await.
+func (w *Worker) serve(ctx context.Context, req micro.Request, h endpoint) {
 	// The reply subject is the caller's choice and the worker answers with
 	// its own rights: a request whose answer would land outside an inbox is
 	// refused before anything runs.
 	if err := streams.CheckReply(req.Reply()); err != nil || req.Reply() == "" {
-		w.log.Warn(streams.LogReplyRefused, "subject", req.Subject(), "reply", logging.Capped(req.Reply()))
+		w.log.Warn(streams.LogReplyRefused, "subject", logging.Capped(req.Subject()), "reply", logging.Capped(req.Reply()))
 		return
 	}
 	wr, err := streams.Decode[streams.WorkRequest](req.Data())
@@ -145,35 +171,110 @@ func (w *Worker) serve(ctx context.Context, req micro.Request, h func(context.Co
 		_ = streams.Reply(w.nc, req.Reply(), nil, "400", err.Error())
 		return
 	}
-	select {
-	case w.sem <- struct{}{}:
-	case <-ctx.Done():
+	if ctx.Err() != nil {
 		_ = streams.Reply(w.nc, req.Reply(), nil, "503", "worker: shutting down")
 		return
 	}
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
+	deadline := time.Now().Add(w.opts.Timeout)
+	if v := req.Headers().Get(streams.HeaderDeadline); v != "" {
+		if ns, err := strconv.ParseInt(v, 10, 64); err == nil {
+			deadline = time.Unix(0, ns)
+		}
+	}
+	select {
+	case w.sem <- struct{}{}:
+		w.wg.Go(func() {
+			defer func() { <-w.sem }()
+			w.reply(req.Reply(), &wr, w.run(ctx, &wr, h, deadline))
+		})
+		return
+	default:
+	}
+	select {
+	case w.waiters <- struct{}{}:
+		w.wg.Go(func() {
+			defer func() { <-w.waiters }()
+			w.reply(req.Reply(), &wr, w.await(ctx, &wr, h, deadline))
+		})
+	default:
+		w.reply(req.Reply(), &wr, w.saturated())
+	}
+}
+
+// endpoint is what a worker serves on one subject: run executes a request,
+// key names the completion key it would claim ("" for a malformed request).
+type endpoint struct {
+	run func(context.Context, *streams.WorkRequest) *streams.WorkReply
+	key func(*streams.WorkRequest) string
+}
+
+// await serves a request that found every handler slot taken. A call its
+// completion record or a live claim answers is answered without a slot;
+// any other waits for a slot at most half its caller's time left (so the
+// handler keeps the other half), then is told the worker is busy.
+func (w *Worker) await(ctx context.Context, req *streams.WorkRequest, h endpoint, deadline time.Time) *streams.WorkReply {
+	if key := h.key(req); key != "" {
+		if rep := w.lookup(ctx, key, deadline); rep != nil {
+			return rep
+		}
+	}
+	t := time.NewTimer(time.Until(deadline) / 2)
+	defer t.Stop()
+	select {
+	case w.sem <- struct{}{}:
 		defer func() { <-w.sem }()
-		deadline := time.Now().Add(w.opts.Timeout)
-		if v := req.Headers().Get(streams.HeaderDeadline); v != "" {
-			if ns, err := strconv.ParseInt(v, 10, 64); err == nil {
-				deadline = time.Unix(0, ns)
-			}
-		}
-		// The call outlives ctx on purpose: shutdown drains calls in flight.
-		cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
-		defer cancel()
-		reply := h(cctx, &wr)
-		b, err := streams.Encode(reply)
-		if err != nil {
-			_ = streams.Reply(w.nc, req.Reply(), nil, "500", err.Error())
-			return
-		}
-		if err := streams.Reply(w.nc, req.Reply(), b, "", ""); err != nil {
-			w.log.Warn("reply lost", "batch_id", wr.BatchID, "err", err)
-		}
-	}()
+		return w.run(ctx, req, h, deadline)
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return w.saturated()
+}
+
+// saturated is the reply when no handler slot came free in time.
+func (w *Worker) saturated() *streams.WorkReply {
+	return busy(fmt.Sprintf("worker %s: all %d handler slots busy", w.opts.Name, w.opts.Concurrency))
+}
+
+// run executes a request in a slot. The handler's deadline is the caller's
+// less a margin, so a handler that honours it answers (a failure that
+// counts) before its caller stops waiting, rather than being taken for a
+// worker that did not answer.
+func (w *Worker) run(ctx context.Context, req *streams.WorkRequest, h endpoint, deadline time.Time) *streams.WorkReply {
+	margin := min(time.Until(deadline)/10, time.Second)
+	// The call outlives ctx on purpose: shutdown drains calls in flight.
+	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline.Add(-margin))
+	defer cancel()
+	return h.run(cctx, req)
+}
+
+// reply answers on the request's reply subject.
+func (w *Worker) reply(subject string, req *streams.WorkRequest, rep *streams.WorkReply) {
+	b, err := streams.Encode(rep)
+	if err != nil {
+		_ = streams.Reply(w.nc, subject, nil, "500", err.Error())
+		return
+	}
+	if err := streams.Reply(w.nc, subject, b, "", ""); err != nil {
+		w.log.Warn("reply lost", "batch_id", req.BatchID, "err", err)
+	}
+}
+
+// callKey, unitKey and fallbackKey are the completion keys of the three
+// kinds of request, one place for each.
+func callKey(req *streams.WorkRequest) string {
+	if len(req.Calls) != 1 {
+		return ""
+	}
+	return streams.ResultKey(req.BatchID, req.Calls[0].Index, req.Round)
+}
+
+func unitKey(req *streams.WorkRequest) string { return streams.ResultKey(req.BatchID, -1, req.Round) }
+
+func fallbackKey(req *streams.WorkRequest) string {
+	if len(req.Calls) != 1 {
+		return ""
+	}
+	return streams.FallbackResultKey(req.BatchID, req.Calls[0].Index, req.Round)
 }
 
 // call runs one function of a non-atomic batch.
@@ -186,8 +287,8 @@ func (w *Worker) call(ctx context.Context, req *streams.WorkRequest) *streams.Wo
 	if !ok {
 		return failure(req, c.Index, pipeline.Permanent(fmt.Errorf("%w %q", pipeline.ErrNoHandler, c.Type)))
 	}
-	return w.once(ctx, req, streams.ResultKey(req.BatchID, c.Index, req.Round), func() *streams.WorkReply {
-		res, err := safeHandle(ctx, h, newCall(req, c, req.Inputs))
+	return w.once(ctx, req, callKey(req), func() *streams.WorkReply {
+		res, err := safeHandle(ctx, h, callFor(req, c, req.Inputs))
 		if err != nil {
 			return failure(req, c.Index, err)
 		}
@@ -197,7 +298,7 @@ func (w *Worker) call(ctx context.Context, req *streams.WorkRequest) *streams.Wo
 
 // unit runs an atomic batch's functions in order, all or nothing.
 func (w *Worker) unit(ctx context.Context, req *streams.WorkRequest) *streams.WorkReply {
-	return w.once(ctx, req, streams.ResultKey(req.BatchID, -1, req.Round), func() *streams.WorkReply {
+	return w.once(ctx, req, unitKey(req), func() *streams.WorkReply {
 		return w.runUnit(ctx, req)
 	})
 }
@@ -235,7 +336,7 @@ func (w *Worker) runUnit(ctx context.Context, req *streams.WorkRequest) *streams
 			return undo(pipeline.Permanent(fmt.Errorf("%w %q", pipeline.ErrNoHandler, c.Type)), c.Index)
 		}
 		raw, _ := w.mux.Raw(c.Type)
-		call := newCall(req, c, inputs)
+		call := callFor(req, c, inputs)
 		res, err := safeHandle(uctx, h, call)
 		if err != nil {
 			return undo(err, c.Index)
@@ -264,97 +365,15 @@ func (w *Worker) fallback(ctx context.Context, req *streams.WorkRequest) *stream
 		r.Error.NoFallback = true
 		return r
 	}
-	return w.once(ctx, req, streams.ResultKey(req.BatchID, c.Index, req.Round)+".fallback", func() *streams.WorkReply {
+	return w.once(ctx, req, fallbackKey(req), func() *streams.WorkReply {
 		res, err := safeHandle(ctx, pipeline.HandlerFunc(func(ctx context.Context, call *pipeline.Call) (pipeline.Result, error) {
 			return fb.Fallback(ctx, call, *req.Failure)
-		}), newCall(req, c, req.Inputs))
+		}), callFor(req, c, req.Inputs))
 		if err != nil {
 			return failure(req, c.Index, pipeline.Permanent(err))
 		}
 		return &streams.WorkReply{Outputs: []pipeline.Output{{Index: c.Index, Type: c.Type, Data: res.Data}}}
 	})
-}
-
-// claimGrace is how long past its caller's deadline a call's claim holds:
-// a handler that honours its context has returned by then.
-const claimGrace = 2 * time.Second
-
-// recordTimeout bounds writing a completion record; the record is written
-// even when the caller's deadline has passed, because the effect happened.
-const recordTimeout = 5 * time.Second
-
-// once runs a function at most once per completion key. It first claims the
-// key (a create in the results bucket, so only one worker runs it at a
-// time), runs fn, and turns the claim into the completion record before
-// answering; a repeated call is answered from the record, a concurrent one
-// is told the call is busy, and a claim whose holder died expires. A failed
-// run releases the claim: failures leave no record, so a retry runs again.
-func (w *Worker) once(ctx context.Context, req *streams.WorkRequest, key string, fn func() *streams.WorkReply) *streams.WorkReply {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(w.opts.Timeout)
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-	defer cancel()
-	claim, err := streams.Encode(&streams.Completion{Running: true, Until: deadline.Add(claimGrace), Worker: w.opts.Name})
-	if err != nil {
-		return unavailable(err)
-	}
-	var rev uint64
-	for attempt := 0; ; attempt++ {
-		if rev, err = w.results.Create(rctx, key, claim); err == nil {
-			break
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) || attempt == 3 {
-			return unavailable(fmt.Errorf("worker: claim %s: %w", key, err))
-		}
-		e, err := w.results.Get(rctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue // released meanwhile
-		}
-		if err != nil {
-			return unavailable(fmt.Errorf("worker: read %s: %w", key, err))
-		}
-		c, err := streams.Decode[streams.Completion](e.Value())
-		if err != nil {
-			return unavailable(fmt.Errorf("worker: completion record %s: %w", key, err))
-		}
-		if !c.Running {
-			return &streams.WorkReply{Outputs: c.Outputs, Recorded: true}
-		}
-		if time.Now().Before(c.Until) {
-			return &streams.WorkReply{Error: &streams.WorkError{Busy: true, Retryable: true,
-				Message: fmt.Sprintf("worker: %s is running on %s until %s", key, c.Worker, c.Until.Format(time.RFC3339Nano))}}
-		}
-		// The holder died (or overran its deadline): take the claim over.
-		if rev, err = w.results.Update(rctx, key, claim, e.Revision()); err == nil {
-			w.log.Warn("expired claim taken over", "key", key, "holder", c.Worker)
-			break
-		}
-	}
-	rep := fn()
-	if rep.Error != nil {
-		if err := w.results.Delete(rctx, key, jetstream.LastRevision(rev)); err != nil {
-			w.log.Warn("claim not released; it expires", "key", key, "err", err)
-		}
-		return rep
-	}
-	done, err := streams.Encode(&streams.Completion{Outputs: rep.Outputs, Worker: w.opts.Name})
-	if err == nil {
-		_, err = w.results.Update(rctx, key, done, rev)
-	}
-	if err != nil {
-		// The effect happened; say so. The claim stays until it expires, and
-		// the processor records the step, so nothing asks again.
-		w.log.Error("completion record not written", "key", key, "err", err)
-	}
-	return rep
-}
-
-// unavailable is a reply for a call that could not be attempted; the
-// processor retries it without counting an attempt.
-func unavailable(err error) *streams.WorkReply {
-	return &streams.WorkReply{Error: &streams.WorkError{Message: err.Error(), Busy: true, Retryable: true}}
 }
 
 func newCall(req *streams.WorkRequest, c streams.WorkCall, inputs []pipeline.Output) *pipeline.Call {
@@ -363,6 +382,14 @@ func newCall(req *streams.WorkRequest, c streams.WorkCall, inputs []pipeline.Out
 		Payload: c.Payload, Key: req.Key, Submitter: req.Submitter, Label: req.Label,
 		Attempt: req.Attempt, Inputs: inputs, CreatedAt: req.CreatedAt,
 	}
+}
+
+// callFor is the Call a handler receives: newCall's, with the round that
+// makes its idempotency key differ once an earlier effect was invalidated.
+func callFor(req *streams.WorkRequest, c streams.WorkCall, inputs []pipeline.Output) *pipeline.Call {
+	call := newCall(req, c, inputs)
+	call.Round = req.Round
+	return call
 }
 
 // safeHandle runs the handler and turns a panic into a permanent error.
@@ -385,10 +412,26 @@ func failure(req *streams.WorkRequest, index int, err error) *streams.WorkReply 
 		r = &pipeline.NoRetry
 	}
 	return &streams.WorkReply{Error: &streams.WorkError{
-		Message:   err.Error(),
+		Message:   capMessage(err.Error()),
 		Codes:     pipeline.Codes(err),
 		Permanent: pipeline.IsPermanent(err),
 		Retryable: r.Retryable(err),
 		Index:     index,
 	}}
+}
+
+// maxMessage caps an error message crossing the wire: handler errors are
+// untrusted and unbounded, and they end up in progress records and dead
+// letters, which must fit the server's max_payload.
+const maxMessage = 4 << 10
+
+func capMessage(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	n := maxMessage
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "… (truncated)"
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
@@ -23,15 +24,21 @@ func TestMain(m *testing.M) {
 // serve runs a worker over mux until the test ends.
 func serve(t *testing.T, env *testnats.Env, mux *pipeline.ServeMux, opts worker.Options) {
 	t.Helper()
+	serveOn(t, env.Conn(t, "worker"), env.Conn(t, "admin"), mux, opts)
+}
+
+// serveOn runs a worker over mux on nc until the test ends, and waits until
+// admin sees it.
+func serveOn(t *testing.T, nc, admin *nats.Conn, mux *pipeline.ServeMux, opts worker.Options) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := worker.New(ctx, env.Conn(t, "worker"), mux, opts)
+	w, err := worker.New(ctx, nc, mux, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	admin := env.Conn(t, "admin")
 	testnats.Eventually(t, 5*time.Second, "worker up", func() bool {
 		_, err := admin.Request("$SRV.PING.worker", nil, 100*time.Millisecond)
 		return err == nil
@@ -61,6 +68,8 @@ func call(t *testing.T, nc *nats.Conn, subject string, req *streams.WorkRequest,
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
+func jetstreamFor(nc *nats.Conn) (jetstream.JetStream, error) { return jetstream.New(nc) }
+
 func fnReq(id uint64, typ string, round int) *streams.WorkRequest {
 	return &streams.WorkRequest{BatchID: id, Domain: "pay", Attempt: round + 1, Round: round,
 		Calls: []streams.WorkCall{{Index: 0, Type: typ}}}
@@ -79,6 +88,10 @@ func TestCompletionRecordAnswersRepeats(t *testing.T) {
 	again := call(t, nc, streams.WorkSubject("count"), fnReq(1, "count", 0), time.Second)
 	if first.Error != nil || again.Error != nil || !again.Recorded || first.Recorded {
 		t.Fatalf("first %+v again %+v", first, again)
+	}
+	// Only the first run under a key nobody held before is fresh.
+	if !first.Fresh || again.Fresh {
+		t.Fatalf("fresh: first %v again %v, want true false", first.Fresh, again.Fresh)
 	}
 	if runs.Load() != 1 || string(again.Outputs[0].Data) != string(first.Outputs[0].Data) {
 		t.Fatalf("handler ran %d times; outputs %v %v", runs.Load(), first.Outputs, again.Outputs)

@@ -1,0 +1,204 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// A step that cannot proceed is put back on its token (NAK with a delay)
+// and tried again. Two reasons for that are bounded here, so that neither
+// becomes a loop:
+//
+//   - the workers did not attempt the call (busy, no answer, no worker):
+//     not a failure of the function, so no attempt is counted; past
+//     Options.MaxWait the function fails permanently;
+//   - the token cannot be reconciled with the batch's records (ahead of its
+//     progress, a record that does not decode): poison, retried
+//     Options.PoisonRetries times in case the records catch up, then the
+//     batch is finished as failed with a dead letter.
+
+// tokenID names a token message across its redeliveries.
+type tokenID struct {
+	stream string
+	seq    uint64
+}
+
+func tokenOf(m jetstream.Msg) tokenID {
+	md, err := m.Metadata()
+	if err != nil {
+		return tokenID{stream: m.Subject()}
+	}
+	return tokenID{stream: md.Stream, seq: md.Sequence.Stream}
+}
+
+// holding is how long and how often one token was put back for one reason.
+type holding struct {
+	why   string
+	since time.Time
+	tries int
+}
+
+// holds remembers, per token, the reason it was last put back. It lives in
+// memory: a processor that restarts starts counting again, which only
+// lengthens the bounds.
+type holds struct {
+	mu sync.Mutex
+	m  map[tokenID]*holding
+}
+
+// maxHolds bounds the tokens remembered; past it an arbitrary one is
+// forgotten (its count starts over).
+const maxHolds = 16384
+
+// note counts one more put-back of token id for why and returns the
+// holding; a different reason than last time starts a new count.
+func (h *holds) note(id tokenID, why string, now time.Time) holding {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = map[tokenID]*holding{}
+	}
+	e := h.m[id]
+	if e == nil || e.why != why {
+		if e == nil && len(h.m) >= maxHolds {
+			for k := range h.m {
+				delete(h.m, k)
+				break
+			}
+		}
+		e = &holding{why: why, since: now}
+		h.m[id] = e
+	}
+	e.tries++
+	return *e
+}
+
+// forget drops what is remembered of token m, cheaply when nothing is.
+func (h *holds) forget(m jetstream.Msg) {
+	h.mu.Lock()
+	empty := len(h.m) == 0
+	h.mu.Unlock()
+	if empty {
+		return
+	}
+	id := tokenOf(m)
+	h.mu.Lock()
+	delete(h.m, id)
+	h.mu.Unlock()
+}
+
+// backoff is base doubled per try after the first, capped, with ±20% jitter.
+func (p *Processor) backoff(try int, base, ceiling time.Duration) time.Duration {
+	d := base
+	for i := 1; i < try && d < ceiling; i++ {
+		d *= 2
+	}
+	d = min(d, ceiling)
+	return time.Duration(float64(d) * (0.8 + 0.4*p.opts.Rand()))
+}
+
+// errBusy means a worker answered that it did not attempt the call: it runs
+// elsewhere, no handler slot was free, or its record was unreadable.
+var errBusy = errors.New("processor: call not attempted")
+
+// errNoWorker means no worker serves the request's subject.
+var errNoWorker = errors.New("processor: no worker serves this function type")
+
+// errNoAnswer means no worker answered within the work timeout: one may be
+// running the call still (its completion record will answer a retry), or
+// its reply was lost.
+var errNoAnswer = errors.New("processor: no worker answered")
+
+// notAttempted reports whether err says the workers did not attempt the
+// call, which is retried later without counting an attempt.
+func notAttempted(err error) bool {
+	return errors.Is(err, errBusy) || errors.Is(err, errNoWorker) || errors.Is(err, errNoAnswer)
+}
+
+// Bounds of the delays of a step whose call was not attempted.
+const (
+	waitBase    = 250 * time.Millisecond
+	waitCeiling = 10 * time.Second
+)
+
+// wait puts back a step whose call the workers did not attempt, with a
+// growing delay and no attempt counted. Past Options.MaxWait without an
+// attempt, the function fails permanently instead.
+func (p *Processor) wait(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg, cause error) (string, error) {
+	prog := &st.prog
+	id := tokenOf(m)
+	why := fmt.Sprintf("unattempted gen %d step %d next %d failures %d fallback %v", prog.Gen, prog.Step, prog.Next, prog.FailuresOf(prog.Next), prog.FallbackDue != nil)
+	now := p.opts.Now()
+	h := p.holds.note(id, why, now)
+	if now.Sub(h.since) < p.opts.MaxWait {
+		delay := p.backoff(h.tries, waitBase, waitCeiling)
+		p.log.Debug("call not attempted; tried again later", "batch_id", b.ID, "tries", h.tries, "delay", delay, "reason", cause)
+		return "busy", m.NakWithDelay(delay)
+	}
+	p.holds.forget(m)
+	msg := fmt.Sprintf("function %d: not attempted by any worker within %s: %v", prog.Next, p.opts.MaxWait, cause)
+	p.log.Error("no worker attempted the call in time: the function fails", "batch_id", b.ID, "index", prog.Next, "waited", now.Sub(h.since), "tries", h.tries, "err", cause)
+	st.noWait = true
+	if prog.FallbackDue != nil {
+		return p.settle(ctx, b, st, prog.FallbackDue.Index, msg, prog.FallbackDue.Exhausted, m)
+	}
+	if b.Subroutine.Mode == pipeline.Atomic {
+		prog.AddFailure(0)
+		setError(prog, msg)
+		return p.settle(ctx, b, st, 0, msg, false, m)
+	}
+	return p.functionFailed(ctx, b, st, prog.Next, msg, false, false, m)
+}
+
+// Bounds of the delays of a poison token.
+const (
+	poisonBase    = 250 * time.Millisecond
+	poisonCeiling = time.Minute
+)
+
+// poisoned puts back a token that cannot be reconciled with the batch's
+// records, with a growing delay, in case they catch up (an owner's edit
+// half done); after Options.PoisonRetries it finishes the batch as failed,
+// with a dead letter naming the reason and one callback.
+func (p *Processor) poisoned(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg, cause error) (string, error) {
+	id := tokenOf(m)
+	h := p.holds.note(id, "poison", p.opts.Now())
+	if h.tries <= p.opts.PoisonRetries {
+		delay := p.backoff(h.tries, poisonBase, poisonCeiling)
+		p.log.Debug("token cannot be reconciled with its records; tried again later", "batch_id", b.ID, "tries", h.tries, "delay", delay, "err", cause)
+		return "held", m.NakWithDelay(delay)
+	}
+	p.holds.forget(m)
+	prog := &st.prog
+	msg := capMessage(cause.Error())
+	p.log.Error("batch dead-lettered: its token cannot be reconciled with its records", "batch_id", b.ID, "tries", h.tries, "err", msg)
+	prog.State, prog.Parked, prog.FallbackDue = streams.Queued, nil, nil
+	setError(prog, msg)
+	prog.FailedIndex = prog.Next
+	return "finished", p.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, msg), m)
+}
+
+// maxMessage caps an error message kept in progress, dead letters and
+// callbacks: handler errors are untrusted and unbounded, and every record
+// must fit the server's max_payload.
+const maxMessage = 4 << 10
+
+func capMessage(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	n := maxMessage
+	for n > 0 && s[n]&0xC0 == 0x80 { // back to the start of a UTF-8 sequence
+		n--
+	}
+	return s[:n] + "… (truncated)"
+}
+
+func setError(prog *streams.Progress, msg string) { prog.LastError = capMessage(msg) }
