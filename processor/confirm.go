@@ -7,8 +7,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/streams"
 )
 
@@ -29,10 +31,43 @@ func (p *Processor) handleConfirmation(ctx context.Context, m jetstream.Msg) {
 	case errors.Is(err, errDropConfirmation):
 		p.log.Warn("confirmation dropped", "subject", m.Subject(), "reason", err)
 		_ = m.Ack()
+	case errors.Is(err, streams.ErrDecode) || errors.Is(err, streams.ErrVersion):
+		// A record of the batch is unreadable: waiting cannot help. The
+		// batch's token meets the same record and ends the batch visibly;
+		// the parked function, unconfirmed, times out meanwhile.
+		p.log.Error("confirmation dropped: a record of its batch is unreadable", "subject", logging.Capped(m.Subject()), "err", err)
+		_ = m.Ack()
 	default:
-		p.log.Warn("confirmation not applied yet; redelivered shortly", "subject", m.Subject(), "err", err)
-		_ = m.NakWithDelay(conflictDelay)
+		n := 1
+		if md, merr := m.Metadata(); merr == nil {
+			n = int(md.NumDelivered)
+		}
+		if n >= maxConfirmDeliveries {
+			p.log.Error("confirmation dropped: not applicable after repeated tries", "subject", logging.Capped(m.Subject()), "deliveries", n, "err", err)
+			_ = m.Ack()
+			return
+		}
+		if n == 1 {
+			p.log.Warn("confirmation not applied yet; redelivered with backoff", "subject", logging.Capped(m.Subject()), "err", err)
+		} else {
+			p.log.Debug("confirmation not applied yet", "subject", logging.Capped(m.Subject()), "deliveries", n, "err", err)
+		}
+		_ = m.NakWithDelay(confirmRetryDelay(n, err))
 	}
+}
+
+// maxConfirmDeliveries bounds how often a confirmation is tried before it
+// is dropped with an error line: about ten minutes of backoff.
+const maxConfirmDeliveries = 20
+
+// confirmRetryDelay is the wait before delivery n+1: a lost write race
+// retries at once, anything else backs off from conflictDelay to a minute.
+func confirmRetryDelay(n int, err error) time.Duration {
+	if errors.Is(err, streams.ErrConflict) && n < 5 {
+		return conflictDelay
+	}
+	d := conflictDelay << min(n, 12)
+	return min(d, time.Minute)
 }
 
 var errDropConfirmation = errors.New("confirmation not applicable")
@@ -79,7 +114,7 @@ func (p *Processor) confirm1(ctx context.Context, m jetstream.Msg) error {
 	if err != nil {
 		return err
 	}
-	prog := &st.prog
+	prog := &st.Progress
 	if prog.State != streams.Parked || prog.Parked.Index != index {
 		return fmt.Errorf("%w: batch %d is not waiting for a confirmation of function %d (state %s)", errDropConfirmation, id, index, prog.State)
 	}

@@ -223,3 +223,36 @@ func TestTickOverNATS(t *testing.T) {
 	}
 	_ = handlers.TypeNoop
 }
+
+// TestConfirmationWithAnUnreadableRecord: a confirmation whose batch's
+// progress record does not decode is dropped once, with an error line,
+// never redelivered in a loop.
+func TestConfirmationWithAnUnreadableRecord(t *testing.T) {
+	b := setup(t)
+	p := b.processor(t, processor.Options{})
+	id := b.enqueue(t, pipeline.Batch{Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic},
+		Functions: []pipeline.Function{confirmed(time.Minute, 0)}})
+	if sr := step(t, b.ctx, p); sr.Action != "parked" {
+		t.Fatalf("step: %+v", sr)
+	}
+	if _, err := b.env.JS(t, "admin").Publish(b.ctx, "$KV."+streams.BucketProgress+"."+streams.ProgressKey(domain, id), []byte("garbage")); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := streams.Encode(&streams.Confirmation{Content: "included"})
+	if _, err := b.env.JS(t, "authz").Publish(b.ctx, streams.ConfirmSubject(domain, id, 0), data); err != nil {
+		t.Fatal(err)
+	}
+	runProcessor(t, b, p)
+	admin := b.env.JS(t, "admin")
+	testnats.Eventually(t, 5*time.Second, "the confirmation consumed", func() bool {
+		s, err := admin.Stream(b.ctx, streams.StreamConfirm)
+		return err == nil && s.CachedInfo().State.Msgs == 0
+	})
+	c, err := admin.Consumer(b.ctx, streams.StreamConfirm, streams.ProcessorConsumer(domain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := c.CachedInfo(); info.NumRedelivered != 0 || info.Delivered.Consumer != 1 {
+		t.Fatalf("the confirmation was delivered %d times (%d redelivered), want once", info.Delivered.Consumer, info.NumRedelivered)
+	}
+}

@@ -132,7 +132,7 @@ const (
 // growing delay and no attempt counted. Past Options.MaxWait without an
 // attempt, the function fails permanently instead.
 func (p *Processor) wait(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg, cause error) (string, error) {
-	prog := &st.prog
+	prog := &st.Progress
 	id := tokenOf(m)
 	why := fmt.Sprintf("unattempted gen %d step %d next %d failures %d fallback %v", prog.Gen, prog.Step, prog.Next, prog.FailuresOf(prog.Next), prog.FallbackDue != nil)
 	now := p.opts.Now()
@@ -176,7 +176,7 @@ func (p *Processor) poisoned(ctx context.Context, b *pipeline.Batch, st *state, 
 		return "held", m.NakWithDelay(delay)
 	}
 	p.holds.forget(m)
-	prog := &st.prog
+	prog := &st.Progress
 	msg := capMessage(cause.Error())
 	p.log.Error("batch dead-lettered: its token cannot be reconciled with its records", "batch_id", b.ID, "tries", h.tries, "err", msg)
 	prog.State, prog.Parked, prog.FallbackDue = streams.Queued, nil, nil

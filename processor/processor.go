@@ -114,6 +114,7 @@ type Processor struct {
 	streams  map[pipeline.Priority]jetstream.Stream
 	confirm  jetstream.Consumer
 	progress jetstream.KeyValue
+	store    *streams.ProgressStore // the progress records, with compare-and-set
 	batches  jetstream.KeyValue
 	state    jetstream.KeyValue
 
@@ -198,6 +199,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 			return nil, fmt.Errorf("processor: bucket %s: %w", b.name, err)
 		}
 	}
+	p.store = streams.NewProgressStore(p.progress, p.opts.Now)
 	return p, nil
 }
 

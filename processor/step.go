@@ -11,10 +11,10 @@ import (
 	"github.com/tickflow/tickflow/streams"
 )
 
-// state is a progress record and the revision it was read at (0: absent).
+// state is a progress record and the revision it was read at (0: absent),
+// with what the step learnt along the way.
 type state struct {
-	prog streams.Progress
-	rev  uint64
+	streams.ProgressEntry
 	// fresh says this step's call ran under a completion key nobody had
 	// held before, and its record is written (streams.WorkReply.Fresh).
 	fresh bool
@@ -22,9 +22,6 @@ type state struct {
 	// worker attempts counts as none.
 	noWait bool
 }
-
-// errConflict means another writer changed the progress record first.
-var errConflict = errors.New("processor: progress changed concurrently")
 
 // conflictDelay is how soon a step that lost a write race runs again. The
 // worker's completion record answers the repeated call, so nothing runs twice.
@@ -56,7 +53,7 @@ func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstrea
 		} else if err != nil {
 			log.Warn("step failed; token redelivered shortly", "err", err)
 			delay := time.Second
-			if errors.Is(err, errConflict) {
+			if errors.Is(err, streams.ErrConflict) {
 				delay = conflictDelay
 			}
 			_ = m.NakWithDelay(delay)
@@ -85,7 +82,7 @@ func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstrea
 			return sr
 		}
 		sr.Action, err = p.poisoned(ctx, b, st, m, cause)
-		sr.Outcome = outcomeOf(&st.prog)
+		sr.Outcome = outcomeOf(&st.Progress)
 		return sr
 	}
 	if err != nil {
@@ -97,15 +94,15 @@ func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstrea
 		// evicted or moved it meanwhile, and then the first progress write
 		// (a create) fails, and the step runs again with the record read.
 		// One read saved per batch; the worker's record answers the rerun.
-		st = &state{prog: streams.Progress{BatchID: b.ID, State: streams.Queued}}
+		st = &state{ProgressEntry: streams.ProgressEntry{Progress: streams.Progress{BatchID: b.ID, State: streams.Queued}}}
 	} else if st, err = p.load(ctx, b.ID); err != nil {
 		if st != nil { // a record that does not decode
 			sr.Action, err = p.poisoned(ctx, b, st, m, err)
-			sr.Outcome = outcomeOf(&st.prog)
+			sr.Outcome = outcomeOf(&st.Progress)
 		}
 		return sr
 	}
-	prog := &st.prog
+	prog := &st.Progress
 	switch {
 	case prog.State == streams.Done:
 		// Terminal already: a crash may have come between the progress write
@@ -113,14 +110,13 @@ func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstrea
 		err = p.announce(ctx, b, prog, m)
 		sr.Action, sr.Outcome = "stale", prog.Outcome.String()
 		return sr
-	case tok.Gen < prog.Gen || (tok.Gen == prog.Gen && tok.Step < prog.Step):
+	case prog.Position(tok) == streams.TokenBehind:
 		err = p.dropStale(ctx, b, prog, m)
 		sr.Action = "stale"
 		return sr
-	case tok.Gen > prog.Gen || tok.Step > prog.Step:
-		// Only a processor or the owner's edit moves a token ahead, and
-		// both write progress first: either an edit is half done (it will
-		// catch up) or the record was lost or tampered with.
+	case prog.Position(tok) == streams.TokenAhead:
+		// Either an edit is half done (it will catch up) or the record was
+		// lost or tampered with: bounded retries, then a visible end.
 		cause := fmt.Errorf("processor: token (gen %d, step %d) ahead of its progress record (gen %d, step %d)", tok.Gen, tok.Step, prog.Gen, prog.Step)
 		sr.Action, err = p.poisoned(ctx, b, st, m, cause)
 		sr.Outcome = outcomeOf(prog)
@@ -186,7 +182,7 @@ func outcomeOf(prog *streams.Progress) string {
 
 // runAtomic sends all functions to one worker as one unit.
 func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (string, error) {
-	prog := &st.prog
+	prog := &st.Progress
 	failures := prog.FailuresOf(0)
 	calls := make([]streams.WorkCall, len(b.Functions))
 	for i, f := range b.Functions {
@@ -236,7 +232,7 @@ func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state,
 
 // runFunction runs the next function of a non-atomic batch.
 func (p *Processor) runFunction(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (string, error) {
-	prog := &st.prog
+	prog := &st.Progress
 	k := prog.Next
 	f := b.Functions[k]
 	failures := prog.FailuresOf(k)
@@ -269,7 +265,7 @@ func (p *Processor) runFunction(ctx context.Context, b *pipeline.Batch, st *stat
 // its token as the timer of the confirmation's timeout. m is the token, or
 // nil when called for a confirmation.
 func (p *Processor) advance(ctx context.Context, b *pipeline.Batch, st *state, k int, out pipeline.Output, confirmed bool, m jetstream.Msg) (string, error) {
-	prog := &st.prog
+	prog := &st.Progress
 	if err := p.fits(b, prog, out); err != nil {
 		return p.tooLarge(ctx, b, st, k, err, m)
 	}
@@ -300,14 +296,14 @@ func (p *Processor) advance(ctx context.Context, b *pipeline.Batch, st *state, k
 // new token, then the old token's ack. A crash in between leaves the old
 // token, which is then stale and makes sure the new one exists.
 func (p *Processor) rotate(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) error {
-	st.prog.Step++
+	st.Progress.Step++
 	if err := p.save(ctx, st); err != nil {
 		return err
 	}
 	if err := p.fault(FaultAfterProgress); err != nil {
 		return err
 	}
-	if err := p.publishToken(ctx, b, &st.prog); err != nil {
+	if err := p.publishToken(ctx, b, &st.Progress); err != nil {
 		return err
 	}
 	if err := p.fault(FaultAfterRequeue); err != nil {
@@ -327,7 +323,7 @@ func (p *Processor) rotate(ctx context.Context, b *pipeline.Batch, st *state, m 
 // failed): the retry is a new round, which runs the handler again instead
 // of being answered from the completion record.
 func (p *Processor) functionFailed(ctx context.Context, b *pipeline.Batch, st *state, k int, msg string, retryable, invalidated bool, m jetstream.Msg) (string, error) {
-	prog := &st.prog
+	prog := &st.Progress
 	if invalidated {
 		prog.NewRound(k)
 	}
@@ -359,7 +355,7 @@ func (p *Processor) functionFailed(ctx context.Context, b *pipeline.Batch, st *s
 // in progress (FallbackDue) so the function does not run again meanwhile.
 // m is the token, or nil when called for a confirmation.
 func (p *Processor) settle(ctx context.Context, b *pipeline.Batch, st *state, idx int, msg string, exhausted bool, m jetstream.Msg) (string, error) {
-	prog := &st.prog
+	prog := &st.Progress
 	atomic := b.Subroutine.Mode == pipeline.Atomic
 	counted := idx
 	if atomic {
@@ -406,7 +402,7 @@ func (p *Processor) settle(ctx context.Context, b *pipeline.Batch, st *state, id
 // output cannot be kept beside the others: a permanent failure of k,
 // without a fallback (its output would not fit either).
 func (p *Processor) tooLarge(ctx context.Context, b *pipeline.Batch, st *state, k int, cause error, m jetstream.Msg) (string, error) {
-	prog := &st.prog
+	prog := &st.Progress
 	msg := fmt.Sprintf("function %d: %v", k, cause)
 	p.log.Error("function output too large to keep: the batch ends", "batch_id", b.ID, "index", k, "err", cause)
 	prog.AddFailure(k)
@@ -419,7 +415,7 @@ func (p *Processor) tooLarge(ctx context.Context, b *pipeline.Batch, st *state, 
 // finish makes the batch terminal: progress first, then dead letter and
 // callback (both deduplicated), then the token's ack.
 func (p *Processor) finish(ctx context.Context, b *pipeline.Batch, st *state, o pipeline.Outcome, m jetstream.Msg) error {
-	prog := &st.prog
+	prog := &st.Progress
 	prog.State, prog.Parked, prog.Outcome = streams.Done, nil, &o
 	// A batch that succeeded at its first step (an atomic batch, or a
 	// single function) needs no progress record: if the token comes back,
@@ -433,7 +429,7 @@ func (p *Processor) finish(ctx context.Context, b *pipeline.Batch, st *state, o 
 	// step's call is not fresh. Or it can find the batch expired by its
 	// clock: hence the margin. Otherwise the terminal record is written
 	// with compare-and-set, so a concurrent writer's record is seen.
-	skip := st.rev == 0 && st.fresh && o.Status == pipeline.Executed && len(prog.Fallbacks) == 0 &&
+	skip := st.Rev == 0 && st.fresh && o.Status == pipeline.Executed && len(prog.Fallbacks) == 0 &&
 		(b.ExpiresAt.IsZero() || p.opts.Now().Add(expirySkew).Before(b.ExpiresAt))
 	if !skip {
 		if err := p.save(ctx, st); err != nil {
@@ -500,45 +496,20 @@ func (p *Processor) fault(point string) error {
 	return nil
 }
 
-// load reads the batch's progress; a batch never stepped starts queued. A
-// record that does not decode comes back as an error together with a
-// state holding its revision, so that it can be overwritten.
+// load reads the batch's progress (streams.ProgressStore.Load): a batch
+// never stepped starts queued; a record that does not decode comes back as
+// an error together with a state holding its revision, so that it can be
+// overwritten.
 func (p *Processor) load(ctx context.Context, id uint64) (*state, error) {
-	e, err := p.progress.Get(ctx, streams.ProgressKey(p.opts.Domain, id))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return &state{prog: streams.Progress{BatchID: id, State: streams.Queued}}, nil
+	e, err := p.store.Load(ctx, p.opts.Domain, id)
+	if e == nil {
+		return nil, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("processor: read progress: %w", err)
-	}
-	prog, err := streams.Decode[streams.Progress](e.Value())
-	if err != nil {
-		return &state{prog: streams.Progress{BatchID: id, State: streams.Queued}, rev: e.Revision()},
-			fmt.Errorf("processor: progress record of batch %d: %w", id, err)
-	}
-	return &state{prog: prog, rev: e.Revision()}, nil
+	return &state{ProgressEntry: *e}, err
 }
 
-// save writes the progress record with compare-and-set on the revision read.
+// save writes the progress record with compare-and-set on the revision
+// read; a lost race matches streams.ErrConflict.
 func (p *Processor) save(ctx context.Context, st *state) error {
-	st.prog.UpdatedAt = p.opts.Now()
-	v, err := streams.Encode(&st.prog)
-	if err != nil {
-		return err
-	}
-	key := streams.ProgressKey(p.opts.Domain, st.prog.BatchID)
-	var rev uint64
-	if st.rev == 0 {
-		rev, err = p.progress.Create(ctx, key, v)
-	} else {
-		rev, err = p.progress.Update(ctx, key, v, st.rev)
-	}
-	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return fmt.Errorf("%w: %w", errConflict, err)
-	}
-	if err != nil {
-		return fmt.Errorf("processor: write progress: %w", err)
-	}
-	st.rev = rev
-	return nil
+	return p.store.Save(ctx, p.opts.Domain, &st.ProgressEntry)
 }

@@ -16,12 +16,39 @@ type ProgressEntry struct {
 	Rev uint64
 }
 
+// TokenPosition says where a token stands against its batch's progress.
+type TokenPosition int
+
+// Token positions.
+const (
+	// TokenLive carries the progress's generation and step: the batch's
+	// one token that may run.
+	TokenLive TokenPosition = iota
+	// TokenBehind is superseded (a rotation's predecessor, a moved batch's
+	// old position, a second copy): dropped wherever it is met.
+	TokenBehind
+	// TokenAhead is ahead of the record, which only a processor or the
+	// owner's edit moves, both writing progress first: an edit half done,
+	// or a record lost or tampered with.
+	TokenAhead
+)
+
+// Position compares tok with the generation and step of p. Generations
+// order first: the owner's edit bumps it, and resets nothing.
+func (p *Progress) Position(tok Token) TokenPosition {
+	switch {
+	case tok.Gen == p.Gen && tok.Step == p.Step:
+		return TokenLive
+	case tok.Gen < p.Gen || (tok.Gen == p.Gen && tok.Step < p.Step):
+		return TokenBehind
+	}
+	return TokenAhead
+}
+
 // Live reports whether tok is the batch's live token: the batch is not
-// finished and tok carries its current generation and step. A token that is
-// not live is stale (a superseded copy, a rotation's predecessor, a moved
-// batch's old position) and is dropped wherever it is met.
-func (e *ProgressEntry) Live(tok Token) bool {
-	return e.State != Done && tok.Gen == e.Gen && tok.Step == e.Step
+// finished and tok is at its current generation and step.
+func (p *Progress) Live(tok Token) bool {
+	return p.State != Done && p.Position(tok) == TokenLive
 }
 
 // ProgressStore loads and saves the progress records of the progress
@@ -43,7 +70,8 @@ func NewProgressStore(kv jetstream.KeyValue, now func() time.Time) *ProgressStor
 
 // Load reads the progress of batch id of domain. A batch without a record
 // gets a fresh Queued entry with Rev 0. A record that does not decode gives
-// an error matching ErrDecode.
+// an error matching ErrDecode (or ErrVersion) together with a fresh Queued
+// entry holding the record's revision, so that it can be overwritten.
 func (s *ProgressStore) Load(ctx context.Context, domain string, id uint64) (*ProgressEntry, error) {
 	e, err := s.kv.Get(ctx, ProgressKey(domain, id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -54,7 +82,8 @@ func (s *ProgressStore) Load(ctx context.Context, domain string, id uint64) (*Pr
 	}
 	p, err := Decode[Progress](e.Value())
 	if err != nil {
-		return nil, fmt.Errorf("streams: progress of batch %d: %w", id, err)
+		return &ProgressEntry{Progress: Progress{BatchID: id, State: Queued}, Rev: e.Revision()},
+			fmt.Errorf("streams: progress record of batch %d: %w", id, err)
 	}
 	return &ProgressEntry{Progress: p, Rev: e.Revision()}, nil
 }
