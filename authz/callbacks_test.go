@@ -50,7 +50,7 @@ func TestRunLogs(t *testing.T) {
 	b.settled(t, id)
 	b.stop()
 	var finished, stopped int
-	for _, r := range sink.records(t) {
+	for _, r := range sink.Records(t) {
 		switch r["msg"] {
 		case "batch finished":
 			finished++
@@ -94,7 +94,7 @@ func TestCallbackFromAnotherDomainRefused(t *testing.T) {
 	forge(&streams.Callback{V: 1, BatchID: id, Domain: domain, Outcome: executed}, streams.CallbackSubject("other"))
 	refused := func(msg string) int {
 		n := 0
-		for _, r := range sink.records(t) {
+		for _, r := range sink.Records(t) {
 			if r["msg"] == msg {
 				n++
 			}

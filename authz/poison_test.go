@@ -1,9 +1,6 @@
 package authz_test
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -17,65 +14,14 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// logSink collects JSON log lines; safe for concurrent use.
-type logSink struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logSink) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// records returns every line logged so far, decoded.
-func (l *logSink) records(t *testing.T) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(l.buf.String()), "\n") {
-		if line == "" {
-			continue
-		}
-		var r map[string]any
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
 // startAuthzWith stops the bundle's authz and runs one with opts instead
-// (owner and table as the bundle's), logging at debug into the returned sink.
-func (b *bundle) startAuthzWith(t *testing.T, opts authz.Options) *logSink {
+// (owner and table as the bundle's), logging at debug into the returned buffer.
+func (b *bundle) startAuthzWith(t *testing.T, opts authz.Options) *testnats.LogBuffer {
 	t.Helper()
 	b.stop()
-	table, err := authz.ParseTable([]byte(tableYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &logSink{}
-	opts.Owner, opts.Table = "owner", table
+	sink := &testnats.LogBuffer{}
 	opts.Logger = slogJSON(sink)
-	svc, err := authz.New(b.ctx, b.env.Conn(t, "authz"), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(b.ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := svc.Run(ctx); err != nil {
-			t.Error(err)
-		}
-	}()
-	var once sync.Once
-	b.svc = svc
-	b.stop = func() { once.Do(func() { cancel(); <-done }) }
-	t.Cleanup(b.stop)
+	b.runAuthz(t, opts)
 	return sink
 }
 
@@ -220,7 +166,7 @@ func TestPoisonedCallbackIsDeadLettered(t *testing.T) {
 
 			// One line at warn or above, naming the version when known.
 			var loud []map[string]any
-			for _, r := range sink.records(t) {
+			for _, r := range sink.Records(t) {
 				if r["level"] == "WARN" || r["level"] == "ERROR" {
 					loud = append(loud, r)
 				}

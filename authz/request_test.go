@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -177,7 +176,7 @@ func TestUntrustedInputCapped(t *testing.T) {
 
 	// A reply subject outside the caller's inbox is logged capped.
 	b.stop()
-	logs := &syncBuffer{}
+	logs := &testnats.LogBuffer{}
 	svc, err := authz.New(b.ctx, b.env.Conn(t, "authz"), authz.Options{Table: b.svc.Table(), Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -199,21 +198,4 @@ func TestUntrustedInputCapped(t *testing.T) {
 	if out := logs.String(); strings.Contains(out, strings.Repeat("r", 100)) || !strings.Contains(out, "(1010 bytes)") {
 		t.Fatalf("reply subject not capped in the log:\n%.500s", out)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,10 +1,8 @@
 package conn_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,28 +13,11 @@ import (
 
 func TestMain(m *testing.M) { testnats.VerifyTestMain(m) }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestDial: a role connects, says it is in-process when it is, reports a
 // publish the server denies in its log, and Close drains.
 func TestDial(t *testing.T) {
 	env := testnats.Start(t, nil)
-	var logs syncBuffer
+	var logs testnats.LogBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	c, err := conn.Dial(config.NATS{User: "worker", Password: "local-worker"}, "worker", log, env.Server.InProcess())
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -50,29 +49,11 @@ func TestParseTick(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestUntrustedTicksAreNotEchoed: anonymous 900 KB tick bodies and reply
 // subjects cost a capped log line each, not their size.
 func TestUntrustedTicksAreNotEchoed(t *testing.T) {
 	env := testnats.Start(t, []string{domain})
-	var logs syncBuffer
+	var logs testnats.LogBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	p, err := processor.New(ctx, env.Conn(t, "processor"), processor.Options{Domain: domain,
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
