@@ -124,9 +124,9 @@ func (p *Processor) confirm1(ctx context.Context, m jetstream.Msg) error {
 	}
 	timer := prog.Parked.Timer
 	if conf.Content == spec.Expect {
-		_, err = p.advance(ctx, b, st, index, prog.Parked.Output, true, nil)
+		_, err = p.keep(ctx, b, st, index, prog.Parked.Output, nil)
 	} else {
-		_, err = p.functionFailed(ctx, b, st, index, fmt.Sprintf("function %d: confirmation content %q does not match the expected %q", index, conf.Content, spec.Expect), true, true, nil)
+		_, err = p.functionFailed(ctx, b, st, failure{index: index, msg: fmt.Sprintf("function %d: confirmation content %q does not match the expected %q", index, logging.Capped(conf.Content), logging.Capped(spec.Expect)), retryable: true, invalidated: true}, nil)
 	}
 	if err == nil && timer != 0 {
 		// The timeout no longer matters: retire its token. If this fails the

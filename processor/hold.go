@@ -131,7 +131,7 @@ const (
 // wait puts back a step whose call the workers did not attempt, with a
 // growing delay and no attempt counted. Past Options.MaxWait without an
 // attempt, the function fails permanently instead.
-func (p *Processor) wait(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg, cause error) (string, error) {
+func (p *Processor) wait(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg, cause error) (Action, error) {
 	prog := &st.Progress
 	id := tokenOf(m)
 	why := fmt.Sprintf("unattempted gen %d step %d next %d failures %d fallback %v", prog.Gen, prog.Step, prog.Next, prog.FailuresOf(prog.Next), prog.FallbackDue != nil)
@@ -140,21 +140,21 @@ func (p *Processor) wait(ctx context.Context, b *pipeline.Batch, st *state, m je
 	if now.Sub(h.since) < p.opts.MaxWait {
 		delay := p.backoff(h.tries, waitBase, waitCeiling)
 		p.log.Debug("call not attempted; tried again later", "batch_id", b.ID, "tries", h.tries, "delay", delay, "reason", cause)
-		return "busy", m.NakWithDelay(delay)
+		return ActionBusy, m.NakWithDelay(delay)
 	}
 	p.holds.forget(m)
 	msg := fmt.Sprintf("function %d: not attempted by any worker within %s: %v", prog.Next, p.opts.MaxWait, cause)
 	p.log.Error("no worker attempted the call in time: the function fails", "batch_id", b.ID, "index", prog.Next, "waited", now.Sub(h.since), "tries", h.tries, "err", cause)
 	st.noWait = true
 	if prog.FallbackDue != nil {
-		return p.settle(ctx, b, st, prog.FallbackDue.Index, msg, prog.FallbackDue.Exhausted, m)
+		return p.settle(ctx, b, st, failure{index: prog.FallbackDue.Index, msg: msg, exhausted: prog.FallbackDue.Exhausted}, m)
 	}
 	if b.Subroutine.Mode == pipeline.Atomic {
 		prog.AddFailure(0)
 		setError(prog, msg)
-		return p.settle(ctx, b, st, 0, msg, false, m)
+		return p.settle(ctx, b, st, failure{index: 0, msg: msg}, m)
 	}
-	return p.functionFailed(ctx, b, st, prog.Next, msg, false, false, m)
+	return p.functionFailed(ctx, b, st, failure{index: prog.Next, msg: msg}, m)
 }
 
 // Bounds of the delays of a poison token.
@@ -167,13 +167,13 @@ const (
 // records, with a growing delay, in case they catch up (an owner's edit
 // half done); after Options.PoisonRetries it finishes the batch as failed,
 // with a dead letter naming the reason and one callback.
-func (p *Processor) poisoned(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg, cause error) (string, error) {
+func (p *Processor) poisoned(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg, cause error) (Action, error) {
 	id := tokenOf(m)
 	h := p.holds.note(id, "poison", p.opts.Now())
 	if h.tries <= p.opts.PoisonRetries {
 		delay := p.backoff(h.tries, poisonBase, poisonCeiling)
 		p.log.Debug("token cannot be reconciled with its records; tried again later", "batch_id", b.ID, "tries", h.tries, "delay", delay, "err", cause)
-		return "held", m.NakWithDelay(delay)
+		return ActionHeld, m.NakWithDelay(delay)
 	}
 	p.holds.forget(m)
 	prog := &st.Progress
@@ -182,7 +182,7 @@ func (p *Processor) poisoned(ctx context.Context, b *pipeline.Batch, st *state, 
 	prog.State, prog.Parked, prog.FallbackDue = streams.Queued, nil, nil
 	setError(prog, msg)
 	prog.FailedIndex = prog.Next
-	return "finished", p.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, msg), m)
+	return ActionFinished, p.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, msg), m)
 }
 
 // maxMessage caps an error message kept in progress, dead letters and

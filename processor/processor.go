@@ -274,36 +274,6 @@ func ParseTick(body []byte) (int, error) {
 	return n, nil
 }
 
-// Report says what one tick did.
-type Report struct {
-	Domain string `json:"domain"`
-	// Status is "ok", "paused", "no messages" or "error".
-	Status string       `json:"status"`
-	Error  string       `json:"error,omitempty"`
-	Steps  []StepReport `json:"steps,omitempty"`
-}
-
-// StepReport says what one step did to one batch.
-type StepReport struct {
-	BatchID  uint64            `json:"batch_id"`
-	Priority pipeline.Priority `json:"priority"`
-	// Action is one of executed, rotated, retry, parked, finished, stale,
-	// set-aside, delayed, busy (no worker attempted the call: tried again
-	// later, no attempt counted), held (a token that cannot be reconciled
-	// with its records, tried again later), abandoned, error.
-	Action  string `json:"action"`
-	Outcome string `json:"outcome,omitempty"`
-	Error   string `json:"error,omitempty"`
-}
-
-// Report statuses.
-const (
-	StatusOK         = "ok"
-	StatusPaused     = "paused"
-	StatusNoMessages = "no messages"
-	StatusError      = "error"
-)
-
 // Paused reports whether the domain is paused.
 func (p *Processor) Paused(ctx context.Context) (bool, error) {
 	e, err := p.state.Get(ctx, p.opts.Domain)

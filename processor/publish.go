@@ -142,7 +142,7 @@ func (p *Processor) work(ctx context.Context, subject string, req *streams.WorkR
 	}
 	if code := resp.Header.Get(micro.ErrorCodeHeader); code != "" {
 		desc := resp.Header.Get(micro.ErrorHeader)
-		if code == "503" {
+		if code == streams.WorkCodeUnavailable {
 			return nil, fmt.Errorf("%w: worker unavailable: %s", errBusy, desc)
 		}
 		return &streams.WorkReply{Error: &streams.WorkError{Message: "worker refused the request: " + desc, Permanent: true, Index: index}}, nil
@@ -161,7 +161,8 @@ func (p *Processor) work(ctx context.Context, subject string, req *streams.WorkR
 
 // fallback asks a worker for function k's fallback. It returns the output
 // when the fallback handled the failure, nil when there is none or it failed.
-func (p *Processor) fallback(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, k, failures int, exhausted bool) (*pipeline.Output, error) {
+func (p *Processor) fallback(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, failed failure, failures int) (*pipeline.Output, error) {
+	k := failed.index
 	f := b.Functions[k]
 	rep, err := p.work(ctx, streams.FallbackSubject(f.Type), &streams.WorkRequest{
 		BatchID: b.ID, Domain: b.Domain, Key: b.Key, CreatedAt: b.CreatedAt,
@@ -171,7 +172,7 @@ func (p *Processor) fallback(ctx context.Context, b *pipeline.Batch, prog *strea
 		Inputs: prog.Outputs,
 		Failure: &pipeline.Failure{
 			BatchID: b.ID, Index: k, Key: b.Key, CreatedAt: b.CreatedAt,
-			Failures: failures, LastError: prog.LastError, Exhausted: exhausted,
+			Failures: failures, LastError: prog.LastError, Exhausted: failed.exhausted,
 		},
 	})
 	if errors.Is(err, errNoWorker) {

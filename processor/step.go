@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -23,6 +25,21 @@ type state struct {
 	noWait bool
 }
 
+// failure is a failed attempt of function index (an atomic batch: of its
+// unit), as the failure chain sees it.
+type failure struct {
+	index int
+	msg   string
+	// retryable: the error allows a retry under the retry logic.
+	retryable bool
+	// invalidated: an effect that took place no longer counts (its
+	// confirmation failed), so a retry is a new round, which runs the
+	// handler again instead of being answered from the completion record.
+	invalidated bool
+	// exhausted: the retries are used up (set by the failure chain).
+	exhausted bool
+}
+
 // conflictDelay is how soon a step that lost a write race runs again. The
 // worker's completion record answers the repeated call, so nothing runs twice.
 const conflictDelay = 50 * time.Millisecond
@@ -32,34 +49,38 @@ const conflictDelay = 50 * time.Millisecond
 // same token (a redelivery) may find it expired meanwhile, by its own clock.
 const expirySkew = 10 * time.Second
 
-// step runs one step of the batch the token points at.
-func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstream.Msg) (sr StepReport) {
-	sr.Priority = prio
+// step runs one step of the batch the token m points at and reports what
+// it did. A step that fails puts its token back for a redelivery soon.
+func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstream.Msg) StepReport {
 	tok, err := streams.Decode[streams.Token](m.Data())
 	if err != nil {
-		p.log.Error("undecodable token: dead-lettered", "subject", m.Subject(), "err", err)
+		p.log.Error("undecodable token: dead-lettered", "subject", logging.Capped(m.Subject()), "err", err)
 		p.deadLetterRaw(ctx, m, err)
-		sr.Action, sr.Error = "error", err.Error()
-		return sr
+		return StepReport{Priority: prio, Action: ActionError, Error: err.Error()}
 	}
-	sr.BatchID = tok.BatchID
-	log := p.log.With("batch_id", tok.BatchID)
-	defer func() {
-		if sr.Action != "busy" && sr.Action != "held" {
-			p.holds.forget(m)
+	sr, err := p.stepToken(ctx, prio, m, tok)
+	sr.BatchID, sr.Priority = tok.BatchID, prio
+	if sr.Action != ActionBusy && sr.Action != ActionHeld {
+		p.holds.forget(m)
+	}
+	switch {
+	case errors.Is(err, errCrash):
+		sr.Action, sr.Error = ActionAbandoned, err.Error()
+	case err != nil:
+		p.log.Warn("step failed; token redelivered shortly", "batch_id", tok.BatchID, "err", err)
+		delay := time.Second
+		if errors.Is(err, streams.ErrConflict) {
+			delay = conflictDelay
 		}
-		if errors.Is(err, errCrash) {
-			sr.Action, sr.Error = "abandoned", err.Error()
-		} else if err != nil {
-			log.Warn("step failed; token redelivered shortly", "err", err)
-			delay := time.Second
-			if errors.Is(err, streams.ErrConflict) {
-				delay = conflictDelay
-			}
-			_ = m.NakWithDelay(delay)
-			sr.Action, sr.Error = "error", err.Error()
-		}
-	}()
+		_ = m.NakWithDelay(delay)
+		sr.Action, sr.Error = ActionError, err.Error()
+	}
+	return sr
+}
+
+// stepToken is step for a decoded token. Its error, if any, means the step
+// did not settle the token: step puts it back.
+func (p *Processor) stepToken(ctx context.Context, prio pipeline.Priority, m jetstream.Msg, tok streams.Token) (sr StepReport, err error) {
 	var b *pipeline.Batch
 	if tok.Batch != nil && tok.Batch.ID == tok.BatchID {
 		b = tok.Batch // the token's copy: one read saved
@@ -68,10 +89,10 @@ func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstrea
 	}
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		// A token authz never recorded: a processor may rotate, never create.
-		log.Warn("token for an unrecorded batch dropped", "subject", m.Subject())
+		p.log.Warn("token for an unrecorded batch dropped", "batch_id", tok.BatchID, "subject", logging.Capped(m.Subject()))
 		err = m.Ack()
-		sr.Action = "stale"
-		return sr
+		sr.Action = ActionStale
+		return sr, err
 	}
 	if errors.Is(err, streams.ErrDecode) || errors.Is(err, streams.ErrVersion) {
 		cause := fmt.Errorf("batch record of batch %d: %w", tok.BatchID, err)
@@ -79,14 +100,14 @@ func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstrea
 		st, lerr := p.load(ctx, b.ID)
 		if st == nil {
 			err = lerr
-			return sr
+			return sr, err
 		}
 		sr.Action, err = p.poisoned(ctx, b, st, m, cause)
 		sr.Outcome = outcomeOf(&st.Progress)
-		return sr
+		return sr, err
 	}
 	if err != nil {
-		return sr
+		return sr, err
 	}
 	var st *state
 	if md, merr := m.Metadata(); merr == nil && md.NumDelivered == 1 && tok.Gen == 0 && tok.Step == 0 {
@@ -100,7 +121,7 @@ func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstrea
 			sr.Action, err = p.poisoned(ctx, b, st, m, err)
 			sr.Outcome = outcomeOf(&st.Progress)
 		}
-		return sr
+		return sr, err
 	}
 	prog := &st.Progress
 	switch {
@@ -108,59 +129,59 @@ func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstrea
 		// Terminal already: a crash may have come between the progress write
 		// and the callback; publish again (deduplicated), then drop the token.
 		err = p.announce(ctx, b, prog, m)
-		sr.Action, sr.Outcome = "stale", prog.Outcome.String()
-		return sr
+		sr.Action, sr.Outcome = ActionStale, prog.Outcome.String()
+		return sr, err
 	case prog.Position(tok) == streams.TokenBehind:
 		err = p.dropStale(ctx, b, prog, m)
-		sr.Action = "stale"
-		return sr
+		sr.Action = ActionStale
+		return sr, err
 	case prog.Position(tok) == streams.TokenAhead:
 		// Either an edit is half done (it will catch up) or the record was
 		// lost or tampered with: bounded retries, then a visible end.
 		cause := fmt.Errorf("processor: token (gen %d, step %d) ahead of its progress record (gen %d, step %d)", tok.Gen, tok.Step, prog.Gen, prog.Step)
 		sr.Action, err = p.poisoned(ctx, b, st, m, cause)
 		sr.Outcome = outcomeOf(prog)
-		return sr
+		return sr, err
 	}
 	now := p.opts.Now()
 	if b.Expired(now) {
 		err = p.finish(ctx, b, st, pipeline.ExpiredOutcome(prog.Next), m)
-		sr.Action, sr.Outcome = "finished", prog.Outcome.String()
-		return sr
+		sr.Action, sr.Outcome = ActionFinished, prog.Outcome.String()
+		return sr, err
 	}
 	if prog.State == streams.Parked {
 		if now.Before(prog.Parked.Deadline) {
 			// Woken early (e.g. redelivered after a crash): wait on.
 			err = m.NakWithDelay(prog.Parked.Deadline.Sub(now))
-			sr.Action = "parked"
-			return sr
+			sr.Action = ActionParked
+			return sr, err
 		}
 		idx := prog.Parked.Index
-		sr.Action, err = p.functionFailed(ctx, b, st, idx, fmt.Sprintf("function %d: no confirmation within %s", idx, b.Functions[idx].Confirm.Timeout), true, true, m)
+		sr.Action, err = p.functionFailed(ctx, b, st, failure{index: idx, msg: fmt.Sprintf("function %d: no confirmation within %s", idx, b.Functions[idx].Confirm.Timeout), retryable: true, invalidated: true}, m)
 		sr.Outcome = outcomeOf(prog)
-		return sr
+		return sr, err
 	}
 	if prog.NotBefore.After(now) {
 		err = m.NakWithDelay(prog.NotBefore.Sub(now))
-		sr.Action = "delayed"
-		return sr
+		sr.Action = ActionDelayed
+		return sr, err
 	}
 	ok, retryIn, gerr := p.opts.Gate.Executable(ctx, b, prog)
 	if gerr != nil || !ok {
 		if gerr != nil {
-			log.Warn("executability check failed; set aside", "err", gerr)
+			p.log.Warn("executability check failed; set aside", "batch_id", tok.BatchID, "err", gerr)
 		}
 		if retryIn <= 0 {
 			retryIn = time.Second
 		}
 		err = m.NakWithDelay(retryIn)
-		sr.Action = "set-aside"
-		return sr
+		sr.Action = ActionSetAside
+		return sr, err
 	}
 	switch {
 	case prog.FallbackDue != nil:
 		due := prog.FallbackDue
-		sr.Action, err = p.settle(ctx, b, st, due.Index, due.Reason, due.Exhausted, m)
+		sr.Action, err = p.settle(ctx, b, st, failure{index: due.Index, msg: due.Reason, exhausted: due.Exhausted}, m)
 	case b.Subroutine.Mode == pipeline.Atomic:
 		sr.Action, err = p.runAtomic(ctx, b, st, m)
 	default:
@@ -170,7 +191,7 @@ func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstrea
 		sr.Action, err = p.wait(ctx, b, st, m, err)
 	}
 	sr.Outcome = outcomeOf(prog)
-	return sr
+	return sr, err
 }
 
 func outcomeOf(prog *streams.Progress) string {
@@ -181,7 +202,7 @@ func outcomeOf(prog *streams.Progress) string {
 }
 
 // runAtomic sends all functions to one worker as one unit.
-func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (string, error) {
+func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (Action, error) {
 	prog := &st.Progress
 	failures := prog.FailuresOf(0)
 	calls := make([]streams.WorkCall, len(b.Functions))
@@ -210,7 +231,7 @@ func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state,
 			prog.Outputs = nil
 		}
 		prog.Next = len(b.Functions)
-		return "finished", p.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
+		return ActionFinished, p.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
 	}
 	failures = prog.AddFailure(0)
 	setError(prog, rep.Error.Message)
@@ -225,13 +246,13 @@ func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state,
 		if err := p.fault(FaultAfterProgress); err != nil {
 			return "", err
 		}
-		return "retry", m.NakWithDelay(d.Delay)
+		return ActionRetry, m.NakWithDelay(d.Delay)
 	}
-	return p.settle(ctx, b, st, rep.Error.Index, rep.Error.Message, d.Exhausted, m)
+	return p.settle(ctx, b, st, failure{index: rep.Error.Index, msg: rep.Error.Message, exhausted: d.Exhausted}, m)
 }
 
 // runFunction runs the next function of a non-atomic batch.
-func (p *Processor) runFunction(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (string, error) {
+func (p *Processor) runFunction(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (Action, error) {
 	prog := &st.Progress
 	k := prog.Next
 	f := b.Functions[k]
@@ -250,26 +271,25 @@ func (p *Processor) runFunction(ctx context.Context, b *pipeline.Batch, st *stat
 		return "", err
 	}
 	if rep.Error != nil {
-		return p.functionFailed(ctx, b, st, k, rep.Error.Message, rep.Error.Retryable, false, m)
+		return p.functionFailed(ctx, b, st, failure{index: k, msg: rep.Error.Message, retryable: rep.Error.Retryable}, m)
 	}
 	st.fresh = rep.Fresh
 	out := pipeline.Output{Index: k, Type: f.Type}
 	if len(rep.Outputs) > 0 {
 		out = rep.Outputs[0]
 	}
-	return p.advance(ctx, b, st, k, out, false, m)
+	return p.advance(ctx, b, st, k, out, m)
 }
 
 // advance records that function k took effect with output out. A function
-// that needs a confirmation is parked first (unless confirmed is set), with
-// its token as the timer of the confirmation's timeout. m is the token, or
-// nil when called for a confirmation.
-func (p *Processor) advance(ctx context.Context, b *pipeline.Batch, st *state, k int, out pipeline.Output, confirmed bool, m jetstream.Msg) (string, error) {
+// that needs a confirmation is parked, with its token as the timer of the
+// confirmation's timeout; otherwise the batch moves on (keep).
+func (p *Processor) advance(ctx context.Context, b *pipeline.Batch, st *state, k int, out pipeline.Output, m jetstream.Msg) (Action, error) {
 	prog := &st.Progress
-	if err := p.fits(b, prog, out); err != nil {
-		return p.tooLarge(ctx, b, st, k, err, m)
-	}
-	if c := b.Functions[k].Confirm; c != nil && !confirmed {
+	if c := b.Functions[k].Confirm; c != nil {
+		if err := p.fits(b, prog, out); err != nil {
+			return p.tooLarge(ctx, b, st, k, err, m)
+		}
 		prog.State = streams.Parked
 		prog.Parked = &streams.ParkedFunction{Index: k, Deadline: p.opts.Now().Add(c.Timeout.D()), Output: out}
 		if md, err := m.Metadata(); err == nil {
@@ -281,15 +301,27 @@ func (p *Processor) advance(ctx context.Context, b *pipeline.Batch, st *state, k
 		if err := p.fault(FaultAfterProgress); err != nil {
 			return "", err
 		}
-		return "parked", m.NakWithDelay(c.Timeout.D())
+		return ActionParked, m.NakWithDelay(c.Timeout.D())
+	}
+	return p.keep(ctx, b, st, k, out, m)
+}
+
+// keep records that function k took effect with output out, confirmed (or
+// needing no confirmation, or handled by its fallback): the batch moves on
+// to its next function, or finishes. m is the token, or nil when called
+// for a confirmation.
+func (p *Processor) keep(ctx context.Context, b *pipeline.Batch, st *state, k int, out pipeline.Output, m jetstream.Msg) (Action, error) {
+	prog := &st.Progress
+	if err := p.fits(b, prog, out); err != nil {
+		return p.tooLarge(ctx, b, st, k, err, m)
 	}
 	prog.State, prog.Parked = streams.Queued, nil
 	prog.Outputs = append(prog.Outputs, out)
 	prog.Next = k + 1
 	if prog.Next == len(b.Functions) {
-		return "finished", p.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
+		return ActionFinished, p.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
 	}
-	return "rotated", p.rotate(ctx, b, st, m)
+	return ActionRotated, p.rotate(ctx, b, st, m)
 }
 
 // rotate moves the batch to the back of its queue: progress first, then the
@@ -315,27 +347,23 @@ func (p *Processor) rotate(ctx context.Context, b *pipeline.Batch, st *state, m 
 	return m.Ack()
 }
 
-// functionFailed applies the failure chain to function k of a non-atomic
-// batch (or to an atomic batch's confirmation, which atomic batches lack).
-// m is the token, or nil when called for a confirmation.
-//
-// invalidated says the function's effect no longer counts (its confirmation
-// failed): the retry is a new round, which runs the handler again instead
-// of being answered from the completion record.
-func (p *Processor) functionFailed(ctx context.Context, b *pipeline.Batch, st *state, k int, msg string, retryable, invalidated bool, m jetstream.Msg) (string, error) {
+// functionFailed applies the failure chain to a failure of a function of
+// a non-atomic batch (or of an atomic batch's confirmation, which atomic
+// batches lack). m is the token, or nil when called for a confirmation.
+func (p *Processor) functionFailed(ctx context.Context, b *pipeline.Batch, st *state, f failure, m jetstream.Msg) (Action, error) {
 	prog := &st.Progress
-	if invalidated {
-		prog.NewRound(k)
+	if f.invalidated {
+		prog.NewRound(f.index)
 	}
-	failures := prog.AddFailure(k)
-	setError(prog, msg)
+	failures := prog.AddFailure(f.index)
+	setError(prog, f.msg)
 	prog.State, prog.Parked = streams.Queued, nil
-	d := pipeline.Decide(b.RetryFor(k), failures, retryable, p.opts.Rand)
+	d := pipeline.Decide(b.RetryFor(f.index), failures, f.retryable, p.opts.Rand)
 	if d.Step == pipeline.RetryStep {
 		prog.NotBefore = p.opts.Now().Add(d.Delay)
 		if m == nil {
 			// No token in hand: rotate; the new token waits for NotBefore.
-			return "retry", p.rotate(ctx, b, st, nil)
+			return ActionRetry, p.rotate(ctx, b, st, nil)
 		}
 		if err := p.save(ctx, st); err != nil {
 			return "", err
@@ -343,31 +371,33 @@ func (p *Processor) functionFailed(ctx context.Context, b *pipeline.Batch, st *s
 		if err := p.fault(FaultAfterProgress); err != nil {
 			return "", err
 		}
-		return "retry", m.NakWithDelay(d.Delay)
+		return ActionRetry, m.NakWithDelay(d.Delay)
 	}
-	return p.settle(ctx, b, st, k, msg, d.Exhausted, m)
+	f.exhausted = d.Exhausted
+	return p.settle(ctx, b, st, f, m)
 }
 
-// settle gives function idx up (an atomic batch: its unit), its retries
-// exhausted or its error not retryable: its fallback, if a worker has one,
+// settle gives the failed function up (an atomic batch: its unit), its
+// retries exhausted or its error not retryable: its fallback, if a worker has one,
 // decides; without one the batch finishes failed with reason msg. A
 // fallback no worker attempted is asked for again later, the failure kept
 // in progress (FallbackDue) so the function does not run again meanwhile.
 // m is the token, or nil when called for a confirmation.
-func (p *Processor) settle(ctx context.Context, b *pipeline.Batch, st *state, idx int, msg string, exhausted bool, m jetstream.Msg) (string, error) {
+func (p *Processor) settle(ctx context.Context, b *pipeline.Batch, st *state, f failure, m jetstream.Msg) (Action, error) {
 	prog := &st.Progress
+	idx, msg := f.index, f.msg
 	atomic := b.Subroutine.Mode == pipeline.Atomic
 	counted := idx
 	if atomic {
 		counted = 0
 	}
-	out, err := p.fallback(ctx, b, prog, idx, prog.FailuresOf(counted), exhausted)
+	out, err := p.fallback(ctx, b, prog, f, prog.FailuresOf(counted))
 	if notAttempted(err) && !st.noWait {
 		if m == nil {
 			return "", err // the confirmation is applied again later
 		}
 		if prog.FallbackDue == nil {
-			prog.FallbackDue = &streams.DueFallback{Index: idx, Exhausted: exhausted, Reason: capMessage(msg)}
+			prog.FallbackDue = &streams.DueFallback{Index: idx, Exhausted: f.exhausted, Reason: capMessage(msg)}
 			if err := p.save(ctx, st); err != nil {
 				return "", err
 			}
@@ -387,21 +417,21 @@ func (p *Processor) settle(ctx context.Context, b *pipeline.Batch, st *state, id
 		prog.Fallbacks = append(prog.Fallbacks, idx)
 		if atomic {
 			prog.Next = len(b.Functions)
-			return "finished", p.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
+			return ActionFinished, p.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
 		}
-		return p.advance(ctx, b, st, idx, *out, true, m)
+		return p.keep(ctx, b, st, idx, *out, m)
 	}
 	prog.FailedIndex = idx
 	if atomic {
-		return "finished", p.finish(ctx, b, st, pipeline.RejectedOutcome(capMessage(msg)), m)
+		return ActionFinished, p.finish(ctx, b, st, pipeline.RejectedOutcome(capMessage(msg)), m)
 	}
-	return "finished", p.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, capMessage(msg)), m)
+	return ActionFinished, p.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, capMessage(msg)), m)
 }
 
 // tooLarge ends a non-atomic batch whose function k took effect but whose
 // output cannot be kept beside the others: a permanent failure of k,
 // without a fallback (its output would not fit either).
-func (p *Processor) tooLarge(ctx context.Context, b *pipeline.Batch, st *state, k int, cause error, m jetstream.Msg) (string, error) {
+func (p *Processor) tooLarge(ctx context.Context, b *pipeline.Batch, st *state, k int, cause error, m jetstream.Msg) (Action, error) {
 	prog := &st.Progress
 	msg := fmt.Sprintf("function %d: %v", k, cause)
 	p.log.Error("function output too large to keep: the batch ends", "batch_id", b.ID, "index", k, "err", cause)
@@ -409,7 +439,7 @@ func (p *Processor) tooLarge(ctx context.Context, b *pipeline.Batch, st *state, 
 	setError(prog, msg)
 	prog.State, prog.Parked, prog.FallbackDue = streams.Queued, nil, nil
 	prog.FailedIndex = k
-	return "finished", p.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, prog.LastError), m)
+	return ActionFinished, p.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, prog.LastError), m)
 }
 
 // finish makes the batch terminal: progress first, then dead letter and
@@ -463,7 +493,13 @@ func (p *Processor) announce(ctx context.Context, b *pipeline.Batch, prog *strea
 		return err
 	}
 	p.forget(b.ID)
-	p.log.Info("batch finished", "batch_id", b.ID, "outcome", prog.Outcome.String(), "attempts", prog.Attempts(b.Subroutine.Mode == pipeline.Atomic))
+	// Every outcome is in the batch record and its callback; a log line per
+	// executed batch would cost every batch, so only the others are Info.
+	level := slog.LevelInfo
+	if prog.Outcome.Status == pipeline.Executed {
+		level = slog.LevelDebug
+	}
+	p.log.Log(ctx, level, "batch finished", "batch_id", b.ID, "outcome", prog.Outcome.String(), "attempts", prog.Attempts(b.Subroutine.Mode == pipeline.Atomic))
 	if m == nil {
 		return nil
 	}

@@ -145,6 +145,18 @@ const WorkUnitSubject = "work.unit"
 // FallbackSubject is the worker endpoint for the fallback of type typ.
 func FallbackSubject(typ string) string { return "work.fallback." + typ }
 
+// Error codes a worker answers a work request with, in the micro
+// error-code header, when it cannot even attempt the call.
+const (
+	// WorkCodeBadRequest: the request does not decode; permanent.
+	WorkCodeBadRequest = "400"
+	// WorkCodeInternal: the worker cannot encode its reply; permanent.
+	WorkCodeInternal = "500"
+	// WorkCodeUnavailable: the worker is shutting down; the caller asks
+	// again (another worker), counting no attempt.
+	WorkCodeUnavailable = "503"
+)
+
 // WorkQueueGroup is the queue group worker endpoints share.
 const WorkQueueGroup = "workers"
 

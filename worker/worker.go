@@ -168,11 +168,11 @@ func (w *Worker) serve(ctx context.Context, req micro.Request, h endpoint) {
 	}
 	wr, err := streams.Decode[streams.WorkRequest](req.Data())
 	if err != nil {
-		_ = streams.Reply(w.nc, req.Reply(), nil, "400", err.Error())
+		_ = streams.Reply(w.nc, req.Reply(), nil, streams.WorkCodeBadRequest, err.Error())
 		return
 	}
 	if ctx.Err() != nil {
-		_ = streams.Reply(w.nc, req.Reply(), nil, "503", "worker: shutting down")
+		_ = streams.Reply(w.nc, req.Reply(), nil, streams.WorkCodeUnavailable, "worker: shutting down")
 		return
 	}
 	deadline := time.Now().Add(w.opts.Timeout)
@@ -251,7 +251,7 @@ func (w *Worker) run(ctx context.Context, req *streams.WorkRequest, h endpoint, 
 func (w *Worker) reply(subject string, req *streams.WorkRequest, rep *streams.WorkReply) {
 	b, err := streams.Encode(rep)
 	if err != nil {
-		_ = streams.Reply(w.nc, subject, nil, "500", err.Error())
+		_ = streams.Reply(w.nc, subject, nil, streams.WorkCodeInternal, err.Error())
 		return
 	}
 	if err := streams.Reply(w.nc, subject, b, "", ""); err != nil {
