@@ -33,7 +33,7 @@ type QueueItem struct {
 	Seq      uint64 `json:"seq"`
 	Subject  string `json:"subject"`
 	Gen      uint32 `json:"gen"`
-	Step     uint32 `json:"step"`
+	Rotation uint32 `json:"step"`
 	// State is queued or parked (waiting for a confirmation).
 	State streams.State `json:"state"`
 }
@@ -102,7 +102,7 @@ func (s *Service) Live(ctx context.Context, domain string, p pipeline.Priority) 
 			continue
 		}
 		items = append(items, QueueItem{Position: len(items), ID: tok.BatchID, Seq: rm.Sequence, Subject: rm.Subject,
-			Gen: tok.Gen, Step: tok.Step, State: pr.State})
+			Gen: tok.Gen, Rotation: tok.Rotation, State: pr.State})
 	}
 	return items, nil
 }
@@ -155,7 +155,7 @@ func (s *Service) remove(ctx context.Context, domain string, it QueueItem) (uint
 	if err != nil {
 		return 0, err
 	}
-	if st.State == streams.Done || st.Gen != it.Gen || st.Step != it.Step {
+	if st.State == streams.Done || st.Gen != it.Gen || st.Rotation != it.Rotation {
 		return 0, streams.ErrConflict
 	}
 	rec, err := s.record(ctx, it.ID)
@@ -299,7 +299,7 @@ func (s *Service) moveToBack(ctx context.Context, domain string, it QueueItem) e
 		if err != nil {
 			return err
 		}
-		if st.State == streams.Done || st.Step != it.Step || st.Gen > it.Gen+1 {
+		if st.State == streams.Done || st.Rotation != it.Rotation || st.Gen > it.Gen+1 {
 			return nil
 		}
 		rec, err := s.record(ctx, it.ID)
@@ -314,7 +314,7 @@ func (s *Service) moveToBack(ctx context.Context, domain string, it QueueItem) e
 				return err
 			}
 		}
-		if err := PublishToken(ctx, s.js, &rec.Batch, st.Gen, st.Step); err != nil {
+		if err := PublishToken(ctx, s.js, &rec.Batch, st.Gen, st.Rotation); err != nil {
 			return err
 		}
 		if err := s.queues[rec.Batch.Priority].DeleteMsg(ctx, it.Seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {

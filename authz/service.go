@@ -112,7 +112,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 	for _, b := range []struct {
 		name string
 		kv   *jetstream.KeyValue
-	}{{streams.BucketBatches, &s.batches}, {streams.BucketProgress, &s.progress}, {streams.BucketProcessors, &s.state}, {streams.BucketLocks, &s.locks}} {
+	}{{streams.BucketBatches, &s.batches}, {streams.BucketProgress, &s.progress}, {streams.BucketDomainStates, &s.state}, {streams.BucketLocks, &s.locks}} {
 		if *b.kv, err = js.KeyValue(ctx, b.name); err != nil {
 			return nil, bindError("bucket "+b.name, err)
 		}

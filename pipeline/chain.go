@@ -2,25 +2,25 @@ package pipeline
 
 import "time"
 
-// Step is what the failure chain decides after a failed attempt:
+// Move is what the failure chain does after a failed attempt:
 // handler → retry → fallback → permanent failure.
-type Step int
+type Move int
 
-// The steps of the failure chain.
+// The moves of the failure chain.
 const (
-	// RetryStep schedules another attempt after Decision.Delay.
-	RetryStep Step = iota + 1
-	// FallbackStep gives up on the handler and invokes the fallback, if any;
+	// MoveRetry schedules another attempt after Decision.Delay.
+	MoveRetry Move = iota + 1
+	// MoveFallback gives up on the handler and invokes the fallback, if any;
 	// when there is none, or it fails too, the item fails permanently.
-	FallbackStep
+	MoveFallback
 )
 
 // Decision is the failure chain's verdict on one failed attempt.
 type Decision struct {
-	Step Step
-	// Delay is the wait before the retry (RetryStep only).
+	Move Move
+	// Delay is the wait before the retry (MoveRetry only).
 	Delay time.Duration
-	// Exhausted is true when retries ran out; false with FallbackStep means
+	// Exhausted is true when retries ran out; false with MoveFallback means
 	// the error was not retryable.
 	Exhausted bool
 }
@@ -34,10 +34,10 @@ func Decide(r *RetryLogic, failures int, retryable bool, rnd func() float64) Dec
 		r = &NoRetry
 	}
 	if !retryable {
-		return Decision{Step: FallbackStep}
+		return Decision{Move: MoveFallback}
 	}
 	if r.Exhausted(failures) {
-		return Decision{Step: FallbackStep, Exhausted: true}
+		return Decision{Move: MoveFallback, Exhausted: true}
 	}
-	return Decision{Step: RetryStep, Delay: r.Delay(failures, rnd)}
+	return Decision{Move: MoveRetry, Delay: r.Delay(failures, rnd)}
 }

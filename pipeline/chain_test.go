@@ -21,27 +21,27 @@ func TestDecide(t *testing.T) {
 		want      pipeline.Decision
 	}{
 		{name: "first failure retries after the first delay", logic: linear, failures: 1, retryable: true,
-			want: pipeline.Decision{Step: pipeline.RetryStep, Delay: time.Second}},
+			want: pipeline.Decision{Move: pipeline.MoveRetry, Delay: time.Second}},
 		{name: "third failure retries after the third delay", logic: linear, failures: 3, retryable: true,
-			want: pipeline.Decision{Step: pipeline.RetryStep, Delay: 5 * time.Second}},
+			want: pipeline.Decision{Move: pipeline.MoveRetry, Delay: 5 * time.Second}},
 		{name: "retries exhausted go to the fallback", logic: linear, failures: 4, retryable: true,
-			want: pipeline.Decision{Step: pipeline.FallbackStep, Exhausted: true}},
+			want: pipeline.Decision{Move: pipeline.MoveFallback, Exhausted: true}},
 		{name: "non-retryable goes to the fallback with retries left", logic: linear, failures: 1, retryable: false,
-			want: pipeline.Decision{Step: pipeline.FallbackStep}},
+			want: pipeline.Decision{Move: pipeline.MoveFallback}},
 		{name: "non-retryable and exhausted is reported as non-retryable", logic: linear, failures: 9, retryable: false,
-			want: pipeline.Decision{Step: pipeline.FallbackStep}},
+			want: pipeline.Decision{Move: pipeline.MoveFallback}},
 		{name: "nil logic is one attempt", logic: nil, failures: 1, retryable: true,
-			want: pipeline.Decision{Step: pipeline.FallbackStep, Exhausted: true}},
+			want: pipeline.Decision{Move: pipeline.MoveFallback, Exhausted: true}},
 		{name: "NoRetry is one attempt", logic: &pipeline.NoRetry, failures: 1, retryable: true,
-			want: pipeline.Decision{Step: pipeline.FallbackStep, Exhausted: true}},
+			want: pipeline.Decision{Move: pipeline.MoveFallback, Exhausted: true}},
 		{name: "forever never exhausts", logic: forever, failures: 100_000, retryable: true,
-			want: pipeline.Decision{Step: pipeline.RetryStep, Delay: time.Second}},
+			want: pipeline.Decision{Move: pipeline.MoveRetry, Delay: time.Second}},
 		{name: "jitter drawn from rnd, low end", logic: jittered, failures: 1, retryable: true, rnd: func() float64 { return 0 },
-			want: pipeline.Decision{Step: pipeline.RetryStep, Delay: time.Second}},
+			want: pipeline.Decision{Move: pipeline.MoveRetry, Delay: time.Second}},
 		{name: "jitter drawn from rnd, middle", logic: jittered, failures: 2, retryable: true, rnd: func() float64 { return 0.75 },
-			want: pipeline.Decision{Step: pipeline.RetryStep, Delay: 2500 * time.Millisecond}},
+			want: pipeline.Decision{Move: pipeline.MoveRetry, Delay: 2500 * time.Millisecond}},
 		{name: "no rnd means no jitter", logic: jittered, failures: 2, retryable: true,
-			want: pipeline.Decision{Step: pipeline.RetryStep, Delay: 2 * time.Second}},
+			want: pipeline.Decision{Move: pipeline.MoveRetry, Delay: 2 * time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,7 +61,7 @@ func TestDecideWalksTheChain(t *testing.T) {
 	var delays []time.Duration
 	for failures := 1; ; failures++ {
 		d := pipeline.Decide(r, failures, r.Retryable(handlerErr), nil)
-		if d.Step == pipeline.FallbackStep {
+		if d.Move == pipeline.MoveFallback {
 			if !d.Exhausted || failures != 6 {
 				t.Fatalf("fallback after %d failures, exhausted %v; want after 6, exhausted", failures, d.Exhausted)
 			}
@@ -81,7 +81,7 @@ func TestDecideWalksTheChain(t *testing.T) {
 			t.Fatalf("delays %v, want %v", delays, want)
 		}
 	}
-	if d := pipeline.Decide(r, 1, r.Retryable(pipeline.Permanent(handlerErr)), nil); d != (pipeline.Decision{Step: pipeline.FallbackStep}) {
+	if d := pipeline.Decide(r, 1, r.Retryable(pipeline.Permanent(handlerErr)), nil); d != (pipeline.Decision{Move: pipeline.MoveFallback}) {
 		t.Fatalf("a permanent error decided %+v, want the fallback without retries", d)
 	}
 }

@@ -157,7 +157,7 @@ func TestPause(t *testing.T) {
 	b := setup(t)
 	p := b.processor(t, processor.Options{})
 	id := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop()}})
-	kv, err := b.authz.KeyValue(b.ctx, streams.BucketProcessors)
+	kv, err := b.authz.KeyValue(b.ctx, streams.BucketDomainStates)
 	if err != nil {
 		t.Fatal(err)
 	}

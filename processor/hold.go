@@ -134,7 +134,7 @@ const (
 func (p *Processor) wait(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg, cause error) (Action, error) {
 	prog := &st.Progress
 	id := tokenOf(m)
-	why := fmt.Sprintf("unattempted gen %d step %d next %d failures %d fallback %v", prog.Gen, prog.Step, prog.Next, prog.FailuresOf(prog.Next), prog.FallbackDue != nil)
+	why := fmt.Sprintf("unattempted gen %d step %d next %d failures %d fallback %v", prog.Gen, prog.Rotation, prog.Next, prog.FailuresOf(prog.Next), prog.FallbackDue != nil)
 	now := p.opts.Now()
 	h := p.holds.note(id, why, now)
 	if now.Sub(h.since) < p.opts.MaxWait {

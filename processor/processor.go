@@ -194,7 +194,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 	for _, b := range []struct {
 		name string
 		kv   *jetstream.KeyValue
-	}{{streams.BucketProgress, &p.progress}, {streams.BucketBatches, &p.batches}, {streams.BucketProcessors, &p.state}} {
+	}{{streams.BucketProgress, &p.progress}, {streams.BucketBatches, &p.batches}, {streams.BucketDomainStates, &p.state}} {
 		if *b.kv, err = js.KeyValue(ctx, b.name); err != nil {
 			return nil, fmt.Errorf("processor: bucket %s: %w", b.name, err)
 		}

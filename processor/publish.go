@@ -17,7 +17,7 @@ import (
 
 // publishToken appends the batch's token at its current step to the back of its queue.
 func (p *Processor) publishToken(ctx context.Context, b *pipeline.Batch, prog *streams.Progress) error {
-	m, err := streams.TokenMsg(streams.RequeueSubject(b.Priority, b.Domain), b, prog.Gen, prog.Step)
+	m, err := streams.TokenMsg(streams.RequeueSubject(b.Priority, b.Domain), b, prog.Gen, prog.Rotation)
 	if err != nil {
 		return err
 	}

@@ -110,7 +110,7 @@ func (p *Processor) stepToken(ctx context.Context, prio pipeline.Priority, m jet
 		return sr, err
 	}
 	var st *state
-	if md, merr := m.Metadata(); merr == nil && md.NumDelivered == 1 && tok.Gen == 0 && tok.Step == 0 {
+	if md, merr := m.Metadata(); merr == nil && md.NumDelivered == 1 && tok.Gen == 0 && tok.Rotation == 0 {
 		// A new batch's first delivery: it has no progress unless the owner
 		// evicted or moved it meanwhile, and then the first progress write
 		// (a create) fails, and the step runs again with the record read.
@@ -138,7 +138,7 @@ func (p *Processor) stepToken(ctx context.Context, prio pipeline.Priority, m jet
 	case prog.Position(tok) == streams.TokenAhead:
 		// Either an edit is half done (it will catch up) or the record was
 		// lost or tampered with: bounded retries, then a visible end.
-		cause := fmt.Errorf("processor: token (gen %d, step %d) ahead of its progress record (gen %d, step %d)", tok.Gen, tok.Step, prog.Gen, prog.Step)
+		cause := fmt.Errorf("processor: token (gen %d, step %d) ahead of its progress record (gen %d, step %d)", tok.Gen, tok.Rotation, prog.Gen, prog.Rotation)
 		sr.Action, err = p.poisoned(ctx, b, st, m, cause)
 		sr.Outcome = outcomeOf(prog)
 		return sr, err
@@ -236,7 +236,7 @@ func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state,
 	failures = prog.AddFailure(0)
 	setError(prog, rep.Error.Message)
 	d := pipeline.Decide(b.RetryFor(0), failures, rep.Error.Retryable, p.opts.Rand)
-	if d.Step == pipeline.RetryStep {
+	if d.Move == pipeline.MoveRetry {
 		// The NAK delay is the timer; NotBefore keeps the delay if the token
 		// is re-appended meanwhile (an owner's insert).
 		prog.NotBefore = p.opts.Now().Add(d.Delay)
@@ -328,7 +328,7 @@ func (p *Processor) keep(ctx context.Context, b *pipeline.Batch, st *state, k in
 // new token, then the old token's ack. A crash in between leaves the old
 // token, which is then stale and makes sure the new one exists.
 func (p *Processor) rotate(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) error {
-	st.Progress.Step++
+	st.Progress.Rotation++
 	if err := p.save(ctx, st); err != nil {
 		return err
 	}
@@ -359,7 +359,7 @@ func (p *Processor) functionFailed(ctx context.Context, b *pipeline.Batch, st *s
 	setError(prog, f.msg)
 	prog.State, prog.Parked = streams.Queued, nil
 	d := pipeline.Decide(b.RetryFor(f.index), failures, f.retryable, p.opts.Rand)
-	if d.Step == pipeline.RetryStep {
+	if d.Move == pipeline.MoveRetry {
 		prog.NotBefore = p.opts.Now().Add(d.Delay)
 		if m == nil {
 			// No token in hand: rotate; the new token waits for NotBefore.

@@ -30,8 +30,9 @@ const (
 	BucketBatches = "batches"
 	// BucketProgress holds execution state, key "<domain>.<id>".
 	BucketProgress = "progress"
-	// BucketProcessors holds each domain's paused/active state, key "<domain>".
-	BucketProcessors = "processors"
+	// BucketDomainStates holds each domain's paused/active state, key
+	// "<domain>" (the bucket's name, "processors", is its wire name).
+	BucketDomainStates = "processors"
 	// BucketLocks holds per-key and per-sender leases, key "<domain>.<key>".
 	BucketLocks = "locks"
 	// BucketResults holds the workers' completion records, key "<id>.<index>".

@@ -37,9 +37,9 @@ const (
 // order first: the owner's edit bumps it, and resets nothing.
 func (p *Progress) Position(tok Token) TokenPosition {
 	switch {
-	case tok.Gen == p.Gen && tok.Step == p.Step:
+	case tok.Gen == p.Gen && tok.Rotation == p.Rotation:
 		return TokenLive
-	case tok.Gen < p.Gen || (tok.Gen == p.Gen && tok.Step < p.Step):
+	case tok.Gen < p.Gen || (tok.Gen == p.Gen && tok.Rotation < p.Rotation):
 		return TokenBehind
 	}
 	return TokenAhead

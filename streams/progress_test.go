@@ -83,7 +83,7 @@ func TestProgressStoreCompareAndSet(t *testing.T) {
 	if err != nil || c.Next != 1 {
 		t.Fatalf("load = %+v, %v", c, err)
 	}
-	if !c.Live(streams.Token{BatchID: 7}) || c.Live(streams.Token{BatchID: 7, Step: 1}) {
+	if !c.Live(streams.Token{BatchID: 7}) || c.Live(streams.Token{BatchID: 7, Rotation: 1}) {
 		t.Fatal("Live: the token of the record's generation and step is live, others are not")
 	}
 	c.State = streams.Done

@@ -23,8 +23,9 @@ type Token struct {
 	BatchID uint64 `msgpack:"id"`
 	// Gen is bumped by authz when it moves the batch to another position.
 	Gen uint32 `msgpack:"gen"`
-	// Step is bumped by a processor each time it rotates the batch.
-	Step uint32 `msgpack:"step"`
+	// Rotation is bumped by a processor each time it rotates the batch to
+	// the back of its queue (wire name "step").
+	Rotation uint32 `msgpack:"step"`
 	// Batch, when set, is a copy of the batch's content, which never
 	// changes, so a processor need not read the record; left out of tokens
 	// of large batches (TokenMsg). Only authz (new tokens) and processors
@@ -76,7 +77,8 @@ type Progress struct {
 	V       uint8  `msgpack:"v" json:"v"`
 	BatchID uint64 `msgpack:"id" json:"id"`
 	Gen     uint32 `msgpack:"gen" json:"gen"`
-	Step    uint32 `msgpack:"step" json:"step"`
+	// Rotation counts the batch's rotations; a token carries it too.
+	Rotation uint32 `msgpack:"step" json:"step"`
 	State   State  `msgpack:"state" json:"state"`
 	// Next is the index of the next function to run (non-atomic).
 	Next int `msgpack:"next" json:"next"`

@@ -66,12 +66,12 @@ func fullBatch() pipeline.Batch {
 
 func tokenFixture() streams.Token {
 	b := batchRecordFixture().Batch
-	return streams.Token{BatchID: 42, Gen: 3, Step: 9, Batch: &b}
+	return streams.Token{BatchID: 42, Gen: 3, Rotation: 9, Batch: &b}
 }
 
 func progressFixture() streams.Progress {
 	return streams.Progress{
-		BatchID: 42, Gen: 3, Step: 9, State: streams.Parked, Next: 2,
+		BatchID: 42, Gen: 3, Rotation: 9, State: streams.Parked, Next: 2,
 		Failures:    []int{1, 2, 1},
 		Rounds:      []int{1, 1},
 		LastError:   "gateway timeout",
@@ -362,7 +362,7 @@ func TestDecodeIgnoresUnknownFields(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Decode: %v", err)
 	}
-	if want := (streams.Token{V: streams.WireVersion, BatchID: 5, Gen: 1, Step: 2}); got != want {
+	if want := (streams.Token{V: streams.WireVersion, BatchID: 5, Gen: 1, Rotation: 2}); got != want {
 		t.Fatalf("Decode = %+v, want %+v", got, want)
 	}
 }

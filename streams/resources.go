@@ -157,7 +157,7 @@ func Buckets(s Settings) []jetstream.KeyValueConfig {
 	return []jetstream.KeyValueConfig{
 		kv(BucketBatches, "tickflow batch records, authoritative for authz", 1),
 		kv(BucketProgress, "tickflow execution progress, authoritative for processors", 1),
-		kv(BucketProcessors, "tickflow processors paused or active, per domain", 5),
+		kv(BucketDomainStates, "tickflow processors paused or active, per domain", 5),
 		kv(BucketLocks, "tickflow per-key and sender leases", 1),
 		expiring(kv(BucketResults, "tickflow completion records of workers, per function", 1)),
 		expiring(kv(BucketRuns, "tickflow step-pipeline runs and step outputs", 1)),

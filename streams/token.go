@@ -13,11 +13,11 @@ import (
 const MaxTokenBatch = 4 << 10
 
 // TokenMsg builds the queue message pointing at batch b at generation gen
-// and step, on subject, with readable headers and a deduplication id.
-func TokenMsg(subject string, b *pipeline.Batch, gen, step uint32) (*nats.Msg, error) {
-	data, err := Encode(&Token{BatchID: b.ID, Gen: gen, Step: step, Batch: b})
+// and rotation, on subject, with readable headers and a deduplication id.
+func TokenMsg(subject string, b *pipeline.Batch, gen, rotation uint32) (*nats.Msg, error) {
+	data, err := Encode(&Token{BatchID: b.ID, Gen: gen, Rotation: rotation, Batch: b})
 	if err == nil && len(data) > MaxTokenBatch {
-		data, err = Encode(&Token{BatchID: b.ID, Gen: gen, Step: step})
+		data, err = Encode(&Token{BatchID: b.ID, Gen: gen, Rotation: rotation})
 	}
 	if err != nil {
 		return nil, err
@@ -29,8 +29,8 @@ func TokenMsg(subject string, b *pipeline.Batch, gen, step uint32) (*nats.Msg, e
 	m.Header.Set(HeaderKind, string(b.Subroutine.Mode))
 	m.Header.Set(HeaderPriority, string(b.Priority))
 	m.Header.Set(HeaderGen, strconv.FormatUint(uint64(gen), 10))
-	m.Header.Set(HeaderStep, strconv.FormatUint(uint64(step), 10))
-	m.Header.Set(nats.MsgIdHdr, TokenMsgID(b.ID, gen, step))
+	m.Header.Set(HeaderStep, strconv.FormatUint(uint64(rotation), 10))
+	m.Header.Set(nats.MsgIdHdr, TokenMsgID(b.ID, gen, rotation))
 	return m, nil
 }
 

@@ -138,11 +138,11 @@ func TestProcessor(t *testing.T) {
 		{
 			name: "reads but does not write the domain's paused state",
 			allowed: func(t *testing.T) {
-				s.adminPut(t, streams.BucketProcessors, domain)
-				proc.allowed(t, "get the domain state", getKey(proc, streams.BucketProcessors, domain))
+				s.adminPut(t, streams.BucketDomainStates, domain)
+				proc.allowed(t, "get the domain state", getKey(proc, streams.BucketDomainStates, domain))
 			},
 			denied: func(t *testing.T) {
-				deniedPut(t, s, proc, streams.BucketProcessors, domain)
+				deniedPut(t, s, proc, streams.BucketDomainStates, domain)
 			},
 		},
 		{

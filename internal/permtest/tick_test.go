@@ -66,7 +66,7 @@ func TestTickReports(t *testing.T) {
 	}{
 		{name: "into a queue", reply: streams.TokenSubject(pipeline.High, domain), stream: streams.StreamHigh},
 		{name: "over a batch record", reply: kvSubject(streams.BucketBatches, streams.BatchKey(99)), stream: kvStream(streams.BucketBatches)},
-		{name: "over the domain state", reply: kvSubject(streams.BucketProcessors, domain), stream: kvStream(streams.BucketProcessors)},
+		{name: "over the domain state", reply: kvSubject(streams.BucketDomainStates, domain), stream: kvStream(streams.BucketDomainStates)},
 		{name: "into alice's inbox", reply: "_INBOX_alice.report"},
 	}
 	t.Run("allowed", func(t *testing.T) {
