@@ -304,31 +304,64 @@ func (p *Processor) Tick(ctx context.Context, steps int) Report {
 		rep.Status = StatusPaused
 		return rep
 	}
-	var mu sync.Mutex
-	for done := 0; done < steps; {
-		want := min(steps-done, p.opts.Concurrency)
+	// A sliding window: up to Concurrency steps run at once, and free
+	// slots are refilled as steps end (a quarter of the window at a time,
+	// so a fetch is not spent on every single slot), instead of waiting
+	// for the slowest step of each round.
+	var (
+		mu      sync.Mutex
+		freed   = sync.NewCond(&mu)
+		running int
+		wg      sync.WaitGroup
+	)
+	refill := max(1, p.opts.Concurrency/4)
+	for taken := 0; taken < steps; {
+		mu.Lock()
+		for running > 0 && p.opts.Concurrency-running < min(refill, steps-taken) {
+			freed.Wait()
+		}
+		want := min(p.opts.Concurrency-running, steps-taken)
+		mu.Unlock()
 		msgs, err := p.fetch(ctx, want)
 		if err != nil {
 			rep.Status, rep.Error = StatusError, err.Error()
 			break
 		}
 		if len(msgs) == 0 {
-			break
+			mu.Lock()
+			idle := running == 0
+			if !idle {
+				// Steps in flight may rotate batches back into the queue:
+				// look again once one ends.
+				n := len(rep.Steps)
+				for len(rep.Steps) == n {
+					freed.Wait()
+				}
+			}
+			mu.Unlock()
+			if idle {
+				break
+			}
+			continue
 		}
+		taken += len(msgs)
+		mu.Lock()
+		running += len(msgs)
+		mu.Unlock()
 		// A step, once its token is fetched, runs to the end even if ctx
 		// ends: shutdown drains rather than abandons.
-		var wg sync.WaitGroup
 		for _, m := range msgs {
 			wg.Go(func() {
 				sr := p.step(context.WithoutCancel(ctx), m.prio, m.msg)
 				mu.Lock()
 				rep.Steps = append(rep.Steps, sr)
+				running--
+				freed.Broadcast()
 				mu.Unlock()
 			})
 		}
-		wg.Wait()
-		done += len(msgs)
 	}
+	wg.Wait()
 	if len(rep.Steps) == 0 && rep.Status == StatusOK {
 		rep.Status = StatusNoMessages
 	}
