@@ -125,7 +125,10 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 			return nil, err
 		}
 	}
-	first, err := Record(ctx, s.batches, b, idem, dup)
+	first, created, err := createRecord(ctx, s.batches, b, idem, dup)
+	if created != nil {
+		s.recent.put(b.ID, created)
+	}
 	if errors.Is(err, jetstream.ErrKeyExists) && idem != "" {
 		// A concurrent submission with the same key got the same id as a
 		// duplicate and recorded its batch first.

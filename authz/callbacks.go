@@ -57,12 +57,14 @@ func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
 		at = s.opts.Now()
 	}
 	o := cb.Outcome
+	batchDomain := ""
 	rec, err := s.updateRecord(ctx, cb.BatchID, func(rec *streams.BatchRecord) (bool, error) {
+		batchDomain = ""
 		if rec.Status.Terminal() {
 			return false, nil
 		}
 		if rec.Batch.Domain != cb.Domain {
-			s.log.Error("callback refused: the batch belongs to another domain", "batch_id", cb.BatchID, "domain", logging.Capped(cb.Domain), "batch_domain", rec.Batch.Domain)
+			batchDomain = rec.Batch.Domain
 			return false, nil
 		}
 		rec.Status, rec.Outcome, rec.Attempts = o.Status, &o, cb.Attempts
@@ -74,6 +76,9 @@ func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
 	if errors.Is(err, errUnrecorded) {
 		s.log.Error("callback for an unrecorded batch ignored", "batch_id", cb.BatchID)
 		return nil
+	}
+	if batchDomain != "" {
+		s.log.Error("callback refused: the batch belongs to another domain", "batch_id", cb.BatchID, "domain", logging.Capped(cb.Domain), "batch_domain", batchDomain)
 	}
 	if err != nil || rec == nil {
 		return err

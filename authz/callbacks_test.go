@@ -109,3 +109,52 @@ func TestCallbackFromAnotherDomainRefused(t *testing.T) {
 		t.Fatalf("batch %d is %s after forged callbacks", id, rec.Status)
 	}
 }
+
+// TestCallbackOnARecordChangedMeanwhile: authz writes a callback with
+// compare-and-set on the revision it created the record at; a record that
+// changed meanwhile (here by admin) makes it apply the callback on top of
+// the stored record instead, losing neither change.
+func TestCallbackOnARecordChangedMeanwhile(t *testing.T) {
+	b := setup(t)
+	id := b.send(t, "alice", "jobs", noop()) // queued: nothing ticks
+	kv, err := b.env.JS(t, "admin").KeyValue(b.ctx, streams.BucketBatches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(b.ctx, streams.BatchKey(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := streams.Decode[streams.BatchRecord](e.Value())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.History = append(rec.History, streams.Event{At: time.Now().UTC(), What: "note", Detail: "changed by admin"})
+	data, err := streams.Encode(&rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Update(b.ctx, streams.BatchKey(id), data, e.Revision()); err != nil {
+		t.Fatal(err)
+	}
+	m, err := streams.CallbackMsg(&streams.Callback{V: 1, BatchID: id, Domain: domain, Outcome: pipeline.Outcome{Status: pipeline.Executed, Executed: 1}, Attempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.env.JS(t, "processor").PublishMsg(b.ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	var got *streams.BatchRecord
+	testnats.Eventually(t, 10*time.Second, "the callback applied", func() bool {
+		got = b.record(t, id)
+		return got.Status.Terminal()
+	})
+	var note, callback bool
+	for _, ev := range got.History {
+		note = note || ev.What == "note"
+		callback = callback || ev.What == "callback"
+	}
+	if got.Status != pipeline.Executed || !note || !callback {
+		t.Fatalf("record %s with history %+v: want Executed with both the note and the callback", got.Status, got.History)
+	}
+}

@@ -36,6 +36,13 @@ func AssignID(ctx context.Context, js jetstream.JetStream, dedupKey string) (id 
 // dup says the id was handed out twice for the same submission, the first
 // record's batch is returned; otherwise an existing record is an error.
 func Record(ctx context.Context, kv jetstream.KeyValue, b *pipeline.Batch, idemKey string, dup bool) (*pipeline.Batch, error) {
+	first, _, err := createRecord(ctx, kv, b, idemKey, dup)
+	return first, err
+}
+
+// createRecord is Record that also returns the record it created and its
+// revision (nil when the batch was recorded before).
+func createRecord(ctx context.Context, kv jetstream.KeyValue, b *pipeline.Batch, idemKey string, dup bool) (*pipeline.Batch, *recentRecord, error) {
 	rec := &streams.BatchRecord{
 		Batch: *b, Status: pipeline.InProcess, IdempotencyKey: idemKey,
 		CreatedAt: b.CreatedAt, UpdatedAt: b.CreatedAt,
@@ -46,23 +53,24 @@ func Record(ctx context.Context, kv jetstream.KeyValue, b *pipeline.Batch, idemK
 	}
 	data, err := streams.Encode(rec)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if _, err := kv.Create(ctx, streams.BatchKey(b.ID), data); err != nil {
+	rev, err := kv.Create(ctx, streams.BatchKey(b.ID), data)
+	if err != nil {
 		if !errors.Is(err, jetstream.ErrKeyExists) || !dup {
-			return nil, fmt.Errorf("authz: record batch %d: %w", b.ID, err)
+			return nil, nil, fmt.Errorf("authz: record batch %d: %w", b.ID, err)
 		}
 		e, err := kv.Get(ctx, streams.BatchKey(b.ID))
 		if err != nil {
-			return nil, fmt.Errorf("authz: read batch %d: %w", b.ID, err)
+			return nil, nil, fmt.Errorf("authz: read batch %d: %w", b.ID, err)
 		}
 		first, err := streams.Decode[streams.BatchRecord](e.Value())
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return &first.Batch, nil
+		return &first.Batch, nil, nil
 	}
-	return b, nil
+	return b, &recentRecord{rec: *rec, rev: rev}, nil
 }
 
 // Enqueue validates b, assigns it the next global id, records it and

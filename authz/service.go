@@ -58,6 +58,8 @@ type Service struct {
 	table    atomic.Pointer[Table]
 	batches  jetstream.KeyValue
 	progress jetstream.KeyValue
+	// recent remembers the records this replica created (updateRecent).
+	recent recentRecords
 	// progressStore reads and writes progress records (queue listings and edits).
 	progressStore *streams.ProgressStore
 	state         jetstream.KeyValue
