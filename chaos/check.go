@@ -81,7 +81,7 @@ func (p problems) lines() []string {
 			}
 			ex = append(ex, fmt.Sprint(id))
 		}
-		out = append(out, fmt.Sprintf("%s: %d (batches %s)", k, len(ids), strings.Join(ex, ", ")))
+		out = append(out, fmt.Sprintf("%s: %d batches (%s)", k, len(ids), strings.Join(ex, ", ")))
 	}
 	return out
 }

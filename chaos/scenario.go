@@ -35,6 +35,9 @@ type Scenario struct {
 	// processor holds a token, WorkerConcurrency each worker's slots.
 	WorkTimeout, AckWait time.Duration
 	WorkerConcurrency    int
+	// TickSteps is the step count of each tick, so each processor runs up
+	// to that many steps at once. Default 8.
+	TickSteps int
 	// Kill lists the kinds of process killed (-9) at random moments, one
 	// every KillEvery[0] to KillEvery[1], each down Down[0] to Down[1].
 	Kill      []string
@@ -125,7 +128,7 @@ func run(ctx context.Context, sc Scenario, rep int, o Options, res *Result) (*Ve
 	o.progress("%s #%d: starting %d server(s) and the components in %s", sc.Name, rep, max(sc.Servers, 1), res.Dir)
 	sys, err := StartSystem(ctx, SystemConfig{
 		Dir: res.Dir, Root: o.Root, Bin: o.Bin, Servers: sc.Servers, Settings: settings,
-		WorkerConcurrency: sc.WorkerConcurrency, WorkTimeout: sc.WorkTimeout,
+		WorkerConcurrency: sc.WorkerConcurrency, WorkTimeout: sc.WorkTimeout, TickSteps: sc.TickSteps,
 	})
 	if err != nil {
 		return nil, err

@@ -31,15 +31,18 @@ func Scenarios() []Scenario {
 	// so the writes in flight when the server died fail.
 	server := mixed("server-restart", "kill -9 the nats-server three times under load, restart it on its store 6s later")
 	server.ServerKills, server.ServerDown = []time.Duration{4 * time.Second, 14 * time.Second, 24 * time.Second}, 6*time.Second
-	server.Spread = 30 * time.Second
+	// Longer calls, so that some are under way whenever a server dies.
+	server.Spread, server.SleepMS = 30*time.Second, 200
 	cluster := mixed("cluster-leader", "3 servers, R3 streams and buckets: kill -9 the MED stream leader three times under load, restart it")
 	cluster.Servers, cluster.ServerDown = 3, 3*time.Second
 	cluster.ServerKills = []time.Duration{4 * time.Second, 11 * time.Second, 18 * time.Second}
-	cluster.Deadline = 3 * time.Minute
+	cluster.SleepMS, cluster.Deadline = 200, 3*time.Minute
+	// Two processors asking 16 steps at a time keep 32 calls waiting for 4
+	// slots: the last of them wait longer than the worker timeout.
 	slow := Scenario{
-		Name: "slow-handlers", About: "handlers taking 2s, 2 workers of 2 slots each, worker timeout 10s",
+		Name: "slow-handlers", About: "handlers taking 2s, 2 workers of 2 slots each, worker timeout 10s, 32 calls at once",
 		Batches: 300, Servers: 1, Label: LabelSlow, Functions: 1, SleepMS: 2000,
-		WorkTimeout: 10 * time.Second, AckWait: 30 * time.Second, WorkerConcurrency: 2,
+		WorkTimeout: 10 * time.Second, AckWait: 30 * time.Second, WorkerConcurrency: 2, TickSteps: 16,
 		Spread: 5 * time.Second, Deadline: 6 * time.Minute,
 	}
 	return []Scenario{procs, workers, az, server, cluster, slow}
