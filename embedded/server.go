@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -145,8 +146,9 @@ func start(opts Options, so *server.Options) (*server.Server, error) {
 		timeout = 10 * time.Second
 	}
 	if !s.ReadyForConnections(timeout) {
+		closed := closedListeners(s, so)
 		s.Shutdown()
-		return nil, fmt.Errorf("%w after %s", ErrNotReady, timeout)
+		return nil, fmt.Errorf("%w after %s%s", ErrNotReady, timeout, closed)
 	}
 	deadline := time.Now().Add(timeout)
 	for !opts.SkipJetStreamCheck {
@@ -161,6 +163,23 @@ func start(opts Options, so *server.Options) (*server.Server, error) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return s, nil
+}
+
+// closedListeners names the listeners s was told to open and has not, the
+// reason it is not ready: nats-server opens each once and only logs a
+// failure (a port taken meanwhile).
+func closedListeners(s *server.Server, so *server.Options) string {
+	var out []string
+	if !so.DontListen && s.Addr() == nil {
+		out = append(out, fmt.Sprintf("client listener on %s:%d not open", so.Host, so.Port))
+	}
+	if so.Cluster.Port != 0 && s.ClusterAddr() == nil {
+		out = append(out, fmt.Sprintf("cluster listener on %s:%d not open (port taken?)", so.Cluster.Host, so.Cluster.Port))
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(out, ", ")
 }
 
 // InProcess returns the connect option that connects to this server without

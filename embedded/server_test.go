@@ -2,6 +2,8 @@ package embedded_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -9,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/embedded"
@@ -117,5 +120,51 @@ func TestStartErrors(t *testing.T) {
 				t.Fatalf("error %q does not say %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestNotReadyNamesClosedListener: a server whose route port was taken
+// before it opened its route listener never becomes ready; the error says
+// which listener, not just that it timed out.
+func TestNotReadyNamesClosedListener(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	port := taken.Addr().(*net.TCPAddr).Port
+	s, err := embedded.Start(embedded.Options{
+		ConfigFile: testnats.ConfigPath(t), DataDir: t.TempDir(), Listen: "127.0.0.1:0",
+		ReadyTimeout: 300 * time.Millisecond, SkipJetStreamCheck: true,
+		Configure: func(o *server.Options) {
+			o.Cluster = server.ClusterOpts{Name: "tickflow", Host: "127.0.0.1", Port: port}
+			o.Routes = server.RoutesFromStr(fmt.Sprintf("nats-route://127.0.0.1:%d", port))
+		},
+	})
+	if err == nil {
+		s.Close()
+		t.Fatal("a server without its route listener is ready")
+	}
+	want := fmt.Sprintf("cluster listener on 127.0.0.1:%d not open", port)
+	if !errors.Is(err, embedded.ErrNotReady) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q does not say %q", err, want)
+	}
+}
+
+// TestFreePort: the ports lie below the ephemeral range, and are free.
+func TestFreePort(t *testing.T) {
+	for range 20 {
+		p, err := embedded.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p < 10000 || p >= 32768 {
+			t.Fatalf("port %d is outside [10000, 32768)", p)
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			t.Fatalf("port %d is not free: %v", p, err)
+		}
+		ln.Close()
 	}
 }

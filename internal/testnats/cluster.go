@@ -1,9 +1,10 @@
 package testnats
 
 import (
+	"errors"
 	"fmt"
-	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,44 +18,64 @@ type Cluster struct {
 	Servers []*embedded.Server
 }
 
-// freePort returns a loopback port nobody listens on right now.
-func freePort(t testing.TB) int {
+// routePorts returns n distinct free ports for the servers' route
+// listeners, from below the kernel's ephemeral range: a port drawn from that
+// range could be handed meanwhile to a server's client listener (port 0) or
+// to a route dial's source port, and the server whose route listener then
+// fails to open never becomes ready (embedded.FreePort).
+func routePorts(t testing.TB, n int) []int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// StartCluster starts n servers and waits until their JetStream meta group
-// has a leader and every peer is current.
-func StartCluster(t testing.TB, n int) *Cluster {
-	t.Helper()
-	ports := make([]int, n)
-	routes := make([]string, n)
-	for i := range ports {
-		ports[i] = freePort(t)
-		routes[i] = fmt.Sprintf("nats-route://127.0.0.1:%d", ports[i])
-	}
-	c := &Cluster{}
-	for i := range n {
-		s, err := embedded.Start(embedded.Options{
-			ConfigFile: ConfigPath(t), DataDir: t.TempDir(), Listen: "127.0.0.1:0",
-			ServerName: fmt.Sprintf("tickflow-%d", i+1), ReadyTimeout: 20 * time.Second,
-			Configure: func(o *server.Options) {
-				o.Cluster = server.ClusterOpts{Name: "tickflow", Host: "127.0.0.1", Port: ports[i]}
-				o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
-			},
-			// JetStream in a cluster is ready only once the meta group is.
-			SkipJetStreamCheck: true,
-		})
+	ports := make([]int, 0, n)
+	seen := map[int]bool{}
+	for len(ports) < n {
+		p, err := embedded.FreePort()
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(s.Close)
-		c.Servers = append(c.Servers, s)
+		if !seen[p] {
+			seen[p] = true
+			ports = append(ports, p)
+		}
+	}
+	return ports
+}
+
+// StartCluster starts n servers at once and waits until their JetStream
+// meta group has a leader and every peer is current.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	ports := routePorts(t, n)
+	routes := make([]string, n)
+	for i, p := range ports {
+		routes[i] = fmt.Sprintf("nats-route://127.0.0.1:%d", p)
+	}
+	conf := ConfigPath(t)
+	c := &Cluster{Servers: make([]*embedded.Server, n)}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		dir := t.TempDir()
+		wg.Go(func() {
+			c.Servers[i], errs[i] = embedded.Start(embedded.Options{
+				ConfigFile: conf, DataDir: dir, Listen: "127.0.0.1:0",
+				ServerName: fmt.Sprintf("tickflow-%d", i+1), ReadyTimeout: 20 * time.Second,
+				Configure: func(o *server.Options) {
+					o.Cluster = server.ClusterOpts{Name: "tickflow", Host: "127.0.0.1", Port: ports[i]}
+					o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
+				},
+				// JetStream in a cluster is ready only once the meta group is.
+				SkipJetStreamCheck: true,
+			})
+		})
+	}
+	wg.Wait()
+	for _, s := range c.Servers {
+		if s != nil {
+			t.Cleanup(s.Close)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 	// Only the meta leader knows the peers; every server must be current.
 	Eventually(t, 30*time.Second, "cluster formed", func() bool {

@@ -1,0 +1,155 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// pollEvery is how often the burn-down is looked at.
+const pollEvery = 250 * time.Millisecond
+
+// burnDown waits until every submission is accepted and its batch
+// finished, killing a server at the scenario's moments on the way. Running
+// out of time is not an error: the checker reports the batches lost.
+func burnDown(ctx context.Context, sys *System, sc Scenario, o Options, subs []*Submission, admin *nats.Conn, submitted <-chan error) error {
+	js, err := jetstream.New(admin)
+	if err != nil {
+		return err
+	}
+	kills := sc.ServerKills
+	start := time.Now()
+	allIn := false
+	lastNote := time.Now()
+	var upSince time.Time // when JetStream last came back; zero while it is down
+	for {
+		select {
+		case err := <-submitted:
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				return err
+			}
+			allIn = true
+		case <-ctx.Done():
+			o.progress("%s: deadline reached before every batch finished", sc.Name)
+			return nil
+		case <-time.After(pollEvery):
+		}
+		finished, up := callbacks(ctx, js)
+		switch {
+		case !up:
+			upSince = time.Time{}
+			continue
+		case upSince.IsZero():
+			upSince = time.Now()
+		}
+		// A server is killed again only once the system has had a moment
+		// back: a backlog drains fast and would bunch the kills together.
+		if len(kills) > 0 && time.Since(start) >= kills[0] && time.Since(upSince) >= serverUpBetweenKills && replicasCurrent(ctx, js, len(sys.Servers)) {
+			kills = kills[1:]
+			o.progress("%s: %d of %d batches finished", sc.Name, finished, len(subs))
+			killServer(ctx, sys, sc, o, admin)
+			upSince = time.Time{}
+			continue
+		}
+		if time.Since(lastNote) > 10*time.Second {
+			o.progress("%s: %d of %d batches finished", sc.Name, finished, len(subs))
+			lastNote = time.Now()
+		}
+		if allIn && finished >= len(subs) && allTerminal(ctx, js, subs) {
+			return nil
+		}
+	}
+}
+
+// serverUpBetweenKills is how long the servers are up between two server
+// kills at least.
+const serverUpBetweenKills = 3 * time.Second
+
+// callbacks counts the callbacks stored so far, one per finished batch,
+// and says whether JetStream answered.
+func callbacks(ctx context.Context, js jetstream.JetStream) (int, bool) {
+	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	s, err := js.Stream(ictx, streams.StreamCallbacks)
+	if err != nil {
+		return 0, false
+	}
+	return int(s.CachedInfo().State.Msgs), true
+}
+
+// allTerminal reports whether every accepted batch's record is terminal.
+func allTerminal(ctx context.Context, js jetstream.JetStream, subs []*Submission) bool {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(rctx, streams.BucketBatches)
+	if err != nil {
+		return false
+	}
+	for _, s := range subs {
+		if !s.Accepted {
+			return false
+		}
+		e, err := kv.Get(rctx, streams.BatchKey(s.ID))
+		if err != nil {
+			return false
+		}
+		rec, err := streams.Decode[streams.BatchRecord](e.Value())
+		if err != nil || !rec.Status.Terminal() {
+			return false
+		}
+	}
+	return true
+}
+
+// settle waits until every process runs again, the queues are empty and
+// authz has applied every callback, for at most two AckWaits: a token a
+// killed processor held comes back after one.
+func settle(ctx context.Context, sys *System, admin *nats.Conn, ackWait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*ackWait+10*time.Second)
+	defer cancel()
+	js, err := jetstream.New(admin)
+	if err != nil {
+		return err
+	}
+	for {
+		if settled(ctx, sys, js) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+func settled(ctx context.Context, sys *System, js jetstream.JetStream) bool {
+	for _, p := range sys.components() {
+		if p.PID() == 0 {
+			return false
+		}
+	}
+	for _, s := range sys.Servers {
+		if s.PID() == 0 {
+			return false
+		}
+	}
+	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for _, name := range []string{streams.StreamHigh, streams.StreamMed} {
+		s, err := js.Stream(ictx, name)
+		if err != nil || s.CachedInfo().State.Msgs != 0 {
+			return false
+		}
+	}
+	c, err := js.Consumer(ictx, streams.StreamCallbacks, streams.CallbacksConsumer)
+	if err != nil {
+		return false
+	}
+	ci := c.CachedInfo()
+	return ci.NumPending == 0 && ci.NumAckPending == 0
+}
