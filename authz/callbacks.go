@@ -57,10 +57,13 @@ func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
 		at = s.opts.Now()
 	}
 	o := cb.Outcome
-	batchDomain := ""
+	batchDomain, finishedLabel := "", ""
 	rec, err := s.updateRecord(ctx, cb.BatchID, func(rec *streams.BatchRecord) (bool, error) {
-		batchDomain = ""
+		batchDomain, finishedLabel = "", ""
 		if rec.Status.Terminal() {
+			// Applied before: a repeated callback. Its slot release may be
+			// what failed the first time, so it is done again.
+			finishedLabel = rec.Batch.Label
 			return false, nil
 		}
 		if rec.Batch.Domain != cb.Domain {
@@ -80,14 +83,21 @@ func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
 	if batchDomain != "" {
 		s.log.Error("callback refused: the batch belongs to another domain", "batch_id", cb.BatchID, "domain", logging.Capped(cb.Domain), "batch_domain", batchDomain)
 	}
-	if err != nil || rec == nil {
+	if err != nil {
 		return err
 	}
-	// The processor logs each finished batch at Info; this is its echo.
-	s.log.Debug("batch finished", "batch_id", cb.BatchID, "outcome", o.String(), "domain", cb.Domain)
-	if l, ok := s.Table().Labels[rec.Batch.Label]; ok && l.MaxConcurrent > 0 {
-		if err := s.release(ctx, rec.Batch.Label, cb.BatchID); err != nil {
-			s.log.Warn("slot not released; reclaimed later", "batch_id", cb.BatchID, "err", err)
+	if rec != nil {
+		// The processor logs each finished batch at Info; this is its echo.
+		s.log.Debug("batch finished", "batch_id", cb.BatchID, "outcome", o.String(), "domain", cb.Domain)
+		finishedLabel = rec.Batch.Label
+	}
+	// The record is terminal: free the batch's concurrency slot. Until that
+	// is done the callback is not acknowledged, so a release that failed
+	// (or a crash right after the record's write) is tried again with the
+	// redelivered callback, which finds the record terminal and comes here.
+	if l, ok := s.Table().Labels[finishedLabel]; ok && l.MaxConcurrent > 0 {
+		if err := s.release(ctx, finishedLabel, cb.BatchID); err != nil {
+			return fmt.Errorf("authz: release the slot of batch %d: %w", cb.BatchID, err)
 		}
 	}
 	return nil

@@ -1,8 +1,10 @@
 package authz_test
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,4 +159,46 @@ func TestCallbackOnARecordChangedMeanwhile(t *testing.T) {
 	if got.Status != pipeline.Executed || !note || !callback {
 		t.Fatalf("record %s with history %+v: want Executed with both the note and the callback", got.Status, got.History)
 	}
+}
+
+// TestRepeatedCallbackFreesTheSlot: authz writes the terminal record, then
+// frees the batch's concurrency slot, acknowledging the callback only then;
+// a slot still held when the callback comes again (the release failed, or
+// authz died in between) is freed by the repeated callback.
+func TestRepeatedCallbackFreesTheSlot(t *testing.T) {
+	b := setup(t)
+	id := b.send(t, "alice", "limited", noop())
+	locks, err := b.env.JS(t, "admin").KeyValue(b.ctx, streams.BucketLocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := func() bool {
+		e, err := locks.Get(b.ctx, streams.SlotKey("limited"))
+		if err != nil {
+			return false
+		}
+		return strings.Contains(string(e.Value()), fmt.Sprintf(`"%d"`, id))
+	}
+	if !held() {
+		t.Fatal("the submission took no slot")
+	}
+	callback := func() {
+		t.Helper()
+		m, err := streams.CallbackMsg(&streams.Callback{V: 1, BatchID: id, Domain: domain, Outcome: pipeline.Outcome{Status: pipeline.Executed, Executed: 1}, Attempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Header.Del(nats.MsgIdHdr) // a redelivery, as the stream would make it
+		if _, err := b.env.JS(t, "processor").PublishMsg(b.ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	callback()
+	testnats.Eventually(t, 10*time.Second, "the slot freed", func() bool { return !held() })
+	// As if the release had failed: the slot is held again.
+	if _, err := locks.Put(b.ctx, streams.SlotKey("limited"), []byte(fmt.Sprintf(`{"ids":{"%d":"%s"}}`, id, time.Now().UTC().Format(time.RFC3339Nano)))); err != nil {
+		t.Fatal(err)
+	}
+	callback()
+	testnats.Eventually(t, 10*time.Second, "the repeated callback to free the slot", func() bool { return !held() })
 }
