@@ -35,6 +35,11 @@ func Connect(c Credentials, extra ...nats.Option) (*nats.Conn, error) {
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.Timeout(5 * time.Second),
+		// No reconnect buffer: a write made while disconnected fails at
+		// once instead of waiting in the client to land after the
+		// reconnect, when its caller has long given up on it and moved on
+		// (a progress record written after its batch finished elsewhere).
+		nats.ReconnectBufSize(-1),
 	}
 	switch {
 	case c.Creds != "":
