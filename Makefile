@@ -61,7 +61,7 @@ run:
 	$(GO) run ./cmd/run $(ARGS)
 
 # bench measures tickflow against raw JetStream and asynq on this machine
-# (a full run takes about 7 minutes; ARGS=-quick about 1) and rewrites
+# (a full run takes about 10 minutes; ARGS=-quick about 2) and rewrites
 # docs/benchmarks.md. asynq needs redis-server, installed here if missing.
 bench:
 	command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)

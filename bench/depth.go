@@ -282,7 +282,7 @@ func runDepth(cfg *config) (*depthOutcome, error) {
 		return nil, err
 	}
 	defer e.close()
-	if err := e.startWorker(cfg.workerConcurrency()); err != nil {
+	if err := e.startWorkers(1, cfg.workerConcurrency()); err != nil {
 		return nil, err
 	}
 	out := &depthOutcome{small: uint64(cfg.depthSmall), large: uint64(cfg.depthLarge)}

@@ -18,6 +18,7 @@ import (
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/ticker"
 	"github.com/tickflow/tickflow/worker"
 )
 
@@ -56,7 +57,8 @@ labels:
 // tickflow components a scenario starts on it.
 type env struct {
 	cfg      *config
-	srv      *embedded.Server
+	srv      *embedded.Server   // the server, or the cluster's first node
+	nodes    []*embedded.Server // every node of a cluster; nil on one server
 	dir      string
 	settings streams.Settings
 	admin    *nats.Conn
@@ -69,13 +71,13 @@ type env struct {
 	mu     sync.Mutex
 	errs   []error
 
-	authzConns []*nats.Conn
-	workerConn *nats.Conn
-	procs      []*processor.Processor
-	procConns  []*nats.Conn
-	tickCancel context.CancelFunc
-	tickWG     sync.WaitGroup
-	tickStats  tickStats
+	authzConns  []*nats.Conn
+	workerConns []*nats.Conn
+	procs       []*processor.Processor
+	procConns   []*nats.Conn
+	tickCancel  context.CancelFunc
+	tickWG      sync.WaitGroup
+	tickStats   tickStats
 }
 
 type tickStats struct {
@@ -104,9 +106,17 @@ func startEnv(cfg *config, listen bool) (*env, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
+	return newEnv(cfg, dir, srv, nil, streams.DefaultSettings())
+}
+
+// newEnv wraps running servers: it connects as admin and provisions the
+// bench domain with settings (storage per -memory). On error it closes
+// everything, servers included.
+func newEnv(cfg *config, dir string, srv *embedded.Server, nodes []*embedded.Server, settings streams.Settings) (*env, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &env{cfg: cfg, srv: srv, dir: dir, settings: streams.DefaultSettings(), ctx: ctx, cancel: cancel}
+	e := &env{cfg: cfg, srv: srv, nodes: nodes, dir: dir, settings: settings, ctx: ctx, cancel: cancel}
 	e.settings.Memory = cfg.memory
+	var err error
 	if e.admin, err = e.connect("admin"); err != nil {
 		e.close()
 		return nil, err
@@ -115,7 +125,7 @@ func startEnv(cfg *config, listen bool) (*env, error) {
 		e.close()
 		return nil, err
 	}
-	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+	pctx, pcancel := context.WithTimeout(ctx, 60*time.Second)
 	defer pcancel()
 	if err := streams.Provision(pctx, e.adminJS, e.settings, benchDomain); err != nil {
 		e.close()
@@ -124,17 +134,23 @@ func startEnv(cfg *config, listen bool) (*env, error) {
 	return e, nil
 }
 
-// connect opens an in-process connection as a nats.conf user, with its
-// local-default password, the way internal/system wires the roles.
+// connect opens a connection as a nats.conf user, with its local-default
+// password, the way internal/system wires the roles: in-process on one
+// server, over TCP loopback to the role's node on a cluster (nodeOf).
 func (e *env) connect(user string, extra ...nats.Option) (*nats.Conn, error) {
-	opts := append([]nats.Option{e.srv.InProcess()}, extra...)
+	cr := streams.Credentials{User: user, Password: "local-" + user, Name: "bench-" + user}
+	var opts []nats.Option
+	if len(e.nodes) > 0 {
+		cr.URL = e.nodes[nodeOf(user)%len(e.nodes)].ClientURL()
+	} else {
+		opts = append(opts, e.srv.InProcess())
+	}
+	opts = append(opts, extra...)
 	var nc *nats.Conn
 	var err error
 	// The connection's goroutines, the client's and the server's alike,
 	// inherit the role label, so a CPU profile splits by role (-tags).
-	withRole(user, func() {
-		nc, err = streams.Connect(streams.Credentials{User: user, Password: "local-" + user, Name: "bench-" + user}, opts...)
-	})
+	withRole(user, func() { nc, err = streams.Connect(cr, opts...) })
 	if err != nil {
 		return nil, err
 	}
@@ -191,29 +207,47 @@ func (e *env) startAuthz(n int) error {
 	return e.waitService("authz", n)
 }
 
-// startWorker runs one worker serving the no-op handler.
-func (e *env) startWorker(concurrency int) error {
-	nc, err := e.connect("worker")
-	if err != nil {
-		return err
-	}
-	mux := pipeline.NewServeMux()
-	mux.RegisterFunc("noop", func(context.Context, *pipeline.Call) (pipeline.Result, error) {
-		return pipeline.Result{}, nil
-	})
-	w, err := worker.New(e.ctx, nc, mux, worker.Options{Name: "bench-worker", Concurrency: concurrency})
-	if err != nil {
-		return err
-	}
-	e.workerConn = nc
-	withRole("worker", func() {
-		e.wg.Go(func() {
-			if err := w.Run(e.ctx); err != nil {
-				e.fail(fmt.Errorf("worker: %w", err))
-			}
+// startWorkers runs k workers serving the no-op handler, each on its own
+// connection with the given concurrency; they share the work service's
+// queue group.
+func (e *env) startWorkers(k, concurrency int) error {
+	for i := range k {
+		mux := pipeline.NewServeMux()
+		mux.RegisterFunc("noop", func(context.Context, *pipeline.Call) (pipeline.Result, error) {
+			return pipeline.Result{}, nil
 		})
-	})
-	return e.waitService("worker", 1)
+		nc, err := e.connect("worker")
+		if err != nil {
+			return err
+		}
+		w, err := worker.New(e.ctx, nc, mux, worker.Options{Name: fmt.Sprintf("bench-worker-%d", i+1), Concurrency: concurrency})
+		if err != nil {
+			return err
+		}
+		e.workerConns = append(e.workerConns, nc)
+		withRole("worker", func() {
+			e.wg.Go(func() {
+				if err := w.Run(e.ctx); err != nil {
+					e.fail(fmt.Errorf("worker: %w", err))
+				}
+			})
+		})
+	}
+	return e.waitService("worker", k)
+}
+
+// nodeOf is the cluster node a role connects to: authz (and the callers
+// and the bench's admin) to the first, workers to the second, processors
+// and the ticker to the third, so every hand-off between roles crosses a
+// route.
+func nodeOf(user string) int {
+	switch user {
+	case "worker":
+		return 1
+	case "processor", "ticker":
+		return 2
+	}
+	return 0
 }
 
 // waitService waits until n instances of a micro service answer a ping.
@@ -315,6 +349,40 @@ func (e *env) startTicking(steps int, idle time.Duration) {
 	}
 }
 
+// startTicker drives the processors the way `tickflow run` does: each
+// serves ticks on the domain's tick subject (processor.Run, one queue group,
+// so a tick reaches one replica), and a real ticker on its own connection
+// publishes a tick asking for steps steps every interval.
+func (e *env) startTicker(every time.Duration, steps int) error {
+	nc, err := e.connect("ticker")
+	if err != nil {
+		return err
+	}
+	tk, err := ticker.New(nc, ticker.Options{Domains: []string{benchDomain}, Every: every, Steps: steps})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	e.tickCancel = cancel
+	for _, p := range e.procs {
+		withRole("processor", func() {
+			e.tickWG.Go(func() {
+				if err := p.Run(ctx); err != nil {
+					e.fail(fmt.Errorf("processor: %w", err))
+				}
+			})
+		})
+	}
+	withRole("ticker", func() {
+		e.tickWG.Go(func() {
+			if err := tk.Run(ctx); err != nil {
+				e.fail(fmt.Errorf("ticker: %w", err))
+			}
+		})
+	})
+	return nil
+}
+
 func (e *env) stopTicking() {
 	if e.tickCancel != nil {
 		e.tickCancel()
@@ -390,6 +458,11 @@ func (e *env) close() {
 	for i := len(conns) - 1; i >= 0; i-- {
 		conns[i].Close()
 	}
-	e.srv.Close()
+	if len(e.nodes) == 0 {
+		e.srv.Close()
+	}
+	for _, s := range e.nodes {
+		s.Close()
+	}
 	_ = os.RemoveAll(e.dir)
 }

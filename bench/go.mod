@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/hibiken/asynq v0.26.0
+	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	github.com/redis/go-redis/v9 v9.14.1
 	github.com/tickflow/tickflow v0.0.0
@@ -19,7 +20,6 @@ require (
 	github.com/lmittmann/tint v1.2.1 // indirect
 	github.com/minio/highwayhash v1.0.4 // indirect
 	github.com/nats-io/jwt/v2 v2.8.2 // indirect
-	github.com/nats-io/nats-server/v2 v2.15.2 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect

@@ -1,7 +1,8 @@
 // Command bench measures tickflow against raw JetStream (the ceiling) and
 // asynq on a local Redis, on this machine, in one run: burn-down throughput,
-// non-atomic function throughput, open-loop latency, and the cost of a tick
-// with a shallow and a deep queue. It prints one table and writes it, with
+// non-atomic function throughput, open-loop latency, scaling with replicas,
+// a three-node cluster, and the cost of a tick with a shallow and a deep
+// queue. It prints one table and writes it, with
 // the machine description and the exact command, into docs/benchmarks.md.
 //
 //	cd bench && go run . -quick     # a few minutes
@@ -19,6 +20,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	tfconfig "github.com/tickflow/tickflow/config"
 )
 
 type config struct {
@@ -55,7 +58,29 @@ type config struct {
 	verbose          bool
 	memory           bool
 	quietWait        time.Duration
+	workers          int
+	scaleProcList    string
+	scaleAuthzList   string
+	scaleProcessors  []int
+	scaleAuthz       []int
+	scaleN           int
+	scaleReps        int
+	tickerEvery      time.Duration
+	tickerSteps      int
+	tickerDur        time.Duration
+	clusterN         int
 }
+
+// workerCount is how many workers run beside p processor replicas.
+func (c *config) workerCount(p int) int {
+	if c.workers > 0 {
+		return c.workers
+	}
+	return p
+}
+
+// runTickerSteps is the step count of the ticker `tickflow run` starts.
+const runTickerSteps = 8
 
 func (c *config) workerConcurrency() int {
 	if c.workerConc > 0 {
@@ -71,7 +96,7 @@ func (c *config) asynqConcurrency() int {
 	return c.processors * c.concurrency
 }
 
-var allPhases = []string{"ceiling", "burndown", "nonatomic", "asynq", "latency", "depth", "rtt"}
+var allPhases = []string{"ceiling", "burndown", "ticker", "nonatomic", "asynq", "latency", "scaling", "cluster", "depth", "rtt"}
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == childCommand {
@@ -101,16 +126,25 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.processors, "processors", 2, "processor replicas, each ticked back to back")
 	fs.IntVar(&c.concurrency, "concurrency", 32, "steps one tick runs at once (processor Options.Concurrency)")
 	fs.IntVar(&c.tickSteps, "tick-steps", 256, "steps each tick asks for (and processor Options.MaxSteps)")
-	fs.IntVar(&c.workerConc, "worker-concurrency", 0, "worker Options.Concurrency (0: max(64, processors×concurrency))")
+	fs.IntVar(&c.workers, "workers", 0, "worker replicas, each on its own connection (0: one per processor replica)")
+	fs.IntVar(&c.workerConc, "worker-concurrency", 0, "Options.Concurrency of each worker (0: max(64, processors×concurrency))")
 	fs.IntVar(&c.asynqConc, "asynq-concurrency", 0, "asynq server concurrency (0: processors×concurrency)")
 	fs.DurationVar(&c.idle, "idle", 200*time.Microsecond, "pause after a tick that found no messages")
 	fs.DurationVar(&c.latencyDur, "latency-duration", 20*time.Second, "length of each open-loop latency run")
-	fs.Float64Var(&c.latencyRate, "latency-rate", 0, "offered batches/s of the latency run (0: half the measured drain rate)")
+	fs.Float64Var(&c.latencyRate, "latency-rate", 0, "offered batches/s of the latency run (0: half the rate sustained with submit and drain running together, measured first)")
 	fs.IntVar(&c.depthSmall, "depth-small", 1000, "shallow queue depth of the tick-cost comparison")
 	fs.IntVar(&c.depthLarge, "depth-large", 1000000, "deep queue depth of the tick-cost comparison")
 	fs.IntVar(&c.depthTicks, "depth-ticks", 300, "timed one-step ticks per child run")
 	fs.IntVar(&c.depthWarmup, "depth-warmup", 30, "untimed ticks before them")
 	fs.IntVar(&c.rttN, "rtt-n", 2000, "batches of the message-count run (round trips per batch)")
+	fs.StringVar(&c.scaleProcList, "scale-processors", "1,2,4", "processor replicas of the scaling phase, comma-separated")
+	fs.StringVar(&c.scaleAuthzList, "scale-authz", "1,2", "authz replicas of the scaling phase, comma-separated")
+	fs.IntVar(&c.scaleN, "scale-n", 20000, "batches of each scaling burn-down")
+	fs.IntVar(&c.scaleReps, "scale-reps", 1, "repetitions of each scaling combination (the median drain is kept)")
+	fs.DurationVar(&c.tickerEvery, "ticker-every", tfconfig.DefaultRun().TickEvery, "interval of the ticker-driven drain (default: tickflow run's)")
+	fs.IntVar(&c.tickerSteps, "ticker-steps", runTickerSteps, "steps each tick of the ticker-driven drain asks for (default: tickflow run's)")
+	fs.DurationVar(&c.tickerDur, "ticker-duration", 10*time.Second, "about how long the ticker-driven drain runs: it drains what the ticker's bound allows in this time")
+	fs.IntVar(&c.clusterN, "cluster-n", 10000, "batches of each burn-down of the cluster phase (single node and cluster)")
 	fs.DurationVar(&c.stall, "stall", 2*time.Minute, "give up when a drain makes no progress for this long")
 	fs.StringVar(&c.phaseList, "phases", strings.Join(allPhases, ","), "phases to run, comma-separated")
 	fs.StringVar(&c.natsConf, "nats-conf", "", "nats.conf to load (default: the repository's)")
@@ -131,6 +165,7 @@ func parseFlags(args []string) (*config, error) {
 		for name, v := range map[string]any{
 			"n": 10000, "nonatomic": 1000, "latency-duration": 5 * time.Second,
 			"depth-large": 200000, "depth-ticks": 200, "rtt-n": 1000,
+			"scale-n": 5000, "ticker-duration": 5 * time.Second, "cluster-n": 2000,
 		} {
 			if set[name] {
 				continue
@@ -160,6 +195,19 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if c.reps < 1 || c.n < 1 || c.processors < 1 || c.concurrency < 1 || c.authzReplicas < 1 || c.inflight < 1 {
 		return nil, errors.New("-reps, -n, -processors, -concurrency, -authz and -inflight must be ≥ 1")
+	}
+	if c.scaleN < 1 || c.scaleReps < 1 || c.clusterN < 1 || c.tickerSteps < 1 || c.workers < 0 {
+		return nil, errors.New("-scale-n, -scale-reps, -cluster-n and -ticker-steps must be ≥ 1, -workers ≥ 0")
+	}
+	if c.tickerEvery < time.Millisecond || c.tickerDur <= 0 {
+		return nil, fmt.Errorf("-ticker-every must be at least 1ms (got %s) and -ticker-duration positive (got %s)", c.tickerEvery, c.tickerDur)
+	}
+	var err error
+	if c.scaleProcessors, err = parseCounts("scale-processors", c.scaleProcList); err != nil {
+		return nil, err
+	}
+	if c.scaleAuthz, err = parseCounts("scale-authz", c.scaleAuthzList); err != nil {
+		return nil, err
 	}
 	root, err := repoRoot()
 	if err != nil && (c.natsConf == "" || c.out == "") {

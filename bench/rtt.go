@@ -141,7 +141,7 @@ func runRTT(cfg *config, n int) (*rttResult, error) {
 		return nil, err
 	}
 	before := c.snapshot()
-	if _, err := submitAll(e.ctx, alice, labelAtomic, 1, n, cfg.inflight); err != nil {
+	if _, err := submitAll(e.ctx, alice, labelAtomic, 1, n, cfg.inflight, nil); err != nil {
 		return nil, err
 	}
 	if err := settle(obs, c); err != nil {

@@ -32,14 +32,16 @@ func (f *figure) max() float64 { return slices.Max(f.vals) }
 
 // results collects figures in the order they were first measured.
 type results struct {
-	order   []string
-	figs    map[string]*figure
-	notes   []string
-	rtt     *rttResult
-	depth   *depthOutcome
-	latRate float64
-	started time.Time
-	elapsed time.Duration
+	order       []string
+	figs        map[string]*figure
+	notes       []string
+	rtt         *rttResult
+	depth       *depthOutcome
+	latRate     float64
+	scaling     []scaleRow
+	tickerBound float64
+	started     time.Time
+	elapsed     time.Duration
 }
 
 func (r *results) add(key, name, unit string, v float64, m cpuMeter) {
@@ -65,8 +67,8 @@ func (r *results) note(format string, args ...any) {
 func run(cfg *config) error {
 	res := &results{figs: map[string]*figure{}, started: time.Now()}
 	logf("tickflow bench: %s", cfg.commandLine)
-	logf("N=%d reps=%d processors=%d×concurrency %d (tick asks %d steps), authz replicas %d, %d requests in flight",
-		cfg.n, cfg.reps, cfg.processors, cfg.concurrency, cfg.tickSteps, cfg.authzReplicas, cfg.inflight)
+	logf("N=%d reps=%d processors=%d×concurrency %d (tick asks %d steps), authz replicas %d, workers %d, %d requests in flight",
+		cfg.n, cfg.reps, cfg.processors, cfg.concurrency, cfg.tickSteps, cfg.authzReplicas, cfg.workerCount(cfg.processors), cfg.inflight)
 	body, hdr := tokenSize(uint64(cfg.n))
 	res.note("A token is %d bytes of msgpack and %d bytes of headers; the ceiling publishes real tokens (same body, headers, subject shape and Nats-Msg-Id) to a stream configured like HIGH.", body, hdr)
 
@@ -87,7 +89,8 @@ func run(cfg *config) error {
 		for i := range cfg.reps {
 			quiet(cfg)
 			m := startMeter()
-			r, err := runBurnDown(cfg, labelAtomic, 1, cfg.n, 1, i == 0 && cfg.profilePhase == "burndown")
+			r, err := runBurnDown(cfg, burnOptions{spec: cfg.spec(), label: labelAtomic, functions: 1, n: cfg.n, units: 1,
+				profile: i == 0 && cfg.profilePhase == "burndown"})
 			if err != nil {
 				return fmt.Errorf("burn-down: %w", err)
 			}
@@ -97,11 +100,17 @@ func run(cfg *config) error {
 			res.add("tf.proc", "tickflow drain to callback published", "batches/s", r.procRate, m)
 		}
 	}
+	if cfg.phases["ticker"] {
+		if err := runTickerPhase(cfg, res); err != nil {
+			return err
+		}
+	}
 	if cfg.phases["nonatomic"] {
 		for i := range cfg.reps {
 			quiet(cfg)
 			m := startMeter()
-			r, err := runBurnDown(cfg, labelSteps, cfg.nonAtomicFns, cfg.nonAtomicBatches, cfg.nonAtomicFns, i == 0 && cfg.profilePhase == "nonatomic")
+			r, err := runBurnDown(cfg, burnOptions{spec: cfg.spec(), label: labelSteps, functions: cfg.nonAtomicFns, n: cfg.nonAtomicBatches,
+				units: cfg.nonAtomicFns, profile: i == 0 && cfg.profilePhase == "nonatomic"})
 			if err != nil {
 				return fmt.Errorf("non-atomic: %w", err)
 			}
@@ -123,23 +132,11 @@ func run(cfg *config) error {
 		}
 	}
 	if cfg.phases["latency"] {
-		rate := cfg.latencyRate
-		if rate <= 0 {
-			if f, ok := res.get("tf.drain"); ok {
-				rate = f.median() / 2
-			} else {
-				rate = 1000
-				res.note("The latency run offered 1000 batches/s: no drain rate was measured in this run (-phases without burndown).")
-			}
+		rate, err := latencyRate(cfg, res)
+		if err != nil {
+			return err
 		}
 		res.latRate = rate
-		if fs, ok := res.get("tf.submit"); ok {
-			if fd, ok := res.get("tf.drain"); ok {
-				both := 1 / (1/fs.median() + 1/fd.median())
-				res.note("The latency run submits and drains at once on the same two cores: if both are CPU-bound, submit+drain together sustain about 1/(1/%.0f + 1/%.0f) = %.0f batches/s, so %.0f batches/s offers %.0f%% of that, not 50%%.",
-					fs.median(), fd.median(), both, rate, 100*rate/both)
-			}
-		}
 		for i := range cfg.reps {
 			quiet(cfg)
 			m := startMeter()
@@ -160,6 +157,31 @@ func run(cfg *config) error {
 				res.note("Latency run %d: the sender hit its in-flight bound (8192), so it was briefly closed-loop.", i+1)
 			}
 		}
+	}
+	if cfg.phases["scaling"] {
+		logf("scaling: processors %v × authz %v, %d batches each", cfg.scaleProcessors, cfg.scaleAuthz, cfg.scaleN)
+		rows, err := runScaling(cfg)
+		if err != nil {
+			return err
+		}
+		res.scaling = rows
+	}
+	if cfg.phases["cluster"] {
+		for i := range cfg.reps {
+			quiet(cfg)
+			m := startMeter()
+			r, err := runClusterRep(cfg)
+			if err != nil {
+				return fmt.Errorf("cluster: %w", err)
+			}
+			logf("cluster %d/%d (%d batches): single node submit %.0f, drain %.0f batches/s; %d-node R3 cluster submit %.0f, drain %.0f batches/s",
+				i+1, cfg.reps, cfg.clusterN, r.single.submitRate, r.single.drainRate, clusterNodes, r.cluster.submitRate, r.cluster.drainRate)
+			res.add("cl.single", fmt.Sprintf("tickflow drain, single node (cluster phase, N = %d)", cfg.clusterN), "batches/s", r.single.drainRate, m)
+			res.add("cl.drain", fmt.Sprintf("tickflow drain, %d-node R%d cluster (N = %d)", clusterNodes, clusterNodes, cfg.clusterN), "batches/s", r.cluster.drainRate, m)
+			res.add("cl.submit", fmt.Sprintf("tickflow submit, %d-node R%d cluster (N = %d)", clusterNodes, clusterNodes, cfg.clusterN), "batches/s", r.cluster.submitRate, m)
+		}
+		res.note("Cluster: %d embedded nodes in this process, routed on loopback, every stream and bucket with %d replicas; authz (and the submitter) connect over TCP to node 1, the workers to node 2, the processors to node 3. Each repetition runs the same burn-down on one server first (in-process connections, as the other phases and `tickflow run`), then on the cluster, so the ratio holds the cost of TCP connections as well as of replication.",
+			clusterNodes, clusterNodes)
 	}
 	if cfg.phases["depth"] {
 		logf("depth: %d vs %d queued, %d reps of %d one-step ticks in a child processor", cfg.depthSmall, cfg.depthLarge, cfg.reps, cfg.depthTicks)

@@ -49,7 +49,10 @@ func send(ctx context.Context, nc *nats.Conn, subject string, body []byte, timeo
 
 // submitAll submits n batches as alice from a pool of `inflight` goroutines,
 // so that many requests are in flight at once, and returns how long it took.
-func submitAll(ctx context.Context, nc *nats.Conn, label string, functions, n, inflight int) (time.Duration, error) {
+// A non-nil window bounds the batches submitted but not yet done: each
+// submission first puts a token into it, and whoever sees a batch done
+// takes one out.
+func submitAll(ctx context.Context, nc *nats.Conn, label string, functions, n, inflight int, window chan struct{}) (time.Duration, error) {
 	subject := streams.AuthzSubject("alice", "send")
 	body := sendBody(label, functions)
 	var next atomic.Int64
@@ -63,6 +66,14 @@ func submitAll(ctx context.Context, nc *nats.Conn, label string, functions, n, i
 				i := next.Add(1)
 				if i > int64(n) {
 					return
+				}
+				if window != nil {
+					select {
+					case window <- struct{}{}:
+					case <-ctx.Done():
+						errOnce.Do(func() { firstErr = ctx.Err() })
+						return
+					}
 				}
 				if _, err := send(ctx, nc, subject, body, 30*time.Second); err != nil {
 					errOnce.Do(func() { firstErr = fmt.Errorf("submit %d: %w", i, err) })

@@ -15,21 +15,46 @@ import (
 	"github.com/tickflow/tickflow/streams"
 )
 
-// tickflowEnv starts a server with authz, a worker and the processors, not ticking yet.
+// envSpec is what a tickflow scenario runs: replicas of each role, on one
+// server or on a cluster of nodes.
+type envSpec struct {
+	processors, authz, workers int
+	nodes                      int // 0: one server, in-process connections
+}
+
+// spec is the configuration the fixed phases measure.
+func (c *config) spec() envSpec {
+	return envSpec{processors: c.processors, authz: c.authzReplicas, workers: c.workerCount(c.processors)}
+}
+
+// tickflowEnv starts a server with authz, the workers and the processors of
+// the configuration, not ticking yet.
 func tickflowEnv(cfg *config) (*env, *nats.Conn, error) {
-	e, err := startEnv(cfg, false)
+	return tickflowEnvOf(cfg, cfg.spec())
+}
+
+// tickflowEnvOf starts a server (or a cluster) with the replicas sp asks
+// for, not ticking yet, and connects alice.
+func tickflowEnvOf(cfg *config, sp envSpec) (*env, *nats.Conn, error) {
+	var e *env
+	var err error
+	if sp.nodes > 0 {
+		e, err = startClusterEnv(cfg, sp.nodes)
+	} else {
+		e, err = startEnv(cfg, false)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := e.startAuthz(cfg.authzReplicas); err != nil {
+	if err := e.startAuthz(sp.authz); err != nil {
 		e.close()
 		return nil, nil, err
 	}
-	if err := e.startWorker(cfg.workerConcurrency()); err != nil {
+	if err := e.startWorkers(sp.workers, cfg.workerConcurrency()); err != nil {
 		e.close()
 		return nil, nil, err
 	}
-	if err := e.newProcessors(cfg.processors, cfg.concurrency, cfg.tickSteps); err != nil {
+	if err := e.newProcessors(sp.processors, cfg.concurrency, cfg.tickSteps); err != nil {
 		e.close()
 		return nil, nil, err
 	}
@@ -42,20 +67,39 @@ func tickflowEnv(cfg *config) (*env, *nats.Conn, error) {
 }
 
 // burnResult is one burn-down: how fast batches went in, and how fast they
-// were drained (to the terminal callback applied by authz).
+// were drained (to the terminal callback applied by authz), and the CPU the
+// bench process (every component and the servers) used for each.
 type burnResult struct {
 	submitRate float64 // batches/s through authz
 	drainRate  float64 // batches (or functions) per second, to callback applied
 	procRate   float64 // the same, to callback published by the processor
+	submitCPU  float64 // CPU-seconds of the process while submitting
+	drainCPU   float64 // CPU-seconds of the process while draining
+	submitDur  time.Duration
+	drainDur   time.Duration // to the last callback applied
 }
 
-// runBurnDown submits n batches of `functions` no-op functions each under
-// label, then drives the processors as fast as ticks allow until authz has
-// applied every terminal callback. units is what the drain rate counts per
-// batch (1 for batches, functions for function throughput).
-func runBurnDown(cfg *config, label string, functions, n, units int, profile bool) (burnResult, error) {
+// burnOptions say how a burn-down runs.
+type burnOptions struct {
+	spec      envSpec
+	label     string
+	functions int // no-op functions per batch
+	n         int // batches
+	units     int // what the drain rate counts per batch: 1 for batches, functions for function throughput
+	profile   bool
+	// tickEvery, when set, drives the processors with the real ticker
+	// (every tickEvery, asking for tickerSteps steps) instead of back to back.
+	tickEvery   time.Duration
+	tickerSteps int
+}
+
+// runBurnDown submits o.n batches of o.functions no-op functions each under
+// o.label, then drives the processors (back to back, or by the ticker)
+// until authz has applied every terminal callback.
+func runBurnDown(cfg *config, o burnOptions) (burnResult, error) {
 	var r burnResult
-	e, alice, err := tickflowEnv(cfg)
+	profile, n := o.profile, o.n
+	e, alice, err := tickflowEnvOf(cfg, o.spec)
 	if err != nil {
 		return r, err
 	}
@@ -82,10 +126,12 @@ func runBurnDown(cfg *config, label string, functions, n, units int, profile boo
 	}
 
 	var tsub time.Duration
-	withRole("alice", func() { tsub, err = submitAll(e.ctx, alice, label, functions, n, cfg.inflight) })
+	cpu0 := selfBusy()
+	withRole("alice", func() { tsub, err = submitAll(e.ctx, alice, o.label, o.functions, n, cfg.inflight, nil) })
 	if err != nil {
 		return r, err
 	}
+	r.submitCPU = selfBusy() - cpu0
 	// The submit phase has a profile of its own: <file>.submit.
 	stopProfile()
 	if profile && cfg.cpuprofile != "" {
@@ -102,9 +148,17 @@ func runBurnDown(cfg *config, label string, functions, n, units int, profile boo
 		}
 		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
 	}
+	cpu0 = selfBusy()
 	start := time.Now()
-	e.startTicking(cfg.tickSteps, cfg.idle)
+	if o.tickEvery > 0 {
+		if err := e.startTicker(o.tickEvery, o.tickerSteps); err != nil {
+			return r, err
+		}
+	} else {
+		e.startTicking(cfg.tickSteps, cfg.idle)
+	}
 	tproc, tapp, err := e.waitCallbacks(start, uint64(n), cfg.stall)
+	r.drainCPU = selfBusy() - cpu0
 	e.stopTicking()
 	if err != nil {
 		return r, err
@@ -116,7 +170,7 @@ func runBurnDown(cfg *config, label string, functions, n, units int, profile boo
 			return r, err
 		}
 	}
-	if cfg.verbose {
+	if cfg.verbose && o.tickEvery == 0 {
 		ts := &e.tickStats
 		busyTicks := ts.ticks - ts.idle
 		logf("  ticks %d (idle %d), %.1f steps per busy tick, %.2f ms per busy tick, errors %d (last: %q)", ts.ticks, ts.idle,
@@ -126,8 +180,9 @@ func runBurnDown(cfg *config, label string, functions, n, units int, profile boo
 		return r, err
 	}
 	r.submitRate = float64(n) / tsub.Seconds()
-	r.drainRate = float64(n*units) / tapp.Seconds()
-	r.procRate = float64(n*units) / tproc.Seconds()
+	r.drainRate = float64(n*o.units) / tapp.Seconds()
+	r.procRate = float64(n*o.units) / tproc.Seconds()
+	r.submitDur, r.drainDur = tsub, tapp
 	return r, nil
 }
 

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseCounts(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want []int
+		err  bool
+	}{
+		{name: "list", in: "1,2,4", want: []int{1, 2, 4}},
+		{name: "spaces and empty fields", in: " 1, ,2 ", want: []int{1, 2}},
+		{name: "zero", in: "0,1", err: true},
+		{name: "word", in: "two", err: true},
+		{name: "empty", in: "", err: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseCounts("scale-processors", tt.in)
+			if (err != nil) != tt.err {
+				t.Fatalf("parseCounts(%q) error %v, want error %v", tt.in, err, tt.err)
+			}
+			if err != nil && !strings.Contains(err.Error(), "-scale-processors") {
+				t.Errorf("error %q does not name the flag", err)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("parseCounts(%q) = %v, want %v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestTargets judges each goal from the medians: the asynq floor can be met
+// while the goal is missed, a goal without figures is not measured, and a
+// depth other than the goal's says which depths it judged.
+func TestTargets(t *testing.T) {
+	cfg := &config{depthSmall: 1000, depthLarge: 200000}
+	res := &results{figs: map[string]*figure{}}
+	for k, v := range map[string]float64{
+		"tf.drain": 2000, "aq.drain": 1000, "tf.submit": 6000, "aq.enq": 10000,
+		"cl.drain": 400, "cl.single": 1000, "depth.small": 100, "depth.large": 110, "rss.large": 20,
+	} {
+		res.add(k, k, "", v, cpuMeter{})
+	}
+	got := map[string]target{}
+	for _, tg := range targets(cfg, res) {
+		got[tg.what] = tg
+	}
+	for _, tt := range []struct {
+		what        string
+		known, met  bool
+		measuredHas string
+	}{
+		{what: "burn-down drain ≥ 3× asynq's drain (goal)", known: true, met: false, measuredHas: "2.00×"},
+		{what: "burn-down drain ≥ 1.5× asynq's drain (floor)", known: true, met: true, measuredHas: "2.00×"},
+		{what: "submit through authz ≥ 50% of asynq's enqueue", known: true, met: true, measuredHas: "60.0%"},
+		{what: "p99 submit → callback ≤ 5 ms at half the rate sustained with submit and drain together", known: false},
+		{what: "cluster drain ≥ 50% of single node", known: true, met: false, measuredHas: "40.0%"},
+		{what: "tick cost at 1M queued within 1.2× of 1k (measured at 200k vs 1k queued)", known: true, met: true, measuredHas: "1.10×"},
+		{what: "processor RSS ≤ 64 MiB at 1M queued (measured at 200k vs 1k queued)", known: true, met: true},
+		{what: "burn-down drain ≥ 25% of the ceiling's consume+ack", known: false},
+	} {
+		tg, ok := got[tt.what]
+		if !ok {
+			t.Errorf("no target %q", tt.what)
+			continue
+		}
+		if tg.known != tt.known || tg.met != tt.met || !strings.Contains(tg.measured, tt.measuredHas) {
+			t.Errorf("%s: known %v met %v measured %q; want known %v met %v measured containing %q",
+				tt.what, tg.known, tg.met, tg.measured, tt.known, tt.met, tt.measuredHas)
+		}
+	}
+}
