@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/internal/drain"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
@@ -25,10 +27,20 @@ import (
 // Version is reported by the micro service.
 const Version = "0.1.0"
 
+// Defaults of Options: New puts them in the fields left zero, and
+// config.DefaultAuthz starts from them. DefaultCallbackBackoff is the
+// default of Options.CallbackBackoff.
+const (
+	// DefaultOwner is the default of Options.Owner.
+	DefaultOwner = "owner"
+	// DefaultConcurrency is the default of Options.Concurrency.
+	DefaultConcurrency = 64
+)
+
 // Options configure the service. The zero value of each field means its default.
 type Options struct {
 	// Owner is the identity allowed to pause, resume, evict, insert, replay
-	// and reload. Default "owner".
+	// and reload. Default DefaultOwner ("owner").
 	Owner string
 	// Table is the authorization table. Required unless TablePath is set.
 	Table *Table
@@ -39,7 +51,7 @@ type Options struct {
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Concurrency bounds the requests served at once, and separately the
-	// callbacks applied at once. Default 64.
+	// callbacks applied at once. Default DefaultConcurrency (64).
 	Concurrency int
 	// CallbackBackoff lists the delays before each new attempt to apply a
 	// callback that failed. A callback whose batch record (or itself)
@@ -75,7 +87,7 @@ type Service struct {
 // provisioned; if one is missing the error matches ErrNotProvisioned.
 func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 	if opts.Owner == "" {
-		opts.Owner = "owner"
+		opts.Owner = DefaultOwner
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -84,7 +96,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 		opts.Now = time.Now
 	}
 	if opts.Concurrency <= 0 {
-		opts.Concurrency = 64
+		opts.Concurrency = DefaultConcurrency
 	}
 	if len(opts.CallbackBackoff) == 0 {
 		opts.CallbackBackoff = slices.Clone(DefaultCallbackBackoff)
@@ -160,10 +172,14 @@ func (s *Service) Reload() error {
 	return nil
 }
 
-// Run serves the API and applies callbacks until ctx is done, then drains.
-// Queue edits that an earlier replica left half done are finished first.
+// Run serves the API and applies callbacks until ctx is done, then drains:
+// it leaves the queue group and stops taking callbacks, finishes the
+// requests it took and applies the callbacks already delivered, answers
+// every request that was already on its way "503 shutting down" (its caller
+// tries again, and another replica answers), and returns only when no
+// handler can run any more; it logs "authz stopped" then. Queue edits that
+// an earlier replica left half done are finished first.
 func (s *Service) Run(ctx context.Context) error {
-	defer s.log.Info("authz stopped")
 	if err := s.resumeEdits(ctx); err != nil {
 		return err
 	}
@@ -178,18 +194,40 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	// Requests and callbacks are handled off their subscriptions'
 	// goroutines, a bounded number at once: one at a time capped a replica
-	// at what one round trip after another allows.
-	var wg sync.WaitGroup
-	requests := make(chan struct{}, s.opts.Concurrency)
-	applying := make(chan struct{}, s.opts.Concurrency)
-	spawn := func(sem chan struct{}, f func()) {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+	// at what one round trip after another allows. The gates admit them
+	// until shutdown: micro's endpoint subscriptions are not reachable, so
+	// refusing at the gate is what stops a request queued in the client
+	// from running after Run.
+	var requests, applying drain.Gate
+	reqSlots := make(chan struct{}, s.opts.Concurrency)
+	cbSlots := make(chan struct{}, s.opts.Concurrency)
+	spawn := func(g *drain.Gate, slots chan struct{}, f func()) {
+		slots <- struct{}{}
+		g.Go(func() {
+			defer func() { <-slots }()
 			f()
-		}()
+		})
+	}
+	var cc jetstream.ConsumeContext
+	stop := func() {
+		if err := svc.Stop(); err != nil {
+			s.log.Warn("service stop failed", "err", err)
+		}
+		if cc != nil {
+			cc.Drain()
+		}
+		requests.Close()
+		requests.Wait()
+		if cc != nil {
+			// A draining consumer closes once its handler has returned for
+			// every message it held.
+			<-cc.Closed()
+		}
+		applying.Close()
+		applying.Wait()
+		if err := drain.Delivered(s.nc, drain.Timeout); err != nil {
+			s.log.Warn("requests may be left unanswered", "err", err)
+		}
 	}
 	for _, e := range s.endpoints() {
 		doc := e.doc
@@ -197,28 +235,49 @@ func (s *Service) Run(ctx context.Context) error {
 			doc += " (owner)"
 		}
 		err := svc.AddEndpoint(e.name, micro.HandlerFunc(func(req micro.Request) {
-			spawn(requests, func() { s.serve(ctx, req, e) })
+			if !requests.Enter() {
+				s.refuse(req)
+				return
+			}
+			defer requests.Leave()
+			spawn(&requests, reqSlots, func() { s.serve(ctx, req, e) })
 		}), micro.WithEndpointSubject(streams.AuthzSubject("*", e.name)),
 			micro.WithEndpointMetadata(map[string]string{"description": doc}))
 		if err != nil {
-			_ = svc.Stop()
+			stop()
 			return fmt.Errorf("authz: endpoint %s: %w", e.name, err)
 		}
 	}
-	cc, err := s.callbacks.Consume(func(m jetstream.Msg) {
-		spawn(applying, func() { s.handleCallback(ctx, m) })
+	cc, err = s.callbacks.Consume(func(m jetstream.Msg) {
+		// Refused only once the consumer has closed, with its connection:
+		// the callback is redelivered after AckWait.
+		if !applying.Enter() {
+			return
+		}
+		defer applying.Leave()
+		spawn(&applying, cbSlots, func() { s.handleCallback(ctx, m) })
 	})
 	if err != nil {
-		_ = svc.Stop()
+		cc = nil
+		stop()
 		return fmt.Errorf("authz: consume callbacks: %w", err)
 	}
 	s.log.Info("authz serving", "owner", s.opts.Owner, "labels", len(s.Table().Labels))
 	<-ctx.Done()
-	_ = svc.Stop()
-	cc.Drain()
-	<-cc.Closed()
-	wg.Wait()
+	stop()
+	s.log.Info("authz stopped")
 	return nil
+}
+
+// refuse answers a request that arrived once shutdown began: 503, so its
+// caller tries again rather than waiting out its timeout. Like serve, it
+// answers only into the caller's own inbox.
+func (s *Service) refuse(req micro.Request) {
+	parts := strings.Split(req.Subject(), ".")
+	if len(parts) != 3 || !streams.IsInboxOf(req.Reply(), parts[1]) {
+		return
+	}
+	_ = streams.Reply(s.nc, req.Reply(), nil, strconv.Itoa(CodeUnavailable), "authz: shutting down; try again")
 }
 
 // Error is an API error: a code and a message that says what was wrong.
@@ -241,6 +300,9 @@ const (
 	CodeConflict    = 409
 	CodeOutOfBounds = 416
 	CodeInternal    = 500
+	// CodeUnavailable answers a request that reached a replica as it was
+	// stopping: nothing was done, and trying again reaches another replica.
+	CodeUnavailable = 503
 )
 
 type endpoint struct {
@@ -265,7 +327,7 @@ func op[Req any](h func(ctx context.Context, user string, req *Req) (any, error)
 func (s *Service) serve(ctx context.Context, req micro.Request, e endpoint) {
 	parts := strings.Split(req.Subject(), ".")
 	if len(parts) != 3 {
-		_ = streams.Reply(s.nc, req.Reply(), nil, "400", "authz: request subjects are authz.<user>.<operation>")
+		_ = streams.Reply(s.nc, req.Reply(), nil, strconv.Itoa(CodeBadRequest), "authz: request subjects are authz.<user>.<operation>")
 		return
 	}
 	// Answer only into the caller's own inbox: a reply subject is chosen by
@@ -301,7 +363,7 @@ func (s *Service) serve(ctx context.Context, req micro.Request, e endpoint) {
 	}
 	data, err := json.Marshal(out)
 	if err != nil {
-		_ = streams.Reply(s.nc, req.Reply(), nil, "500", "authz: encode reply: "+err.Error())
+		_ = streams.Reply(s.nc, req.Reply(), nil, strconv.Itoa(CodeInternal), "authz: encode reply: "+err.Error())
 		return
 	}
 	_ = streams.Reply(s.nc, req.Reply(), data, "", "")

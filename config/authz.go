@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 
+	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/streams"
 )
 
@@ -27,7 +28,7 @@ type Authz struct {
 	Streams Streams `yaml:"streams"`
 	// Owner is the identity allowed to pause, resume, evict, insert and
 	// replay; one subject token, since callers are known by the subject
-	// they may publish on. Default "owner".
+	// they may publish on. Default authz.DefaultOwner ("owner").
 	Owner string `yaml:"owner"`
 	// Table is the path of the authorization table file. Default
 	// "authz.yaml".
@@ -46,7 +47,7 @@ func DefaultAuthz() Authz {
 		Embedded: DefaultEmbedded(),
 		Log:      DefaultLog(),
 		Streams:  DefaultStreams(),
-		Owner:    "owner",
+		Owner:    authz.DefaultOwner,
 		Table:    "authz.yaml",
 	}
 }

@@ -529,3 +529,56 @@ func TestParseEveryComponent(t *testing.T) {
 		})
 	}
 }
+
+// TestStepBoundsAndRecordWindow: processor.max_wait,
+// processor.poison_retries and worker.record_window come from the file,
+// the environment and the flags like every other key, in that order of
+// precedence.
+func TestStepBoundsAndRecordWindow(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, "processor:\n  domains: [a]\n  max_wait: 5m\n  poison_retries: 3\nworker:\n  record_window: 2m\n")
+	env := map[string]string{
+		"TICKFLOW_PROCESSOR_MAX_WAIT":       "10m",
+		"TICKFLOW_PROCESSOR_POISON_RETRIES": "4",
+		"TICKFLOW_WORKER_RECORD_WINDOW":     "3m",
+	}
+	tests := []struct {
+		name               string
+		env                map[string]string
+		procArgs, workArgs []string
+		maxWait            time.Duration
+		poison             int
+		window             time.Duration
+	}{
+		{name: "defaults", procArgs: []string{"-domain", "a"},
+			maxWait: time.Hour, poison: 12, window: time.Minute},
+		{name: "file", procArgs: []string{"-config", path}, workArgs: []string{"-config", path},
+			maxWait: 5 * time.Minute, poison: 3, window: 2 * time.Minute},
+		{name: "env over file", env: env, procArgs: []string{"-config", path}, workArgs: []string{"-config", path},
+			maxWait: 10 * time.Minute, poison: 4, window: 3 * time.Minute},
+		{name: "flags over env", env: env,
+			procArgs: []string{"-config", path, "-max-wait", "20m", "-poison-retries", "5"},
+			workArgs: []string{"-config", path, "-record-window", "4m"},
+			maxWait:  20 * time.Minute, poison: 5, window: 4 * time.Minute},
+	}
+	parse := func(t *testing.T, cfg Component, args []string, env map[string]string) {
+		t.Helper()
+		fs := flag.NewFlagSet(cfg.Section(), flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		if err := Parse(fs, args, cfg, fakeEnv(env)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, w := DefaultProcessor(), DefaultWorker()
+			parse(t, &p, tt.procArgs, tt.env)
+			parse(t, &w, tt.workArgs, tt.env)
+			if p.MaxWait != tt.maxWait || p.PoisonRetries != tt.poison || w.RecordWindow != tt.window {
+				t.Fatalf("max_wait %s, poison_retries %d, record_window %s; want %s, %d, %s",
+					p.MaxWait, p.PoisonRetries, w.RecordWindow, tt.maxWait, tt.poison, tt.window)
+			}
+		})
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"flag"
 	"time"
+
+	"github.com/tickflow/tickflow/processor"
 )
 
 // Processor configures the processor command: the replicas that take a
@@ -32,13 +34,26 @@ type Processor struct {
 	// Default "<hostname>-<pid>".
 	Name string `yaml:"name"`
 	// MaxSteps is the largest step count one tick may ask for; a tick
-	// asking for more is cut to it. Default 256.
+	// asking for more is cut to it. Default processor.DefaultMaxSteps (256).
 	MaxSteps int `yaml:"max_steps"`
-	// Concurrency is how many steps one tick runs at once. Default 32.
+	// Concurrency is how many steps one tick runs at once. Default
+	// processor.DefaultConcurrency (32).
 	Concurrency int `yaml:"concurrency"`
 	// WorkTimeout is the deadline of one request to a worker; at least 1ms.
-	// Default 10s.
+	// Default processor.DefaultWorkTimeout (10s).
 	WorkTimeout time.Duration `yaml:"work_timeout"`
+	// MaxWait is how long a step may go without any worker attempting its
+	// call (every worker busy, none answering, none serving the type)
+	// before the function fails permanently; at least 1ms. Such a step
+	// counts no attempt meanwhile (processor.Options.MaxWait). Default
+	// processor.DefaultMaxWait (1h).
+	MaxWait time.Duration `yaml:"max_wait"`
+	// PoisonRetries is how many times a token that cannot be reconciled
+	// with its batch's records is tried again, with a delay doubling from
+	// 250ms to 1m, before the batch is finished failed with a dead letter;
+	// at least 1 (processor.Options.PoisonRetries). Default
+	// processor.DefaultPoisonRetries (12, about 5 minutes).
+	PoisonRetries int `yaml:"poison_retries"`
 	// Provision creates this processor's consumers at start, which needs
 	// admin rights on the account. Default false: the consumers must exist
 	// already (authz provisions them for its domains).
@@ -54,14 +69,16 @@ func DefaultProcessor() Processor {
 	n := DefaultNATS()
 	n.Name = "tickflow-processor"
 	return Processor{
-		NATS:        n,
-		Embedded:    DefaultEmbedded(),
-		Log:         DefaultLog(),
-		Streams:     DefaultStreams(),
-		Name:        instanceName(),
-		MaxSteps:    256,
-		Concurrency: 32,
-		WorkTimeout: 10 * time.Second,
+		NATS:          n,
+		Embedded:      DefaultEmbedded(),
+		Log:           DefaultLog(),
+		Streams:       DefaultStreams(),
+		Name:          instanceName(), // not processor.DefaultName: each replica needs its own
+		MaxSteps:      processor.DefaultMaxSteps,
+		Concurrency:   processor.DefaultConcurrency,
+		WorkTimeout:   processor.DefaultWorkTimeout,
+		MaxWait:       processor.DefaultMaxWait,
+		PoisonRetries: processor.DefaultPoisonRetries,
 	}
 }
 
@@ -90,18 +107,26 @@ func (p *Processor) Validate() error {
 	if p.WorkTimeout < time.Millisecond {
 		errs = append(errs, invalid("work_timeout", "must be at least 1ms (got %s)", p.WorkTimeout))
 	}
+	if p.MaxWait < time.Millisecond {
+		errs = append(errs, invalid("max_wait", "must be at least 1ms (got %s)", p.MaxWait))
+	}
+	if p.PoisonRetries < 1 {
+		errs = append(errs, invalid("poison_retries", "must be ≥ 1 (got %d)", p.PoisonRetries))
+	}
 	return under(p.Section(), errors.Join(errs...))
 }
 
 // Flags registers -domain, -name, -max-steps, -concurrency,
-// -work-timeout, -provision and the NATS and log flags on fs, writing
-// into p.
+// -work-timeout, -max-wait, -poison-retries, -provision, -provision-only
+// and the NATS and log flags on fs, writing into p.
 func (p *Processor) Flags(fs *flag.FlagSet) {
 	domainsFlag(fs, &p.Domains, "`domains` to serve")
 	fs.StringVar(&p.Name, "name", p.Name, "`name` of this replica")
 	fs.IntVar(&p.MaxSteps, "max-steps", p.MaxSteps, "largest step `count` one tick may ask for")
 	fs.IntVar(&p.Concurrency, "concurrency", p.Concurrency, "`steps` one tick runs at once")
 	fs.DurationVar(&p.WorkTimeout, "work-timeout", p.WorkTimeout, "deadline of one worker request")
+	fs.DurationVar(&p.MaxWait, "max-wait", p.MaxWait, "how long a step may go unattempted by any worker before its function fails")
+	fs.IntVar(&p.PoisonRetries, "poison-retries", p.PoisonRetries, "`retries` of a token that does not match its batch's records before the batch is dead-lettered")
 	fs.BoolVar(&p.Provision, "provision", p.Provision, "create streams and consumers at start (needs admin rights)")
 	fs.BoolVar(&p.ProvisionOnly, "provision-only", p.ProvisionOnly, "create streams and consumers, then exit without serving (needs admin rights)")
 	p.NATS.Flags(fs)

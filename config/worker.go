@@ -3,6 +3,9 @@ package config
 import (
 	"errors"
 	"flag"
+	"time"
+
+	"github.com/tickflow/tickflow/worker"
 )
 
 // Worker configures the worker command: the service that executes
@@ -22,8 +25,15 @@ type Worker struct {
 	// Name identifies this replica in logs and in the records it writes.
 	// Default "<hostname>-<pid>".
 	Name string `yaml:"name"`
-	// Concurrency is how many handler calls run at once. Default 64.
+	// Concurrency is how many handler calls run at once. Default
+	// worker.DefaultConcurrency (64).
 	Concurrency int `yaml:"concurrency"`
+	// RecordWindow is how long past a call's deadline the worker keeps
+	// trying to write its completion record when the server does not take
+	// it, and so how long past the deadline its claim on the call holds;
+	// at least 1ms (worker.Options.RecordWindow). Default
+	// worker.DefaultRecordWindow (1m).
+	RecordWindow time.Duration `yaml:"record_window"`
 	// Examples registers the example handlers, so a fresh install has
 	// something to run. Default true.
 	Examples bool `yaml:"examples"`
@@ -34,12 +44,13 @@ func DefaultWorker() Worker {
 	n := DefaultNATS()
 	n.Name = "tickflow-worker"
 	return Worker{
-		NATS:        n,
-		Embedded:    DefaultEmbedded(),
-		Log:         DefaultLog(),
-		Name:        instanceName(),
-		Concurrency: 64,
-		Examples:    true,
+		NATS:         n,
+		Embedded:     DefaultEmbedded(),
+		Log:          DefaultLog(),
+		Name:         instanceName(), // not worker.DefaultName: each replica needs its own
+		Concurrency:  worker.DefaultConcurrency,
+		RecordWindow: worker.DefaultRecordWindow,
+		Examples:     true,
 	}
 }
 
@@ -60,14 +71,18 @@ func (w *Worker) Validate() error {
 	if w.Concurrency < 1 {
 		errs = append(errs, invalid("concurrency", "must be ≥ 1 (got %d)", w.Concurrency))
 	}
+	if w.RecordWindow < time.Millisecond {
+		errs = append(errs, invalid("record_window", "must be at least 1ms (got %s)", w.RecordWindow))
+	}
 	return under(w.Section(), errors.Join(errs...))
 }
 
-// Flags registers -name, -concurrency, -examples and the NATS and log
-// flags on fs, writing into w.
+// Flags registers -name, -concurrency, -record-window, -examples and the
+// NATS and log flags on fs, writing into w.
 func (w *Worker) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&w.Name, "name", w.Name, "`name` of this replica")
 	fs.IntVar(&w.Concurrency, "concurrency", w.Concurrency, "handler `calls` at once")
+	fs.DurationVar(&w.RecordWindow, "record-window", w.RecordWindow, "how long past a call's deadline to keep trying to write its completion record")
 	fs.BoolVar(&w.Examples, "examples", w.Examples, "register the example handlers")
 	w.NATS.Flags(fs)
 	fs.BoolVar(&w.Embedded.Enabled, "embedded", w.Embedded.Enabled, "start a nats-server in this process (see -nats-conf, -data-dir, -listen) instead of connecting to -nats-url")

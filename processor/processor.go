@@ -23,6 +23,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/drain"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
@@ -45,17 +46,38 @@ func (Always) Executable(context.Context, *pipeline.Batch, *streams.Progress) (b
 	return true, 0, nil
 }
 
+// Defaults of Options: New puts them in the fields left zero, and
+// config.DefaultProcessor starts from them.
+const (
+	// DefaultName is the default of Options.Name.
+	DefaultName = "processor"
+	// DefaultConcurrency is the default of Options.Concurrency.
+	DefaultConcurrency = 32
+	// DefaultMaxSteps is the default of Options.MaxSteps.
+	DefaultMaxSteps = 256
+	// DefaultWorkTimeout is the default of Options.WorkTimeout.
+	DefaultWorkTimeout = 10 * time.Second
+	// DefaultMaxWait is the default of Options.MaxWait.
+	DefaultMaxWait = time.Hour
+	// DefaultPoisonRetries is the default of Options.PoisonRetries.
+	DefaultPoisonRetries = 12
+)
+
 // Options configure a Processor. The zero value of each field means its default.
 type Options struct {
 	// Domain is the domain served. Required.
 	Domain string
-	// Name identifies this replica in logs and callbacks. Default "processor".
+	// Name identifies this replica in logs and callbacks. Default
+	// DefaultName ("processor").
 	Name string
-	// Concurrency bounds the steps one tick runs at once. Default 32.
+	// Concurrency bounds the steps one tick runs at once. Default
+	// DefaultConcurrency (32).
 	Concurrency int
-	// MaxSteps caps the steps one tick may ask for. Default 256.
+	// MaxSteps caps the steps one tick may ask for. Default
+	// DefaultMaxSteps (256).
 	MaxSteps int
-	// WorkTimeout bounds one worker request. Default 10s.
+	// WorkTimeout bounds one worker request. Default DefaultWorkTimeout
+	// (10s).
 	WorkTimeout time.Duration
 	// MaxWait bounds how long a step may go without any worker attempting
 	// its call: every worker busy, none answering within WorkTimeout, or
@@ -64,14 +86,14 @@ type Options struct {
 	// past MaxWait the function fails permanently (then its fallback, then
 	// a dead letter). Each replica measures it from the first time it saw
 	// the step unattempted, in memory. A batch's expiry bounds it too.
-	// Default 1h.
+	// Default DefaultMaxWait (1h).
 	MaxWait time.Duration
 	// PoisonRetries bounds the retries of a token that cannot be
 	// reconciled with its batch's records (a token ahead of its progress, a
 	// progress or batch record that does not decode), tried again with a
 	// delay from 250ms doubling to 1m in case the records catch up. After
 	// that the batch is finished failed with a dead letter naming the
-	// reason. Default 12 (about 5 minutes).
+	// reason. Default DefaultPoisonRetries (12, about 5 minutes).
 	PoisonRetries int
 	// Gate decides executability. Default Always.
 	Gate Gate
@@ -135,22 +157,22 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 		return nil, fmt.Errorf("processor: %w", err)
 	}
 	if opts.Name == "" {
-		opts.Name = "processor"
+		opts.Name = DefaultName
 	}
 	if opts.Concurrency <= 0 {
-		opts.Concurrency = 32
+		opts.Concurrency = DefaultConcurrency
 	}
 	if opts.MaxSteps <= 0 {
-		opts.MaxSteps = 256
+		opts.MaxSteps = DefaultMaxSteps
 	}
 	if opts.WorkTimeout <= 0 {
-		opts.WorkTimeout = 10 * time.Second
+		opts.WorkTimeout = DefaultWorkTimeout
 	}
 	if opts.MaxWait <= 0 {
-		opts.MaxWait = time.Hour
+		opts.MaxWait = DefaultMaxWait
 	}
 	if opts.PoisonRetries <= 0 {
-		opts.PoisonRetries = 12
+		opts.PoisonRetries = DefaultPoisonRetries
 	}
 	if opts.Gate == nil {
 		opts.Gate = Always{}
@@ -203,19 +225,30 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 	return p, nil
 }
 
-// Run serves ticks and confirmations until ctx is done, then drains: the
-// tick in progress and the confirmation being applied finish first.
+// Run serves ticks and confirmations until ctx is done, then drains: it
+// stops taking ticks, lets the tick in progress run its steps to the end,
+// answers the ticks already on their way "503 shutting down" (the next tick
+// goes to another replica), applies the confirmations already delivered,
+// and returns only when no tick or confirmation handler can run any more.
 func (p *Processor) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
+	// A closed gate refuses what a drained subscription still delivers, and
+	// admits nothing that Wait could miss.
+	var ticks, confirms drain.Gate
+	// shuttingDown answers a tick that arrives while the processor stops.
+	const shuttingDown = "processor: shutting down"
 	sub, err := p.nc.QueueSubscribe(streams.TickSubject(p.opts.Domain), streams.TickQueueGroup(p.opts.Domain), func(m *nats.Msg) {
-		wg.Add(1)
-		defer wg.Done()
 		// Anyone may tick, and the reply subject is theirs to choose: a tick
 		// whose reply is not an inbox is refused whole, before it runs.
 		if err := streams.CheckReply(m.Reply); err != nil {
 			p.log.Warn(streams.LogReplyRefused, "subject", m.Subject, "reply", logging.Capped(m.Reply))
 			return
 		}
+		if !ticks.Enter() {
+			body, _ := json.Marshal(map[string]string{"error": shuttingDown})
+			_ = streams.Reply(p.nc, m.Reply, body, "503", shuttingDown)
+			return
+		}
+		defer ticks.Leave()
 		var body []byte
 		steps, err := ParseTick(m.Data)
 		if err != nil {
@@ -231,17 +264,38 @@ func (p *Processor) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("processor: subscribe ticks: %w", err)
 	}
-	cc, err := p.confirm.Consume(func(m jetstream.Msg) { p.handleConfirmation(ctx, m) })
+	closed := drain.Watch(sub)
+	cc, err := p.confirm.Consume(func(m jetstream.Msg) {
+		// Refused only once the consumer has closed, with its connection:
+		// the confirmation is redelivered after AckWait.
+		if !confirms.Enter() {
+			return
+		}
+		defer confirms.Leave()
+		p.handleConfirmation(ctx, m)
+	})
 	if err != nil {
 		_ = sub.Unsubscribe()
+		ticks.Close()
+		ticks.Wait()
 		return fmt.Errorf("processor: consume confirmations: %w", err)
 	}
 	p.log.Info("processor serving", "tick", streams.TickSubject(p.opts.Domain))
 	<-ctx.Done()
-	_ = sub.Drain()
+	if err := sub.Drain(); err != nil {
+		p.log.Warn("tick subscription not drained", "err", err)
+	}
 	cc.Drain()
+	ticks.Close()
+	ticks.Wait()
+	// A draining consumer closes once its handler has returned for every
+	// message it held.
 	<-cc.Closed()
-	wg.Wait()
+	confirms.Close()
+	confirms.Wait()
+	if err := drain.Closed(sub, closed, drain.Timeout); err != nil {
+		p.log.Warn("ticks may be left unanswered", "err", err)
+	}
 	return nil
 }
 
@@ -315,7 +369,7 @@ func (p *Processor) Tick(ctx context.Context, steps int) Report {
 		wg      sync.WaitGroup
 	)
 	refill := max(1, p.opts.Concurrency/4)
-	for taken := 0; taken < steps; {
+	for taken := 0; taken < steps && ctx.Err() == nil; { // stopping: take no more
 		mu.Lock()
 		for running > 0 && p.opts.Concurrency-running < min(refill, steps-taken) {
 			freed.Wait()

@@ -30,13 +30,13 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/internal/drain"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
@@ -45,19 +45,35 @@ import (
 // Version is reported by the micro service.
 const Version = "0.1.0"
 
+// Defaults of Options: New puts them in the fields left zero, and
+// config.DefaultWorker starts from them.
+const (
+	// DefaultName is the default of Options.Name.
+	DefaultName = "worker"
+	// DefaultConcurrency is the default of Options.Concurrency.
+	DefaultConcurrency = 64
+	// DefaultTimeout is the default of Options.Timeout.
+	DefaultTimeout = 30 * time.Second
+	// DefaultRecordWindow is the default of Options.RecordWindow.
+	DefaultRecordWindow = time.Minute
+)
+
 // Options configure a Worker. The zero value of each field means its default.
 type Options struct {
-	// Name identifies the worker in logs and service metadata. Default "worker".
+	// Name identifies the worker in logs and service metadata. Default
+	// DefaultName ("worker").
 	Name string
-	// Concurrency bounds handler calls running at once. Default 64.
+	// Concurrency bounds handler calls running at once. Default
+	// DefaultConcurrency (64).
 	Concurrency int
-	// Timeout bounds a call when the request carries no deadline. Default 30s.
+	// Timeout bounds a call when the request carries no deadline. Default
+	// DefaultTimeout (30s).
 	Timeout time.Duration
 	// RecordWindow is how long past a call's deadline the worker keeps
 	// trying to write its completion record (through reconnects and a
 	// restarting server), and so how long past the deadline its claim
 	// holds. A call whose worker died is run by another worker only after
-	// it. Default 1m.
+	// it. Default DefaultRecordWindow (1m).
 	RecordWindow time.Duration
 	// Logger receives the worker's logs. Default: discard.
 	Logger *slog.Logger
@@ -74,22 +90,21 @@ type Worker struct {
 	// waiters bounds the requests looking up their record or waiting for
 	// a slot while every slot is taken; past it, requests are told busy.
 	waiters chan struct{}
-	wg      sync.WaitGroup
 }
 
 // New returns a worker serving mux over nc. The results bucket must exist.
 func New(ctx context.Context, nc *nats.Conn, mux *pipeline.ServeMux, opts Options) (*Worker, error) {
 	if opts.Name == "" {
-		opts.Name = "worker"
+		opts.Name = DefaultName
 	}
 	if opts.Concurrency <= 0 {
-		opts.Concurrency = 64
+		opts.Concurrency = DefaultConcurrency
 	}
 	if opts.Timeout <= 0 {
-		opts.Timeout = 30 * time.Second
+		opts.Timeout = DefaultTimeout
 	}
 	if opts.RecordWindow <= 0 {
-		opts.RecordWindow = time.Minute
+		opts.RecordWindow = DefaultRecordWindow
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -113,8 +128,12 @@ func New(ctx context.Context, nc *nats.Conn, mux *pipeline.ServeMux, opts Option
 	}, nil
 }
 
-// Run serves until ctx is done, then stops taking requests and waits for
-// the calls in flight to finish.
+// Run serves until ctx is done, then drains: it leaves the queue group, lets
+// the calls in flight finish and answer, answers every request that was
+// already on its way "503 shutting down" (a processor takes that for busy
+// and tries again later, on another worker), and returns only when no
+// handler can run any more. The wait is bounded by the deadlines of the
+// calls in flight.
 func (w *Worker) Run(ctx context.Context) error {
 	svc, err := micro.AddService(w.nc, micro.Config{
 		Name:        streams.WorkerService,
@@ -126,13 +145,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("worker: add service: %w", err)
 	}
-	defer func() {
-		_ = svc.Stop()
-		w.wg.Wait()
-	}()
+	// The gate admits requests until shutdown; micro's endpoint
+	// subscriptions are not reachable, so refusing at the gate is what stops
+	// a request queued in the client from starting a handler after Run.
+	var gate drain.Gate
+	defer w.stop(svc, &gate)
 	add := func(name, subject string, h endpoint) error {
 		return svc.AddEndpoint(name, micro.HandlerFunc(func(req micro.Request) {
-			w.serve(ctx, req, h)
+			w.serve(ctx, &gate, req, h)
 		}), micro.WithEndpointSubject(subject))
 	}
 	for _, typ := range w.mux.Types() {
@@ -154,11 +174,25 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
+// stop leaves the queue group, refuses what arrives from now on, waits for
+// the calls admitted and then for every request already in the client to
+// have been refused.
+func (w *Worker) stop(svc micro.Service, gate *drain.Gate) {
+	if err := svc.Stop(); err != nil {
+		w.log.Warn("service stop failed", "err", err)
+	}
+	gate.Close()
+	gate.Wait()
+	if err := drain.Delivered(w.nc, drain.Timeout); err != nil {
+		w.log.Warn("requests may be left unanswered", "err", err)
+	}
+}
+
 // serve decodes a request and runs it on its own goroutine, bounded by the
 // concurrency limit, so one slow handler does not hold up the endpoint.
 // With every slot taken it never lets the request wait past its caller's
-// deadline: see await.
-func (w *Worker) serve(ctx context.Context, req micro.Request, h endpoint) {
+// deadline: see await. Once gate is closed it answers "503 shutting down".
+func (w *Worker) serve(ctx context.Context, gate *drain.Gate, req micro.Request, h endpoint) {
 	// The reply subject is the caller's choice and the worker answers with
 	// its own rights: a request whose answer would land outside an inbox is
 	// refused before anything runs.
@@ -166,13 +200,14 @@ func (w *Worker) serve(ctx context.Context, req micro.Request, h endpoint) {
 		w.log.Warn(streams.LogReplyRefused, "subject", logging.Capped(req.Subject()), "reply", logging.Capped(req.Reply()))
 		return
 	}
+	if !gate.Enter() {
+		_ = streams.Reply(w.nc, req.Reply(), nil, streams.WorkCodeUnavailable, "worker: shutting down")
+		return
+	}
+	defer gate.Leave()
 	wr, err := streams.Decode[streams.WorkRequest](req.Data())
 	if err != nil {
 		_ = streams.Reply(w.nc, req.Reply(), nil, streams.WorkCodeBadRequest, err.Error())
-		return
-	}
-	if ctx.Err() != nil {
-		_ = streams.Reply(w.nc, req.Reply(), nil, streams.WorkCodeUnavailable, "worker: shutting down")
 		return
 	}
 	deadline := time.Now().Add(w.opts.Timeout)
@@ -183,7 +218,7 @@ func (w *Worker) serve(ctx context.Context, req micro.Request, h endpoint) {
 	}
 	select {
 	case w.sem <- struct{}{}:
-		w.wg.Go(func() {
+		gate.Go(func() {
 			defer func() { <-w.sem }()
 			w.reply(req.Reply(), &wr, w.run(ctx, &wr, h, deadline))
 		})
@@ -192,7 +227,7 @@ func (w *Worker) serve(ctx context.Context, req micro.Request, h endpoint) {
 	}
 	select {
 	case w.waiters <- struct{}{}:
-		w.wg.Go(func() {
+		gate.Go(func() {
 			defer func() { <-w.waiters }()
 			w.reply(req.Reply(), &wr, w.await(ctx, &wr, h, deadline))
 		})

@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -71,21 +72,15 @@ func run() error {
 
 	procs := make([]*processor.Processor, 0, len(cfg.Domains))
 	for _, d := range cfg.Domains {
-		p, err := processor.New(ctx, nc.Conn, processor.Options{
-			Domain:      d,
-			Name:        cfg.Name,
-			Concurrency: cfg.Concurrency,
-			MaxSteps:    cfg.MaxSteps,
-			WorkTimeout: cfg.WorkTimeout,
-			Logger:      log,
-		})
+		p, err := processor.New(ctx, nc.Conn, options(cfg, d, log))
 		if err != nil {
 			return err
 		}
 		procs = append(procs, p)
 	}
 	log.Info("processor starting", "name", cfg.Name, "domains", cfg.Domains,
-		"concurrency", cfg.Concurrency, "max_steps", cfg.MaxSteps, "work_timeout", cfg.WorkTimeout.String())
+		"concurrency", cfg.Concurrency, "max_steps", cfg.MaxSteps, "work_timeout", cfg.WorkTimeout.String(),
+		"max_wait", cfg.MaxWait.String(), "poison_retries", cfg.PoisonRetries)
 
 	g, gctx := errgroup.WithContext(ctx)
 	for _, p := range procs {
@@ -96,6 +91,20 @@ func run() error {
 	}
 	log.Info("processor stopped", "name", cfg.Name)
 	return nil
+}
+
+// options are the processor.Options of domain d under cfg.
+func options(cfg config.Processor, d string, log *slog.Logger) processor.Options {
+	return processor.Options{
+		Domain:        d,
+		Name:          cfg.Name,
+		Concurrency:   cfg.Concurrency,
+		MaxSteps:      cfg.MaxSteps,
+		WorkTimeout:   cfg.WorkTimeout,
+		MaxWait:       cfg.MaxWait,
+		PoisonRetries: cfg.PoisonRetries,
+		Logger:        log,
+	}
 }
 
 // provision creates or updates every stream and bucket and the domains'

@@ -29,6 +29,7 @@ package main
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -70,11 +71,7 @@ func run() error {
 		return err
 	}
 
-	w, err := worker.New(ctx, nc.Conn, mux, worker.Options{
-		Name:        cfg.Name,
-		Concurrency: cfg.Concurrency,
-		Logger:      log,
-	})
+	w, err := worker.New(ctx, nc.Conn, mux, options(cfg, log))
 	if err != nil {
 		return err
 	}
@@ -83,4 +80,14 @@ func run() error {
 	}
 	log.Info("worker stopped", "name", cfg.Name)
 	return nil
+}
+
+// options are the worker.Options under cfg.
+func options(cfg config.Worker, log *slog.Logger) worker.Options {
+	return worker.Options{
+		Name:         cfg.Name,
+		Concurrency:  cfg.Concurrency,
+		RecordWindow: cfg.RecordWindow,
+		Logger:       log,
+	}
 }

@@ -1,0 +1,155 @@
+package authz_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// onMessage is a slog.Handler that calls f when a record with message msg
+// is logged, and discards everything.
+type onMessage struct {
+	msg string
+	f   func()
+}
+
+func (h onMessage) Enabled(context.Context, slog.Level) bool { return true }
+func (h onMessage) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.f()
+	}
+	return nil
+}
+func (h onMessage) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h onMessage) WithGroup(string) slog.Handler      { return h }
+
+// TestStopUnderLoadAnswersEveryRequest: authz stopped with its request
+// slots taken and a burst of submissions still queued in its client
+// finishes the requests it took, answers every other one "503 shutting
+// down" before Run returns, logs "authz stopped" only after that, and runs
+// no request after it. Its connection closes the moment Run returns, as a
+// command's does, so a request answered later would never be.
+func TestStopUnderLoadAnswersEveryRequest(t *testing.T) {
+	env := testnats.Start(t, []string{domain}, testnats.WithSettings(func(s *streams.Settings) { s.AckWait = time.Second }))
+	table, err := authz.ParseTable([]byte(tableYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stopped atomic.Bool
+	var late atomic.Int32
+	ac := env.Conn(t, "authz")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	svc, err := authz.New(ctx, ac, authz.Options{
+		Table: table, Concurrency: 2,
+		Logger: slog.New(onMessage{msg: "authz stopped", f: func() { stopped.Store(true) }}),
+		Now: func() time.Time {
+			if stopped.Load() {
+				late.Add(1)
+			}
+			return time.Now()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		err := svc.Run(ctx)
+		stopped.Store(true)
+		ac.Close() // as a command's deferred Close does
+		done <- err
+	}()
+	admin := env.Conn(t, "admin")
+	testnats.Eventually(t, 5*time.Second, "authz up", func() bool {
+		_, err := admin.Request("$SRV.PING.authz", nil, 100*time.Millisecond)
+		return err == nil
+	})
+
+	nc := env.Conn(t, "alice")
+	inbox := nc.NewInbox()
+	var mu sync.Mutex
+	answers := map[string][]*nats.Msg{}
+	first := make(chan struct{}, 1)
+	sub, err := nc.Subscribe(inbox+".*", func(m *nats.Msg) {
+		mu.Lock()
+		answers[m.Subject] = append(answers[m.Subject], m)
+		mu.Unlock()
+		select {
+		case first <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	body, err := json.Marshal(authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{noop()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	for i := range n {
+		if err := nc.PublishRequest(streams.AuthzSubject("alice", "send"), inbox+"."+strconv.Itoa(i), body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	<-first // serving, with the rest queued behind two slots
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(answers)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("answered %d of %d requests", count(), n)
+		}
+	})
+	testnats.Eventually(t, 5*time.Second, "every request answered", func() bool { return count() == n })
+	mu.Lock()
+	defer mu.Unlock()
+	accepted := 0
+	for i := range n {
+		ms := answers[inbox+"."+strconv.Itoa(i)]
+		if len(ms) != 1 {
+			t.Fatalf("request %d answered %d times", i, len(ms))
+		}
+		m := ms[0]
+		if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
+			if code != "503" {
+				t.Fatalf("request %d answered %s %s", i, code, m.Header.Get(micro.ErrorHeader))
+			}
+			continue
+		}
+		var rep authz.SendReply
+		if err := json.Unmarshal(m.Data, &rep); err != nil || rep.ID == 0 {
+			t.Fatalf("request %d: %s: %v", i, m.Data, err)
+		}
+		accepted++
+	}
+	if accepted == 0 {
+		t.Fatal("no request served")
+	}
+	if n := late.Load(); n != 0 {
+		t.Fatalf("%d requests ran after authz stopped", n)
+	}
+}

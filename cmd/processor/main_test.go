@@ -1,0 +1,27 @@
+package main
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/tickflow/tickflow/config"
+	"github.com/tickflow/tickflow/processor"
+)
+
+// TestOptionsPassEveryKnob: every processor setting of the config reaches
+// processor.Options.
+func TestOptionsPassEveryKnob(t *testing.T) {
+	cfg := config.DefaultProcessor()
+	cfg.Name, cfg.Concurrency, cfg.MaxSteps = "p-1", 3, 7
+	cfg.WorkTimeout, cfg.MaxWait, cfg.PoisonRetries = 2*time.Second, 3*time.Minute, 4
+	log := slog.New(slog.DiscardHandler)
+	got := options(cfg, "payments", log)
+	want := processor.Options{Domain: "payments", Name: "p-1", Concurrency: 3, MaxSteps: 7,
+		WorkTimeout: 2 * time.Second, MaxWait: 3 * time.Minute, PoisonRetries: 4, Logger: log}
+	if got.Domain != want.Domain || got.Name != want.Name || got.Concurrency != want.Concurrency ||
+		got.MaxSteps != want.MaxSteps || got.WorkTimeout != want.WorkTimeout || got.MaxWait != want.MaxWait ||
+		got.PoisonRetries != want.PoisonRetries || got.Logger != want.Logger {
+		t.Fatalf("options = %+v, want %+v", got, want)
+	}
+}
