@@ -79,7 +79,7 @@ type Progress struct {
 	Gen     uint32 `msgpack:"gen" json:"gen"`
 	// Rotation counts the batch's rotations; a token carries it too.
 	Rotation uint32 `msgpack:"step" json:"step"`
-	State   State  `msgpack:"state" json:"state"`
+	State    State  `msgpack:"state" json:"state"`
 	// Next is the index of the next function to run (non-atomic).
 	Next int `msgpack:"next" json:"next"`
 	// Failures counts failed attempts per function (atomic: index 0 counts the unit).
