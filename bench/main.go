@@ -21,6 +21,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tickflow/tickflow/internal/system"
+
 	tfconfig "github.com/tickflow/tickflow/config"
 )
 
@@ -80,7 +82,7 @@ func (c *config) workerCount(p int) int {
 }
 
 // runTickerSteps is the step count of the ticker `tickflow run` starts.
-const runTickerSteps = 8
+const runTickerSteps = system.TickSteps
 
 func (c *config) workerConcurrency() int {
 	if c.workerConc > 0 {

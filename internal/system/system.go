@@ -27,6 +27,11 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
+// TickSteps is how many steps each tick asks for: as many as a processor
+// takes (processor.DefaultMaxSteps), so that the ticker bounds the drain at
+// TickSteps per interval per domain, not at a handful.
+const TickSteps = processor.DefaultMaxSteps
+
 // Options say what to run. Every field is required unless it says otherwise.
 type Options struct {
 	// Server is the nats-server every component connects to in-process, each
@@ -132,7 +137,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	tk, err := ticker.New(tc, ticker.Options{Domains: o.Domains, Every: o.TickEvery, Steps: 8, Logger: log})
+	tk, err := ticker.New(tc, ticker.Options{Domains: o.Domains, Every: o.TickEvery, Steps: TickSteps, Logger: log})
 	if err != nil {
 		return err
 	}
