@@ -551,7 +551,7 @@ func TestStepBoundsAndRecordWindow(t *testing.T) {
 		window             time.Duration
 	}{
 		{name: "defaults", procArgs: []string{"-domain", "a"},
-			maxWait: time.Hour, poison: 12, window: time.Minute},
+			maxWait: time.Hour, poison: 12, window: 15 * time.Second},
 		{name: "file", procArgs: []string{"-config", path}, workArgs: []string{"-config", path},
 			maxWait: 5 * time.Minute, poison: 3, window: 2 * time.Minute},
 		{name: "env over file", env: env, procArgs: []string{"-config", path}, workArgs: []string{"-config", path},

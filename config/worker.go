@@ -32,7 +32,7 @@ type Worker struct {
 	// trying to write its completion record when the server does not take
 	// it, and so how long past the deadline its claim on the call holds;
 	// at least 1ms (worker.Options.RecordWindow). Default
-	// worker.DefaultRecordWindow (1m).
+	// worker.DefaultRecordWindow (15s).
 	RecordWindow time.Duration `yaml:"record_window"`
 	// Examples registers the example handlers, so a fresh install has
 	// something to run. Default true.

@@ -55,7 +55,7 @@ const (
 	// DefaultTimeout is the default of Options.Timeout.
 	DefaultTimeout = 30 * time.Second
 	// DefaultRecordWindow is the default of Options.RecordWindow.
-	DefaultRecordWindow = time.Minute
+	DefaultRecordWindow = 15 * time.Second
 )
 
 // Options configure a Worker. The zero value of each field means its default.
