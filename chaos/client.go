@@ -59,6 +59,20 @@ type Submission struct {
 // the same idempotency key until it is accepted.
 const requestTimeout = 3 * time.Second
 
+// transient reports whether a request failed for a reason that trying
+// again with the same idempotency key can cure: no answer in time, nobody
+// serving, or the connection down or reconnecting (a publish made then fails
+// at once: connections keep no reconnect buffer).
+func transient(err error) bool {
+	for _, e := range []error{context.DeadlineExceeded, nats.ErrTimeout, nats.ErrNoResponders,
+		nats.ErrConnectionClosed, nats.ErrDisconnected, nats.ErrConnectionReconnecting, nats.ErrReconnectBufExceeded} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // retryPause is how long a client waits before trying again.
 const retryPause = 200 * time.Millisecond
 
@@ -95,13 +109,13 @@ func Submit(ctx context.Context, nc *nats.Conn, s *Submission) error {
 				}
 				s.ID, s.Accepted = rep.ID, true
 				return nil
-			case strconv.Itoa(authz.CodeConflict), strconv.Itoa(authz.CodeInternal):
+			case strconv.Itoa(authz.CodeConflict), strconv.Itoa(authz.CodeInternal), strconv.Itoa(authz.CodeUnavailable):
 			default:
 				return fmt.Errorf("%w: %s %s", ErrRejected, code, m.Header.Get(micro.ErrorHeader))
 			}
 		} else if ctx.Err() != nil {
 			return ctx.Err()
-		} else if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrDisconnected) {
+		} else if !transient(err) {
 			return fmt.Errorf("chaos: send: %w", err)
 		}
 		select {
