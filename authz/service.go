@@ -273,8 +273,8 @@ func (s *Service) Run(ctx context.Context) error {
 // caller tries again rather than waiting out its timeout. Like serve, it
 // answers only into the caller's own inbox.
 func (s *Service) refuse(req micro.Request) {
-	parts := strings.Split(req.Subject(), ".")
-	if len(parts) != 3 || !streams.IsInboxOf(req.Reply(), parts[1]) {
+	user, _, ok := streams.ParseAuthzSubject(req.Subject())
+	if !ok || !streams.IsInboxOf(req.Reply(), user) {
 		return
 	}
 	_ = streams.Reply(s.nc, req.Reply(), nil, strconv.Itoa(CodeUnavailable), "authz: shutting down; try again")
@@ -325,15 +325,15 @@ func op[Req any](h func(ctx context.Context, user string, req *Req) (any, error)
 }
 
 func (s *Service) serve(ctx context.Context, req micro.Request, e endpoint) {
-	parts := strings.Split(req.Subject(), ".")
-	if len(parts) != 3 {
+	user, _, ok := streams.ParseAuthzSubject(req.Subject())
+	if !ok {
 		_ = streams.Reply(s.nc, req.Reply(), nil, strconv.Itoa(CodeBadRequest), "authz: request subjects are authz.<user>.<operation>")
 		return
 	}
 	// Answer only into the caller's own inbox: a reply subject is chosen by
 	// the caller, and authz may publish where callers may not (batches.>,
 	// $KV.batches.>), so a crafted reply subject must not become a write.
-	if !streams.IsInboxOf(req.Reply(), parts[1]) {
+	if !streams.IsInboxOf(req.Reply(), user) {
 		s.log.Warn(streams.LogReplyRefused, "subject", logging.Capped(req.Subject()), "reply", logging.Capped(req.Reply()))
 		return
 	}
@@ -342,10 +342,10 @@ func (s *Service) serve(ctx context.Context, req micro.Request, e endpoint) {
 	var out any
 	err := error(nil)
 	if e.ownerOnly {
-		err = s.owner(parts[1])
+		err = s.owner(user)
 	}
 	if err == nil {
-		out, err = e.handle(rctx, parts[1], req.Data())
+		out, err = e.handle(rctx, user, req.Data())
 	}
 	if err != nil {
 		var ae *Error

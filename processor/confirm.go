@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -72,21 +70,6 @@ func confirmRetryDelay(n int, err error) time.Duration {
 
 var errDropConfirmation = errors.New("confirmation not applicable")
 
-// ParseConfirmSubject splits confirm.<domain>.<id>.<index>.
-func ParseConfirmSubject(subject string) (domain string, id uint64, index int, err error) {
-	parts := strings.Split(subject, ".")
-	if len(parts) != 4 || parts[0] != "confirm" {
-		return "", 0, 0, fmt.Errorf("processor: confirmation subject %q: expected confirm.<domain>.<batch id>.<function index>", subject)
-	}
-	if id, err = strconv.ParseUint(parts[2], 10, 64); err != nil {
-		return "", 0, 0, fmt.Errorf("processor: confirmation subject %q: batch id %q is not a number", subject, parts[2])
-	}
-	if index, err = strconv.Atoi(parts[3]); err != nil || index < 0 {
-		return "", 0, 0, fmt.Errorf("processor: confirmation subject %q: function index %q is not a number ≥ 0", subject, parts[3])
-	}
-	return parts[1], id, index, nil
-}
-
 // DecodeConfirmation reads a confirmation body: a msgpack Confirmation, or
 // any other bytes taken as the content itself, with no identity (admin's
 // `nats pub`, which only functions whose rule names no confirmer accept).
@@ -98,7 +81,7 @@ func DecodeConfirmation(body []byte) streams.Confirmation {
 }
 
 func (p *Processor) confirm1(ctx context.Context, m jetstream.Msg) error {
-	_, id, index, err := ParseConfirmSubject(m.Subject())
+	_, id, index, err := streams.ParseConfirmSubject(m.Subject())
 	if err != nil {
 		return fmt.Errorf("%w: %w", errDropConfirmation, err)
 	}

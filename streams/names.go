@@ -3,9 +3,11 @@ package streams
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 	"strings"
 
+	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
@@ -122,7 +124,26 @@ func CallbackDomain(subject string) (string, bool) {
 
 // ConfirmSubject is where the confirmation of function index of batch id goes.
 func ConfirmSubject(domain string, id uint64, index int) string {
-	return "confirm." + domain + "." + strconv.FormatUint(id, 10) + "." + strconv.Itoa(index)
+	return confirmRoot + "." + domain + "." + strconv.FormatUint(id, 10) + "." + strconv.Itoa(index)
+}
+
+// confirmRoot is the first token of every confirmation subject.
+const confirmRoot = "confirm"
+
+// ParseConfirmSubject splits a ConfirmSubject into its domain, batch id and
+// function index; anything else is an error saying what was expected.
+func ParseConfirmSubject(subject string) (domain string, id uint64, index int, err error) {
+	parts := strings.Split(subject, ".")
+	if len(parts) != 4 || parts[0] != confirmRoot {
+		return "", 0, 0, fmt.Errorf("streams: confirmation subject %q: expected confirm.<domain>.<batch id>.<function index>", logging.Capped(subject))
+	}
+	if id, err = strconv.ParseUint(parts[2], 10, 64); err != nil {
+		return "", 0, 0, fmt.Errorf("streams: confirmation subject %q: batch id %q is not a number", logging.Capped(subject), logging.Capped(parts[2]))
+	}
+	if index, err = strconv.Atoi(parts[3]); err != nil || index < 0 {
+		return "", 0, 0, fmt.Errorf("streams: confirmation subject %q: function index %q is not a number ≥ 0", logging.Capped(subject), logging.Capped(parts[3]))
+	}
+	return parts[1], id, index, nil
 }
 
 // ConfirmFilter matches every confirmation of domain.
@@ -165,6 +186,16 @@ const WorkQueueGroup = "workers"
 // server's permissions let each user publish only under its own name, so
 // authz learns the caller from the subject.
 func AuthzSubject(user, op string) string { return "authz." + user + "." + op }
+
+// ParseAuthzSubject splits an AuthzSubject into the caller and the
+// operation; ok is false for a subject of another shape.
+func ParseAuthzSubject(subject string) (user, op string, ok bool) {
+	parts := strings.Split(subject, ".")
+	if len(parts) != 3 || parts[0] != AuthzService {
+		return "", "", false
+	}
+	return parts[1], parts[2], true
+}
 
 // ProgressKey is the progress bucket key of a batch.
 func ProgressKey(domain string, id uint64) string {
