@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 )
 
 // Binaries are the paths of the built commands.
@@ -43,7 +42,7 @@ func FindRoot() (string, error) {
 func Build(ctx context.Context, root, dir string) (Binaries, error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return Binaries{}, fmt.Errorf("%w: the go command must be on PATH: %w", ErrBuild, err)
 	}
 	cmd := exec.CommandContext(ctx, goBin, "build", "-o", dir+string(filepath.Separator),
 		"github.com/nats-io/nats-server/v2", "./cmd/authz", "./cmd/processor", "./cmd/tick", "./chaos/cmd/chaos-worker")
