@@ -23,7 +23,10 @@ var DefaultCallbackBackoff = []time.Duration{time.Second, 5 * time.Second, 30 * 
 // maxTransientDelay caps the delay before retrying a callback that failed
 // for a passing reason (the store unreachable, a conflict), so callbacks
 // are applied soon after the store is back.
-const maxTransientDelay = 30 * time.Second
+const maxTransientDelay = 5 * time.Second
+
+// transientDelay is the first delay before retrying such a callback.
+const transientDelay = 250 * time.Millisecond
 
 // maxReason caps the error text a dead letter carries: part of it comes
 // from bytes nobody vouches for.
@@ -37,7 +40,9 @@ func (s *Service) retryCallback(ctx context.Context, m jetstream.Msg, cb *stream
 	backoff := s.opts.CallbackBackoff
 	delay := backoff[min(max(deliveries, 1), len(backoff))-1]
 	if !errors.Is(err, ErrUnreadable) {
-		delay = min(delay, maxTransientDelay)
+		// A passing failure (a lost write race, a store electing its
+		// leader): soon again, backing off from 250 ms to maxTransientDelay.
+		delay = min(transientDelay<<min(max(deliveries-1, 0), 10), maxTransientDelay)
 		s.log.Warn("callback not applied yet; retried later", "batch_id", cb.BatchID, "deliveries", deliveries, "delay", delay, "err", err)
 		_ = m.NakWithDelay(delay)
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -131,12 +132,13 @@ const CASAttempts = 20
 // there first, at most CASAttempts times. change gets the current value
 // (nil and false when the key does not exist) and returns the value to
 // write; returning a nil value with a nil error writes nothing (the key is
-// already as wanted). The revision written is returned (0 when nothing was
+// already as wanted). Between attempts it pauses a random moment (up to
+// 32 ms), so that writers of one hot key do not keep colliding. The revision written is returned (0 when nothing was
 // written). When every attempt lost, the error matches ErrConflict; an
 // error from change is returned as it is.
 func UpdateKV(ctx context.Context, kv jetstream.KeyValue, key string, change func(cur []byte, exists bool) ([]byte, error)) (uint64, error) {
 	var last error
-	for range CASAttempts {
+	for attempt := range CASAttempts {
 		var cur []byte
 		var rev uint64
 		e, err := kv.Get(ctx, key)
@@ -163,6 +165,14 @@ func UpdateKV(ctx context.Context, kv jetstream.KeyValue, key string, change fun
 			return 0, err
 		}
 		last = err
+		// Many writers of one hot key (a label's slots) lose to each other
+		// in lockstep: a short random pause spreads them out.
+		pause := time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 5)))
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(pause):
+		}
 	}
 	return 0, fmt.Errorf("%w: %s after %d attempts: %w", ErrConflict, key, CASAttempts, last)
 }
