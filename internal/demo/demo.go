@@ -1,7 +1,8 @@
 // Package demo submits the mixed workload `make run` shows: atomic and
 // non-atomic batches, High and Med, one that waits for a confirmation, one
 // that retries, and ones that fail into the dead letter queue. It speaks to
-// authz the way any client does, over NATS as the users of nats.conf.
+// authz the way any Go program does, through the client package, as the
+// users of nats.conf.
 package demo
 
 import (
@@ -19,8 +20,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/examples/underwriting"
 	"github.com/tickflow/tickflow/pipeline"
@@ -28,7 +29,8 @@ import (
 	"github.com/tickflow/tickflow/streams"
 )
 
-// Clients are the connections the demo speaks through, one per identity.
+// Clients are the connections the demo speaks through, one per identity,
+// each made as its user with the user's inbox prefix (streams.Connect).
 type Clients struct {
 	Alice, Bob, Oracle, Owner *nats.Conn
 }
@@ -48,8 +50,7 @@ type Row struct {
 
 type submission struct {
 	what  string
-	user  string
-	conn  *nats.Conn
+	by    *client.Client
 	req   authz.SendRequest
 	reply authz.SendReply
 	// afterPrevious holds the submission until the one before it finished,
@@ -61,62 +62,68 @@ type submission struct {
 // Run submits the workload, confirms what needs confirming, waits until
 // every batch is finished, and returns the summary. Its http.post functions
 // call echo, which the worker's http.post must open (Echo.Addr).
-func Run(ctx context.Context, c Clients, echo *Echo, log *slog.Logger) ([]Row, error) {
+func Run(ctx context.Context, conns Clients, echo *Echo, log *slog.Logger) ([]Row, error) {
+	c, err := newUsers(conns)
+	if err != nil {
+		return nil, err
+	}
 	post := func(body string) pipeline.Payload {
 		return pipeline.MustPayload(handlers.HTTPRequest{URL: echo.URL(), Body: body})
 	}
 	// The ledger moves only the submitter's own money: alice's transfers are from alice.
 	subs := []*submission{
-		{what: "two transfers, all or nothing", user: "alice", conn: c.Alice, req: authz.SendRequest{Label: "transfer", Functions: []authz.CallSpec{
+		{what: "two transfers, all or nothing", by: c.alice, req: authz.SendRequest{Label: "transfer", Functions: []authz.CallSpec{
 			{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "alice", To: "bob", Amount: 50})},
 			{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "alice", To: "carol", Amount: 20})},
 		}}},
-		{what: "overdraft: rolled back, dead letter", user: "alice", conn: c.Alice, afterPrevious: true, req: authz.SendRequest{Label: "transfer", Functions: []authz.CallSpec{
+		{what: "overdraft: rolled back, dead letter", by: c.alice, afterPrevious: true, req: authz.SendRequest{Label: "transfer", Functions: []authz.CallSpec{
 			{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "alice", To: "bob", Amount: 10})},
 			{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "alice", To: "carol", Amount: 1_000_000})},
 		}}},
-		{what: "job: flaky step retried, then an HTTP call", user: "bob", conn: c.Bob, req: authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{
+		{what: "job: flaky step retried, then an HTTP call", by: c.bob, req: authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{
 			{Type: handlers.TypeNoop},
 			{Type: handlers.TypeFlaky, Payload: pipeline.MustPayload(handlers.FlakyArgs{FailAttempts: 2})},
 			{Type: handlers.TypeHTTP, Payload: post("report ready")},
 		}}},
-		{what: "job failing at its 2nd step: dead letter", user: "bob", conn: c.Bob, req: authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{
+		{what: "job failing at its 2nd step: dead letter", by: c.bob, req: authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{
 			{Type: handlers.TypeNoop},
 			{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})},
 			{Type: handlers.TypeNoop},
 		}}},
-		{what: "job whose failure a fallback handles", user: "alice", conn: c.Alice, req: authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{
+		{what: "job whose failure a fallback handles", by: c.alice, req: authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{
 			{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{Fallback: true})},
 		}}},
-		{what: "underwriting: form, bank statement, report", user: "bob", conn: c.Bob, req: authz.SendRequest{Label: "underwriting", Functions: []authz.CallSpec{
+		{what: "underwriting: form, bank statement, report", by: c.bob, req: authz.SendRequest{Label: "underwriting", Functions: []authz.CallSpec{
 			{Type: underwriting.TypeApplicationForm, Payload: document("s_application_form", map[string]any{
 				"business_name": "ACME Corp", "business_ein": DemoEIN, "requested_amount": 50000, "years_in_business": 3, "industry": "retail"})},
 			{Type: underwriting.TypeBankStatement, Payload: document("s_bank_statement", map[string]any{
 				"account_holder": "Acme, Inc.", "months": []map[string]any{{"month": "2025-07", "deposits": 40000, "ending_balance": 2500}}})},
 			{Type: underwriting.TypeClearBusinessReport, Payload: pipeline.MustPayload(steps.Request{SubjectID: "UW-1"})},
 		}}},
-		{what: "settlement waiting for a confirmation", user: "alice", conn: c.Alice, req: authz.SendRequest{Label: "settlement", Functions: []authz.CallSpec{
+		{what: "settlement waiting for a confirmation", by: c.alice, req: authz.SendRequest{Label: "settlement", Functions: []authz.CallSpec{
 			{Type: handlers.TypeNoop, Expect: "block-17"},
 			{Type: handlers.TypeHTTP, Payload: post("settled")},
 		}}},
 	}
 	for i, s := range subs {
 		if s.afterPrevious {
-			if err := waitFinished(ctx, c.Owner, subs[i-1].reply.ID); err != nil {
+			if err := waitFinished(ctx, c.owner, subs[i-1].reply.ID); err != nil {
 				return nil, err
 			}
 		}
-		if err := call(ctx, s.conn, s.user, "send", s.req, &s.reply); err != nil {
+		rep, err := whileStarting(ctx, func() (*authz.SendReply, error) { return s.by.Send(ctx, s.req) })
+		if err != nil {
 			return nil, fmt.Errorf("demo: %s: %w", s.what, err)
 		}
-		log.Info("demo: batch submitted", "batch_id", s.reply.ID, "what", s.what, "label", s.req.Label, "user", s.user)
+		s.reply = *rep
+		log.Info("demo: batch submitted", "batch_id", s.reply.ID, "what", s.what, "label", s.req.Label, "user", s.by.User())
 	}
 	confirmed := map[uint64]bool{}
 	rows := make([]Row, 0, len(subs))
 	for _, s := range subs {
 		for {
-			var rep authz.BatchReply
-			if err := call(ctx, c.Owner, "owner", "batch", authz.IDRequest{ID: s.reply.ID}, &rep); err != nil {
+			rep, err := whileStarting(ctx, func() (*authz.BatchReply, error) { return c.owner.Batch(ctx, authz.IDRequest{ID: s.reply.ID}) })
+			if err != nil {
 				return nil, err
 			}
 			rec := rep.Record
@@ -129,7 +136,8 @@ func Run(ctx context.Context, c Clients, echo *Echo, log *slog.Logger) ([]Row, e
 			if p := rep.Progress; p != nil && p.State == streams.Parked && !confirmed[rec.Batch.ID] {
 				f := rec.Batch.Functions[p.Parked.Index]
 				log.Info("demo: oracle confirms", "batch_id", rec.Batch.ID, "function", p.Parked.Index, "content", f.Confirm.Expect)
-				if err := call(ctx, c.Oracle, "oracle", "confirm", authz.ConfirmRequest{ID: rec.Batch.ID, Index: p.Parked.Index, Content: f.Confirm.Expect}, nil); err != nil {
+				req := authz.ConfirmRequest{ID: rec.Batch.ID, Index: p.Parked.Index, Content: f.Confirm.Expect}
+				if _, err := whileStarting(ctx, func() (*authz.ConfirmReply, error) { return c.oracle.Confirm(ctx, req) }); err != nil {
 					return nil, err
 				}
 				confirmed[rec.Batch.ID] = true
@@ -145,11 +153,48 @@ func Run(ctx context.Context, c Clients, echo *Echo, log *slog.Logger) ([]Row, e
 	return rows, nil
 }
 
-// waitFinished polls, as the owner, until batch id is terminal.
-func waitFinished(ctx context.Context, owner *nats.Conn, id uint64) error {
+// users are the demo's users, each a client over its own connection.
+type users struct {
+	alice, bob, oracle, owner *client.Client
+}
+
+func newUsers(conns Clients) (*users, error) {
+	var c users
+	for _, u := range []struct {
+		user string
+		nc   *nats.Conn
+		dst  **client.Client
+	}{{"alice", conns.Alice, &c.alice}, {"bob", conns.Bob, &c.bob}, {"oracle", conns.Oracle, &c.oracle}, {"owner", conns.Owner, &c.owner}} {
+		cl, err := client.New(u.nc, u.user, client.Config{})
+		if err != nil {
+			return nil, fmt.Errorf("demo: %w", err)
+		}
+		*u.dst = cl
+	}
+	return &c, nil
+}
+
+// whileStarting calls f again, every 100ms, while authz is not running
+// yet: the demo starts with the services it talks to.
+func whileStarting[R any](ctx context.Context, f func() (R, error)) (R, error) {
 	for {
-		var rep authz.BatchReply
-		if err := call(ctx, owner, "owner", "batch", authz.IDRequest{ID: id}, &rep); err != nil {
+		r, err := f()
+		if !errors.Is(err, client.ErrNotRunning) {
+			return r, err
+		}
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// waitFinished polls, as the owner, until batch id is terminal.
+func waitFinished(ctx context.Context, owner *client.Client, id uint64) error {
+	for {
+		rep, err := whileStarting(ctx, func() (*authz.BatchReply, error) { return owner.Batch(ctx, authz.IDRequest{ID: id}) })
+		if err != nil {
 			return err
 		}
 		if rep.Record.Status.Terminal() {
@@ -183,37 +228,6 @@ var DemoRecords = underwriting.StaticRecords{DemoEIN: {UCCFilings: 1}}
 func document(name string, content any) pipeline.Payload {
 	raw, _ := json.Marshal(content)
 	return pipeline.MustPayload(steps.Request{SubjectID: "UW-1", Stipulations: []steps.Document{{Name: name, Content: raw}}})
-}
-
-// call sends a JSON request to authz as user and decodes the reply.
-func call(ctx context.Context, nc *nats.Conn, user, op string, req, out any) error {
-	data, err := json.Marshal(req)
-	if err != nil {
-		return err
-	}
-	for {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		m, err := nc.RequestWithContext(rctx, streams.AuthzSubject(user, op), data)
-		cancel()
-		if errors.Is(err, nats.ErrNoResponders) {
-			select { // authz is still starting
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(100 * time.Millisecond):
-				continue
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("%s %s: %w", user, op, err)
-		}
-		if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
-			return fmt.Errorf("%s %s: %s %s", user, op, code, m.Header.Get(micro.ErrorHeader))
-		}
-		if out == nil {
-			return nil
-		}
-		return json.Unmarshal(m.Data, out)
-	}
 }
 
 // Echo is the local HTTP endpoint the demo's http.post functions call. It

@@ -1,0 +1,34 @@
+// Package client is the Go client of the authz API: one method per
+// operation, each taking the request type authz declares and returning its
+// typed reply.
+//
+// A Client speaks as one user over a connection made as that user, with the
+// user's own inbox prefix (streams.Connect and conn.Dial set it): nats.conf
+// lets a user publish only on authz.<user>.… and authz answers only into
+// _INBOX_<user>.…, so New refuses a connection whose inbox prefix is not the
+// user's.
+//
+// Errors. An error reply of authz is an *Error carrying its code, message
+// and operation; use errors.As to read them, and errors.Is against the code
+// sentinels (ErrNotFound, ErrForbidden, …) to test for a kind:
+//
+//	_, err := c.Batch(ctx, authz.IDRequest{ID: id})
+//	if errors.Is(err, client.ErrNotFound) { … }
+//	var ae *client.Error
+//	if errors.As(err, &ae) { log.Print(ae.Code, ae.Message) }
+//
+// A request nobody answers in time matches ErrNoAnswer: the server drops a
+// publish its permissions deny (it reports it only asynchronously, to the
+// connection's error handler), so a denied request looks like a timeout.
+// ErrNotRunning (which also matches nats.ErrNoResponders) says no authz
+// replica is serving. A request refused before it was sent, because it
+// could not be valid, matches ErrInvalid.
+//
+// Retries. The client does not retry. ErrNotRunning and ErrUnavailable (a
+// replica that was stopping; nothing was done) are safe to retry for every
+// operation. After ErrNoAnswer the request may or may not have been done:
+// Send with an IdempotencyKey is safe to retry (the repeat returns the same
+// batch, with Duplicate set), and so are Batch, Queue, DLQ, Pause, Resume,
+// Reload and Replay (a dead letter replays as the same new batch); Evict and
+// Insert act on positions and are not.
+package client

@@ -1,0 +1,191 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/pipeline"
+)
+
+// Send submits a batch under a label the user may submit under. With an
+// IdempotencyKey it is safe to retry: a repeat of the same submission
+// returns the same batch with Duplicate set, and queues nothing.
+// Errors: ErrInvalid (no label or no functions), ErrNotFound (unknown
+// label), ErrForbidden, ErrBadRequest, ErrConflict.
+func (c *Client) Send(ctx context.Context, req authz.SendRequest) (*authz.SendReply, error) {
+	if req.Label == "" {
+		return nil, invalid("send", "label is empty; expected the label to submit under")
+	}
+	if err := checkCalls("send", req.Functions); err != nil {
+		return nil, err
+	}
+	return call[authz.SendReply](ctx, c, "send", req)
+}
+
+// Batch returns a batch's record and, while it runs, its progress. Only
+// the owner and the batch's submitter may read it; anyone else gets
+// ErrNotFound, as for a batch that does not exist.
+func (c *Client) Batch(ctx context.Context, req authz.IDRequest) (*authz.BatchReply, error) {
+	if req.ID == 0 {
+		return nil, invalid("batch", "id is 0; expected a batch id (from 1)")
+	}
+	return call[authz.BatchReply](ctx, c, "batch", req)
+}
+
+// Confirm confirms function Index of batch ID, which waits for a
+// confirmation, as the user. Errors: ErrNotFound (no such batch waiting
+// for the user), ErrBadRequest, ErrForbidden, ErrConflict (finished).
+func (c *Client) Confirm(ctx context.Context, req authz.ConfirmRequest) (*authz.ConfirmReply, error) {
+	if req.ID == 0 {
+		return nil, invalid("confirm", "id is 0; expected a batch id (from 1)")
+	}
+	if req.Index < 0 {
+		return nil, invalid("confirm", fmt.Sprintf("index is %d; expected a function's index (from 0)", req.Index))
+	}
+	return call[authz.ConfirmReply](ctx, c, "confirm", req)
+}
+
+// Queue lists positions [From, To) of a domain's queue of one priority (To
+// 0: to the end). Owner only (ErrForbidden); ErrOutOfBounds past the end.
+func (c *Client) Queue(ctx context.Context, req authz.QueueRequest) (*authz.QueueReply, error) {
+	if err := checkQueue("queue", req.Domain, req.Priority); err != nil {
+		return nil, err
+	}
+	if req.From < 0 || req.To < 0 || (req.To != 0 && req.To < req.From) {
+		return nil, invalid("queue", fmt.Sprintf("range [%d, %d); expected 0 <= from <= to, or to 0 for the end", req.From, req.To))
+	}
+	return call[authz.QueueReply](ctx, c, "queue", req)
+}
+
+// Pause pauses a domain's processors. Owner only (ErrForbidden).
+func (c *Client) Pause(ctx context.Context, req authz.DomainRequest) (*authz.StateReply, error) {
+	if err := checkDomain("pause", req.Domain); err != nil {
+		return nil, err
+	}
+	return call[authz.StateReply](ctx, c, "pause", req)
+}
+
+// Resume resumes a domain's processors. Owner only (ErrForbidden).
+func (c *Client) Resume(ctx context.Context, req authz.DomainRequest) (*authz.StateReply, error) {
+	if err := checkDomain("resume", req.Domain); err != nil {
+		return nil, err
+	}
+	return call[authz.StateReply](ctx, c, "resume", req)
+}
+
+// Evict removes the batch at a position of a queue; it finishes as
+// RemovedByOwner. Owner only (ErrForbidden); ErrOutOfBounds past the end,
+// ErrConflict when the batch finished first. Not safe to retry: a repeat
+// evicts whatever is at the position then.
+func (c *Client) Evict(ctx context.Context, req authz.PositionRequest) (*authz.EvictReply, error) {
+	if err := checkQueue("evict", req.Domain, req.Priority); err != nil {
+		return nil, err
+	}
+	if req.Position < 0 {
+		return nil, invalid("evict", fmt.Sprintf("position is %d; expected a position (from 0)", req.Position))
+	}
+	return call[authz.EvictReply](ctx, c, "evict", req)
+}
+
+// Insert inserts a new batch at a position of a queue, under a label of
+// that domain, past the label's concurrency limit. Owner only
+// (ErrForbidden); ErrOutOfBounds past the end, ErrConflict while another
+// edit runs. Not safe to retry: a repeat inserts another batch.
+func (c *Client) Insert(ctx context.Context, req authz.InsertRequest) (*authz.InsertReply, error) {
+	if err := checkQueue("insert", req.Domain, req.Priority); err != nil {
+		return nil, err
+	}
+	if req.Position < 0 {
+		return nil, invalid("insert", fmt.Sprintf("position is %d; expected a position (from 0)", req.Position))
+	}
+	if req.Label == "" {
+		return nil, invalid("insert", "label is empty; expected the label whose settings the batch runs with")
+	}
+	if err := checkCalls("insert", req.Functions); err != nil {
+		return nil, err
+	}
+	return call[authz.InsertReply](ctx, c, "insert", req)
+}
+
+// DLQ lists dead letters, of one domain when Domain is set, from sequence
+// From on, at most Limit (authz's default 100 when 0). Owner only
+// (ErrForbidden).
+func (c *Client) DLQ(ctx context.Context, req authz.DLQRequest) (*authz.DLQReply, error) {
+	if req.Domain != "" {
+		if err := checkDomain("dlq", req.Domain); err != nil {
+			return nil, err
+		}
+	}
+	if req.Limit < 0 {
+		return nil, invalid("dlq", fmt.Sprintf("limit is %d; expected 1 to 1000, or 0 for the default", req.Limit))
+	}
+	return call[authz.DLQReply](ctx, c, "dlq", req)
+}
+
+// Replay queues dead letters again as new batches: the one at Seq, or
+// every one of Domain (all domains when empty) not replayed yet when All is
+// set. Replaying a dead letter again returns the same new batch. Owner only
+// (ErrForbidden); ErrNotFound for no dead letter at Seq.
+func (c *Client) Replay(ctx context.Context, req authz.ReplayRequest) (*authz.ReplayReply, error) {
+	switch {
+	case req.Seq == 0 && !req.All:
+		return nil, invalid("replay", "nothing named; expected a dead letter's seq, or all (with a domain or none)")
+	case req.Seq != 0 && (req.All || req.Domain != ""):
+		return nil, invalid("replay", "both a seq and all or a domain; expected one dead letter's seq, or all")
+	case req.Domain != "":
+		if err := checkDomain("replay", req.Domain); err != nil {
+			return nil, err
+		}
+	}
+	return call[authz.ReplayReply](ctx, c, "replay", req)
+}
+
+// Reload makes authz read its authorization table file again; a table that
+// does not validate is refused (ErrBadRequest) and the old one stays. Owner
+// only (ErrForbidden). Each replica reloads its own: with several, the one
+// that answers.
+func (c *Client) Reload(ctx context.Context) (*authz.ReloadReply, error) {
+	return call[authz.ReloadReply](ctx, c, "reload", struct{}{})
+}
+
+func call[Reply any](ctx context.Context, c *Client, op string, req any) (*Reply, error) {
+	var out Reply
+	if err := c.do(ctx, op, req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func invalid(op, what string) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalid, op, what)
+}
+
+func checkDomain(op, domain string) error {
+	if err := pipeline.ValidateDomain(domain); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalid, op, err)
+	}
+	return nil
+}
+
+func checkQueue(op, domain string, p pipeline.Priority) error {
+	if err := checkDomain(op, domain); err != nil {
+		return err
+	}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalid, op, err)
+	}
+	return nil
+}
+
+func checkCalls(op string, calls authz.Calls) error {
+	if len(calls) == 0 {
+		return invalid(op, "no functions; expected at least one")
+	}
+	for i, f := range calls {
+		if err := pipeline.ValidateType(f.Type); err != nil {
+			return fmt.Errorf("%w: %s: functions[%d]: %w", ErrInvalid, op, i, err)
+		}
+	}
+	return nil
+}
