@@ -245,7 +245,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		}
 		if !ticks.Enter() {
 			body, _ := json.Marshal(map[string]string{"error": shuttingDown})
-			_ = streams.Reply(p.nc, m.Reply, body, "503", shuttingDown)
+			_ = streams.Reply(p.nc, m.Reply, body, streams.CodeStopping, shuttingDown)
 			return
 		}
 		defer ticks.Leave()

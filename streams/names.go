@@ -176,8 +176,12 @@ const (
 	WorkCodeInternal = "500"
 	// WorkCodeUnavailable: the worker is shutting down; the caller asks
 	// again (another worker), counting no attempt.
-	WorkCodeUnavailable = "503"
+	WorkCodeUnavailable = CodeStopping
 )
+
+// CodeStopping is the error code every service answers a request or tick
+// with that arrives once it has begun to stop: nothing ran, ask again.
+const CodeStopping = "503"
 
 // WorkQueueGroup is the queue group worker endpoints share.
 const WorkQueueGroup = "workers"

@@ -16,3 +16,8 @@ var ErrNoAnswer = errors.New("ticker: no processor answered")
 // ErrBadReport is matched by the error Request returns when the answer is
 // not a processor.Report, or says the processor rejected the tick itself.
 var ErrBadReport = errors.New("ticker: bad report")
+
+// ErrStopping is matched by the error Request returns when the processor
+// that got the tick is shutting down (it answered 503): nothing ran, and
+// the next tick reaches another replica.
+var ErrStopping = errors.New("ticker: the processor is stopping")

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/streams"
@@ -55,7 +57,8 @@ func TickOnce(ctx context.Context, nc *nats.Conn, domain string, steps int) erro
 // nobody answers, the error matches ErrNoAnswer and says "no processor
 // answered for domain <domain> within <d>" (or that no processor is
 // subscribed). An answer that is not a report matches ErrBadReport. Bad
-// arguments match ErrInvalid.
+// arguments match ErrInvalid. A processor that is shutting down answers
+// 503, which matches ErrStopping.
 func Request(ctx context.Context, nc *nats.Conn, domain string, steps int) (processor.Report, error) {
 	if err := checkArgs(nc, domain, steps); err != nil {
 		return processor.Report{}, err
@@ -76,6 +79,9 @@ func Request(ctx context.Context, nc *nats.Conn, domain string, steps int) (proc
 		return processor.Report{}, fmt.Errorf("%w for domain %s within %s: %w", ErrNoAnswer, domain, within, err)
 	case err != nil:
 		return processor.Report{}, fmt.Errorf("ticker: tick request to %s: %w", subj, err)
+	}
+	if m.Header.Get(micro.ErrorCodeHeader) == streams.CodeStopping {
+		return processor.Report{}, fmt.Errorf("%w for domain %s: %s", ErrStopping, domain, logging.Capped(m.Header.Get(micro.ErrorHeader)))
 	}
 	var rep processor.Report
 	if err := json.Unmarshal(m.Data, &rep); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/processor"
+	"github.com/tickflow/tickflow/streams"
 )
 
 // respond answers every tick to domain, as admin, with what answer returns
@@ -70,6 +71,17 @@ func TestRequestErrors(t *testing.T) {
 	b.respond(t, "quiet", func([]byte) []byte { return nil })
 	b.respond(t, "garbled", func([]byte) []byte { return []byte("not json") })
 	b.respond(t, "rejects", func([]byte) []byte { return []byte(`{"error":"tick body is bad"}`) })
+	// A processor that is stopping answers as processor.Run does then.
+	stopping, err := b.admin.Subscribe("tick.stopping", func(m *nats.Msg) {
+		_ = streams.Reply(b.admin, m.Reply, []byte(`{"error":"processor: shutting down"}`), streams.CodeStopping, "processor: shutting down")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stopping.Unsubscribe() })
+	if err := b.admin.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		domain  string
@@ -91,6 +103,11 @@ func TestRequestErrors(t *testing.T) {
 			name: "answer not a report", domain: "garbled", timeout: 5 * time.Second,
 			is:   []error{ErrBadReport},
 			says: regexp.MustCompile(`expected a JSON processor report, got "not json"`),
+		},
+		{
+			name: "processor stopping", domain: "stopping", timeout: 5 * time.Second,
+			is:   []error{ErrStopping},
+			says: regexp.MustCompile(`^ticker: the processor is stopping for domain stopping: processor: shutting down$`),
 		},
 		{
 			name: "processor rejected the tick", domain: "rejects", timeout: 5 * time.Second,
