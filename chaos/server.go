@@ -97,21 +97,10 @@ func waitJetStream(ctx context.Context, nc *nats.Conn) error {
 	if err != nil {
 		return err
 	}
-	var last error
-	for {
-		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := js.AccountInfo(actx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: jetstream: %w", ErrNotReady, errors.Join(ctx.Err(), last))
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return retryUntil(ctx, "jetstream", 2*time.Second, 100*time.Millisecond, func(ctx context.Context) error {
+		_, err := js.AccountInfo(ctx)
+		return err
+	})
 }
 
 // provision creates every resource for the domain, retrying while a
@@ -121,10 +110,19 @@ func provision(ctx context.Context, nc *nats.Conn, s streams.Settings, domain st
 	if err != nil {
 		return err
 	}
+	return retryUntil(ctx, "provision", 10*time.Second, 500*time.Millisecond, func(ctx context.Context) error {
+		return streams.Provision(ctx, js, s, domain)
+	})
+}
+
+// retryUntil calls f, each call bounded by per, pausing between failures,
+// until it succeeds or ctx ends; then the error names what and the last
+// failure.
+func retryUntil(ctx context.Context, what string, per, pause time.Duration, f func(context.Context) error) error {
 	var last error
 	for {
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := streams.Provision(pctx, js, s, domain)
+		fctx, cancel := context.WithTimeout(ctx, per)
+		err := f(fctx)
 		cancel()
 		if err == nil {
 			return nil
@@ -132,8 +130,8 @@ func provision(ctx context.Context, nc *nats.Conn, s streams.Settings, domain st
 		last = err
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: provision: %w", ErrNotReady, errors.Join(ctx.Err(), last))
-		case <-time.After(500 * time.Millisecond):
+			return fmt.Errorf("%w: %s: %w", ErrNotReady, what, errors.Join(ctx.Err(), last))
+		case <-time.After(pause):
 		}
 	}
 }
