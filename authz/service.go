@@ -74,6 +74,8 @@ type Service struct {
 	recent recentRecords
 	// progressStore reads and writes progress records (queue listings and edits).
 	progressStore *streams.ProgressStore
+	// keyOrder keeps each key's waiting batches (keys.go).
+	keyOrder      *streams.KeyQueueStore
 	state         jetstream.KeyValue
 	locks         jetstream.KeyValue
 	queues        map[pipeline.Priority]jetstream.Stream
@@ -132,6 +134,11 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 		}
 	}
 	s.progressStore = streams.NewProgressStore(s.progress, s.opts.Now)
+	keys, err := js.KeyValue(ctx, streams.BucketKeys)
+	if err != nil {
+		return nil, bindError("bucket "+streams.BucketKeys, err)
+	}
+	s.keyOrder = streams.NewKeyQueueStore(keys, s.opts.Now)
 	for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
 		if s.queues[p], err = js.Stream(ctx, streams.QueueStream(p)); err != nil {
 			return nil, bindError("stream "+streams.QueueStream(p), err)
@@ -183,6 +190,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err := s.resumeEdits(ctx); err != nil {
 		return err
 	}
+	s.resumeKeys(ctx)
 	svc, err := micro.AddService(s.nc, micro.Config{
 		Name:        streams.AuthzService,
 		Version:     Version,
