@@ -75,12 +75,12 @@ type Service struct {
 	// progressStore reads and writes progress records (queue listings and edits).
 	progressStore *streams.ProgressStore
 	// keyOrder keeps each key's waiting batches (keys.go).
-	keyOrder      *streams.KeyQueueStore
-	state         jetstream.KeyValue
-	locks         jetstream.KeyValue
-	queues        map[pipeline.Priority]jetstream.Stream
-	dlq           jetstream.Stream
-	callbacks     jetstream.Consumer
+	keyOrder  *streams.KeyQueueStore
+	state     jetstream.KeyValue
+	locks     jetstream.KeyValue
+	queues    map[pipeline.Priority]jetstream.Stream
+	dlq       jetstream.Stream
+	callbacks jetstream.Consumer
 
 	editMu sync.Mutex // serialises this replica's queue edits
 }
