@@ -74,15 +74,16 @@ type Service struct {
 	recent recentRecords
 	// progressStore reads and writes progress records (queue listings and edits).
 	progressStore *streams.ProgressStore
-	// keyOrder keeps each key's waiting batches (keys.go).
-	keyOrder  *streams.KeyQueueStore
-	state     jetstream.KeyValue
-	locks     jetstream.KeyValue
-	queues    map[pipeline.Priority]jetstream.Stream
-	dlq       jetstream.Stream
-	callbacks jetstream.Consumer
+	state         jetstream.KeyValue
+	locks         jetstream.KeyValue
+	queues        map[pipeline.Priority]jetstream.Stream
+	dlq           jetstream.Stream
+	callbacks     jetstream.Consumer
 
 	editMu sync.Mutex // serialises this replica's queue edits
+
+	// keyOrder keeps each key's waiting batches (keys.go).
+	keyOrder *streams.KeyQueueStore
 }
 
 // New binds the service to its buckets and streams, which must have been
