@@ -22,9 +22,9 @@ import (
 //
 // Crash safety: releasing is idempotent. A release that finds its batch no
 // longer listed (the callback redelivered after a crash between the
-// compare-and-set and the publish) publishes the current head's live token
-// again: deduplicated if it exists, and a stale copy is dropped by the
-// processor, since the progress record decides which token is live. A
+// compare-and-set and the publish) publishes the current head's first token
+// again if the head never ran: deduplicated if it exists (a head that ran
+// has a live token, which the processor keeps). A
 // submission cut short after it made its batch the head is completed by
 // its retry with the same idempotency key, and by every authz start
 // (resumeKeys).
@@ -104,11 +104,10 @@ func (s *Service) releaseKey(ctx context.Context, domain, key string, id uint64)
 	}
 }
 
-// ensureHead makes sure key's head can run: it publishes the head's live
-// token again (deduplicated within the window, a harmless stale copy
-// after it), takes a head off that finished already (its release is due)
-// or has no record, and leaves a parked head alone (its token is the
-// confirmation's timer) as it does a head whose callback is on its way.
+// ensureHead makes sure key's head can run: a head that never ran gets its
+// first token again (deduplicated within the window), a head that finished
+// already (its release is due) or has no record is taken off, and a head
+// that ran is left to the processor, which keeps its live token.
 func (s *Service) ensureHead(ctx context.Context, domain, key string, head uint64) error {
 	for range maxRelease {
 		rec, err := s.record(ctx, head)
@@ -123,10 +122,13 @@ func (s *Service) ensureHead(ctx context.Context, domain, key string, head uint6
 			if err != nil {
 				return err
 			}
-			if st.State != streams.Queued {
+			if st.Rev != 0 {
+				// It ran: the processor keeps its live token (a stale one
+				// brings it back), and a copy published past the duplicate
+				// window would run beside it.
 				return nil
 			}
-			return PublishToken(ctx, s.js, &rec.Batch, st.Gen, st.Rotation)
+			return PublishToken(ctx, s.js, &rec.Batch, 0, 0)
 		}
 		q, at, err := s.keyOrder.Remove(ctx, domain, key, head)
 		if err != nil {
