@@ -32,6 +32,7 @@ func (s *Service) endpoints() []endpoint {
 		{"dlq", "list dead letters", owner, op(s.listDLQ)},
 		{"replay", "replay dead letters as new batches", owner, op(s.replay)},
 		{"reload", "reload the authorization table", owner, op(s.reload)},
+		{"keys", "a domain's keys: each one's running batch and how many wait", owner, op(s.keys)},
 	}
 }
 
@@ -61,6 +62,9 @@ func (s *Service) send(ctx context.Context, user string, req *SendRequest) (any,
 	if !l.Allows(user) {
 		return nil, errf(CodeForbidden, "authz: %q may not submit under label %q", user, req.Label)
 	}
+	if err := s.Table().allowedTypes(l.Domain, req.Functions); err != nil {
+		return nil, err
+	}
 	return s.submit(ctx, req.Label, l, user, req.Functions, req.Key, req.IdempotencyKey, l.Priority, false)
 }
 
@@ -75,7 +79,7 @@ func (s *Service) submit(ctx context.Context, name string, l *Label, user string
 	// A repeated submission publishes the (deduplicated) token again only
 	// while the first never finished: it may have been cut short by a crash.
 	if !b.dup || !b.terminal {
-		if err := PublishToken(ctx, s.js, b.batch, 0, 0); err != nil {
+		if _, err := s.admit(ctx, b.batch, b.dup); err != nil {
 			return nil, err
 		}
 	}

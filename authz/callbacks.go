@@ -57,13 +57,13 @@ func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
 		at = s.opts.Now()
 	}
 	o := cb.Outcome
-	batchDomain, finishedLabel := "", ""
+	batchDomain, finishedLabel, key := "", "", keyed{}
 	rec, err := s.updateRecord(ctx, cb.BatchID, func(rec *streams.BatchRecord) (bool, error) {
-		batchDomain, finishedLabel = "", ""
+		batchDomain, finishedLabel, key = "", "", keyed{}
 		if rec.Status.Terminal() {
 			// Applied before: a repeated callback. Its slot release may be
 			// what failed the first time, so it is done again.
-			finishedLabel = rec.Batch.Label
+			finishedLabel, key = rec.Batch.Label, keyOf(&rec.Batch)
 			return false, nil
 		}
 		if rec.Batch.Domain != cb.Domain {
@@ -89,7 +89,7 @@ func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
 	if rec != nil {
 		// The processor logs each finished batch at Info; this is its echo.
 		s.log.Debug("batch finished", "batch_id", cb.BatchID, "outcome", o.String(), "domain", cb.Domain)
-		finishedLabel = rec.Batch.Label
+		finishedLabel, key = rec.Batch.Label, keyOf(&rec.Batch)
 	}
 	// The record is terminal: free the batch's concurrency slot. Until that
 	// is done the callback is not acknowledged, so a release that failed
@@ -100,5 +100,6 @@ func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
 			return fmt.Errorf("authz: release the slot of batch %d: %w", cb.BatchID, err)
 		}
 	}
-	return nil
+	// Likewise its key: the next batch of the key gets its token.
+	return key.release(ctx, s, cb.BatchID)
 }

@@ -272,7 +272,7 @@ func (s *Service) replayBatch(ctx context.Context, it deadLetter) (uint64, error
 	if err != nil {
 		return 0, err
 	}
-	if err := PublishToken(ctx, s.js, first, 0, 0); err != nil {
+	if _, err := s.admit(ctx, first, true); err != nil {
 		return 0, err
 	}
 	v, _ := json.Marshal(replayRecord{ID: rr.ID, Queued: true})

@@ -36,6 +36,9 @@ type QueueItem struct {
 	Rotation uint32 `json:"step"`
 	// State is queued or parked (waiting for a confirmation).
 	State streams.State `json:"state"`
+	// Key is the batch's key, when it has one and its token carries the
+	// batch: the batch is its key's head (the others wait without a token).
+	Key string `json:"key,omitempty"`
 }
 
 // QueueReply is a slice of a queue.
@@ -102,7 +105,7 @@ func (s *Service) Live(ctx context.Context, domain string, p pipeline.Priority) 
 			continue
 		}
 		items = append(items, QueueItem{Position: len(items), ID: tok.BatchID, Seq: rm.Sequence, Subject: rm.Subject,
-			Gen: tok.Gen, Rotation: tok.Rotation, State: pr.State})
+			Gen: tok.Gen, Rotation: tok.Rotation, State: pr.State, Key: tokenKey(tok)})
 	}
 	return items, nil
 }
@@ -213,6 +216,11 @@ type InsertRequest struct {
 type InsertReply struct {
 	ID       uint64 `json:"id"`
 	Position int    `json:"position"`
+	// WaitsForKey says the batch carries a key with earlier batches still
+	// waiting: it joined the back of its key's order, the queue is as it
+	// was, and the batch is queued at the back when it becomes its key's
+	// head (Position is then meaningless).
+	WaitsForKey bool `json:"waits_for_key,omitempty"`
 }
 
 // edit is the intent record of an insert, written before the queue is
@@ -237,6 +245,9 @@ func (s *Service) insert(ctx context.Context, user string, req *InsertRequest) (
 	if l.Domain != req.Domain {
 		return nil, errf(CodeBadRequest, "authz: label %q executes in domain %q, not %q", req.Label, l.Domain, req.Domain)
 	}
+	if err := s.Table().allowedTypes(req.Domain, req.Functions); err != nil {
+		return nil, err
+	}
 	s.editMu.Lock()
 	defer s.editMu.Unlock()
 	items, err := s.Live(ctx, req.Domain, req.Priority)
@@ -259,34 +270,39 @@ func (s *Service) insert(ctx context.Context, user string, req *InsertRequest) (
 		}
 		return nil, fmt.Errorf("authz: record the edit: %w", err)
 	}
-	if err := s.applyEdit(ctx, e); err != nil {
+	placed, err := s.applyEdit(ctx, e)
+	if err != nil {
 		return nil, err
 	}
-	s.log.Info("batch inserted", "batch_id", b.batch.ID, "domain", req.Domain, "position", req.Position, "moved", len(e.Tail))
-	return &InsertReply{ID: b.batch.ID, Position: req.Position}, nil
+	s.log.Info("batch inserted", "batch_id", b.batch.ID, "domain", req.Domain, "position", req.Position, "moved", len(e.Tail), "waits_for_key", !placed)
+	return &InsertReply{ID: b.batch.ID, Position: req.Position, WaitsForKey: !placed}, nil
 }
 
 // applyEdit queues the new batch, then re-appends every tail batch behind
 // it with a bumped generation (so its old token dies) and deletes the old
 // token. Every step is idempotent, so a half-applied edit is finished by
-// running it again.
-func (s *Service) applyEdit(ctx context.Context, e *edit) error {
+// running it again. A new batch that waits for its key gets no token, and
+// nothing moves (placed is false).
+func (s *Service) applyEdit(ctx context.Context, e *edit) (placed bool, err error) {
 	rec, err := s.record(ctx, e.New)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if err := PublishToken(ctx, s.js, &rec.Batch, 0, 0); err != nil {
-		return err
+	if placed, err = s.admit(ctx, &rec.Batch, true); err != nil {
+		return false, err
 	}
 	for _, it := range e.Tail {
+		if !placed {
+			break
+		}
 		if err := s.moveToBack(ctx, e.Domain, it); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if err := s.locks.Delete(ctx, streams.EditKey(e.Domain, e.Priority)); err != nil {
-		return fmt.Errorf("authz: clear the edit record: %w", err)
+		return false, fmt.Errorf("authz: clear the edit record: %w", err)
 	}
-	return nil
+	return placed, nil
 }
 
 // moveToBack re-appends a batch's token with the next generation. A batch
@@ -347,7 +363,7 @@ func (s *Service) resumeEdits(ctx context.Context) error {
 				return fmt.Errorf("authz: edit record %s: %w", e.Key(), err)
 			}
 			s.log.Warn("finishing a queue edit left half done", "domain", ed.Domain, "priority", ed.Priority, "batch_id", ed.New)
-			if err := s.applyEdit(ctx, &ed); err != nil {
+			if _, err := s.applyEdit(ctx, &ed); err != nil {
 				return err
 			}
 		}

@@ -81,6 +81,9 @@ type Service struct {
 	callbacks     jetstream.Consumer
 
 	editMu sync.Mutex // serialises this replica's queue edits
+
+	// keyOrder keeps each key's waiting batches (keys.go).
+	keyOrder *streams.KeyQueueStore
 }
 
 // New binds the service to its buckets and streams, which must have been
@@ -132,6 +135,11 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 		}
 	}
 	s.progressStore = streams.NewProgressStore(s.progress, s.opts.Now)
+	keys, err := js.KeyValue(ctx, streams.BucketKeys)
+	if err != nil {
+		return nil, bindError("bucket "+streams.BucketKeys, err)
+	}
+	s.keyOrder = streams.NewKeyQueueStore(keys, s.opts.Now)
 	for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
 		if s.queues[p], err = js.Stream(ctx, streams.QueueStream(p)); err != nil {
 			return nil, bindError("stream "+streams.QueueStream(p), err)
@@ -183,6 +191,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err := s.resumeEdits(ctx); err != nil {
 		return err
 	}
+	s.resumeKeys(ctx)
 	svc, err := micro.AddService(s.nc, micro.Config{
 		Name:        streams.AuthzService,
 		Version:     Version,

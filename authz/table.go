@@ -54,9 +54,12 @@ type ConfirmRule struct {
 	By      []string          `yaml:"by,omitempty" json:"by,omitempty"`
 }
 
-// Table is the authorization table: labels by name.
+// Table is the authorization table: labels by name, and what each domain
+// allows whatever the label.
 type Table struct {
 	Labels map[string]*Label `yaml:"labels" json:"labels"`
+	// Domains, optional, holds per-domain rules (DomainRule).
+	Domains map[string]*DomainRule `yaml:"domains,omitempty" json:"domains,omitempty"`
 }
 
 // LoadTable reads and validates a YAML authorization table. Unknown keys
@@ -152,7 +155,7 @@ func (t *Table) Validate() error {
 			return fail("max_concurrent", errors.New("must not be negative"))
 		}
 	}
-	return nil
+	return t.validateDomains()
 }
 
 // Allows reports whether user may submit under the label.

@@ -98,7 +98,7 @@ func (c *config) asynqConcurrency() int {
 	return c.processors * c.concurrency
 }
 
-var allPhases = []string{"ceiling", "burndown", "ticker", "nonatomic", "asynq", "latency", "scaling", "cluster", "depth", "rtt"}
+var allPhases = []string{"ceiling", "burndown", "ticker", "nonatomic", "asynq", "latency", "scaling", "cluster", "depth", "rtt", "keyed"}
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == childCommand {

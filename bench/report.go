@@ -124,6 +124,8 @@ func renderReport(cfg *config, res *results) string {
 	ratio("tickflow submit and drain together / drain alone", "tf.both", "tf.drain", true)
 	ratio("cluster drain / single-node drain (cluster phase)", "cl.drain", "cl.single", true)
 	ratio("tick cost deep / shallow queue", "depth.large", "depth.small", false)
+	ratio(fmt.Sprintf("keyed drain over %d keys / unkeyed (keyed phase)", keyedFew), "kd.few", "kd.none", true)
+	ratio("keyed drain over N keys / unkeyed (keyed phase)", "kd.many", "kd.none", true)
 	if len(res.scaling) > 0 {
 		writeScaling(&sb, cfg, res.scaling)
 	}
@@ -211,6 +213,7 @@ func targets(cfg *config, res *results) []target {
 	}
 	ts = append(ts, t)
 	ratioTarget("burn-down drain ≥ 25% of the ceiling's consume+ack", "tf.drain", "ceil.cons", 0.25, true)
+	ratioTarget("keyed drain over N keys within 2× of unkeyed (≥ 50%)", "kd.many", "kd.none", 0.5, true)
 	return ts
 }
 

@@ -100,6 +100,11 @@ func run(cfg *config) error {
 			res.add("tf.proc", "tickflow drain to callback published", "batches/s", r.procRate, m)
 		}
 	}
+	if cfg.phases["keyed"] {
+		if err := runKeyedPhase(cfg, res); err != nil {
+			return err
+		}
+	}
 	if cfg.phases["ticker"] {
 		if err := runTickerPhase(cfg, res); err != nil {
 			return err

@@ -91,6 +91,8 @@ type burnOptions struct {
 	// (every tickEvery, asking for tickerSteps steps) instead of back to back.
 	tickEvery   time.Duration
 	tickerSteps int
+	// keys, when set, gives batch i the key "k<i mod keys>" (keyed.go).
+	keys int
 }
 
 // runBurnDown submits o.n batches of o.functions no-op functions each under
@@ -127,7 +129,13 @@ func runBurnDown(cfg *config, o burnOptions) (burnResult, error) {
 
 	var tsub time.Duration
 	cpu0 := selfBusy()
-	withRole("alice", func() { tsub, err = submitAll(e.ctx, alice, o.label, o.functions, n, cfg.inflight, nil) })
+	withRole("alice", func() {
+		if o.keys > 0 {
+			tsub, err = submitKeyed(e.ctx, alice, o.label, o.functions, n, cfg.inflight, o.keys)
+			return
+		}
+		tsub, err = submitAll(e.ctx, alice, o.label, o.functions, n, cfg.inflight, nil)
+	})
 	if err != nil {
 		return r, err
 	}

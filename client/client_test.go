@@ -162,3 +162,31 @@ func TestReload(t *testing.T) {
 		t.Fatalf("send after reload: %+v %v", sent, err)
 	}
 }
+
+// TestKeys: a batch behind its key's head waits, and the owner sees the key
+// with its head and one batch waiting; others may not look.
+func TestKeys(t *testing.T) {
+	b := setup(t)
+	var ids []uint64
+	for range 2 {
+		sent, err := b.bob.Send(b.ctx, authz.SendRequest{Label: "jobs", Key: "acct-1", Functions: authz.Calls{noop()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, sent.ID)
+	}
+	rep, err := b.owner.Keys(b.ctx, authz.KeysRequest{Domain: domain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Keys) != 1 || rep.Keys[0].Key != "acct-1" || rep.Keys[0].Head != ids[0] || rep.Keys[0].Waiting != 1 ||
+		rep.Keys[0].State != authz.TxnWaiting || rep.Keys[0].Queue != authz.QueueFree {
+		t.Fatalf("keys: %+v, want acct-1 with head %d WAITING / FREE and one waiting", rep, ids[0])
+	}
+	if _, err := b.bob.Keys(b.ctx, authz.KeysRequest{Domain: domain}); !errors.Is(err, client.ErrForbidden) {
+		t.Fatalf("keys as bob: %v, want ErrForbidden", err)
+	}
+	if _, err := b.owner.Keys(b.ctx, authz.KeysRequest{Domain: domain, Limit: -1}); !errors.Is(err, client.ErrInvalid) {
+		t.Fatalf("keys with limit -1: %v, want ErrInvalid", err)
+	}
+}

@@ -149,6 +149,22 @@ func (c *Client) Reload(ctx context.Context) (*authz.ReloadReply, error) {
 	return call[authz.ReloadReply](ctx, c, "reload", struct{}{})
 }
 
+// Keys lists the keys of a domain with a batch waiting, in byte order:
+// each key's running batch (its head), the head's state in the
+// sequencer's words and tickflow's, since when, and how many batches wait
+// behind it. At most Limit keys (authz's default 100 when 0, at most
+// 1000); with More set, ask again with After set to the last key. Owner
+// only (ErrForbidden).
+func (c *Client) Keys(ctx context.Context, req authz.KeysRequest) (*authz.KeysReply, error) {
+	if err := checkDomain("keys", req.Domain); err != nil {
+		return nil, err
+	}
+	if req.Limit < 0 || req.Limit > authz.MaxKeysLimit {
+		return nil, invalid("keys", fmt.Sprintf("limit is %d; expected 1 to %d, or 0 for the default", req.Limit, authz.MaxKeysLimit))
+	}
+	return call[authz.KeysReply](ctx, c, "keys", req)
+}
+
 func call[Reply any](ctx context.Context, c *Client, op string, req any) (*Reply, error) {
 	var out Reply
 	if err := c.do(ctx, op, req, &out); err != nil {

@@ -85,9 +85,9 @@ type Batch struct {
 	Subroutine Subroutine `msgpack:"subroutine" json:"subroutine"`
 	// Priority selects the queue.
 	Priority Priority `msgpack:"priority" json:"priority"`
-	// Key is an optional serialisation key, given to handlers as Call.Key. One
-	// batch in flight per key is the sequencer layer's job, which plugs into
-	// the processor's Gate; it is not built yet.
+	// Key is an optional serialisation key, given to handlers as Call.Key:
+	// batches of a domain with the same key run one at a time, in the order
+	// authz accepted them (authz keeps each key's order).
 	Key string `msgpack:"key,omitempty" json:"key,omitempty"`
 	// ExpiresAt, when set, is the time after which the batch is not executed.
 	ExpiresAt time.Time `msgpack:"expires_at,omitempty" json:"expires_at,omitzero"`

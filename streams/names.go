@@ -2,6 +2,7 @@ package streams
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -41,6 +42,9 @@ const (
 	BucketResults = "results"
 	// BucketRuns holds step-pipeline run records and step outputs.
 	BucketRuns = "runs"
+	// BucketKeys holds each key's order: the batches waiting per (domain,
+	// key), key KeyQueueKey(domain, key).
+	BucketKeys = "keys"
 )
 
 // Consumer names.
@@ -262,6 +266,22 @@ func ReplayKey(seq uint64) string { return "replay." + strconv.FormatUint(seq, 1
 // EditKey is the locks-bucket key of a queue edit (evict, insert) in
 // progress on a domain's queue of priority p.
 func EditKey(domain string, p pipeline.Priority) string { return "edit." + domain + "." + string(p) }
+
+// KeyQueueKey is the keys-bucket key of key's order within domain: the key
+// itself when it is made of letters, digits, '-' and '_', otherwise '='
+// and its unpadded URL-safe base64 (a KV key allows fewer characters than a
+// batch key may hold; '=' never starts a key kept as it is).
+func KeyQueueKey(domain, key string) string {
+	for _, r := range key {
+		if !(r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return domain + ".=" + base64.RawURLEncoding.EncodeToString([]byte(key))
+		}
+	}
+	return domain + "." + key
+}
+
+// KeyQueueFilter matches the keys-bucket keys of every key of domain.
+func KeyQueueFilter(domain string) string { return domain + ".*" }
 
 // SlotKey is the locks-bucket key holding the concurrency slots of label.
 func SlotKey(label string) string { return "label." + label }

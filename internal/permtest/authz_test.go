@@ -188,6 +188,36 @@ func TestAuthz(t *testing.T) {
 			},
 		},
 		{
+			// Only authz keeps each key's order of waiting batches: a
+			// processor that could write it could run a key's batches out of turn.
+			name: "keeps and lists each key's order, which a processor cannot write",
+			allowed: func(t *testing.T) {
+				authz.allowed(t, "append to and list a key's order", func(ctx context.Context) error {
+					kv, err := authz.js.KeyValue(ctx, streams.BucketKeys)
+					if err != nil {
+						return err
+					}
+					keys := streams.NewKeyQueueStore(kv, nil)
+					if _, _, err := keys.Append(ctx, domain, "k", 1); err != nil {
+						return err
+					}
+					qs, err := keys.List(ctx, domain)
+					if err != nil {
+						return err
+					}
+					if len(qs) != 1 || qs[0].Head() != 1 {
+						return fmt.Errorf("listed %+v, want key k with batch 1", qs)
+					}
+					return nil
+				})
+			},
+			denied: func(t *testing.T) {
+				proc := s.as(t, "processor")
+				subj := kvSubject(streams.BucketKeys, streams.KeyQueueKey(domain, "k"))
+				s.deniedInto(t, proc, kvStream(streams.BucketKeys), subj, proc.jsPublish(subj))
+			},
+		},
+		{
 			name: "serves callers but cannot listen as a worker or a processor",
 			allowed: func(t *testing.T) {
 				alice.allowed(t, "be answered by authz", alice.request(streams.AuthzSubject("alice", "send"), "alice"))

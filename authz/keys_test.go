@@ -1,0 +1,486 @@
+package authz_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/processor"
+	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/worker"
+)
+
+const keyedTable = `
+domains:
+  pay:
+    allowed_types: [seq.step, seq.fail, seq.wait]
+labels:
+  seq:
+    domain: pay
+    users: [alice]
+    mode: non_atomic
+    priority: med
+    functions:
+      seq.step: {}
+      seq.fail: {retry: {times: 1000, backoff: {kind: fixed, initial: 20ms}}}
+      seq.wait: {confirm: {timeout: 1m, by: [oracle]}}
+  seqhigh:
+    domain: pay
+    users: [alice]
+    mode: atomic
+    priority: high
+    functions:
+      seq.step: {}
+`
+
+// span is one call a handler ran: when it started and ended.
+type span struct {
+	key        string
+	batch      uint64
+	index      int
+	start, end time.Time
+}
+
+// recorder keeps every call's span, and counts calls of one key running
+// at once.
+type recorder struct {
+	mu       sync.Mutex
+	spans    []span
+	inflight map[string]int
+	overlaps []string
+}
+
+func (r *recorder) run(c *pipeline.Call, work func() error) error {
+	sp := span{key: c.Key, batch: c.BatchID, index: c.Index, start: time.Now()}
+	r.mu.Lock()
+	if c.Key != "" {
+		r.inflight[c.Key]++
+		if r.inflight[c.Key] > 1 {
+			r.overlaps = append(r.overlaps, fmt.Sprintf("key %s: batch %d function %d started beside another call", c.Key, c.BatchID, c.Index))
+		}
+	}
+	r.mu.Unlock()
+	err := work()
+	sp.end = time.Now()
+	r.mu.Lock()
+	if c.Key != "" {
+		r.inflight[c.Key]--
+	}
+	r.spans = append(r.spans, sp)
+	r.mu.Unlock()
+	return err
+}
+
+func (r *recorder) all() []span {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := slices.Clone(r.spans)
+	sort.Slice(out, func(i, j int) bool { return out[i].start.Before(out[j].start) })
+	return out
+}
+
+func (r *recorder) ran(id uint64) bool {
+	for _, sp := range r.all() {
+		if sp.batch == id {
+			return true
+		}
+	}
+	return false
+}
+
+// keyedBundle runs authz with keyedTable, a worker whose handlers record
+// their calls, and processor replicas driven by ticks.
+type keyedBundle struct {
+	*bundle
+	procs []*processor.Processor
+	rec   *recorder
+	// failing makes seq.fail fail with a retryable error; cleared, it
+	// fails permanently.
+	failing  atomic.Bool
+	attempts atomic.Int32
+}
+
+func keyedSetup(t *testing.T, replicas int) *keyedBundle {
+	t.Helper()
+	env := testnats.Start(t, []string{domain}, testnats.WithSettings(func(s *streams.Settings) { s.AckWait = time.Second }))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	b := &keyedBundle{bundle: &bundle{env: env, ctx: ctx}, rec: &recorder{inflight: map[string]int{}}}
+	b.failing.Store(true)
+	b.startKeyedAuthz(t)
+	mux := pipeline.NewServeMux()
+	mux.RegisterFunc("seq.step", func(_ context.Context, c *pipeline.Call) (pipeline.Result, error) {
+		// A moment of work, so that calls running together overlap.
+		return pipeline.Result{}, b.rec.run(c, func() error { time.Sleep(2 * time.Millisecond); return nil })
+	})
+	mux.RegisterFunc("seq.fail", func(_ context.Context, c *pipeline.Call) (pipeline.Result, error) {
+		return pipeline.Result{}, b.rec.run(c, func() error {
+			b.attempts.Add(1)
+			if b.failing.Load() {
+				return errors.New("not yet")
+			}
+			return pipeline.Permanent(errors.New("given up"))
+		})
+	})
+	mux.RegisterFunc("seq.wait", func(_ context.Context, c *pipeline.Call) (pipeline.Result, error) {
+		return pipeline.Result{}, b.rec.run(c, func() error { return nil })
+	})
+	w, err := worker.New(ctx, env.Conn(t, "worker"), mux, worker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithCancel(ctx)
+	wdone := make(chan struct{})
+	go func() { defer close(wdone); _ = w.Run(wctx) }()
+	t.Cleanup(func() { wcancel(); <-wdone })
+	for i := range replicas {
+		p, err := processor.New(ctx, env.Conn(t, "processor"), processor.Options{Domain: domain, Name: fmt.Sprintf("p%d", i), Concurrency: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.procs = append(b.procs, p)
+	}
+	admin := env.Conn(t, "admin")
+	testnats.Eventually(t, 5*time.Second, "services up", func() bool {
+		_, e1 := admin.Request("$SRV.PING.worker", nil, 100*time.Millisecond)
+		_, e2 := admin.Request("$SRV.PING.authz", nil, 100*time.Millisecond)
+		return e1 == nil && e2 == nil
+	})
+	return b
+}
+
+func (b *keyedBundle) startKeyedAuthz(t *testing.T) {
+	t.Helper()
+	table, err := authz.ParseTable([]byte(keyedTable))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := authz.New(b.ctx, b.env.Conn(t, "authz"), authz.Options{Owner: "owner", Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := svc.Run(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	var once sync.Once
+	b.svc = svc
+	b.stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(b.stop)
+}
+
+// drive ticks every replica over and over until the returned stop.
+func (b *keyedBundle) drive(t *testing.T) (stop func()) {
+	ctx, cancel := context.WithCancel(b.ctx)
+	var wg sync.WaitGroup
+	for _, p := range b.procs {
+		wg.Go(func() {
+			idle := time.NewTicker(5 * time.Millisecond)
+			defer idle.Stop()
+			for ctx.Err() == nil {
+				if rep := p.Tick(ctx, 16); rep.Status == processor.StatusOK {
+					continue
+				}
+				select {
+				case <-ctx.Done():
+				case <-idle.C:
+				}
+			}
+		})
+	}
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+func (b *keyedBundle) sendKeyed(t *testing.T, label, key string, types ...string) uint64 {
+	t.Helper()
+	calls := make([]authz.CallSpec, len(types))
+	for i, typ := range types {
+		calls[i] = authz.CallSpec{Type: typ}
+		if typ == "seq.wait" {
+			calls[i].Expect = "included"
+		}
+	}
+	var rep authz.SendReply
+	if e := b.call(t, "alice", "send", authz.SendRequest{Label: label, Key: key, Functions: calls}, &rep); e != nil {
+		t.Fatalf("send: %+v", e)
+	}
+	return rep.ID
+}
+
+func (b *keyedBundle) status(t *testing.T, id uint64) pipeline.Status {
+	return b.record(t, id).Status
+}
+
+func (b *keyedBundle) waitStatus(t *testing.T, want pipeline.Status, ids ...uint64) {
+	t.Helper()
+	testnats.Eventually(t, 20*time.Second, fmt.Sprintf("batches %v %s", ids, want), func() bool {
+		for _, id := range ids {
+			if b.status(t, id) != want {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func (b *keyedBundle) keys(t *testing.T) map[string]authz.KeyState {
+	t.Helper()
+	var rep authz.KeysReply
+	if e := b.call(t, "owner", "keys", authz.KeysRequest{Domain: domain}, &rep); e != nil {
+		t.Fatalf("keys: %+v", e)
+	}
+	out := map[string]authz.KeyState{}
+	for _, k := range rep.Keys {
+		out[k.Key] = k
+	}
+	return out
+}
+
+// TestKeyOrderAcrossReplicas: batches of five keys, submitted interleaved
+// with unkeyed ones and across both priorities, run under three processor
+// replicas: no two calls of one key ever overlap, each key's batches run
+// one after the other in submission order, and every batch executes.
+func TestKeyOrderAcrossReplicas(t *testing.T) {
+	b := keyedSetup(t, 3)
+	keys := []string{"k0", "k1", "k2", "zk/app+1", "k4"}
+	submitted := map[string][]uint64{}
+	var all []uint64
+	for i := range 6 {
+		for _, k := range keys {
+			var id uint64
+			if i%3 == 2 {
+				id = b.sendKeyed(t, "seqhigh", k, "seq.step") // a high batch still waits its turn
+			} else {
+				id = b.sendKeyed(t, "seq", k, "seq.step", "seq.step")
+			}
+			submitted[k] = append(submitted[k], id)
+			all = append(all, id)
+		}
+		all = append(all, b.sendKeyed(t, "seq", "", "seq.step", "seq.step"))
+	}
+	if got := b.keys(t); len(got) != len(keys) || got["k0"].Waiting != 5 {
+		t.Fatalf("before any tick: keys %+v, want %d keys with 5 waiting behind each head", got, len(keys))
+	}
+	stop := b.drive(t)
+	b.waitStatus(t, pipeline.Executed, all...)
+	stop()
+
+	b.rec.mu.Lock()
+	overlaps := slices.Clone(b.rec.overlaps)
+	b.rec.mu.Unlock()
+	if len(overlaps) > 0 {
+		t.Fatalf("calls of one key ran together:\n%s", strings.Join(overlaps, "\n"))
+	}
+	last := map[string]span{}
+	order := map[string][]uint64{}
+	for _, sp := range b.rec.all() {
+		if sp.key == "" {
+			continue
+		}
+		if prev, ok := last[sp.key]; ok && sp.start.Before(prev.end) {
+			t.Errorf("key %s: batch %d function %d started at %s, before batch %d function %d ended at %s",
+				sp.key, sp.batch, sp.index, sp.start.Format(time.StampMicro), prev.batch, prev.index, prev.end.Format(time.StampMicro))
+		}
+		last[sp.key] = sp
+		if o := order[sp.key]; len(o) == 0 || o[len(o)-1] != sp.batch {
+			order[sp.key] = append(o, sp.batch)
+		}
+	}
+	for _, k := range keys {
+		if !slices.Equal(order[k], submitted[k]) {
+			t.Errorf("key %s ran batches %v, want them one after the other in submission order %v", k, order[k], submitted[k])
+		}
+	}
+	if got := b.keys(t); len(got) != 0 {
+		t.Errorf("keys left waiting after every batch finished: %+v", got)
+	}
+}
+
+// TestKeyFailingHeadBlocksOnlyItsKey: while a key's head retries, the
+// batch behind it waits and the keys listing says RETRY; other keys and
+// unkeyed batches run meanwhile. Once the head is dead-lettered, the next
+// batch of its key runs.
+func TestKeyFailingHeadBlocksOnlyItsKey(t *testing.T) {
+	b := keyedSetup(t, 1)
+	a1 := b.sendKeyed(t, "seq", "a", "seq.fail")
+	a2 := b.sendKeyed(t, "seq", "a", "seq.step")
+	b1 := b.sendKeyed(t, "seq", "b", "seq.step")
+	b2 := b.sendKeyed(t, "seq", "b", "seq.step")
+	u := b.sendKeyed(t, "seq", "", "seq.step")
+	stop := b.drive(t)
+	b.waitStatus(t, pipeline.Executed, b1, b2, u)
+	testnats.Eventually(t, 10*time.Second, "the head retried", func() bool { return b.attempts.Load() >= 3 })
+	if b.rec.ran(a2) || b.status(t, a2) != pipeline.InProcess {
+		t.Fatalf("batch %d ran while the head of its key (%d) was retrying", a2, a1)
+	}
+	ks := b.keys(t)["a"]
+	if ks.Head != a1 || ks.Waiting != 1 || ks.State != authz.TxnRetry || (ks.Queue != authz.QueueDelay && ks.Queue != authz.QueueRetry) || ks.Attempts < 1 || ks.LastError == "" {
+		t.Fatalf("key a while its head retries: %+v, want head %d, RETRY, DELAY or RETRY, 1 waiting", ks, a1)
+	}
+	if _, ok := b.keys(t)["b"]; ok {
+		t.Fatalf("key b listed after its batches finished")
+	}
+
+	b.failing.Store(false)
+	b.waitStatus(t, pipeline.Rejected, a1)
+	b.waitStatus(t, pipeline.Executed, a2)
+	stop()
+	var headEnd, nextStart time.Time
+	for _, sp := range b.rec.all() {
+		switch sp.batch {
+		case a1:
+			headEnd = sp.end
+		case a2:
+			nextStart = sp.start
+		}
+	}
+	if nextStart.Before(headEnd) {
+		t.Fatalf("batch %d started at %s, before its key's head ended at %s", a2, nextStart, headEnd)
+	}
+}
+
+// TestEvictHeadReleasesKey: a key's head waiting for its confirmation is
+// listed REVISION / WAITING_INCLUSION; the batches behind it have no place
+// in the queue (an insert of one at position 0 joins the back of its key
+// and moves nothing); evicting the head lets them run, in order.
+func TestEvictHeadReleasesKey(t *testing.T) {
+	b := keyedSetup(t, 1)
+	c1 := b.sendKeyed(t, "seq", "c", "seq.wait")
+	c2 := b.sendKeyed(t, "seq", "c", "seq.step")
+	stop := b.drive(t)
+	testnats.Eventually(t, 10*time.Second, "the head waits for its confirmation", func() bool {
+		return b.keys(t)["c"].State == authz.TxnRevision
+	})
+	stop()
+	if ks := b.keys(t)["c"]; ks.Head != c1 || ks.Queue != authz.QueueWaitingInclusion || ks.Waiting != 1 || ks.Progress != streams.Parked {
+		t.Fatalf("key c: %+v, want head %d REVISION / WAITING_INCLUSION with one waiting", ks, c1)
+	}
+	var q authz.QueueReply
+	if e := b.call(t, "owner", "queue", authz.QueueRequest{Domain: domain, Priority: pipeline.Med}, &q); e != nil {
+		t.Fatal(e)
+	}
+	if len(q.Items) != 1 || q.Items[0].ID != c1 || q.Items[0].Key != "c" {
+		t.Fatalf("queue %+v, want only the head %d (key c): the batch behind it has no token", q.Items, c1)
+	}
+	var ins authz.InsertReply
+	if e := b.call(t, "owner", "insert", authz.InsertRequest{Domain: domain, Priority: pipeline.Med, Position: 0, Label: "seq", Key: "c",
+		Functions: authz.Calls{{Type: "seq.step"}}}, &ins); e != nil {
+		t.Fatal(e)
+	}
+	if !ins.WaitsForKey {
+		t.Fatalf("insert of a batch of a busy key: %+v, want it to wait for its key", ins)
+	}
+	if got := b.queue(t, pipeline.Med); !equal(got, []uint64{c1}) {
+		t.Fatalf("queue after the insert %v, want it unchanged [%d]", got, c1)
+	}
+	if ks := b.keys(t)["c"]; ks.Waiting != 2 {
+		t.Fatalf("key c after the insert: %+v, want two waiting", ks)
+	}
+
+	var ev authz.EvictReply
+	if e := b.call(t, "owner", "evict", authz.PositionRequest{Domain: domain, Priority: pipeline.Med, Position: 0}, &ev); e != nil || ev.ID != c1 {
+		t.Fatalf("evict: %+v %+v", ev, e)
+	}
+	b.drive(t)
+	b.waitStatus(t, pipeline.Executed, c2, ins.ID)
+	if st := b.status(t, c1); st != pipeline.RemovedByOwner {
+		t.Fatalf("evicted head: %s", st)
+	}
+	var order []uint64
+	for _, sp := range b.rec.all() {
+		if sp.batch != c1 {
+			order = append(order, sp.batch)
+		}
+	}
+	if !equal(order, []uint64{c2, ins.ID}) {
+		t.Fatalf("after the eviction ran %v, want %v", order, []uint64{c2, ins.ID})
+	}
+}
+
+// TestDisallowedTypeRefused: a function type the domain does not allow is
+// refused at send with a 400 naming it and the allowed types; nothing is
+// recorded for the key, whose next batch runs at once.
+func TestDisallowedTypeRefused(t *testing.T) {
+	b := keyedSetup(t, 1)
+	e := b.call(t, "alice", "send", authz.SendRequest{Label: "seq", Key: "d", Functions: authz.Calls{{Type: "ledger.transfer"}}}, nil)
+	if e == nil || e.Code != "400" || !strings.Contains(e.Msg, `"ledger.transfer"`) || !strings.Contains(e.Msg, "[seq.step seq.fail seq.wait]") {
+		t.Fatalf("send of a disallowed type: %+v, want a 400 naming the type and the allowed ones", e)
+	}
+	if ks := b.keys(t); len(ks) != 0 {
+		t.Fatalf("a refused batch left the key waiting: %+v", ks)
+	}
+	id := b.sendKeyed(t, "seq", "d", "seq.step")
+	b.drive(t)
+	b.waitStatus(t, pipeline.Executed, id)
+}
+
+// TestKeyHeadRepairedAtStart: authz died after a batch became its key's
+// head, before its token was published (the record and the key's order
+// written, nothing queued). The next authz start queues it, and the batch
+// behind it follows.
+func TestKeyHeadRepairedAtStart(t *testing.T) {
+	b := keyedSetup(t, 1)
+	b.stop()
+	admin := b.env.JS(t, "admin")
+	ctx := testnats.Context(t, 10*time.Second)
+	// What send leaves behind when it dies between the key's order and the
+	// token: a recorded batch listed as its key's head.
+	id, _, err := authz.AssignID(ctx, admin, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := pipeline.Batch{ID: id, Domain: domain, Label: "seq", Submitter: "alice", Priority: pipeline.Med, Key: "r",
+		Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic}, Functions: []pipeline.Function{{Type: "seq.step"}}, CreatedAt: time.Now().UTC()}
+	batches, err := admin.KeyValue(ctx, streams.BucketBatches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := authz.Record(ctx, batches, &batch, "", false); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := admin.KeyValue(ctx, streams.BucketKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := streams.NewKeyQueueStore(kv, nil).Append(ctx, domain, "r", id); err != nil {
+		t.Fatal(err)
+	}
+
+	b.startKeyedAuthz(t)
+	next := b.sendKeyed(t, "seq", "r", "seq.step")
+	b.drive(t)
+	b.waitStatus(t, pipeline.Executed, id, next)
+}
+
+// TestKeyTable: a label may list only the types its domain allows.
+func TestKeyTable(t *testing.T) {
+	_, err := authz.ParseTable([]byte(keyedTable + `
+  other:
+    domain: pay
+    users: [alice]
+    mode: atomic
+    priority: med
+    functions:
+      ledger.transfer: {}
+`))
+	if !errors.Is(err, authz.ErrTable) || !strings.Contains(err.Error(), "labels.other.functions") || !strings.Contains(err.Error(), "ledger.transfer") {
+		t.Fatalf("a label listing a type its domain does not allow: %v", err)
+	}
+}

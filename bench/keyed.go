@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// keyedFew is the key count of the keyed burn-down with few, busy keys.
+const keyedFew = 100
+
+// runKeyedPhase runs, in each repetition, the same burn-down of N atomic
+// no-op batches unkeyed, keyed over keyedFew keys, and keyed over N keys
+// (one batch per key), and reports each keyed drain beside the unkeyed
+// drain of the same repetition.
+func runKeyedPhase(cfg *config, res *results) error {
+	for i := range cfg.reps {
+		var base float64
+		for _, keys := range []int{0, keyedFew, cfg.n} {
+			quiet(cfg)
+			m := startMeter()
+			r, err := runBurnDown(cfg, burnOptions{spec: cfg.spec(), label: labelAtomic, functions: 1, n: cfg.n, units: 1, keys: keys})
+			if err != nil {
+				return fmt.Errorf("keyed burn-down over %d keys: %w", keys, err)
+			}
+			switch keys {
+			case 0:
+				base = r.drainRate
+				logf("keyed phase %d/%d, unkeyed: submit %.0f batches/s, drain %.0f batches/s", i+1, cfg.reps, r.submitRate, r.drainRate)
+				res.add("kd.none", "keyed phase: unkeyed drain (atomic, 1 noop)", "batches/s", r.drainRate, m)
+				res.add("kd.none.submit", "keyed phase: unkeyed submit", "batches/s", r.submitRate, m)
+				continue
+			case keyedFew:
+				logf("keyed phase %d/%d, %d keys: submit %.0f batches/s, drain %.0f batches/s (%.2f× unkeyed)", i+1, cfg.reps, keys, r.submitRate, r.drainRate, r.drainRate/base)
+				res.add("kd.few", fmt.Sprintf("keyed phase: drain over %d keys", keys), "batches/s", r.drainRate, m)
+				res.add("kd.few.submit", fmt.Sprintf("keyed phase: submit over %d keys", keys), "batches/s", r.submitRate, m)
+			default:
+				logf("keyed phase %d/%d, %d keys: submit %.0f batches/s, drain %.0f batches/s (%.2f× unkeyed)", i+1, cfg.reps, keys, r.submitRate, r.drainRate, r.drainRate/base)
+				res.add("kd.many", fmt.Sprintf("keyed phase: drain over %d keys (one batch each)", keys), "batches/s", r.drainRate, m)
+				res.add("kd.many.submit", fmt.Sprintf("keyed phase: submit over %d keys", keys), "batches/s", r.submitRate, m)
+			}
+		}
+	}
+	return nil
+}
+
+// submitKeyed is submitAll with batch i carrying key "k<i mod keys>".
+func submitKeyed(ctx context.Context, nc *nats.Conn, label string, functions, n, inflight, keys int) (time.Duration, error) {
+	subject := streams.AuthzSubject("alice", "send")
+	req := authz.SendRequest{Label: label}
+	for range functions {
+		req.Functions = append(req.Functions, authz.CallSpec{Type: "noop"})
+	}
+	var next atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range min(inflight, n) {
+		wg.Go(func() {
+			r := req
+			for {
+				i := next.Add(1)
+				if i > int64(n) {
+					return
+				}
+				r.Key = "k" + strconv.FormatInt((i-1)%int64(keys), 10)
+				body, err := json.Marshal(r)
+				if err == nil {
+					_, err = send(ctx, nc, subject, body, 30*time.Second)
+				}
+				if err != nil {
+					errOnce.Do(func() { firstErr = fmt.Errorf("submit %d: %w", i, err) })
+					next.Store(int64(n))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start), firstErr
+}

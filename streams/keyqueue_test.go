@@ -1,0 +1,81 @@
+package streams_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/streams"
+)
+
+func TestKeyQueueKey(t *testing.T) {
+	for _, tc := range []struct{ name, key, want string }{
+		{"plain", "acct-1_A", "pay.acct-1_A"},
+		{"base58 address", "B62qkfzx7WQy", "pay.B62qkfzx7WQy"},
+		{"outside the KV alphabet", "zk/app+1", "pay.=emsvYXBwKzE"},
+		{"unicode", "ключ", "pay.=0LrQu9GO0Yc"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := streams.KeyQueueKey("pay", tc.key); got != tc.want {
+				t.Fatalf("KeyQueueKey(pay, %q) = %q, want %q", tc.key, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestKeyQueueStore: appends keep their order and are idempotent, a removed
+// id is not listed again, the head's time moves with the head, and a key
+// whose last id leaves has no entry.
+func TestKeyQueueStore(t *testing.T) {
+	env := testnats.Start(t, []string{"pay"})
+	ctx := testnats.Context(t, 10*time.Second)
+	kv, err := env.JS(t, "admin").KeyValue(ctx, streams.BucketKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := streams.NewKeyQueueStore(kv, func() time.Time { return now })
+	for _, id := range []uint64{3, 1, 2, 1} {
+		if _, _, err := s.Append(ctx, "pay", "k", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, err := s.Load(ctx, "pay", "k")
+	if err != nil || !slices.Equal(q.IDs, []uint64{3, 1, 2}) || q.Head() != 3 || !q.HeadSince.Equal(now) {
+		t.Fatalf("after appending 3, 1, 2, 1: %+v %v", q, err)
+	}
+	now = now.Add(time.Minute)
+	if q, at, err := s.Remove(ctx, "pay", "k", 3); err != nil || at != 0 || q.Head() != 1 || !q.HeadSince.Equal(now) {
+		t.Fatalf("remove the head: %+v at %d %v", q, at, err)
+	}
+	if q, at, err := s.Remove(ctx, "pay", "k", 3); err != nil || at != -1 || q.Head() != 1 {
+		t.Fatalf("remove it again: %+v at %d %v", q, at, err)
+	}
+	if q, added, err := s.Append(ctx, "pay", "k", 3); err != nil || added || slices.Contains(q.IDs, 3) {
+		t.Fatalf("a released id appended again: %+v added %v %v", q, added, err)
+	}
+	if _, _, err := s.Append(ctx, "pay", "other", 9); err != nil {
+		t.Fatal(err)
+	}
+	qs, err := s.List(ctx, "pay")
+	if err != nil || len(qs) != 2 {
+		t.Fatalf("list: %+v %v", qs, err)
+	}
+	for _, id := range []uint64{2, 1} {
+		if _, _, err := s.Remove(ctx, "pay", "k", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := kv.Get(ctx, streams.KeyQueueKey("pay", "k")); err != jetstream.ErrKeyNotFound {
+		t.Fatalf("an emptied key's entry: %v, want it deleted", err)
+	}
+	if q, added, err := s.Append(ctx, "pay", "k", 4); err != nil || !added || q.Head() != 4 {
+		t.Fatalf("append after the entry was deleted: %+v %v %v", q, added, err)
+	}
+	all, err := s.ListAll(ctx)
+	if err != nil || len(all) != 2 {
+		t.Fatalf("list all: %+v %v", all, err)
+	}
+}
