@@ -35,7 +35,7 @@ func serve(t *testing.T, tel *telemetry.Telemetry) string {
 }
 
 // client keeps no connection open, so no goroutine outlives a test.
-var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+var httpClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 
 // get requests url with method and returns the status and body.
 func get(t *testing.T, method, url string) (int, string) {
@@ -44,7 +44,7 @@ func get(t *testing.T, method, url string) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := client.Do(req)
+	resp, err := httpClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

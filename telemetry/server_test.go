@@ -44,7 +44,7 @@ func TestEndpoints(t *testing.T) {
 	// An oversized request header is refused before any handler runs.
 	req, _ := http.NewRequest(http.MethodGet, url+"/healthz", nil)
 	req.Header.Set("X-Big", strings.Repeat("y", 64<<10))
-	resp, err := client.Do(req)
+	resp, err := httpClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
