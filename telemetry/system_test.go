@@ -116,21 +116,21 @@ func TestScrapeCountsBatches(t *testing.T) {
 	}
 
 	expect := map[string]float64{
-		series("tickflow_batches_submitted_total", "domain", "payments", "label", "jobs", "priority", "med"):   executed + rejected + 1,
-		series("tickflow_batches_finished_total", "domain", "payments", "label", "jobs", "outcome", "Executed"): executed + 1,
-		series("tickflow_batches_finished_total", "domain", "payments", "label", "jobs", "outcome", "Rejected"): rejected,
-		series("tickflow_callback_apply_lag_seconds_count", "domain", "payments"):                            executed + rejected + 1,
-		series("tickflow_processor_fallbacks_total", "domain", "payments"):                                    1,
-		series("tickflow_worker_handler_seconds_count", "type", "noop", "kind", "function", "result", "ok"):   executed,
-		series("tickflow_worker_handler_seconds_count", "type", "fail", "kind", "function", "result", "error"): rejected + 1,
-		series("tickflow_worker_handler_seconds_count", "type", "fail", "kind", "fallback", "result", "ok"):   1,
-		series("tickflow_worker_handler_seconds_count", "type", "fail", "kind", "fallback", "result", "error"): rejected,
+		series("tickflow_batches_submitted_total", "domain", "payments", "label", "jobs", "priority", "med"):           executed + rejected + 1,
+		series("tickflow_batches_finished_total", "domain", "payments", "label", "jobs", "outcome", "Executed"):        executed + 1,
+		series("tickflow_batches_finished_total", "domain", "payments", "label", "jobs", "outcome", "Rejected"):        rejected,
+		series("tickflow_callback_apply_lag_seconds_count", "domain", "payments"):                                      executed + rejected + 1,
+		series("tickflow_processor_fallbacks_total", "domain", "payments"):                                             1,
+		series("tickflow_worker_handler_seconds_count", "type", "noop", "kind", "function", "result", "ok"):            executed,
+		series("tickflow_worker_handler_seconds_count", "type", "fail", "kind", "function", "result", "error"):         rejected + 1,
+		series("tickflow_worker_handler_seconds_count", "type", "fail", "kind", "fallback", "result", "ok"):            1,
+		series("tickflow_worker_handler_seconds_count", "type", "fail", "kind", "fallback", "result", "error"):         rejected,
 		series("tickflow_processor_step_seconds_count", "domain", "payments", "priority", "med", "action", "finished"): executed + rejected + 1,
-		series("tickflow_dlq_messages", "domain", "payments"):                                               rejected,
-		series("tickflow_queue_depth", "domain", "payments", "priority", "med"):                             0,
-		series("tickflow_queue_depth", "domain", "reports", "priority", "high"):                             0,
-		series("tickflow_processor_steps_in_flight", "domain", "payments"):                                  0,
-		series("tickflow_worker_calls_in_flight"):                                                           0,
+		series("tickflow_dlq_messages", "domain", "payments"):                                                          rejected,
+		series("tickflow_queue_depth", "domain", "payments", "priority", "med"):                                        0,
+		series("tickflow_queue_depth", "domain", "reports", "priority", "high"):                                        0,
+		series("tickflow_processor_steps_in_flight", "domain", "payments"):                                             0,
+		series("tickflow_worker_calls_in_flight"):                                                                      0,
 	}
 	// The callback is acknowledged (and its lag observed) just after its
 	// record is written: poll until the scrape has caught up.
