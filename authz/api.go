@@ -155,6 +155,9 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 			return nil, fmt.Errorf("authz: remember idempotency key: %w", err)
 		}
 	}
+	if !dup {
+		s.opts.Telemetry.BatchSubmitted(ctx, first)
+	}
 	// The batch record is the audit trail; a line per batch would cost every submission.
 	s.log.Debug("batch accepted", "batch_id", first.ID, "label", name, "user", user, "domain", first.Domain, "priority", first.Priority)
 	return &built{batch: first, dup: dup}, nil

@@ -16,6 +16,8 @@ import (
 // authz was down are applied when it is back. A callback that cannot be
 // applied is retried with increasing delays (retryCallback).
 func (s *Service) handleCallback(ctx context.Context, m jetstream.Msg) {
+	ctx, span := s.opts.Telemetry.StartApply(ctx, m.Headers())
+	defer span.End()
 	deliveries, published := 1, time.Time{}
 	if md, err := m.Metadata(); err == nil {
 		deliveries, published = int(md.NumDelivered), md.Timestamp
@@ -44,6 +46,7 @@ func (s *Service) handleCallback(ctx context.Context, m jetstream.Msg) {
 		s.retryCallback(ctx, m, &cb, deliveries, err)
 		return
 	}
+	s.opts.Telemetry.CallbackApplied(cb.Domain, published)
 	_ = m.Ack()
 }
 
@@ -89,6 +92,7 @@ func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
 	if rec != nil {
 		// The processor logs each finished batch at Info; this is its echo.
 		s.log.Debug("batch finished", "batch_id", cb.BatchID, "outcome", o.String(), "domain", cb.Domain)
+		s.opts.Telemetry.BatchFinished(ctx, &rec.Batch, o)
 		finishedLabel, key = rec.Batch.Label, keyOf(&rec.Batch)
 	}
 	// The record is terminal: free the batch's concurrency slot. Until that

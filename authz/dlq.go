@@ -275,6 +275,7 @@ func (s *Service) replayBatch(ctx context.Context, it deadLetter) (uint64, error
 	if _, err := s.admit(ctx, first, true); err != nil {
 		return 0, err
 	}
+	s.opts.Telemetry.BatchSubmitted(ctx, first)
 	v, _ := json.Marshal(replayRecord{ID: rr.ID, Queued: true})
 	if _, err := s.batches.Update(ctx, streams.ReplayKey(seq), v, rev); err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return 0, fmt.Errorf("authz: mark replay of dead letter %d queued: %w", seq, err)

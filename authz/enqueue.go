@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/telemetry"
 )
 
 // AssignID takes the next global batch id: the sequence of a message in the
@@ -117,6 +118,7 @@ func PublishToken(ctx context.Context, js jetstream.JetStream, b *pipeline.Batch
 	if err != nil {
 		return err
 	}
+	telemetry.Inject(ctx, m.Header)
 	if _, err := js.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("authz: queue batch %d: %w", b.ID, err)
 	}

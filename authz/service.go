@@ -22,6 +22,8 @@ import (
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/telemetry"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Version is reported by the micro service.
@@ -59,6 +61,9 @@ type Options struct {
 	// retried without end, at most 30s apart. Default
 	// DefaultCallbackBackoff.
 	CallbackBackoff []time.Duration
+	// Telemetry receives the service's metrics, readiness and spans.
+	// Default nil: none.
+	Telemetry *telemetry.Telemetry
 }
 
 // Service is the authorization service. Any number of replicas may run.
@@ -151,6 +156,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 	if s.callbacks, err = js.Consumer(ctx, streams.StreamCallbacks, streams.CallbacksConsumer); err != nil {
 		return nil, bindError("consumer "+streams.CallbacksConsumer, err)
 	}
+	s.observe(nc)
 	return s, nil
 }
 
@@ -354,7 +360,10 @@ func (s *Service) serve(ctx context.Context, req micro.Request, e endpoint) {
 		err = s.owner(user)
 	}
 	if err == nil {
+		var span trace.Span
+		rctx, span = s.opts.Telemetry.StartRequest(rctx, e.name, user, nats.Header(req.Headers()))
 		out, err = e.handle(rctx, user, req.Data())
+		span.End()
 	}
 	if err != nil {
 		var ae *Error

@@ -27,6 +27,7 @@ import (
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/telemetry"
 )
 
 // Gate decides whether a batch is executable now. It is the seam where
@@ -106,6 +107,9 @@ type Options struct {
 	// Fault, when set, is called at each crash point of a step; a non-nil
 	// error abandons the step right there, as if the process died. For tests.
 	Fault func(point string) error
+	// Telemetry receives the processor's metrics, readiness and spans.
+	// Default nil: none.
+	Telemetry *telemetry.Telemetry
 }
 
 // Crash points passed to Options.Fault.
@@ -222,6 +226,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 		}
 	}
 	p.store = streams.NewProgressStore(p.progress, p.opts.Now)
+	p.observe(nc)
 	return p, nil
 }
 
@@ -406,7 +411,7 @@ func (p *Processor) Tick(ctx context.Context, steps int) Report {
 		// ends: shutdown drains rather than abandons.
 		for _, m := range msgs {
 			wg.Go(func() {
-				sr := p.step(context.WithoutCancel(ctx), m.prio, m.msg)
+				sr := p.observedStep(context.WithoutCancel(ctx), m.prio, m.msg)
 				mu.Lock()
 				rep.Steps = append(rep.Steps, sr)
 				running--

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/telemetry"
 )
 
 // publishToken appends the batch's token at its current step to the back of its queue.
@@ -21,6 +22,7 @@ func (p *Processor) publishToken(ctx context.Context, b *pipeline.Batch, prog *s
 	if err != nil {
 		return err
 	}
+	telemetry.Inject(ctx, m.Header)
 	if _, err := p.js.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("processor: requeue batch %d: %w", b.ID, err)
 	}
@@ -38,6 +40,7 @@ func (p *Processor) publishCallback(ctx context.Context, b *pipeline.Batch, prog
 	if err != nil {
 		return err
 	}
+	telemetry.Inject(ctx, m.Header)
 	if _, err := p.js.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("processor: callback of batch %d: %w", b.ID, err)
 	}
@@ -120,6 +123,7 @@ func (p *Processor) work(ctx context.Context, subject string, req *streams.WorkR
 	msg := nats.NewMsg(subject)
 	msg.Data = data
 	msg.Header.Set(streams.HeaderDeadline, strconv.FormatInt(deadline.UnixNano(), 10))
+	telemetry.Inject(ctx, msg.Header)
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	resp, err := p.nc.RequestMsgWithContext(rctx, msg)

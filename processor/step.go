@@ -414,6 +414,7 @@ func (p *Processor) settle(ctx context.Context, b *pipeline.Batch, st *state, f 
 	case err != nil:
 		return "", err
 	case out != nil:
+		p.opts.Telemetry.FallbackUsed(p.opts.Domain)
 		prog.Fallbacks = append(prog.Fallbacks, idx)
 		if atomic {
 			prog.Next = len(b.Functions)

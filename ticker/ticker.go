@@ -13,6 +13,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/telemetry"
 )
 
 // Options configure a Ticker. Exactly one of Every, Schedule and Once is
@@ -40,6 +41,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock Schedule is read with. Default time.Now.
 	Now func() time.Time
+	// Telemetry counts the ticks published and tells readiness by the
+	// connection. Default nil: none.
+	Telemetry *telemetry.Telemetry
 }
 
 // Ticker publishes ticks to a fixed set of domains. It is safe for
@@ -70,6 +74,7 @@ func New(nc *nats.Conn, opts Options) (*Ticker, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	opts.Telemetry.AddReadiness("ticker", nc, telemetry.Resources{})
 	return &Ticker{nc: nc, opts: opts, body: body(opts.Steps), log: opts.Logger}, nil
 }
 
@@ -197,6 +202,7 @@ func (t *Ticker) fire() error {
 	for _, d := range t.opts.Domains {
 		subj := streams.TickSubject(d)
 		err := t.nc.Publish(subj, t.body)
+		t.opts.Telemetry.TickPublished(d, err)
 		switch {
 		case errors.Is(err, nats.ErrConnectionClosed):
 			return fmt.Errorf("ticker: publish tick to %s: %w", subj, err)

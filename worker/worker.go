@@ -40,6 +40,7 @@ import (
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/telemetry"
 )
 
 // Version is reported by the micro service.
@@ -77,6 +78,9 @@ type Options struct {
 	RecordWindow time.Duration
 	// Logger receives the worker's logs. Default: discard.
 	Logger *slog.Logger
+	// Telemetry receives the worker's metrics, readiness and spans.
+	// Default nil: none.
+	Telemetry *telemetry.Telemetry
 }
 
 // Worker serves a ServeMux's handlers.
@@ -120,12 +124,14 @@ func New(ctx context.Context, nc *nats.Conn, mux *pipeline.ServeMux, opts Option
 	if err != nil {
 		return nil, fmt.Errorf("worker: results bucket: %w", err)
 	}
-	return &Worker{
+	w := &Worker{
 		nc: nc, mux: mux, opts: opts, results: kv,
 		log:     opts.Logger.With("worker", opts.Name),
 		sem:     make(chan struct{}, opts.Concurrency),
 		waiters: make(chan struct{}, 4*opts.Concurrency),
-	}, nil
+	}
+	w.observe()
+	return w, nil
 }
 
 // Run serves until ctx is done, then drains: it leaves the queue group, lets
@@ -210,6 +216,7 @@ func (w *Worker) serve(ctx context.Context, gate *drain.Gate, req micro.Request,
 		_ = streams.Reply(w.nc, req.Reply(), nil, streams.WorkCodeBadRequest, err.Error())
 		return
 	}
+	ctx = w.opts.Telemetry.Extract(ctx, nats.Header(req.Headers()))
 	deadline := time.Now().Add(w.opts.Timeout)
 	if v := req.Headers().Get(streams.HeaderDeadline); v != "" {
 		if ns, err := strconv.ParseInt(v, 10, 64); err == nil {
@@ -267,6 +274,7 @@ func (w *Worker) await(ctx context.Context, req *streams.WorkRequest, h endpoint
 
 // saturated is the reply when no handler slot came free in time.
 func (w *Worker) saturated() *streams.WorkReply {
+	w.opts.Telemetry.WorkerBusy()
 	return busy(fmt.Sprintf("worker %s: all %d handler slots busy", w.opts.Name, w.opts.Concurrency))
 }
 
@@ -279,7 +287,7 @@ func (w *Worker) run(ctx context.Context, req *streams.WorkRequest, h endpoint, 
 	// The call outlives ctx on purpose: shutdown drains calls in flight.
 	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline.Add(-margin))
 	defer cancel()
-	return h.run(cctx, req)
+	return w.observed(cctx, req, h)
 }
 
 // reply answers on the request's reply subject.
@@ -323,7 +331,7 @@ func (w *Worker) call(ctx context.Context, req *streams.WorkRequest) *streams.Wo
 		return failure(req, c.Index, pipeline.Permanent(fmt.Errorf("%w %q", pipeline.ErrNoHandler, c.Type)))
 	}
 	return w.once(ctx, req, callKey(req), func() *streams.WorkReply {
-		res, err := safeHandle(ctx, h, callFor(req, c, req.Inputs))
+		res, err := w.handle(ctx, h, callFor(req, c, req.Inputs), telemetry.KindFunction)
 		if err != nil {
 			return failure(req, c.Index, err)
 		}
@@ -372,7 +380,7 @@ func (w *Worker) runUnit(ctx context.Context, req *streams.WorkRequest) *streams
 		}
 		raw, _ := w.mux.Raw(c.Type)
 		call := callFor(req, c, inputs)
-		res, err := safeHandle(uctx, h, call)
+		res, err := w.handle(uctx, h, call, telemetry.KindFunction)
 		if err != nil {
 			return undo(err, c.Index)
 		}
@@ -401,9 +409,9 @@ func (w *Worker) fallback(ctx context.Context, req *streams.WorkRequest) *stream
 		return r
 	}
 	return w.once(ctx, req, fallbackKey(req), func() *streams.WorkReply {
-		res, err := safeHandle(ctx, pipeline.HandlerFunc(func(ctx context.Context, call *pipeline.Call) (pipeline.Result, error) {
+		res, err := w.handle(ctx, pipeline.HandlerFunc(func(ctx context.Context, call *pipeline.Call) (pipeline.Result, error) {
 			return fb.Fallback(ctx, call, *req.Failure)
-		}), callFor(req, c, req.Inputs))
+		}), callFor(req, c, req.Inputs), telemetry.KindFallback)
 		if err != nil {
 			return failure(req, c.Index, pipeline.Permanent(err))
 		}

@@ -36,6 +36,7 @@ func main() { cli.Main("authz", run) }
 
 func run() error {
 	cfg := config.DefaultAuthz()
+	metricsListen := cli.MetricsFlag("")
 	log, err := cli.Load("Usage: authz [flags]\n\nServes the authorization API and records every batch's outcome.", &cfg, &cfg.Log)
 	if err != nil {
 		return err
@@ -47,6 +48,11 @@ func run() error {
 		return err
 	}
 	defer nc.Close()
+	obs, err := cli.StartTelemetry(ctx, "authz", *metricsListen, log)
+	if err != nil {
+		return err
+	}
+	defer obs.Close()
 	if len(cfg.Domains) > 0 {
 		// Provisioning needs a user allowed to create streams (admin); a
 		// user without the right sees its requests time out.
@@ -59,7 +65,7 @@ func run() error {
 		}
 		log.Info("provisioned", "domains", cfg.Domains)
 	}
-	svc, err := authz.New(ctx, nc.Conn, authz.Options{Owner: cfg.Owner, TablePath: cfg.Table, Logger: log})
+	svc, err := authz.New(ctx, nc.Conn, authz.Options{Owner: cfg.Owner, TablePath: cfg.Table, Logger: log, Telemetry: obs.Telemetry})
 	if err != nil {
 		return err
 	}

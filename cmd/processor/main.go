@@ -46,6 +46,7 @@ func main() { cli.Main("processor", run) }
 
 func run() error {
 	cfg := config.DefaultProcessor()
+	metricsListen := cli.MetricsFlag("")
 	log, err := cli.Load("Usage: processor -domain DOMAINS [flags]\n\nServes the domains' batches, one step per tick.", &cfg, &cfg.Log)
 	if err != nil {
 		return err
@@ -70,9 +71,16 @@ func run() error {
 		}
 	}
 
+	obs, err := cli.StartTelemetry(ctx, "processor", *metricsListen, log)
+	if err != nil {
+		return err
+	}
+	defer obs.Close()
 	procs := make([]*processor.Processor, 0, len(cfg.Domains))
 	for _, d := range cfg.Domains {
-		p, err := processor.New(ctx, nc.Conn, options(cfg, d, log))
+		o := options(cfg, d, log)
+		o.Telemetry = obs.Telemetry
+		p, err := processor.New(ctx, nc.Conn, o)
 		if err != nil {
 			return err
 		}

@@ -26,11 +26,16 @@ import (
 	"github.com/tickflow/tickflow/internal/system"
 )
 
+// DefaultMetricsListen is where run serves /metrics, /healthz and /readyz
+// unless -metrics-listen says otherwise.
+const DefaultMetricsListen = "127.0.0.1:9464"
+
 func main() { cli.Main("run", run) }
 
 func run() error {
 	cfg := config.DefaultRun()
 	table := flag.String("table", "authz.yaml", "authorization table `file`")
+	metricsListen := cli.MetricsFlag(DefaultMetricsListen)
 	log, err := cli.Load("Usage: run [flags]\n\nRuns the whole system on this machine with an embedded nats-server.", &cfg, &cfg.Log)
 	if err != nil {
 		return err
@@ -46,10 +51,18 @@ func run() error {
 	}
 	defer srv.Close()
 	log.Info("nats-server started", "url", srv.URL(), "data_dir", cfg.Embedded.DataDir, "config", cfg.Embedded.ConfigFile)
+	obs, err := cli.StartTelemetry(ctx, "run", *metricsListen, log)
+	if err != nil {
+		return err
+	}
+	defer obs.Close()
+	if a := obs.Addr(); a != "" {
+		fmt.Printf("Metrics: http://%s/metrics (health /healthz, readiness /readyz)\n", a)
+	}
 
 	err = system.Run(ctx, system.Options{
 		Server: srv, Settings: cfg.Streams.Settings(), Domains: cfg.Domains, TickEvery: cfg.TickEvery,
-		TablePath: *table, Demo: cfg.Demo, Logger: log,
+		TablePath: *table, Demo: cfg.Demo, Logger: log, Telemetry: obs.Telemetry,
 		OnDemo: func(rows []demo.Row) {
 			fmt.Println()
 			demo.Print(os.Stdout, rows)

@@ -35,6 +35,7 @@ func main() { cli.Main("tick", run) }
 func run() error {
 	cfg := config.DefaultTick()
 	wait := flag.Bool("wait", false, "with -once: send each tick as a request and print the processor's report as JSON")
+	metricsListen := cli.MetricsFlag("")
 	waitTimeout := flag.Duration("wait-timeout", ticker.DefaultRequestTimeout, "with -wait: how long to wait for each report, a `duration`")
 	log, err := cli.Load("Usage: tick -domain DOMAINS (-every D | -cron SPEC | -once [-wait]) [flags]\n\nPublishes the ticks that make processors take steps.", &cfg, &cfg.Log)
 	if err != nil {
@@ -63,13 +64,19 @@ func run() error {
 	if *wait {
 		return report(ctx, nc, cfg, *waitTimeout)
 	}
+	obs, err := cli.StartTelemetry(ctx, "tick", *metricsListen, log)
+	if err != nil {
+		return err
+	}
+	defer obs.Close()
 	t, err := ticker.New(nc, ticker.Options{
-		Domains:  cfg.Domains,
-		Every:    cfg.Every,
-		Schedule: sched,
-		Once:     cfg.Once,
-		Steps:    cfg.Steps,
-		Logger:   log,
+		Domains:   cfg.Domains,
+		Every:     cfg.Every,
+		Schedule:  sched,
+		Once:      cfg.Once,
+		Steps:     cfg.Steps,
+		Logger:    log,
+		Telemetry: obs.Telemetry,
 	})
 	if err != nil {
 		return err

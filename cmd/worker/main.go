@@ -47,6 +47,7 @@ func main() { cli.Main("worker", run) }
 
 func run() error {
 	cfg := config.DefaultWorker()
+	metricsListen := cli.MetricsFlag("")
 	log, err := cli.Load("Usage: worker [flags]\n\nExecutes functions for the processors: serves the example handlers (-examples).\nA real deployment builds its own worker binary; see docs/operations.md.", &cfg, &cfg.Log)
 	if err != nil {
 		return err
@@ -71,7 +72,14 @@ func run() error {
 		return err
 	}
 
-	w, err := worker.New(ctx, nc.Conn, mux, options(cfg, log))
+	obs, err := cli.StartTelemetry(ctx, "worker", *metricsListen, log)
+	if err != nil {
+		return err
+	}
+	defer obs.Close()
+	o := options(cfg, log)
+	o.Telemetry = obs.Telemetry
+	w, err := worker.New(ctx, nc.Conn, mux, o)
 	if err != nil {
 		return err
 	}

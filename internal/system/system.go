@@ -22,6 +22,7 @@ import (
 	"github.com/tickflow/tickflow/pipeline/steps"
 	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/telemetry"
 	"github.com/tickflow/tickflow/ticker"
 	"github.com/tickflow/tickflow/worker"
 	"golang.org/x/sync/errgroup"
@@ -51,6 +52,9 @@ type Options struct {
 	OnDemo func([]demo.Row)
 	// Logger receives every component's logs.
 	Logger *slog.Logger
+	// Telemetry, optional, receives every component's metrics, readiness
+	// and spans: one registry, served on one address.
+	Telemetry *telemetry.Telemetry
 }
 
 // Run provisions the resources, runs every component until ctx is done,
@@ -91,7 +95,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	svc, err := authz.New(ctx, az, authz.Options{TablePath: o.TablePath, Logger: log})
+	svc, err := authz.New(ctx, az, authz.Options{TablePath: o.TablePath, Logger: log, Telemetry: o.Telemetry})
 	if err != nil {
 		return err
 	}
@@ -115,7 +119,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	w, err := worker.New(ctx, wc, mux, worker.Options{Name: "worker-1", Logger: log})
+	w, err := worker.New(ctx, wc, mux, worker.Options{Name: "worker-1", Logger: log, Telemetry: o.Telemetry})
 	if err != nil {
 		return err
 	}
@@ -126,7 +130,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	for _, d := range o.Domains {
-		p, err := processor.New(ctx, pc, processor.Options{Domain: d, Name: "processor-1", Logger: log})
+		p, err := processor.New(ctx, pc, processor.Options{Domain: d, Name: "processor-1", Logger: log, Telemetry: o.Telemetry})
 		if err != nil {
 			return err
 		}
@@ -137,7 +141,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	tk, err := ticker.New(tc, ticker.Options{Domains: o.Domains, Every: o.TickEvery, Steps: TickSteps, Logger: log})
+	tk, err := ticker.New(tc, ticker.Options{Domains: o.Domains, Every: o.TickEvery, Steps: TickSteps, Logger: log, Telemetry: o.Telemetry})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,116 @@
+package telemetry_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// TestOneTracePerBatch: with an in-memory exporter, a batch of two
+// functions is one trace from authz's send through both processor steps
+// (the second reached through the requeued token), the worker's calls, to
+// authz applying its callback; and no span carries a payload.
+func TestOneTracePerBatch(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(testnats.Context(t, 5*time.Second)) })
+	tel := telemetry.New(telemetry.Options{TracerProvider: tp})
+	c := runSystem(t, tel)
+
+	const secret = "payload-must-not-be-traced"
+	id := send(t, c, "jobs", call(handlers.TypeNoop, map[string]string{"note": secret}), call(handlers.TypeNoop, nil))
+	if s := finished(t, c, id); s != pipeline.Executed {
+		t.Fatalf("batch %d: %s, want Executed", id, s)
+	}
+
+	var spans tracetest.SpanStubs
+	var traceID trace.TraceID
+	testnats.Eventually(t, 10*time.Second, "the batch's spans", func() bool {
+		all := exp.GetSpans()
+		for _, s := range all {
+			if s.Name == "authz send" && has(s.Attributes, attribute.Int64("tickflow.batch_id", int64(id))) {
+				traceID = s.SpanContext.TraceID()
+			}
+		}
+		spans = spans[:0]
+		for _, s := range all {
+			if s.SpanContext.TraceID() == traceID {
+				spans = append(spans, s)
+			}
+		}
+		return count(spans, "authz send") == 1 && count(spans, "processor step") >= 2 &&
+			count(spans, "worker call") >= 2 && count(spans, "authz apply") == 1
+	})
+
+	byID := map[trace.SpanID]tracetest.SpanStub{}
+	for _, s := range spans {
+		byID[s.SpanContext.SpanID()] = s
+		for _, a := range s.Attributes {
+			if strings.Contains(a.Value.String(), secret) {
+				t.Errorf("span %s carries the payload in %s", s.Name, a.Key)
+			}
+		}
+	}
+	// Every span but the root hangs off another span of the trace: the
+	// context crossed each message, token, work request and callback.
+	roots := 0
+	for _, s := range spans {
+		if !s.Parent.IsValid() {
+			roots++
+			if s.Name != "authz send" {
+				t.Errorf("span %s is a root", s.Name)
+			}
+			continue
+		}
+		if _, ok := byID[s.Parent.SpanID()]; !ok {
+			t.Errorf("span %s's parent is not in the trace", s.Name)
+		}
+	}
+	if roots != 1 {
+		t.Errorf("%d roots, want 1", roots)
+	}
+	for _, s := range spans {
+		if s.Name == "worker call" && byID[s.Parent.SpanID()].Name != "processor step" {
+			t.Errorf("a worker call's parent is %q, want a processor step", byID[s.Parent.SpanID()].Name)
+		}
+		if s.Name == "processor step" && !has(s.Attributes, attribute.String("tickflow.domain", "payments")) {
+			t.Errorf("a step without its domain: %v", s.Attributes)
+		}
+	}
+	if t.Failed() {
+		t.Log(describe(spans))
+	}
+}
+
+func has(attrs []attribute.KeyValue, want attribute.KeyValue) bool {
+	return slices.Contains(attrs, want)
+}
+
+func count(spans tracetest.SpanStubs, name string) int {
+	n := 0
+	for _, s := range spans {
+		if s.Name == name {
+			n++
+		}
+	}
+	return n
+}
+
+func describe(spans tracetest.SpanStubs) string {
+	var b strings.Builder
+	for _, s := range spans {
+		fmt.Fprintf(&b, "%s %s parent %s %v\n", s.Name, s.SpanContext.SpanID(), s.Parent.SpanID(), s.Attributes)
+	}
+	return b.String()
+}
