@@ -58,8 +58,10 @@ func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
 	}
 	o := cb.Outcome
 	batchDomain, finishedLabel := "", ""
+	sender := false // the batch may hold a sender to release
 	rec, err := s.updateRecord(ctx, cb.BatchID, func(rec *streams.BatchRecord) (bool, error) {
 		batchDomain, finishedLabel = "", ""
+		sender = rec.Batch.NeedsSender() && rec.Batch.Domain == cb.Domain
 		if rec.Status.Terminal() {
 			// Applied before: a repeated callback. Its slot release may be
 			// what failed the first time, so it is done again.
@@ -99,6 +101,9 @@ func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
 		if err := s.release(ctx, finishedLabel, cb.BatchID); err != nil {
 			return fmt.Errorf("authz: release the slot of batch %d: %w", cb.BatchID, err)
 		}
+	}
+	if sender {
+		return s.releaseSender(ctx, cb.Domain, cb.BatchID)
 	}
 	return nil
 }

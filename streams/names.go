@@ -41,6 +41,9 @@ const (
 	BucketResults = "results"
 	// BucketRuns holds step-pipeline run records and step outputs.
 	BucketRuns = "runs"
+	// BucketSenders holds each domain's sender pool and its leases, key
+	// "<domain>".
+	BucketSenders = "senders"
 )
 
 // Consumer names.

@@ -159,6 +159,7 @@ func Buckets(s Settings) []jetstream.KeyValueConfig {
 		kv(BucketProgress, "tickflow execution progress, authoritative for processors", 1),
 		kv(BucketDomainStates, "tickflow processors paused or active, per domain", 5),
 		kv(BucketLocks, "tickflow per-key and sender leases", 1),
+		kv(BucketSenders, "tickflow sender pools and their leases, per domain", 1),
 		expiring(kv(BucketResults, "tickflow completion records of workers, per function", 1)),
 		expiring(kv(BucketRuns, "tickflow step-pipeline runs and step outputs", 1)),
 	}
