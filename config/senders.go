@@ -91,9 +91,14 @@ func (p *Processor) SendersOf(domain string) []string {
 
 // SenderSecrets returns a worker's senders list as worker.Options.Senders
 // wants it: secret references by domain and sender name.
-func (w *Worker) SenderSecrets() map[string]map[string]string {
+func (w *Worker) SenderSecrets() map[string]map[string]string { return senderSecrets(w.Senders) }
+
+// SenderSecrets returns run's senders list as worker.Options.Senders wants it.
+func (r *Run) SenderSecrets() map[string]map[string]string { return senderSecrets(r.Senders) }
+
+func senderSecrets(entries []string) map[string]map[string]string {
 	out := map[string]map[string]string{}
-	for _, e := range w.Senders {
+	for _, e := range entries {
 		s, err := ParseSender(e, true)
 		if err != nil {
 			continue
