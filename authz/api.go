@@ -33,6 +33,7 @@ func (s *Service) endpoints() []endpoint {
 		{"replay", "replay dead letters as new batches", owner, op(s.replay)},
 		{"reload", "reload the authorization table", owner, op(s.reload)},
 		{"keys", "a domain's keys: each one's running batch and how many wait", owner, op(s.keys)},
+		{"senders", "a domain's senders, free or leased", owner, op(s.listSenders)},
 	}
 }
 
@@ -325,10 +326,10 @@ func (s *Service) confirm(ctx context.Context, user string, req *ConfirmRequest)
 	if !s.mayKnow(user, b) {
 		return nil, hidden
 	}
-	if req.Index < 0 || req.Index >= len(b.Functions) || b.Functions[req.Index].Confirm == nil {
+	if req.Index < 0 || req.Index >= len(b.Functions) || confirmRule(&b.Functions[req.Index]) == nil {
 		return nil, errf(CodeBadRequest, "authz: function %d of batch %d takes no confirmation", req.Index, req.ID)
 	}
-	if rule := b.Functions[req.Index].Confirm; !mayConfirm(rule, user) {
+	if rule := confirmRule(&b.Functions[req.Index]); !mayConfirm(rule, user) {
 		return nil, errf(CodeForbidden, "authz: %q may not confirm function %d of batch %d (allowed: %v)", user, req.Index, req.ID, rule.By)
 	}
 	if rec.Status.Terminal() {
@@ -353,8 +354,8 @@ func (s *Service) mayKnow(user string, b *pipeline.Batch) bool {
 	if user == s.opts.Owner || user == b.Submitter {
 		return true
 	}
-	for _, f := range b.Functions {
-		if f.Confirm != nil && mayConfirm(f.Confirm, user) {
+	for i := range b.Functions {
+		if rule := confirmRule(&b.Functions[i]); rule != nil && mayConfirm(rule, user) {
 			return true
 		}
 	}

@@ -61,8 +61,10 @@ func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
 	}
 	o := cb.Outcome
 	batchDomain, finishedLabel, key := "", "", keyed{}
+	sender := false // the batch may hold a sender to release
 	rec, err := s.updateRecord(ctx, cb.BatchID, func(rec *streams.BatchRecord) (bool, error) {
 		batchDomain, finishedLabel, key = "", "", keyed{}
+		sender = rec.Batch.NeedsSender() && rec.Batch.Domain == cb.Domain
 		if rec.Status.Terminal() {
 			// Applied before: a repeated callback. Its slot release may be
 			// what failed the first time, so it is done again.
@@ -102,6 +104,11 @@ func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
 	if l, ok := s.Table().Labels[finishedLabel]; ok && l.MaxConcurrent > 0 {
 		if err := s.release(ctx, finishedLabel, cb.BatchID); err != nil {
 			return fmt.Errorf("authz: release the slot of batch %d: %w", cb.BatchID, err)
+		}
+	}
+	if sender {
+		if err := s.releaseSender(ctx, cb.Domain, cb.BatchID); err != nil {
+			return err
 		}
 	}
 	// Likewise its key: the next batch of the key gets its token.

@@ -41,6 +41,6 @@ func TestOwnerOnlyEndpoints(t *testing.T) {
 		}
 	}
 	if owners != 9 {
-		t.Fatalf("%d owner-only endpoints advertised, want 9 (queue, pause, resume, evict, insert, dlq, replay, reload, keys)", owners)
+		t.Fatalf("%d owner-only endpoints advertised, want 10 (queue, pause, resume, evict, insert, dlq, replay, reload, keys, senders)", owners)
 	}
 }

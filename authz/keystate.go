@@ -98,8 +98,8 @@ type KeyState struct {
 	For   float64   `json:"for_s"`
 	// Waiting counts the batches of the key behind the head.
 	Waiting int `json:"waiting"`
-	// Sender is the sender bound to the key while its head runs, empty
-	// when none is: filled by the sender leases.
+	// Sender is the sender leased to the key's head while it runs, empty
+	// when it holds none.
 	Sender string `json:"sender,omitempty"`
 }
 
@@ -130,6 +130,16 @@ func (s *Service) keys(ctx context.Context, _ string, req *KeysRequest) (any, er
 	sort.Slice(qs, func(i, j int) bool { return qs[i].Key < qs[j].Key })
 	rep := &KeysReply{Domain: req.Domain, Keys: []KeyState{}}
 	now := s.opts.Now()
+	pool, err := streams.LoadSenders(ctx, s.senders, req.Domain)
+	if err != nil {
+		return nil, err
+	}
+	bound := make(map[uint64]string, len(pool.Senders))
+	for _, sd := range pool.Senders {
+		if !sd.Free() {
+			bound[sd.Batch] = sd.Name
+		}
+	}
 	for _, q := range qs {
 		if req.After != "" && q.Key <= req.After {
 			continue
@@ -142,6 +152,7 @@ func (s *Service) keys(ctx context.Context, _ string, req *KeysRequest) (any, er
 		if err != nil {
 			return nil, err
 		}
+		ks.Sender = bound[ks.Head]
 		rep.Keys = append(rep.Keys, ks)
 	}
 	return rep, nil

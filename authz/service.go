@@ -81,6 +81,7 @@ type Service struct {
 	progressStore *streams.ProgressStore
 	state         jetstream.KeyValue
 	locks         jetstream.KeyValue
+	senders       jetstream.KeyValue
 	queues        map[pipeline.Priority]jetstream.Stream
 	dlq           jetstream.Stream
 	callbacks     jetstream.Consumer
@@ -134,7 +135,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 	for _, b := range []struct {
 		name string
 		kv   *jetstream.KeyValue
-	}{{streams.BucketBatches, &s.batches}, {streams.BucketProgress, &s.progress}, {streams.BucketDomainStates, &s.state}, {streams.BucketLocks, &s.locks}} {
+	}{{streams.BucketBatches, &s.batches}, {streams.BucketProgress, &s.progress}, {streams.BucketDomainStates, &s.state}, {streams.BucketLocks, &s.locks}, {streams.BucketSenders, &s.senders}} {
 		if *b.kv, err = js.KeyValue(ctx, b.name); err != nil {
 			return nil, bindError("bucket "+b.name, err)
 		}

@@ -46,6 +46,12 @@ type FunctionRule struct {
 	// Confirm, when set, makes the function wait for a confirmation; the
 	// caller gives the expected content with each call.
 	Confirm *ConfirmRule `yaml:"confirm,omitempty" json:"confirm,omitempty"`
+	// Sender, when true, makes a batch with this function hold a sender of
+	// its domain's pool while it runs.
+	Sender bool `yaml:"sender,omitempty" json:"sender,omitempty"`
+	// Inclusion, when set, makes the function's success mean "dispatched":
+	// the batch waits until the dispatch is included (pipeline.Inclusion).
+	Inclusion *pipeline.Inclusion `yaml:"inclusion,omitempty" json:"inclusion,omitempty"`
 }
 
 // ConfirmRule says who may confirm a function and how long to wait.
@@ -147,6 +153,9 @@ func (t *Table) Validate() error {
 					return fail("functions."+typ+".confirm.timeout", errors.New("must be a positive duration"))
 				}
 			}
+			if err := r.validateInclusion(l.Mode); err != nil {
+				return fail("functions."+typ+".inclusion", err)
+			}
 		}
 		if l.Expiry < 0 {
 			return fail("expiry", errors.New("must not be negative"))
@@ -232,7 +241,7 @@ func (l *Label) Build(label, user string, calls []CallSpec, key string, now time
 			sort.Strings(allowed)
 			return nil, &pipeline.ValidationError{Field: fmt.Sprintf("functions[%d].type", i), Rule: fmt.Sprintf("%q is not allowed under label %q (allowed: %v)", logging.Capped(c.Type), label, allowed)}
 		}
-		f := pipeline.Function{Type: c.Type, Payload: c.Payload, Retry: rule.Retry}
+		f := pipeline.Function{Type: c.Type, Payload: c.Payload, Retry: rule.Retry, Sender: rule.Sender, Inclusion: rule.Inclusion}
 		switch {
 		case rule.Confirm != nil && c.Expect == "":
 			return nil, &pipeline.ValidationError{Field: fmt.Sprintf("functions[%d].expect", i), Rule: fmt.Sprintf("%q needs a confirmation: give the expected content", c.Type)}

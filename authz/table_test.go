@@ -27,6 +27,9 @@ func TestParseTableRejects(t *testing.T) {
 		{name: "retry on non-atomic label", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: non_atomic, priority: med, retry: {times: 1, backoff: {kind: fixed, initial: 1s}}, functions: {noop: {}}}", want: "labels.x.retry"},
 		{name: "bad multiplier", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: atomic, priority: high, retry: {times: 1, backoff: {kind: exponential, initial: 1s, multiplier: 1}}, functions: {noop: {}}}", want: "multiplier"},
 		{name: "confirm in atomic", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: atomic, priority: high, functions: {noop: {confirm: {timeout: 1s}}}}", want: "confirm"},
+		{name: "inclusion in atomic", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: atomic, priority: high, functions: {tx: {inclusion: {max_wait: 1s}}}}", want: "functions.tx.inclusion"},
+		{name: "inclusion without max wait", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: non_atomic, priority: high, functions: {tx: {inclusion: {poll_every: 1s}}}}", want: "max_wait"},
+		{name: "inclusion and confirm", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: non_atomic, priority: high, functions: {tx: {confirm: {timeout: 1s}, inclusion: {max_wait: 1s}}}}", want: "together with confirm"},
 		{name: "no functions", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: atomic, priority: high}", want: "labels.x.functions"},
 	}
 	for _, tt := range tests {
@@ -118,6 +121,9 @@ labels:
       http.post:
         retry: {times: indefinitely, backoff: {kind: linear, initial: 1s, increment: 500ms}}
         confirm: {timeout: 1m, by: [oracle]}
+      chain.dispatch:
+        sender: true
+        inclusion: {poll_every: 2s, max_wait: 1m, by: [oracle]}
 `
 	tbl, err := authz.ParseTable([]byte(doc))
 	if err != nil {
@@ -138,6 +144,10 @@ labels:
 	if f.Retry == nil || f.Retry.Times != pipeline.Forever || f.Retry.Backoff.Kind != pipeline.Linear || f.Retry.Backoff.Increment.D() != 500*time.Millisecond ||
 		f.Confirm == nil || f.Confirm.Timeout.D() != time.Minute || !slices.Equal(f.Confirm.By, []string{"oracle"}) {
 		t.Fatalf("function rule %+v", f)
+	}
+	if d := s.Functions["chain.dispatch"]; !d.Sender || d.Inclusion == nil || d.Inclusion.PollEvery.D() != 2*time.Second ||
+		d.Inclusion.MaxWait.D() != time.Minute || !slices.Equal(d.Inclusion.By, []string{"oracle"}) {
+		t.Fatalf("dispatch rule %+v", d)
 	}
 	// The Go field names are not keys.
 	for _, bad := range []string{"nonretryable: [x]", "retryon: [x]"} {

@@ -54,6 +54,11 @@ type Processor struct {
 	// at least 1 (processor.Options.PoisonRetries). Default
 	// processor.DefaultPoisonRetries (12, about 5 minutes).
 	PoisonRetries int `yaml:"poison_retries"`
+	// Senders are the sender pools of the domains served, as
+	// "<domain>/<name>" entries: a batch with a function that needs a
+	// sender holds one of its domain's from its first step until it is
+	// terminal. Names only; the workers hold the secrets. Default none.
+	Senders []string `yaml:"senders"`
 	// Provision creates this processor's consumers at start, which needs
 	// admin rights on the account. Default false: the consumers must exist
 	// already (authz provisions them for its domains).
@@ -94,6 +99,7 @@ func (p *Processor) Validate() error {
 		under("log", p.Log.Validate()),
 		under("streams", p.Streams.Validate()),
 		validateDomains("domains", p.Domains, true),
+		validateSenders("senders", p.Senders, false),
 	}
 	if p.Name == "" {
 		errs = append(errs, invalid("name", "must not be empty"))

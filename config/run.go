@@ -21,11 +21,17 @@ type Run struct {
 	// server. Default: DefaultStreams.
 	Streams Streams `yaml:"streams"`
 	// Domains are the domains to serve and tick, each one subject token;
-	// at least one. Default ["payments", "reports"].
+	// at least one. Default ["payments", "reports", "chain"].
 	Domains []string `yaml:"domains"`
 	// TickEvery is the interval at which every domain is ticked; at least
 	// 1ms. Default 200ms.
 	TickEvery time.Duration `yaml:"tick_every"`
+	// Senders are the sender pools, as "<domain>/<name>=<secret
+	// reference>" entries (the worker section's form). Default: the
+	// example domain chain's sender-a and sender-b, whose secrets come from
+	// TICKFLOW_SENDER_A and TICKFLOW_SENDER_B (the example handler runs
+	// without them).
+	Senders []string `yaml:"senders"`
 	// Demo submits example batches so there is something to watch.
 	// Default true.
 	Demo bool `yaml:"demo"`
@@ -39,7 +45,8 @@ func DefaultRun() Run {
 		Embedded:  e,
 		Log:       DefaultLog(),
 		Streams:   DefaultStreams(),
-		Domains:   []string{"payments", "reports"},
+		Domains:   []string{"payments", "reports", "chain"},
+		Senders:   []string{"chain/sender-a=env:TICKFLOW_SENDER_A", "chain/sender-b=env:TICKFLOW_SENDER_B"},
 		TickEvery: 200 * time.Millisecond,
 		Demo:      true,
 	}
@@ -56,6 +63,7 @@ func (r *Run) Validate() error {
 		under("log", r.Log.Validate()),
 		under("streams", r.Streams.Validate()),
 		validateDomains("domains", r.Domains, true),
+		validateSenders("senders", r.Senders, true),
 	}
 	if !r.Embedded.Enabled {
 		errs = append(errs, invalid("embedded.enabled", "must be true: run connects in-process to its embedded server"))

@@ -331,3 +331,25 @@ func TestValidateReportsEveryRule(t *testing.T) {
 		t.Fatalf("fields = %q, want %q", got, want)
 	}
 }
+
+func TestSendersValidate(t *testing.T) {
+	t.Parallel()
+	runValidate(t, validProcessor, (*Processor).Validate, []validateCase[Processor]{
+		{name: "names", mutate: func(p *Processor) { p.Senders = []string{"chain/s1", "chain/s2", "other/s1"} }},
+		{name: "no domain", mutate: func(p *Processor) { p.Senders = []string{"s1"} },
+			field: "processor.senders[0]", rule: "expected <domain>/<name>"},
+		{name: "a secret in the processor", mutate: func(p *Processor) { p.Senders = []string{"chain/s1=env:K"} },
+			field: "processor.senders[0]", rule: "secret references belong in the worker section"},
+		{name: "repeated", mutate: func(p *Processor) { p.Senders = []string{"chain/s1", "chain/s1"} },
+			field: "processor.senders[1]", rule: "chain/s1 repeats senders[0]"},
+	})
+	runValidate(t, DefaultWorker, (*Worker).Validate, []validateCase[Worker]{
+		{name: "references", mutate: func(w *Worker) { w.Senders = []string{"chain/s1=env:S1_KEY", "chain/s2=file:/run/secrets/s2"} }},
+		{name: "no reference", mutate: func(w *Worker) { w.Senders = []string{"chain/s1"} },
+			field: "worker.senders[0]", rule: "expected <domain>/<name>=<env:NAME or file:/path>"},
+		{name: "bad reference", mutate: func(w *Worker) { w.Senders = []string{"chain/s1=vault:x"} },
+			field: "worker.senders[0]", rule: "expected env:NAME or file:/path"},
+		{name: "bad name", mutate: func(w *Worker) { w.Senders = []string{"chain/s.1=env:K"} },
+			field: "worker.senders[0]", rule: "sender name"},
+	})
+}

@@ -34,6 +34,11 @@ type Worker struct {
 	// at least 1ms (worker.Options.RecordWindow). Default
 	// worker.DefaultRecordWindow (15s).
 	RecordWindow time.Duration `yaml:"record_window"`
+	// Senders are the secret references of the senders this worker
+	// dispatches with, as "<domain>/<name>=<reference>" entries, the
+	// reference "env:NAME" or "file:/path" (worker.Options.Senders).
+	// Default none.
+	Senders []string `yaml:"senders"`
 	// Examples registers the example handlers, so a fresh install has
 	// something to run. Default true.
 	Examples bool `yaml:"examples"`
@@ -64,6 +69,7 @@ func (w *Worker) Validate() error {
 		under("nats", w.NATS.Validate()),
 		under("embedded", w.Embedded.Validate()),
 		under("log", w.Log.Validate()),
+		validateSenders("senders", w.Senders, true),
 	}
 	if w.Name == "" {
 		errs = append(errs, invalid("name", "must not be empty"))

@@ -67,6 +67,12 @@ type Function struct {
 	Retry *RetryLogic `msgpack:"retry,omitempty" json:"retry,omitempty"`
 	// Confirm, when set, parks the batch after this function until confirmed.
 	Confirm *Confirmation `msgpack:"confirm,omitempty" json:"confirm,omitempty"`
+	// Sender, when true, makes the batch hold a sender of its domain's pool
+	// while it runs; the handler gets its name in Call.Sender.
+	Sender bool `msgpack:"sender,omitempty" json:"sender,omitempty"`
+	// Inclusion, when set, parks the batch after this function until what
+	// it dispatched is included.
+	Inclusion *Inclusion `msgpack:"inclusion,omitempty" json:"inclusion,omitempty"`
 }
 
 // Batch is what callers submit: functions to run in order under one id.
@@ -159,6 +165,17 @@ func (f *Function) validate(mode Mode) error {
 		}
 		if f.Confirm.Timeout <= 0 {
 			return invalid("confirm.timeout", "must be a positive duration (got %s)", f.Confirm.Timeout)
+		}
+	}
+	if f.Inclusion != nil {
+		switch {
+		case mode == Atomic:
+			return invalid("inclusion", "not allowed in an atomic batch; inclusion waits between functions")
+		case f.Confirm != nil:
+			return invalid("inclusion", "not allowed together with confirm; an inclusion is confirmed itself")
+		}
+		if err := f.Inclusion.validate(); err != nil {
+			return prefix("inclusion", err)
 		}
 	}
 	return nil

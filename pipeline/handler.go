@@ -41,6 +41,12 @@ type Call struct {
 	Inputs []Output
 	// CreatedAt is when the batch was accepted.
 	CreatedAt time.Time
+	// Sender names the sender of the domain's pool the batch holds, for a
+	// function that needs one; empty otherwise.
+	Sender string
+	// SenderSecret resolves the sender's secret from the worker's secret
+	// reference (never carried in a record); nil when Sender is empty.
+	SenderSecret func() ([]byte, error)
 }
 
 // IdempotencyKey names the effect this call asks for: "<batch>/<index>",
@@ -68,6 +74,8 @@ type Output struct {
 	Index int     `msgpack:"index" json:"index"`
 	Type  string  `msgpack:"type" json:"type"`
 	Data  Payload `msgpack:"data,omitempty" json:"data,omitempty"`
+	// Ref is the dispatch reference of a function waiting for inclusion.
+	Ref string `msgpack:"ref,omitempty" json:"ref,omitempty"`
 }
 
 // Result is what a handler returns on success.
@@ -75,6 +83,9 @@ type Result struct {
 	// Data is the handler's output, msgpack-encoded; later functions of the
 	// batch receive it in Call.Inputs.
 	Data Payload
+	// Ref names what a function waiting for inclusion dispatched (a
+	// transaction hash); its Poller is asked about it.
+	Ref string
 }
 
 // Handler executes one function. Handlers must be safe for concurrent use.

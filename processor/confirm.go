@@ -101,6 +101,9 @@ func (p *Processor) confirm1(ctx context.Context, m jetstream.Msg) error {
 	if prog.State != streams.Parked || prog.Parked.Index != index {
 		return fmt.Errorf("%w: batch %d is not waiting for a confirmation of function %d (state %s)", errDropConfirmation, id, index, prog.State)
 	}
+	if b.Functions[index].Inclusion != nil {
+		return p.confirmInclusion(ctx, b, st, index, conf)
+	}
 	spec := b.Functions[index].Confirm
 	if len(spec.By) > 0 && !slices.Contains(spec.By, conf.By) {
 		return fmt.Errorf("%w: %q may not confirm function %d of batch %d (allowed: %v)", errDropConfirmation, conf.By, index, id, spec.By)

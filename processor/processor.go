@@ -62,6 +62,8 @@ const (
 	DefaultMaxWait = time.Hour
 	// DefaultPoisonRetries is the default of Options.PoisonRetries.
 	DefaultPoisonRetries = 12
+	// DefaultSenderWait is the default of Options.SenderWait.
+	DefaultSenderWait = 500 * time.Millisecond
 )
 
 // Options configure a Processor. The zero value of each field means its default.
@@ -98,6 +100,13 @@ type Options struct {
 	PoisonRetries int
 	// Gate decides executability. Default Always.
 	Gate Gate
+	// Senders names the domain's sender pool: a batch with a function
+	// that needs a sender holds one of them from its first step until it
+	// is terminal. Default none (such a batch fails at its first step).
+	Senders []string
+	// SenderWait is how soon a batch that found every sender leased looks
+	// again. Default DefaultSenderWait (500ms).
+	SenderWait time.Duration
 	// Logger receives the processor's logs. Default: discard.
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -143,6 +152,8 @@ type Processor struct {
 	store    *streams.ProgressStore // the progress records, with compare-and-set
 	batches  jetstream.KeyValue
 	state    jetstream.KeyValue
+	senders  jetstream.KeyValue
+	leases   leases
 
 	cacheMu sync.Mutex
 	cache   map[uint64]*pipeline.Batch
@@ -180,6 +191,9 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 	}
 	if opts.Gate == nil {
 		opts.Gate = Always{}
+	}
+	if opts.SenderWait <= 0 {
+		opts.SenderWait = DefaultSenderWait
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -220,7 +234,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 	for _, b := range []struct {
 		name string
 		kv   *jetstream.KeyValue
-	}{{streams.BucketProgress, &p.progress}, {streams.BucketBatches, &p.batches}, {streams.BucketDomainStates, &p.state}} {
+	}{{streams.BucketProgress, &p.progress}, {streams.BucketBatches, &p.batches}, {streams.BucketDomainStates, &p.state}, {streams.BucketSenders, &p.senders}} {
 		if *b.kv, err = js.KeyValue(ctx, b.name); err != nil {
 			return nil, fmt.Errorf("processor: bucket %s: %w", b.name, err)
 		}

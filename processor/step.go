@@ -23,6 +23,8 @@ type state struct {
 	// noWait says the step gave up waiting for workers: a fallback no
 	// worker attempts counts as none.
 	noWait bool
+	// sender is the sender the batch holds, for functions that need one.
+	sender string
 }
 
 // failure is a failed attempt of function index (an atomic batch: of its
@@ -149,6 +151,11 @@ func (p *Processor) stepToken(ctx context.Context, prio pipeline.Priority, m jet
 		sr.Action, sr.Outcome = ActionFinished, prog.Outcome.String()
 		return sr, err
 	}
+	if prog.State == streams.Parked && b.Functions[prog.Parked.Index].Inclusion != nil {
+		sr.Action, err = p.awaitInclusion(ctx, b, st, m)
+		sr.Outcome = outcomeOf(prog)
+		return sr, err
+	}
 	if prog.State == streams.Parked {
 		if now.Before(prog.Parked.Deadline) {
 			// Woken early (e.g. redelivered after a crash): wait on.
@@ -177,6 +184,10 @@ func (p *Processor) stepToken(ctx context.Context, prio pipeline.Priority, m jet
 		err = m.NakWithDelay(retryIn)
 		sr.Action = ActionSetAside
 		return sr, err
+	}
+	if act, done, serr := p.needSender(ctx, b, st, m); done {
+		sr.Action, sr.Outcome = act, outcomeOf(prog)
+		return sr, serr
 	}
 	switch {
 	case prog.FallbackDue != nil:
@@ -213,7 +224,7 @@ func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state,
 		BatchID: b.ID, Domain: b.Domain, Key: b.Key, CreatedAt: b.CreatedAt,
 		Submitter: b.Submitter, Label: b.Label,
 		Attempt: failures + 1, Round: prog.RoundOf(0), Unit: true, Calls: calls,
-		Retry: b.Subroutine.Retry,
+		Retry: b.Subroutine.Retry, Sender: st.sender,
 	})
 	if err != nil {
 		return "", err
@@ -262,7 +273,7 @@ func (p *Processor) runFunction(ctx context.Context, b *pipeline.Batch, st *stat
 		Submitter: b.Submitter, Label: b.Label,
 		Attempt: failures + 1, Round: prog.RoundOf(k),
 		Calls:  []streams.WorkCall{{Index: k, Type: f.Type, Payload: f.Payload}},
-		Inputs: prog.Outputs, Retry: f.Retry,
+		Inputs: prog.Outputs, Retry: f.Retry, Sender: st.sender,
 	})
 	if err != nil {
 		return "", err
@@ -286,6 +297,9 @@ func (p *Processor) runFunction(ctx context.Context, b *pipeline.Batch, st *stat
 // confirmation's timeout; otherwise the batch moves on (keep).
 func (p *Processor) advance(ctx context.Context, b *pipeline.Batch, st *state, k int, out pipeline.Output, m jetstream.Msg) (Action, error) {
 	prog := &st.Progress
+	if b.Functions[k].Inclusion != nil {
+		return p.parkForInclusion(ctx, b, st, k, out, m)
+	}
 	if c := b.Functions[k].Confirm; c != nil {
 		if err := p.fits(b, prog, out); err != nil {
 			return p.tooLarge(ctx, b, st, k, err, m)
@@ -392,6 +406,9 @@ func (p *Processor) settle(ctx context.Context, b *pipeline.Batch, st *state, f 
 		counted = 0
 	}
 	out, err := p.fallback(ctx, b, prog, f, prog.FailuresOf(counted))
+	if err == nil && out == nil {
+		err = p.failureHook(ctx, b, st, f)
+	}
 	if notAttempted(err) && !st.noWait {
 		if m == nil {
 			return "", err // the confirmation is applied again later
@@ -493,6 +510,7 @@ func (p *Processor) announce(ctx context.Context, b *pipeline.Batch, prog *strea
 	if err := p.fault(FaultAfterCallback); err != nil {
 		return err
 	}
+	p.releaseSender(ctx, b)
 	p.forget(b.ID)
 	// Every outcome is in the batch record and its callback; a log line per
 	// executed batch would cost every batch, so only the others are Info.

@@ -45,6 +45,10 @@ const (
 	// BucketKeys holds each key's order: the batches waiting per (domain,
 	// key), key KeyQueueKey(domain, key).
 	BucketKeys = "keys"
+
+	// BucketSenders holds each domain's sender pool and its leases, key
+	// "<domain>".
+	BucketSenders = "senders"
 )
 
 // Consumer names.

@@ -267,6 +267,11 @@ type WorkRequest struct {
 	Retry *pipeline.RetryLogic `msgpack:"retry,omitempty"`
 	// Failure is set on fallback requests.
 	Failure *pipeline.Failure `msgpack:"failure,omitempty"`
+	// Sender names the sender the batch holds, for functions that need one.
+	Sender string `msgpack:"sender,omitempty"`
+	// Inclusion is set on poll and hook requests of a function waiting for
+	// inclusion.
+	Inclusion *InclusionCall `msgpack:"inclusion,omitempty"`
 }
 
 // WorkError is a handler failure as it crosses the wire.
@@ -279,6 +284,9 @@ type WorkError struct {
 	Index int `msgpack:"index"`
 	// NoFallback is set on a fallback request for a type without a fallback.
 	NoFallback bool `msgpack:"no_fallback,omitempty"`
+	// NoHook is set on a poll or hook request for a type whose handler
+	// does not implement it.
+	NoHook bool `msgpack:"no_hook,omitempty"`
 	// Busy says the call was not attempted (another worker is running it,
 	// or its record could not be read): retry later, counting no attempt.
 	Busy bool `msgpack:"busy,omitempty"`
@@ -317,6 +325,8 @@ type WorkReply struct {
 	// written: no other run of the call happened before it or can follow.
 	// A processor that saw no progress record may then skip writing one.
 	Fresh bool `msgpack:"fresh,omitempty"`
+	// Included answers a poll: the dispatched effect was included.
+	Included bool `msgpack:"included,omitempty"`
 }
 
 // Encode msgpack-encodes a wire record, stamping it with WireVersion.

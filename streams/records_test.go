@@ -34,7 +34,7 @@ func fullRetry() *pipeline.RetryLogic {
 
 func fullOutputs() []pipeline.Output {
 	return []pipeline.Output{
-		{Index: 1, Type: "ledger.transfer", Data: pipeline.MustPayload(map[string]any{"tx": "abc", "ok": true})},
+		{Index: 1, Type: "ledger.transfer", Data: pipeline.MustPayload(map[string]any{"tx": "abc", "ok": true}), Ref: "0xabc"},
 		{Index: 2, Type: "ledger.notify", Data: pipeline.MustPayload([]any{1, "two", 3.5})},
 	}
 }
@@ -51,6 +51,9 @@ func fullBatch() pipeline.Batch {
 			Payload: pipeline.MustPayload(map[string]any{"amount": 10, "to": "bob"}),
 			Retry:   fullRetry(),
 			Confirm: &pipeline.Confirmation{Expect: "block 7", Timeout: pipeline.Duration(time.Minute), By: []string{"oracle"}},
+			Sender:  true,
+			Inclusion: &pipeline.Inclusion{PollEvery: pipeline.Duration(time.Second), MaxWait: pipeline.Duration(time.Minute),
+				By: []string{"oracle"}},
 		}},
 		Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic, Retry: fullRetry()},
 		Priority:   pipeline.High,
@@ -128,6 +131,8 @@ func workRequestFixture() streams.WorkRequest {
 		Failure: &pipeline.Failure{
 			BatchID: 42, Index: 1, Key: "acct-1", CreatedAt: at(1), Failures: 4, LastError: "timeout", Exhausted: true,
 		},
+		Sender:    "sender-a",
+		Inclusion: &streams.InclusionCall{Ref: "0xabc", Hook: streams.HookSuccess, Output: &fullOutputs()[0]},
 	}
 }
 
@@ -136,10 +141,11 @@ func workReplyFixture() streams.WorkReply {
 		Outputs: fullOutputs(),
 		Error: &streams.WorkError{
 			Message: "card declined", Codes: []string{"declined", "payment"}, Permanent: true,
-			Retryable: true, Index: 2, NoFallback: true, Busy: true,
+			Retryable: true, Index: 2, NoFallback: true, Busy: true, NoHook: true,
 		},
 		Recorded: true,
 		Fresh:    true,
+		Included: true,
 	}
 }
 

@@ -160,6 +160,7 @@ func Buckets(s Settings) []jetstream.KeyValueConfig {
 		kv(BucketDomainStates, "tickflow processors paused or active, per domain", 5),
 		kv(BucketLocks, "tickflow per-key and sender leases", 1),
 		kv(BucketKeys, "tickflow per-key order: the batches waiting per domain and key", 1),
+		kv(BucketSenders, "tickflow sender pools and their leases, per domain", 1),
 		expiring(kv(BucketResults, "tickflow completion records of workers, per function", 1)),
 		expiring(kv(BucketRuns, "tickflow step-pipeline runs and step outputs", 1)),
 	}

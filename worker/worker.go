@@ -81,6 +81,11 @@ type Options struct {
 	// Telemetry receives the worker's metrics, readiness and spans.
 	// Default nil: none.
 	Telemetry *telemetry.Telemetry
+	// Senders are the secret references of the senders this worker
+	// dispatches with, by domain and sender name ("env:NAME" or
+	// "file:/path", ValidateSecretRef); a handler resolves its call's
+	// through Call.SenderSecret. Default none.
+	Senders map[string]map[string]string
 }
 
 // Worker serves a ServeMux's handlers.
@@ -165,6 +170,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		name := strings.ReplaceAll(typ, ".", "_") // micro endpoint names take no dots
 		if err := add(name, streams.WorkSubject(typ), endpoint{run: w.call, key: callKey}); err != nil {
 			return fmt.Errorf("worker: endpoint %s: %w", typ, err)
+		}
+		if err := w.addInclusion(add, typ, name); err != nil {
+			return err
 		}
 		if _, ok := w.mux.FallbackFor(typ); ok {
 			if err := add("fallback-"+name, streams.FallbackSubject(typ), endpoint{run: w.fallback, key: fallbackKey}); err != nil {
@@ -331,11 +339,11 @@ func (w *Worker) call(ctx context.Context, req *streams.WorkRequest) *streams.Wo
 		return failure(req, c.Index, pipeline.Permanent(fmt.Errorf("%w %q", pipeline.ErrNoHandler, c.Type)))
 	}
 	return w.once(ctx, req, callKey(req), func() *streams.WorkReply {
-		res, err := w.handle(ctx, h, callFor(req, c, req.Inputs), telemetry.KindFunction)
+		res, err := w.handle(ctx, h, w.withSender(callFor(req, c, req.Inputs), req), telemetry.KindFunction)
 		if err != nil {
 			return failure(req, c.Index, err)
 		}
-		return &streams.WorkReply{Outputs: []pipeline.Output{{Index: c.Index, Type: c.Type, Data: res.Data}}}
+		return &streams.WorkReply{Outputs: []pipeline.Output{{Index: c.Index, Type: c.Type, Data: res.Data, Ref: res.Ref}}}
 	})
 }
 
@@ -379,7 +387,7 @@ func (w *Worker) runUnit(ctx context.Context, req *streams.WorkRequest) *streams
 			return undo(pipeline.Permanent(fmt.Errorf("%w %q", pipeline.ErrNoHandler, c.Type)), c.Index)
 		}
 		raw, _ := w.mux.Raw(c.Type)
-		call := callFor(req, c, inputs)
+		call := w.withSender(callFor(req, c, inputs), req)
 		res, err := w.handle(uctx, h, call, telemetry.KindFunction)
 		if err != nil {
 			return undo(err, c.Index)

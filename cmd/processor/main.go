@@ -104,6 +104,7 @@ func run() error {
 // options are the processor.Options of domain d under cfg.
 func options(cfg config.Processor, d string, log *slog.Logger) processor.Options {
 	return processor.Options{
+		Senders:       cfg.SendersOf(d),
 		Domain:        d,
 		Name:          cfg.Name,
 		Concurrency:   cfg.Concurrency,

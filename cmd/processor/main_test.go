@@ -24,4 +24,8 @@ func TestOptionsPassEveryKnob(t *testing.T) {
 		got.PoisonRetries != want.PoisonRetries || got.Logger != want.Logger {
 		t.Fatalf("options = %+v, want %+v", got, want)
 	}
+	cfg.Senders = []string{"payments/s1", "chain/s9", "payments/s2"}
+	if got := options(cfg, "payments", log).Senders; len(got) != 2 || got[0] != "s1" || got[1] != "s2" {
+		t.Fatalf("senders %v, want [s1 s2]: the domain's, in order", got)
+	}
 }

@@ -62,7 +62,7 @@ func run() error {
 
 	err = system.Run(ctx, system.Options{
 		Server: srv, Settings: cfg.Streams.Settings(), Domains: cfg.Domains, TickEvery: cfg.TickEvery,
-		TablePath: *table, Demo: cfg.Demo, Logger: log, Telemetry: obs.Telemetry,
+		TablePath: *table, Demo: cfg.Demo, Logger: log, Telemetry: obs.Telemetry, Senders: cfg.SenderSecrets(),
 		OnDemo: func(rows []demo.Row) {
 			fmt.Println()
 			demo.Print(os.Stdout, rows)

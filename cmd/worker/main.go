@@ -93,6 +93,7 @@ func run() error {
 // options are the worker.Options under cfg.
 func options(cfg config.Worker, log *slog.Logger) worker.Options {
 	return worker.Options{
+		Senders:      cfg.SenderSecrets(),
 		Name:         cfg.Name,
 		Concurrency:  cfg.Concurrency,
 		RecordWindow: cfg.RecordWindow,

@@ -17,3 +17,7 @@ var (
 	// an IP address or an address and port.
 	ErrAllowEntry = errors.New("handlers: invalid allow entry")
 )
+
+// ErrUnknownTx: a poll asked about a transaction the example chain never
+// saw (its worker restarted, or the reference is not one of its own).
+var ErrUnknownTx = errors.New("handlers: unknown transaction")

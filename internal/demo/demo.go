@@ -100,6 +100,15 @@ func Run(ctx context.Context, conns Clients, echo *Echo, log *slog.Logger) ([]Ro
 				"account_holder": "Acme, Inc.", "months": []map[string]any{{"month": "2025-07", "deposits": 40000, "ending_balance": 2500}}})},
 			{Type: underwriting.TypeClearBusinessReport, Payload: pipeline.MustPayload(steps.Request{SubjectID: "UW-1"})},
 		}}},
+		{what: "chain: dispatch on zkapp-1, polled until included", by: c.alice, req: authz.SendRequest{Label: "chain", Key: "zkapp-1", Functions: []authz.CallSpec{
+			{Type: handlers.TypeDispatch, Payload: pipeline.MustPayload(handlers.DispatchArgs{Method: "vote"})},
+		}}},
+		{what: "chain: dispatch on zkapp-2, dropped once, fee raised", by: c.bob, req: authz.SendRequest{Label: "chain", Key: "zkapp-2", Functions: []authz.CallSpec{
+			{Type: handlers.TypeDispatch, Payload: pipeline.MustPayload(handlers.DispatchArgs{Method: "commit", DropAttempts: 1})},
+		}}},
+		{what: "chain: zkapp-1 again, waits for a free sender", by: c.alice, req: authz.SendRequest{Label: "chain", Key: "zkapp-1", Functions: []authz.CallSpec{
+			{Type: handlers.TypeDispatch, Payload: pipeline.MustPayload(handlers.DispatchArgs{Method: "vote"})},
+		}}},
 		{what: "settlement waiting for a confirmation", by: c.alice, req: authz.SendRequest{Label: "settlement", Functions: []authz.CallSpec{
 			{Type: handlers.TypeNoop, Expect: "block-17"},
 			{Type: handlers.TypeHTTP, Payload: post("settled")},
@@ -133,7 +142,7 @@ func Run(ctx context.Context, conns Clients, echo *Echo, log *slog.Logger) ([]Ro
 					Outcome: rec.Outcome.String(), Attempts: rec.Attempts})
 				break
 			}
-			if p := rep.Progress; p != nil && p.State == streams.Parked && !confirmed[rec.Batch.ID] {
+			if p := rep.Progress; p != nil && p.State == streams.Parked && rec.Batch.Functions[p.Parked.Index].Confirm != nil && !confirmed[rec.Batch.ID] {
 				f := rec.Batch.Functions[p.Parked.Index]
 				log.Info("demo: oracle confirms", "batch_id", rec.Batch.ID, "function", p.Parked.Index, "content", f.Confirm.Expect)
 				req := authz.ConfirmRequest{ID: rec.Batch.ID, Index: p.Parked.Index, Content: f.Confirm.Expect}

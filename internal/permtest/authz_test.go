@@ -76,6 +76,17 @@ func TestAuthz(t *testing.T) {
 					_, err = kv.Get(ctx, streams.BatchKey(1))
 					return err
 				})
+				authz.allowed(t, "release a sender: read and update a sender pool", func(ctx context.Context) error {
+					kv, err := authz.js.KeyValue(ctx, streams.BucketSenders)
+					if err != nil {
+						return err
+					}
+					if _, err := kv.Put(ctx, domain, []byte("pool")); err != nil {
+						return err
+					}
+					_, err = kv.Get(ctx, domain)
+					return err
+				})
 			},
 			denied: func(t *testing.T) {
 				// authz may look at every stream ($JS.API.STREAM.INFO.*), so it

@@ -45,6 +45,8 @@ var servedSubjects = []servedSubject{
 	{"worker", "work.unit", "atomic units"},
 	{"worker", "work.fn.<rest>", "function calls by type"},
 	{"worker", "work.fallback.<rest>", "fallbacks by type"},
+	{"worker", "work.poll.<rest>", "inclusion polls by type"},
+	{"worker", "work.hook.<rest>", "inclusion success and failure hooks by type"},
 	{"worker", "$SRV.<id>", "micro discovery"},
 	{"worker", "$SRV.<id>.worker", "micro discovery of workers"},
 	{"worker", "$SRV.<id>.worker.<id>", "micro discovery of one worker"},

@@ -128,6 +128,9 @@ func TestProcessor(t *testing.T) {
 					}
 					return kv.Delete(ctx, key)
 				})
+				proc.allowed(t, "create, get and update a sender pool", func(ctx context.Context) error {
+					return createGetUpdate(ctx, proc.js, streams.BucketSenders, domain)
+				})
 				s.adminPut(t, streams.BucketBatches, streams.BatchKey(7))
 				proc.allowed(t, "get a batch record", getKey(proc, streams.BucketBatches, streams.BatchKey(7)))
 			},

@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -33,6 +35,9 @@ import (
 // TickSteps per interval per domain, not at a handful.
 const TickSteps = processor.DefaultMaxSteps
 
+// ChainIncludeAfter is how soon the example chain includes a transaction.
+const ChainIncludeAfter = 300 * time.Millisecond
+
 // Options say what to run. Every field is required unless it says otherwise.
 type Options struct {
 	// Server is the nats-server every component connects to in-process, each
@@ -48,6 +53,10 @@ type Options struct {
 	TablePath string
 	// Demo submits the demo workload once everything runs.
 	Demo bool
+	// Senders, optional, are the sender pools: secret references by
+	// domain and sender name (worker.Options.Senders); each domain's
+	// processor leases its names.
+	Senders map[string]map[string]string
 	// OnDemo, optional, receives the demo's outcomes.
 	OnDemo func([]demo.Row)
 	// Logger receives every component's logs.
@@ -119,7 +128,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	w, err := worker.New(ctx, wc, mux, worker.Options{Name: "worker-1", Logger: log, Telemetry: o.Telemetry})
+	w, err := worker.New(ctx, wc, mux, worker.Options{Name: "worker-1", Logger: log, Senders: o.Senders, Telemetry: o.Telemetry})
 	if err != nil {
 		return err
 	}
@@ -130,7 +139,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	for _, d := range o.Domains {
-		p, err := processor.New(ctx, pc, processor.Options{Domain: d, Name: "processor-1", Logger: log, Telemetry: o.Telemetry})
+		p, err := processor.New(ctx, pc, processor.Options{Domain: d, Name: "processor-1", Logger: log, Senders: slices.Sorted(maps.Keys(o.Senders[d])), Telemetry: o.Telemetry})
 		if err != nil {
 			return err
 		}
@@ -193,6 +202,7 @@ func ExampleMux(ctx context.Context, nc *nats.Conn, log *slog.Logger, allowHTTP 
 		return nil, err
 	}
 	handlers.Register(mux, handlers.NewLedger(map[string]int64{"alice": 1000, "bob": 500}), h)
+	mux.Register(handlers.TypeDispatch, handlers.NewChain(ChainIncludeAfter))
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err

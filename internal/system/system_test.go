@@ -28,7 +28,8 @@ func TestDemo(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- system.Run(ctx, system.Options{
-			Server: env.Server, Settings: env.Settings, Domains: []string{"payments", "reports"},
+			Server: env.Server, Settings: env.Settings, Domains: []string{"payments", "reports", "chain"},
+			Senders:   map[string]map[string]string{"chain": {"sender-a": "env:TICKFLOW_SENDER_A", "sender-b": "env:TICKFLOW_SENDER_B"}},
 			TickEvery: 20 * time.Millisecond, TablePath: filepath.Join(filepath.Dir(testnats.ConfigPath(t)), "authz.yaml"),
 			Demo: true, OnDemo: func(r []demo.Row) { rowsCh <- r },
 			Logger: slog.New(slog.DiscardHandler),
@@ -47,13 +48,16 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("system: %v", err)
 	}
 	want := map[string]pipeline.Status{
-		"two transfers, all or nothing":              pipeline.Executed,
-		"overdraft: rolled back, dead letter":        pipeline.Rejected,
-		"job: flaky step retried, then an HTTP call": pipeline.Executed,
-		"job failing at its 2nd step: dead letter":   pipeline.PartiallyExecuted,
-		"job whose failure a fallback handles":       pipeline.Executed,
-		"underwriting: form, bank statement, report": pipeline.Executed,
-		"settlement waiting for a confirmation":      pipeline.Executed,
+		"two transfers, all or nothing":                        pipeline.Executed,
+		"overdraft: rolled back, dead letter":                  pipeline.Rejected,
+		"job: flaky step retried, then an HTTP call":           pipeline.Executed,
+		"job failing at its 2nd step: dead letter":             pipeline.PartiallyExecuted,
+		"job whose failure a fallback handles":                 pipeline.Executed,
+		"underwriting: form, bank statement, report":           pipeline.Executed,
+		"settlement waiting for a confirmation":                pipeline.Executed,
+		"chain: dispatch on zkapp-1, polled until included":    pipeline.Executed,
+		"chain: dispatch on zkapp-2, dropped once, fee raised": pipeline.Executed,
+		"chain: zkapp-1 again, waits for a free sender":        pipeline.Executed,
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("%d rows, want %d", len(rows), len(want))
@@ -61,6 +65,10 @@ func TestDemo(t *testing.T) {
 	for _, r := range rows {
 		if want[r.What] != r.Status {
 			t.Errorf("%s: %s, want %s", r.What, r.Outcome, want[r.What])
+		}
+		// The dropped transaction was dispatched again: two attempts.
+		if r.What == "chain: dispatch on zkapp-2, dropped once, fee raised" && r.Attempts != 2 {
+			t.Errorf("%s: %d attempts, want 2", r.What, r.Attempts)
 		}
 	}
 	var out bytes.Buffer

@@ -1,0 +1,113 @@
+package authz
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// A batch that needs a sender holds one of its domain's pool until it is
+// terminal (streams.AcquireSender). Every terminal outcome reaches authz as
+// a callback (the owner's evict publishes one too), and Apply releases the
+// sender there before the callback is acknowledged, so a release that
+// failed is done again with the redelivered callback.
+
+// releaseSender frees the sender batch id of domain holds, if any. It is
+// idempotent.
+func (s *Service) releaseSender(ctx context.Context, domain string, id uint64) error {
+	name, err := streams.ReleaseSender(ctx, s.senders, domain, id, s.opts.Now())
+	if err != nil {
+		return fmt.Errorf("authz: release the sender of batch %d: %w", id, err)
+	}
+	if name != "" {
+		s.log.Debug("sender released", "batch_id", id, "domain", domain, "sender", name)
+	}
+	return nil
+}
+
+// SendersRequest names the domain whose senders to list.
+type SendersRequest struct {
+	Domain string `json:"domain"`
+}
+
+// SenderState is one sender of a domain's pool as the owner sees it.
+type SenderState struct {
+	Name string `json:"name"`
+	// State is "free" or "leased".
+	State string `json:"state"`
+	// Key is what the sender is bound to while leased: the batch's key,
+	// or "batch <id>" for an unkeyed batch.
+	Key string `json:"key,omitempty"`
+	// Batch is the batch holding the sender.
+	Batch uint64 `json:"batch,omitempty"`
+	// Since is when the sender was leased, or freed.
+	Since time.Time `json:"since"`
+	// For is how long it has been so, when listed.
+	For pipeline.Duration `json:"for"`
+	// Processor is the replica that leased it.
+	Processor string `json:"processor,omitempty"`
+}
+
+// Sender states in a SendersReply.
+const (
+	SenderFree   = "free"
+	SenderLeased = "leased"
+)
+
+// SendersReply lists a domain's senders in the order they joined its pool.
+type SendersReply struct {
+	Domain  string        `json:"domain"`
+	Senders []SenderState `json:"senders"`
+}
+
+// listSenders answers the owner's senders request.
+func (s *Service) listSenders(ctx context.Context, _ string, req *SendersRequest) (any, error) {
+	if err := pipeline.ValidateDomain(req.Domain); err != nil {
+		return nil, err
+	}
+	pool, err := streams.LoadSenders(ctx, s.senders, req.Domain)
+	if err != nil {
+		return nil, err
+	}
+	now := s.opts.Now()
+	out := &SendersReply{Domain: req.Domain, Senders: make([]SenderState, 0, len(pool.Senders))}
+	for _, snd := range pool.Senders {
+		st := SenderState{Name: snd.Name, State: SenderFree, Since: snd.Since, For: pipeline.Duration(now.Sub(snd.Since).Round(time.Millisecond))}
+		if !snd.Free() {
+			st.State, st.Key, st.Batch, st.Processor = SenderLeased, snd.Holder(), snd.Batch, snd.Processor
+		}
+		out.Senders = append(out.Senders, st)
+	}
+	return out, nil
+}
+
+// confirmRule is the confirmation rule of function f as the confirm
+// operation applies it: its Confirm, or for a function waiting for
+// inclusion, who may confirm that; nil for a function that takes none.
+func confirmRule(f *pipeline.Function) *pipeline.Confirmation {
+	if f.Inclusion != nil {
+		return &pipeline.Confirmation{By: f.Inclusion.By}
+	}
+	return f.Confirm
+}
+
+// validateInclusion checks the rule's inclusion against the label's mode.
+func (r *FunctionRule) validateInclusion(mode pipeline.Mode) error {
+	switch inc := r.Inclusion; {
+	case inc == nil:
+		return nil
+	case mode == pipeline.Atomic:
+		return errors.New("not allowed in an atomic label: inclusion waits between functions")
+	case r.Confirm != nil:
+		return errors.New("not allowed together with confirm: an inclusion is confirmed itself")
+	case inc.MaxWait <= 0:
+		return fmt.Errorf("max_wait must be a positive duration (got %s)", inc.MaxWait)
+	case inc.PollEvery < 0:
+		return fmt.Errorf("poll_every must not be negative (got %s)", inc.PollEvery)
+	}
+	return nil
+}

@@ -1,0 +1,191 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/logging"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// A function with pipeline.Inclusion parks after its handler succeeded,
+// as a confirmed function does, with its output (and the dispatch
+// reference in it) kept in the progress record and its token as the timer:
+// the token comes back every Inclusion.PollEvery (or at the deadline) and
+// asks the worker's Poller; an outside confirmation, through authz, may
+// settle it first. Included: the success hook, then the batch moves on.
+// Failed, or not included by the deadline: a failure of the function that
+// invalidates the dispatch (a new round), retried under its retry logic
+// with the next attempt; exhausted, the failure hook and a terminal failure.
+//
+// Everything the wait needs is in the progress record and the token, so a
+// processor that starts after another died finds the token and polls on:
+// the function is never dispatched again while its dispatch may still be
+// included, and a dispatch whose progress write was lost is answered from
+// the worker's completion record.
+
+// parkForInclusion parks function k, which dispatched out, until it is
+// included, failed, or Inclusion.MaxWait passed.
+func (p *Processor) parkForInclusion(ctx context.Context, b *pipeline.Batch, st *state, k int, out pipeline.Output, m jetstream.Msg) (Action, error) {
+	prog := &st.Progress
+	inc := b.Functions[k].Inclusion
+	if err := p.fits(b, prog, out); err != nil {
+		return p.tooLarge(ctx, b, st, k, err, m)
+	}
+	now := p.opts.Now()
+	prog.State = streams.Parked
+	prog.Parked = &streams.ParkedFunction{Index: k, Deadline: now.Add(inc.MaxWait.D()), Output: out}
+	if md, err := m.Metadata(); err == nil {
+		prog.Parked.Timer = md.Sequence.Stream
+	}
+	if err := p.save(ctx, st); err != nil {
+		return "", err
+	}
+	if err := p.fault(FaultAfterProgress); err != nil {
+		return "", err
+	}
+	return ActionParked, m.NakWithDelay(pollDelay(inc, prog.Parked.Deadline, now))
+}
+
+// pollDelay is how long a parked function's token waits before it comes
+// back: the poll interval, or the time left when that is shorter.
+func pollDelay(inc *pipeline.Inclusion, deadline, now time.Time) time.Duration {
+	d := deadline.Sub(now)
+	if inc.PollEvery > 0 && inc.PollEvery.D() < d {
+		d = inc.PollEvery.D()
+	}
+	return max(d, time.Millisecond)
+}
+
+// awaitInclusion handles the token of a function waiting for inclusion:
+// it polls (when the function polls), then waits on, or fails the function
+// once the deadline passed.
+func (p *Processor) awaitInclusion(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (Action, error) {
+	prog := &st.Progress
+	k := prog.Parked.Index
+	f := b.Functions[k]
+	inc := f.Inclusion
+	if inc.PollEvery > 0 {
+		sender, err := p.sender(ctx, b)
+		if err != nil && !errors.Is(err, streams.ErrNoSender) {
+			return "", err
+		}
+		st.sender = sender
+		rep, err := p.work(ctx, streams.PollSubject(f.Type), p.inclusionRequest(b, st, k, &streams.InclusionCall{Ref: prog.Parked.Output.Ref}))
+		switch {
+		case notAttempted(err):
+			p.log.Debug("inclusion poll not attempted", "batch_id", b.ID, "index", k, "err", err)
+		case err != nil:
+			return "", err
+		case rep.Included:
+			return p.included(ctx, b, st, m)
+		case rep.Error != nil && !rep.Error.NoHook:
+			return p.notIncluded(ctx, b, st, fmt.Sprintf("function %d: dispatch %q failed: %s", k, logging.Capped(prog.Parked.Output.Ref), rep.Error.Message), rep.Error.Retryable, m)
+		}
+	}
+	now := p.opts.Now()
+	if now.Before(prog.Parked.Deadline) {
+		return ActionParked, m.NakWithDelay(pollDelay(inc, prog.Parked.Deadline, now))
+	}
+	return p.notIncluded(ctx, b, st, fmt.Sprintf("function %d: dispatch %q not included within %s", k, logging.Capped(prog.Parked.Output.Ref), inc.MaxWait), true, m)
+}
+
+// inclusionRequest is a poll or hook request about function k.
+func (p *Processor) inclusionRequest(b *pipeline.Batch, st *state, k int, ic *streams.InclusionCall) *streams.WorkRequest {
+	prog := &st.Progress
+	f := b.Functions[k]
+	return &streams.WorkRequest{
+		BatchID: b.ID, Domain: b.Domain, Key: b.Key, CreatedAt: b.CreatedAt,
+		Submitter: b.Submitter, Label: b.Label,
+		Attempt: prog.FailuresOf(k) + 1, Round: prog.RoundOf(k),
+		Calls:  []streams.WorkCall{{Index: k, Type: f.Type, Payload: f.Payload}},
+		Inputs: prog.Outputs, Retry: f.Retry, Sender: st.sender, Inclusion: ic,
+	}
+}
+
+// included settles a parked function whose dispatch was included: its
+// success hook (once), then the batch moves on. m is the token, or nil
+// for an outside confirmation.
+func (p *Processor) included(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (Action, error) {
+	prog := &st.Progress
+	k, out := prog.Parked.Index, prog.Parked.Output
+	rep, err := p.work(ctx, streams.HookSubject(b.Functions[k].Type), p.inclusionRequest(b, st, k, &streams.InclusionCall{Ref: out.Ref, Hook: streams.HookSuccess, Output: &out}))
+	if notAttempted(err) && m != nil {
+		// Still parked: the next poll finds it included again.
+		p.log.Debug("success hook not attempted; asked again later", "batch_id", b.ID, "index", k, "err", err)
+		return ActionBusy, m.NakWithDelay(p.backoff(1, waitBase, waitCeiling))
+	}
+	if err != nil {
+		return "", err
+	}
+	if rep.Error != nil && !rep.Error.NoHook {
+		p.log.Warn("success hook refused", "batch_id", b.ID, "index", k, "err", rep.Error.Message)
+	}
+	return p.keep(ctx, b, st, k, out, m)
+}
+
+// notIncluded fails a parked function whose dispatch failed or was not
+// included in time: its effect no longer counts, so a retry dispatches anew.
+func (p *Processor) notIncluded(ctx context.Context, b *pipeline.Batch, st *state, msg string, retryable bool, m jetstream.Msg) (Action, error) {
+	return p.functionFailed(ctx, b, st, failure{index: st.Progress.Parked.Index, msg: msg, retryable: retryable, invalidated: true}, m)
+}
+
+// failureHook calls the failure hook of a function waiting for inclusion
+// that is given up on, once; nil for any other function, for a handler
+// without the hook and once it ran. An error that notAttempted recognises
+// means ask again later.
+func (p *Processor) failureHook(ctx context.Context, b *pipeline.Batch, st *state, f failure) error {
+	if b.Subroutine.Mode == pipeline.Atomic || f.index < 0 || f.index >= len(b.Functions) || b.Functions[f.index].Inclusion == nil {
+		return nil
+	}
+	prog := &st.Progress
+	req := p.inclusionRequest(b, st, f.index, &streams.InclusionCall{Hook: streams.HookFailure})
+	req.Failure = &pipeline.Failure{
+		BatchID: b.ID, Index: f.index, Key: b.Key, CreatedAt: b.CreatedAt,
+		Failures: prog.FailuresOf(f.index), LastError: prog.LastError, Exhausted: f.exhausted,
+	}
+	rep, err := p.work(ctx, streams.HookSubject(b.Functions[f.index].Type), req)
+	if err != nil {
+		return err
+	}
+	if rep.Error != nil && !rep.Error.NoHook {
+		p.log.Warn("failure hook refused", "batch_id", b.ID, "index", f.index, "err", rep.Error.Message)
+	}
+	return nil
+}
+
+// confirmInclusion applies an outside confirmation of a function waiting
+// for inclusion: pipeline.ConfirmIncluded, or pipeline.ConfirmFailed with
+// an optional ": reason".
+func (p *Processor) confirmInclusion(ctx context.Context, b *pipeline.Batch, st *state, index int, conf streams.Confirmation) error {
+	inc := b.Functions[index].Inclusion
+	if len(inc.By) > 0 && !slices.Contains(inc.By, conf.By) {
+		return fmt.Errorf("%w: %q may not confirm the inclusion of function %d of batch %d (allowed: %v)", errDropConfirmation, conf.By, index, b.ID, inc.By)
+	}
+	timer := st.Progress.Parked.Timer
+	sender, err := p.sender(ctx, b)
+	if err != nil && !errors.Is(err, streams.ErrNoSender) {
+		return err
+	}
+	st.sender = sender
+	switch {
+	case conf.Content == pipeline.ConfirmIncluded:
+		_, err = p.included(ctx, b, st, nil)
+	case conf.Content == pipeline.ConfirmFailed || strings.HasPrefix(conf.Content, pipeline.ConfirmFailed+":"):
+		_, err = p.notIncluded(ctx, b, st, fmt.Sprintf("function %d: dispatch %q failed (confirmed by %s): %s", index, logging.Capped(st.Progress.Parked.Output.Ref), conf.By, logging.Capped(conf.Content)), true, nil)
+	default:
+		return fmt.Errorf("%w: inclusion of function %d of batch %d confirmed with %q: expected %q or %q", errDropConfirmation, index, b.ID, logging.Capped(conf.Content), pipeline.ConfirmIncluded, pipeline.ConfirmFailed)
+	}
+	if err == nil && timer != 0 {
+		if derr := p.streams[b.Priority].DeleteMsg(ctx, timer); derr != nil && !errors.Is(derr, jetstream.ErrMsgNotFound) {
+			p.log.Debug("timer token not deleted", "batch_id", b.ID, "seq", timer, "err", derr)
+		}
+	}
+	return err
+}

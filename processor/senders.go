@@ -1,0 +1,112 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// A batch with a function that needs a sender holds one sender of its
+// domain's pool from its first step until it is terminal (the pool record
+// in the senders bucket, streams.AcquireSender). Every step asks for the
+// lease again, which finds the one the batch holds by its id, whichever
+// replica took it before whatever crash; only a batch that holds none
+// leases a free one, and with none free it is set aside for
+// Options.SenderWait without holding up the batches behind it. The sender
+// is released where terminal outcomes are applied (authz's callbacks) and,
+// sooner, by the processor that finishes the batch; both are idempotent.
+
+// leases remembers, per batch, the sender it holds: a lease only ends when
+// its batch is terminal, and a terminal batch takes no more steps, so a
+// remembered lease is never stale.
+type leases struct {
+	mu sync.Mutex
+	m  map[uint64]string
+}
+
+func (l *leases) get(id uint64) (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s, ok := l.m[id]
+	return s, ok
+}
+
+func (l *leases) put(id uint64, sender string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[uint64]string{}
+	}
+	if len(l.m) >= cacheSize {
+		for k := range l.m {
+			delete(l.m, k)
+			break
+		}
+	}
+	l.m[id] = sender
+}
+
+func (l *leases) forget(id uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.m, id)
+}
+
+// sender returns the sender batch b holds, leasing a free one if it holds
+// none; "" for a batch that needs none. With every sender leased to other
+// batches it returns streams.ErrNoSender.
+func (p *Processor) sender(ctx context.Context, b *pipeline.Batch) (string, error) {
+	if !b.NeedsSender() {
+		return "", nil
+	}
+	if name, ok := p.leases.get(b.ID); ok {
+		return name, nil
+	}
+	name, err := streams.AcquireSender(ctx, p.senders, streams.SenderLease{Domain: b.Domain, Batch: b.ID, Key: b.Key, Processor: p.opts.Name}, p.opts.Senders, p.opts.Now())
+	if err != nil {
+		return "", err
+	}
+	p.leases.put(b.ID, name)
+	return name, nil
+}
+
+// needSender gives the step the sender its batch holds (st.sender). done
+// says the step ends here: set aside until a sender is free, or finished
+// failed for a domain that has no senders at all.
+func (p *Processor) needSender(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (act Action, done bool, err error) {
+	name, err := p.sender(ctx, b)
+	switch {
+	case err == nil:
+		st.sender = name
+		return "", false, nil
+	case errors.Is(err, streams.ErrNoSender) && len(p.opts.Senders) == 0:
+		msg := fmt.Sprintf("function %d needs a sender, and domain %s has none configured", st.Progress.Next, b.Domain)
+		p.log.Error("batch needs a sender; none configured", "batch_id", b.ID)
+		st.noWait = true // nothing to wait for
+		act, err = p.settle(ctx, b, st, failure{index: st.Progress.Next, msg: msg}, m)
+		return act, true, err
+	case errors.Is(err, streams.ErrNoSender):
+		p.log.Debug("every sender leased; batch set aside", "batch_id", b.ID, "wait", p.opts.SenderWait)
+		return ActionSetAside, true, m.NakWithDelay(p.opts.SenderWait)
+	}
+	return "", true, err
+}
+
+// releaseSender frees the sender a finished batch held. authz releases it
+// too when it applies the callback, durably; this is only sooner.
+func (p *Processor) releaseSender(ctx context.Context, b *pipeline.Batch) {
+	if !b.NeedsSender() {
+		return
+	}
+	p.leases.forget(b.ID)
+	if name, err := streams.ReleaseSender(ctx, p.senders, b.Domain, b.ID, p.opts.Now()); err != nil {
+		p.log.Warn("sender not released; authz releases it with the callback", "batch_id", b.ID, "err", err)
+	} else if name != "" {
+		p.log.Debug("sender released", "batch_id", b.ID, "sender", name)
+	}
+}
