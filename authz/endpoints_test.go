@@ -40,7 +40,7 @@ func TestOwnerOnlyEndpoints(t *testing.T) {
 			t.Errorf("%s is open to callers, but alice got %+v", op, ae)
 		}
 	}
-	if owners != 8 {
-		t.Fatalf("%d owner-only endpoints advertised, want 8 (queue, pause, resume, evict, insert, dlq, replay, reload)", owners)
+	if owners != 10 {
+		t.Fatalf("%d owner-only endpoints advertised, want 10 (queue, pause, resume, evict, insert, dlq, replay, reload, domains, inflight)", owners)
 	}
 }
