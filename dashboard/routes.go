@@ -61,7 +61,7 @@ func secure(next http.Handler) http.Handler {
 		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Referrer-Policy", "same-origin")
 		h.Set("Cache-Control", "no-store")
 		next.ServeHTTP(w, r)
 	})
@@ -135,12 +135,15 @@ func (s *Server) action(h func(r *http.Request, ss *session, body []byte) (any, 
 	}
 }
 
-// sameOrigin holds unless the browser says the request came from another
-// site: Sec-Fetch-Site, or else an Origin that is not this host.
+// sameOrigin holds unless the browser says the request came from
+// elsewhere: Sec-Fetch-Site decides where the browser sends it; else an
+// Origin, when there is one, must be this host.
 func sameOrigin(r *http.Request) bool {
 	switch r.Header.Get("Sec-Fetch-Site") {
-	case "", "same-origin", "none":
-	default:
+	case "same-origin":
+		return true
+	case "":
+	default: // cross-site, same-site (another port or subdomain), none
 		return false
 	}
 	o := r.Header.Get("Origin")

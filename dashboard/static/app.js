@@ -19,7 +19,7 @@
       if (k.startsWith("on")) n.addEventListener(k.slice(2), v);
       else n.setAttribute(k, v === true ? "" : String(v));
     }
-    for (const k of kids.flat()) {
+    for (const k of kids.flat(Infinity)) {
       if (k === undefined || k === null) continue;
       n.append(k instanceof Node ? k : document.createTextNode(String(k)));
     }
