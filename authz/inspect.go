@@ -53,7 +53,7 @@ func (s *Service) domains(ctx context.Context, _ string, _ *struct{}) (any, erro
 	}
 	out := &DomainsReply{Domains: []DomainInfo{}}
 	for _, d := range names {
-		info := DomainInfo{Domain: d, Depth: map[pipeline.Priority]uint64{}, DeadLetters: dlq[streams.DLQSubject(d)]}
+		info := DomainInfo{Domain: d, Depth: map[pipeline.Priority]uint64{pipeline.High: 0, pipeline.Med: 0}, DeadLetters: dlq[streams.DLQSubject(d)]}
 		e, err := s.state.Get(ctx, d)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -51,12 +52,18 @@ type Options struct {
 	OnDemo func([]demo.Row)
 	// Logger receives every component's logs.
 	Logger *slog.Logger
+	// Dashboard, optional, is where the web dashboard is served; Run
+	// closes it.
+	Dashboard net.Listener
 }
 
 // Run provisions the resources, runs every component until ctx is done,
 // then stops them and drains their connections.
 func Run(ctx context.Context, o Options) error {
 	srv, log := o.Server, o.Logger
+	if o.Dashboard != nil {
+		defer o.Dashboard.Close() // when nothing served on it
+	}
 	var conns []*nats.Conn
 	defer func() {
 		for i := len(conns) - 1; i >= 0; i-- {
@@ -142,6 +149,14 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	runs = append(runs, tk.Run)
+
+	if o.Dashboard != nil {
+		run, err := dashboardRun(srv, o.Dashboard, log)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, run)
+	}
 
 	var clients demo.Clients
 	if o.Demo {
