@@ -12,15 +12,25 @@ FUZZTIME ?= 10s
 # Extra arguments for `make run` and `make bench`, e.g. make run ARGS='-domain payments'.
 ARGS     ?=
 
-.PHONY: build test lint fuzz run bench chaos natscli clean
+.PHONY: build test chromium lint fuzz run bench chaos natscli clean
 
 # build compiles everything and puts one binary per cmd/* into bin/.
 build:
 	$(GO) build ./...
 	$(GO) build -o bin/ ./cmd/...
 
-test:
+# test first makes sure a Chromium is there for the dashboard's browser test:
+# Debian's chromium, installed quietly where it is missing and apt-get can
+# (root, network); otherwise that one test skips and says why.
+test: chromium
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+chromium:
+	@[ -n "$${CHROME:-}" ] || command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+		command -v google-chrome >/dev/null || \
+		{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1; } || \
+		echo "chromium is not installed (and could not be): the dashboard's browser test will skip"
 
 # lint fails on vet and staticcheck findings (its default checks: bugs,
 # deprecated APIs, simplifications that change no behaviour), on every file

@@ -34,6 +34,10 @@ func (s *Service) endpoints() []endpoint {
 		{"reload", "reload the authorization table", owner, op(s.reload)},
 		{"keys", "a domain's keys: each one's running batch and how many wait", owner, op(s.keys)},
 		{"senders", "a domain's senders, free or leased", owner, op(s.listSenders)},
+		{"domains", "every domain's queue depths, dead letters and pause state", owner, op(s.domains)},
+		{"inflight", "a domain's unfinished batches, oldest first", owner, op(s.inflight)},
+		{"list", "your own batches, newest first, paged", !owner, op(s.list)},
+		{"cancel", "cancel one of your own batches", !owner, op(s.cancel)},
 	}
 }
 
@@ -125,6 +129,7 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 		return nil, err
 	}
 	b.ID, b.CreatedAt = id, now.UTC()
+	indexed := s.startIndex(b.Submitter, id)
 	if l.MaxConcurrent > 0 && !dup {
 		if err := s.reserve(ctx, name, l.MaxConcurrent, id, force); err != nil {
 			return nil, err
@@ -150,6 +155,9 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 		if err := sameSubmission(idem, first, b); err != nil {
 			return nil, err
 		}
+	}
+	if err := indexed.wait(ctx); err != nil {
+		return nil, err
 	}
 	if idem != "" {
 		if _, err := s.batches.Create(ctx, streams.IdempotencyKey(user, idem), []byte(fmt.Sprint(first.ID))); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {

@@ -267,6 +267,9 @@ func (s *Service) replayBatch(ctx context.Context, it deadLetter) (uint64, error
 	if err := b.Validate(); err != nil {
 		return 0, err
 	}
+	if err := s.index(ctx, b.Submitter, b.ID); err != nil {
+		return 0, err
+	}
 	// dup: a record left by a replay cut short is this batch, and stands.
 	first, err := Record(ctx, s.batches, &b, idem, true)
 	if err != nil {

@@ -40,7 +40,7 @@ func TestOwnerOnlyEndpoints(t *testing.T) {
 			t.Errorf("%s is open to callers, but alice got %+v", op, ae)
 		}
 	}
-	if owners != 10 {
-		t.Fatalf("%d owner-only endpoints advertised, want 10 (queue, pause, resume, evict, insert, dlq, replay, reload, keys, senders)", owners)
+	if owners != 12 {
+		t.Fatalf("%d owner-only endpoints advertised, want 12 (queue, pause, resume, evict, insert, dlq, replay, reload, keys, senders, domains, inflight)", owners)
 	}
 }

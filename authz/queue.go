@@ -77,37 +77,11 @@ func checkQueue(domain string, p pipeline.Priority) error {
 
 // Live returns the live tokens of a domain's queue, in order.
 func (s *Service) Live(ctx context.Context, domain string, p pipeline.Priority) ([]QueueItem, error) {
-	st := s.queues[p]
-	filter := streams.QueueFilter(p, domain)
 	var items []QueueItem
-	progress := map[uint64]*streams.ProgressEntry{}
-	for seq := uint64(1); ; {
-		rm, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("authz: read queue %s of %s: %w", p, domain, err)
-		}
-		seq = rm.Sequence + 1
-		tok, err := streams.Decode[streams.Token](rm.Data)
-		if err != nil {
-			continue // garbage is the processor's to dead-letter
-		}
-		pr, ok := progress[tok.BatchID]
-		if !ok {
-			if pr, err = s.progressStore.Load(ctx, domain, tok.BatchID); err != nil {
-				return nil, err
-			}
-			progress[tok.BatchID] = pr
-		}
-		if !pr.Live(tok) {
-			continue
-		}
-		items = append(items, QueueItem{Position: len(items), ID: tok.BatchID, Seq: rm.Sequence, Subject: rm.Subject,
-			Gen: tok.Gen, Rotation: tok.Rotation, State: pr.State, Key: tokenKey(tok)})
-	}
-	return items, nil
+	_, err := s.scanQueue(ctx, domain, p, 0, func(it QueueItem, _ streams.Token, _ *streams.ProgressEntry) {
+		items = append(items, it)
+	})
+	return items, err
 }
 
 // PositionRequest names a position in a domain's queue.

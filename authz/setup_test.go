@@ -3,6 +3,7 @@ package authz_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -217,22 +219,45 @@ func (b *bundle) conn(t *testing.T, user string) *nats.Conn {
 
 func (b *bundle) send(t *testing.T, user, label string, calls ...authz.CallSpec) uint64 {
 	t.Helper()
-	var rep authz.SendReply
-	if e := b.call(t, user, "send", authz.SendRequest{Label: label, Functions: calls}, &rep); e != nil {
-		t.Fatalf("send: %+v", e)
-	}
+	rep := answered(t, "send", func() (*authz.SendReply, error) {
+		return b.client(t, user).Send(b.ctx, authz.SendRequest{Label: label, Functions: calls})
+	})
 	return rep.ID
+}
+
+// client returns the authz client of user, over b.conn.
+func (b *bundle) client(t *testing.T, user string) *client.Client {
+	t.Helper()
+	c, err := client.New(b.conn(t, user), user, client.Config{Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// answered calls f until an authz replica answers it (one may be starting
+// or stopping), and fails the test on any other error.
+func answered[R any](t *testing.T, what string, f func() (*R, error)) *R {
+	t.Helper()
+	var rep *R
+	var err error
+	testnats.Eventually(t, 10*time.Second, "authz answers "+what, func() bool {
+		rep, err = f()
+		return !errors.Is(err, client.ErrNotRunning) && !errors.Is(err, client.ErrUnavailable)
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return rep
 }
 
 func noop() authz.CallSpec { return authz.CallSpec{Type: handlers.TypeNoop} }
 
 func (b *bundle) record(t *testing.T, id uint64) *streams.BatchRecord {
 	t.Helper()
-	var rep authz.BatchReply
-	if e := b.call(t, "owner", "batch", authz.IDRequest{ID: id}, &rep); e != nil {
-		t.Fatalf("batch %d: %+v", id, e)
-	}
-	return rep.Record
+	return answered(t, "batch", func() (*authz.BatchReply, error) {
+		return b.client(t, "owner").Batch(b.ctx, authz.IDRequest{ID: id})
+	}).Record
 }
 
 // settled ticks the processor until the batch's record is terminal.
@@ -252,10 +277,9 @@ func (b *bundle) settled(t *testing.T, id uint64) *streams.BatchRecord {
 
 func (b *bundle) queue(t *testing.T, p pipeline.Priority) []uint64 {
 	t.Helper()
-	var rep authz.QueueReply
-	if e := b.call(t, "owner", "queue", authz.QueueRequest{Domain: domain, Priority: p}, &rep); e != nil {
-		t.Fatalf("queue: %+v", e)
-	}
+	rep := answered(t, "queue", func() (*authz.QueueReply, error) {
+		return b.client(t, "owner").Queue(b.ctx, authz.QueueRequest{Domain: domain, Priority: p})
+	})
 	ids := []uint64{}
 	for _, it := range rep.Items {
 		ids = append(ids, it.ID)

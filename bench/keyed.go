@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
@@ -10,8 +9,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/tickflow/tickflow/authz"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // keyedFew is the key count of the keyed burn-down with few, busy keys.
@@ -54,11 +51,11 @@ func runKeyedPhase(cfg *config, res *results) error {
 
 // submitKeyed is submitAll with batch i carrying key "k<i mod keys>".
 func submitKeyed(ctx context.Context, nc *nats.Conn, label string, functions, n, inflight, keys int) (time.Duration, error) {
-	subject := streams.AuthzSubject("alice", "send")
-	req := authz.SendRequest{Label: label}
-	for range functions {
-		req.Functions = append(req.Functions, authz.CallSpec{Type: "noop"})
+	c, err := aliceClient(nc, 30*time.Second)
+	if err != nil {
+		return 0, err
 	}
+	req := sendRequest(label, functions)
 	var next atomic.Int64
 	var firstErr error
 	var errOnce sync.Once
@@ -73,11 +70,7 @@ func submitKeyed(ctx context.Context, nc *nats.Conn, label string, functions, n,
 					return
 				}
 				r.Key = "k" + strconv.FormatInt((i-1)%int64(keys), 10)
-				body, err := json.Marshal(r)
-				if err == nil {
-					_, err = send(ctx, nc, subject, body, 30*time.Second)
-				}
-				if err != nil {
+				if _, err := send(ctx, c, r); err != nil {
 					errOnce.Do(func() { firstErr = fmt.Errorf("submit %d: %w", i, err) })
 					next.Store(int64(n))
 					return

@@ -2,47 +2,36 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/authz"
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/client"
 )
 
-// sendBody is the JSON a caller sends to authz.<user>.send.
-func sendBody(label string, functions int) []byte {
+// sendRequest is a submission of functions noop functions under label.
+func sendRequest(label string, functions int) authz.SendRequest {
 	req := authz.SendRequest{Label: label}
 	for range functions {
 		req.Functions = append(req.Functions, authz.CallSpec{Type: "noop"})
 	}
-	b, err := json.Marshal(req)
-	if err != nil {
-		panic(err)
-	}
-	return b
+	return req
+}
+
+// aliceClient is the authz client of alice over nc, each request bounded
+// by timeout.
+func aliceClient(nc *nats.Conn, timeout time.Duration) (*client.Client, error) {
+	return client.New(nc, "alice", client.Config{Timeout: timeout})
 }
 
 // send submits one batch through authz and returns its id.
-func send(ctx context.Context, nc *nats.Conn, subject string, body []byte, timeout time.Duration) (uint64, error) {
-	rctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	m := nats.NewMsg(subject)
-	m.Data = body
-	resp, err := nc.RequestMsgWithContext(rctx, m)
+func send(ctx context.Context, c *client.Client, req authz.SendRequest) (uint64, error) {
+	rep, err := c.Send(ctx, req)
 	if err != nil {
 		return 0, err
-	}
-	if code := resp.Header.Get(micro.ErrorCodeHeader); code != "" {
-		return 0, fmt.Errorf("authz refused (%s): %s", code, resp.Header.Get(micro.ErrorHeader))
-	}
-	var rep authz.SendReply
-	if err := json.Unmarshal(resp.Data, &rep); err != nil {
-		return 0, fmt.Errorf("authz reply %q: %w", resp.Data, err)
 	}
 	return rep.ID, nil
 }
@@ -53,8 +42,11 @@ func send(ctx context.Context, nc *nats.Conn, subject string, body []byte, timeo
 // submission first puts a token into it, and whoever sees a batch done
 // takes one out.
 func submitAll(ctx context.Context, nc *nats.Conn, label string, functions, n, inflight int, window chan struct{}) (time.Duration, error) {
-	subject := streams.AuthzSubject("alice", "send")
-	body := sendBody(label, functions)
+	c, err := aliceClient(nc, 30*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	req := sendRequest(label, functions)
 	var next atomic.Int64
 	var firstErr error
 	var errOnce sync.Once
@@ -75,7 +67,7 @@ func submitAll(ctx context.Context, nc *nats.Conn, label string, functions, n, i
 						return
 					}
 				}
-				if _, err := send(ctx, nc, subject, body, 30*time.Second); err != nil {
+				if _, err := send(ctx, c, req); err != nil {
 					errOnce.Do(func() { firstErr = fmt.Errorf("submit %d: %w", i, err) })
 					next.Store(int64(n)) // stop the others
 					return

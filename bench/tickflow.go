@@ -287,8 +287,11 @@ func runLatency(cfg *config, rate float64, d time.Duration) (*latencyResult, err
 	replied := make([]time.Time, count)
 	ids := make([]uint64, count)
 	errs := make([]error, count)
-	subject := streams.AuthzSubject("alice", "send")
-	body := sendBody(labelAtomic, 1)
+	c, err := aliceClient(alice, 30*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	req := sendRequest(labelAtomic, 1)
 	const maxInflight = 8192
 	sem := make(chan struct{}, maxInflight)
 	var inflight atomic.Int64
@@ -311,7 +314,7 @@ func runLatency(cfg *config, rate float64, d time.Duration) (*latencyResult, err
 		}
 		wg.Go(func() {
 			defer func() { inflight.Add(-1); <-sem }()
-			ids[i], errs[i] = send(e.ctx, alice, subject, body, 30*time.Second)
+			ids[i], errs[i] = send(e.ctx, c, req)
 			replied[i] = time.Now()
 		})
 	}

@@ -163,6 +163,64 @@ func TestReload(t *testing.T) {
 	}
 }
 
+// TestInspection: the owner's views of domains and in-flight batches, and
+// a submitter's listing and cancel of their own batches, through the client.
+func TestInspection(t *testing.T) {
+	b := setup(t)
+	if _, err := b.owner.Pause(b.ctx, authz.DomainRequest{Domain: domain}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []uint64
+	for range 3 {
+		sent, err := b.alice.Send(b.ctx, authz.SendRequest{Label: "jobs", Functions: authz.Calls{noop()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, sent.ID)
+	}
+	doms, err := b.owner.Domains(b.ctx)
+	if err != nil || len(doms.Domains) != 1 || !doms.Domains[0].Paused || doms.Domains[0].Depth[pipeline.Med] != 3 {
+		t.Fatalf("domains: %+v %v", doms, err)
+	}
+	fl, err := b.owner.InFlight(b.ctx, authz.InFlightRequest{Domain: domain, Limit: 2})
+	if err != nil || fl.Total != 3 || len(fl.Items) != 2 || fl.Items[0].ID != ids[0] {
+		t.Fatalf("inflight: %+v %v", fl, err)
+	}
+	page, err := b.alice.List(b.ctx, authz.ListRequest{Limit: 2})
+	if err != nil || len(page.Items) != 2 || page.Items[0].ID != ids[2] || page.Next == 0 {
+		t.Fatalf("list: %+v %v", page, err)
+	}
+	if _, err := b.bob.Cancel(b.ctx, authz.IDRequest{ID: ids[0]}); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("bob cancels alice's: %v", err)
+	}
+	if rep, err := b.alice.Cancel(b.ctx, authz.IDRequest{ID: ids[0]}); err != nil || rep.Status != pipeline.RemovedByOwner {
+		t.Fatalf("cancel: %+v %v", rep, err)
+	}
+	if _, err := b.alice.Cancel(b.ctx, authz.IDRequest{ID: ids[0]}); !errors.Is(err, client.ErrConflict) {
+		t.Fatalf("cancel again: %v", err)
+	}
+	for name, err := range map[string]error{
+		"domains as alice": func() error { _, err := b.alice.Domains(b.ctx); return err }(),
+		"inflight limit": func() error {
+			_, err := b.owner.InFlight(b.ctx, authz.InFlightRequest{Domain: domain, Limit: -1})
+			return err
+		}(),
+		"list limit": func() error {
+			_, err := b.alice.List(b.ctx, authz.ListRequest{Limit: authz.MaxListLimit + 1})
+			return err
+		}(),
+		"cancel 0": func() error { _, err := b.alice.Cancel(b.ctx, authz.IDRequest{}); return err }(),
+	} {
+		want := client.ErrInvalid
+		if name == "domains as alice" {
+			want = client.ErrForbidden
+		}
+		if !errors.Is(err, want) {
+			t.Errorf("%s: %v, want %v", name, err, want)
+		}
+	}
+}
+
 // TestKeys: a batch behind its key's head waits, and the owner sees the key
 // with its head and one batch waiting; others may not look.
 func TestKeys(t *testing.T) {

@@ -134,6 +134,14 @@ func Example() {
 		}
 	}
 
+	// A submitter pages through their own batches, newest first.
+	page, err := alice.List(ctx, authz.ListRequest{Status: pipeline.Executed, Limit: 10})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("alice's executed batches:", len(page.Items), "more:", page.Next != 0)
+
 	_, err = alice.Batch(ctx, authz.IDRequest{ID: sent.ID + 100})
 	var ae *client.Error
 	if errors.As(err, &ae) {
@@ -145,6 +153,7 @@ func Example() {
 	// sent to billing med
 	// queue length 1 first is ours: true
 	// Executed
+	// alice's executed batches: 1 more: false
 	// batch 404 true
 	// alice pauses: true
 }

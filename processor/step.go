@@ -566,5 +566,6 @@ func (p *Processor) load(ctx context.Context, id uint64) (*state, error) {
 // save writes the progress record with compare-and-set on the revision
 // read; a lost race matches streams.ErrConflict.
 func (p *Processor) save(ctx context.Context, st *state) error {
+	st.By = p.opts.Name
 	return p.store.Save(ctx, p.opts.Domain, &st.ProgressEntry)
 }

@@ -261,6 +261,27 @@ func IdempotencyKey(user, key string) string {
 	return "idem." + hex.EncodeToString(h[:16])
 }
 
+// SubmitterKey is the batches-bucket key indexing batch id under its
+// submitter, so a submitter's batches are listed by one subject-filtered
+// read (SubmitterFilter) instead of a scan of every record.
+func SubmitterKey(user string, id uint64) string {
+	return "by." + user + "." + strconv.FormatUint(id, 10)
+}
+
+// SubmitterFilter matches every SubmitterKey of user.
+func SubmitterFilter(user string) string { return "by." + user + ".*" }
+
+// ParseSubmitterKey returns the batch id of a SubmitterKey; ok is false
+// for a key of another shape.
+func ParseSubmitterKey(key string) (id uint64, ok bool) {
+	i := strings.LastIndexByte(key, '.')
+	if !strings.HasPrefix(key, "by.") || i < 0 {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(key[i+1:], 10, 64)
+	return id, err == nil && id != 0
+}
+
 // ReplayKey is the batches-bucket key recording the batch the dead letter
 // at DLQ sequence seq was replayed as.
 func ReplayKey(seq uint64) string { return "replay." + strconv.FormatUint(seq, 10) }

@@ -107,6 +107,9 @@ type Progress struct {
 	// Outcome is set once State is Done.
 	Outcome   *pipeline.Outcome `msgpack:"outcome,omitempty" json:"outcome,omitempty"`
 	UpdatedAt time.Time         `msgpack:"updated_at" json:"updated_at"`
+	// By names the processor replica (or "authz") that wrote this record
+	// last, at UpdatedAt: who moved the batch last, and since when.
+	By string `msgpack:"by,omitempty" json:"by,omitempty"`
 }
 
 // FailuresOf returns the failure count of function i.

@@ -86,6 +86,7 @@ func progressFixture() streams.Progress {
 		Outputs:     fullOutputs(),
 		Outcome:     fullOutcome(),
 		UpdatedAt:   at(7),
+		By:          "processor-2",
 	}
 }
 

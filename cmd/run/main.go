@@ -2,8 +2,10 @@
 // from nats.conf (listening on 127.0.0.1:4222 so the nats CLI can watch),
 // authz, a worker with the example handlers, a processor per domain and a
 // ticker; then, with -demo (the default), a client submits a mixed workload
-// and a table of outcomes is printed. The system keeps running until SIGINT
-// or SIGTERM, so it can be explored with the nats CLI (README.md).
+// and a table of outcomes is printed. The web dashboard is served on
+// 127.0.0.1:8090 (-dashboard; log in as a nats.conf user). The system keeps
+// running until SIGINT or SIGTERM, so it can be explored with the nats CLI
+// and the dashboard (README.md).
 //
 //	go run ./cmd/run
 //
@@ -15,6 +17,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -36,6 +39,7 @@ func run() error {
 	cfg := config.DefaultRun()
 	table := flag.String("table", "authz.yaml", "authorization table `file`")
 	metricsListen := cli.MetricsFlag(DefaultMetricsListen)
+	dashAddr := flag.String("dashboard", "127.0.0.1:8090", "listen `address` of the web dashboard; empty for none")
 	log, err := cli.Load("Usage: run [flags]\n\nRuns the whole system on this machine with an embedded nats-server.", &cfg, &cfg.Log)
 	if err != nil {
 		return err
@@ -60,16 +64,39 @@ func run() error {
 		fmt.Printf("Metrics: http://%s/metrics (health /healthz, readiness /readyz)\n", a)
 	}
 
+	dash, dashURL, err := listenDashboard(*dashAddr)
+	if err != nil {
+		return err
+	}
+	if dash != nil {
+		log.Info("dashboard", "url", dashURL, "login", "a nats.conf user, e.g. owner / local-owner")
+	}
+
 	err = system.Run(ctx, system.Options{
 		Server: srv, Settings: cfg.Streams.Settings(), Domains: cfg.Domains, TickEvery: cfg.TickEvery,
-		TablePath: *table, Demo: cfg.Demo, Logger: log, Telemetry: obs.Telemetry, Senders: cfg.SenderSecrets(),
+		TablePath: *table, Demo: cfg.Demo, Logger: log, Telemetry: obs.Telemetry, Senders: cfg.SenderSecrets(), Dashboard: dash,
 		OnDemo: func(rows []demo.Row) {
 			fmt.Println()
 			demo.Print(os.Stdout, rows)
 			fmt.Printf("\nThe system keeps running; nats-server listens on %s. Ctrl-C stops it.\n", srv.URL())
 			fmt.Println("Watch it with the nats CLI as README.md shows, e.g.: nats --user admin --password local-admin stream ls")
+			if dash != nil {
+				fmt.Printf("Dashboard: %s (log in as a nats.conf user, e.g. owner / local-owner).\n", dashURL)
+			}
 		},
 	})
 	log.Info("tickflow stopped")
 	return err
+}
+
+// listenDashboard listens on addr for the dashboard; nil when addr is empty.
+func listenDashboard(addr string) (net.Listener, string, error) {
+	if addr == "" {
+		return nil, "", nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("dashboard: listen on %s (pick another with -dashboard, or -dashboard '' for none): %w", addr, err)
+	}
+	return ln, "http://" + ln.Addr().String(), nil
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"net"
 	"slices"
 	"time"
 
@@ -64,12 +65,18 @@ type Options struct {
 	// Telemetry, optional, receives every component's metrics, readiness
 	// and spans: one registry, served on one address.
 	Telemetry *telemetry.Telemetry
+	// Dashboard, optional, is where the web dashboard is served; Run
+	// closes it.
+	Dashboard net.Listener
 }
 
 // Run provisions the resources, runs every component until ctx is done,
 // then stops them and drains their connections.
 func Run(ctx context.Context, o Options) error {
 	srv, log := o.Server, o.Logger
+	if o.Dashboard != nil {
+		defer o.Dashboard.Close() // when nothing served on it
+	}
 	var conns []*nats.Conn
 	defer func() {
 		for i := len(conns) - 1; i >= 0; i-- {
@@ -155,6 +162,14 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	runs = append(runs, tk.Run)
+
+	if o.Dashboard != nil {
+		run, err := dashboardRun(srv, o.Dashboard, log)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, run)
+	}
 
 	var clients demo.Clients
 	if o.Demo {

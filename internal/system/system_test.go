@@ -3,7 +3,12 @@ package system_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	neturl "net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,6 +29,10 @@ func TestMain(m *testing.M) {
 func TestDemo(t *testing.T) {
 	env := testnats.Start(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	rowsCh := make(chan []demo.Row, 1)
 	done := make(chan error, 1)
 	go func() {
@@ -32,7 +41,7 @@ func TestDemo(t *testing.T) {
 			Senders:   map[string]map[string]string{"chain": {"sender-a": "env:TICKFLOW_SENDER_A", "sender-b": "env:TICKFLOW_SENDER_B"}},
 			TickEvery: 20 * time.Millisecond, TablePath: filepath.Join(filepath.Dir(testnats.ConfigPath(t)), "authz.yaml"),
 			Demo: true, OnDemo: func(r []demo.Row) { rowsCh <- r },
-			Logger: slog.New(slog.DiscardHandler),
+			Logger: slog.New(slog.DiscardHandler), Dashboard: ln,
 		})
 	}()
 	var rows []demo.Row
@@ -43,6 +52,7 @@ func TestDemo(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the demo did not finish in 60s")
 	}
+	dashboardServes(t, "http://"+ln.Addr().String())
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("system: %v", err)
@@ -99,5 +109,31 @@ func TestBuildErrorStartsNothing(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "serving") {
 		t.Fatalf("a component started before the error:\n%s", logs.String())
+	}
+}
+
+// dashboardServes logs in to the dashboard as the owner and finds the
+// domains run serves.
+func dashboardServes(t *testing.T, url string) {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	resp, err := hc.PostForm(url+"/login", neturl.Values{"user": {"owner"}, "password": {"local-owner"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	resp, err = hc.Get(url + "/api/domains")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doms struct {
+		Domains []struct {
+			Domain string `json:"domain"`
+		} `json:"domains"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doms); err != nil || len(doms.Domains) != 2 || doms.Domains[0].Domain != "payments" {
+		t.Fatalf("dashboard domains: %d %+v %v", resp.StatusCode, doms, err)
 	}
 }

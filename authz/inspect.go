@@ -1,0 +1,255 @@
+package authz
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// The owner's views of what runs now: every domain's queues and pause
+// state (domains), and the batches of one domain not finished yet, oldest
+// first (inflight).
+
+// DomainsReply lists the domains of the authorization table.
+type DomainsReply struct {
+	Domains []DomainInfo `json:"domains"`
+}
+
+// DomainInfo is one domain's pause state and queue depths.
+type DomainInfo struct {
+	Domain string `json:"domain"`
+	Paused bool   `json:"paused"`
+	// PausedBy and At say who changed the state last, and when.
+	PausedBy string    `json:"by,omitempty"`
+	At       time.Time `json:"at,omitzero"`
+	// Depth counts the tokens of each priority's queue: the batches waiting
+	// for their turn, those a processor holds (running, waiting on a retry
+	// delay or a confirmation), and tokens a processor has not dropped yet
+	// since their batch moved on. The queue operation lists the live ones.
+	Depth map[pipeline.Priority]uint64 `json:"depth"`
+	// DeadLetters counts the domain's dead letters kept.
+	DeadLetters uint64 `json:"dead_letters"`
+}
+
+// domains answers every domain the table names, sorted: two stream reads
+// per domain and priority, whatever the queues hold.
+func (s *Service) domains(ctx context.Context, _ string, _ *struct{}) (any, error) {
+	var names []string
+	for _, l := range s.Table().Labels {
+		if !slices.Contains(names, l.Domain) {
+			names = append(names, l.Domain)
+		}
+	}
+	slices.Sort(names)
+	dlq, err := subjectCounts(ctx, s.dlq, streams.DLQSubjects)
+	if err != nil {
+		return nil, err
+	}
+	out := &DomainsReply{Domains: []DomainInfo{}}
+	for _, d := range names {
+		info := DomainInfo{Domain: d, Depth: map[pipeline.Priority]uint64{pipeline.High: 0, pipeline.Med: 0}, DeadLetters: dlq[streams.DLQSubject(d)]}
+		e, err := s.state.Get(ctx, d)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return nil, fmt.Errorf("authz: pause state of %s: %w", d, err)
+		default:
+			if st, err := streams.DecodeDomainState(e.Value()); err == nil {
+				info.Paused, info.PausedBy, info.At = st.Paused, st.By, st.At
+			}
+		}
+		for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
+			counts, err := subjectCounts(ctx, s.queues[p], streams.QueueFilter(p, d))
+			if err != nil {
+				return nil, err
+			}
+			for _, n := range counts {
+				info.Depth[p] += n
+			}
+		}
+		out.Domains = append(out.Domains, info)
+	}
+	return out, nil
+}
+
+// subjectCounts returns the messages per subject of st matching filter.
+func subjectCounts(ctx context.Context, st jetstream.Stream, filter string) (map[string]uint64, error) {
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return nil, fmt.Errorf("authz: count %s: %w", filter, err)
+	}
+	return info.State.Subjects, nil
+}
+
+// InFlightRequest lists a domain's unfinished batches, oldest first.
+type InFlightRequest struct {
+	Domain string `json:"domain"`
+	// Limit bounds the items answered: 1 to MaxInFlight, 0 for
+	// DefaultInFlight.
+	Limit int `json:"limit,omitempty"`
+}
+
+// Bounds of an in-flight listing.
+const (
+	// DefaultInFlight is the items an InFlightRequest without a limit gets.
+	DefaultInFlight = 100
+	// MaxInFlight is the largest limit of an InFlightRequest.
+	MaxInFlight = 1000
+	// maxInFlightScan bounds the tokens read per priority: past it the
+	// reply says Truncated.
+	maxInFlightScan = 10000
+)
+
+// InFlightItem is one unfinished batch: where it stands and who moved it
+// last.
+type InFlightItem struct {
+	ID        uint64            `json:"id"`
+	Label     string            `json:"label"`
+	Submitter string            `json:"submitter"`
+	Priority  pipeline.Priority `json:"priority"`
+	// Position is the batch's place in its queue.
+	Position int `json:"position"`
+	// State is queued (waiting, running or waiting on a retry delay) or
+	// parked (waiting for a confirmation).
+	State streams.State `json:"state"`
+	// Next is the function that runs next, of Functions.
+	Next      int `json:"next"`
+	Functions int `json:"functions"`
+	// Rotations counts the batch's trips to the back of its queue.
+	Rotations uint32 `json:"rotations"`
+	Attempts  int    `json:"attempts"`
+	// Holder is the processor replica that moved the batch last (wrote its
+	// progress), Since when; empty while no processor has moved it, and
+	// Since is then when it was accepted.
+	Holder    string    `json:"holder,omitempty"`
+	Since     time.Time `json:"since"`
+	CreatedAt time.Time `json:"created_at"`
+	// AgeMS is the time since the batch was accepted, in milliseconds.
+	AgeMS int64 `json:"age_ms"`
+	// NotBefore is when a batch waiting on a retry delay runs again.
+	NotBefore time.Time `json:"not_before,omitzero"`
+	LastError string    `json:"last_error,omitempty"`
+}
+
+// InFlightReply lists a domain's unfinished batches, oldest first.
+type InFlightReply struct {
+	Domain string         `json:"domain"`
+	Items  []InFlightItem `json:"items"`
+	// Total counts the unfinished batches found.
+	Total int `json:"total"`
+	// Truncated says a queue held more tokens than one listing reads: the
+	// batches at its back are left out.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// inflight lists the batches that have a live token, of both priorities:
+// the batches a processor has not finished. A batch id is its acceptance
+// order (ids come from one log), so oldest first is by id.
+func (s *Service) inflight(ctx context.Context, _ string, req *InFlightRequest) (any, error) {
+	if err := pipeline.ValidateDomain(req.Domain); err != nil {
+		return nil, err
+	}
+	if req.Limit < 0 || req.Limit > MaxInFlight {
+		return nil, errf(CodeBadRequest, "authz: limit %d: expected 1 to %d, or 0 for %d", req.Limit, MaxInFlight, DefaultInFlight)
+	}
+	if req.Limit == 0 {
+		req.Limit = DefaultInFlight
+	}
+	type found struct {
+		item InFlightItem
+		tok  streams.Token
+		prog *streams.ProgressEntry
+	}
+	var all []found
+	out := &InFlightReply{Domain: req.Domain, Items: []InFlightItem{}}
+	for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
+		truncated, err := s.scanQueue(ctx, req.Domain, p, maxInFlightScan, func(it QueueItem, tok streams.Token, pr *streams.ProgressEntry) {
+			all = append(all, found{item: InFlightItem{ID: it.ID, Priority: p, Position: it.Position, State: it.State, Rotations: it.Rotation}, tok: tok, prog: pr})
+		})
+		if err != nil {
+			return nil, err
+		}
+		out.Truncated = out.Truncated || truncated
+	}
+	slices.SortFunc(all, func(a, b found) int { return cmpID(a.item.ID, b.item.ID) })
+	out.Total = len(all)
+	now := s.opts.Now()
+	for _, f := range all[:min(len(all), req.Limit)] {
+		b := f.tok.Batch
+		if b == nil || b.ID != f.item.ID {
+			rec, err := s.record(ctx, f.item.ID)
+			if err != nil {
+				continue // finished and gone meanwhile, or unreadable: the processor's to settle
+			}
+			b = &rec.Batch
+		}
+		it, pr := f.item, f.prog
+		it.Label, it.Submitter, it.Functions, it.CreatedAt = b.Label, b.Submitter, len(b.Functions), b.CreatedAt
+		it.AgeMS = now.Sub(b.CreatedAt).Milliseconds()
+		it.Next, it.Attempts = pr.Next, pr.Attempts(b.Subroutine.Mode == pipeline.Atomic)
+		it.Since, it.Holder = b.CreatedAt, pr.By
+		if pr.Rev != 0 {
+			it.Since = pr.UpdatedAt
+		}
+		it.NotBefore, it.LastError = pr.NotBefore, pr.LastError
+		out.Items = append(out.Items, it)
+	}
+	return out, nil
+}
+
+func cmpID(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// scanQueue calls visit with each live token of a domain's queue of one
+// priority, in order, with its progress; it stops after max tokens (0: no
+// bound) and says so. One direct get per token and one progress read per
+// batch.
+func (s *Service) scanQueue(ctx context.Context, domain string, p pipeline.Priority, max int, visit func(QueueItem, streams.Token, *streams.ProgressEntry)) (truncated bool, err error) {
+	st := s.queues[p]
+	filter := streams.QueueFilter(p, domain)
+	progress := map[uint64]*streams.ProgressEntry{}
+	position, read := 0, 0
+	for seq := uint64(1); ; read++ {
+		if max > 0 && read == max {
+			return true, nil
+		}
+		rm, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("authz: read queue %s of %s: %w", p, domain, err)
+		}
+		seq = rm.Sequence + 1
+		tok, err := streams.Decode[streams.Token](rm.Data)
+		if err != nil {
+			continue // garbage is the processor's to dead-letter
+		}
+		pr, ok := progress[tok.BatchID]
+		if !ok {
+			if pr, err = s.progressStore.Load(ctx, domain, tok.BatchID); err != nil {
+				return false, err
+			}
+			progress[tok.BatchID] = pr
+		}
+		if !pr.Live(tok) {
+			continue
+		}
+		visit(QueueItem{Position: position, ID: tok.BatchID, Seq: rm.Sequence, Subject: rm.Subject,
+			Gen: tok.Gen, Rotation: tok.Rotation, State: pr.State, Key: tokenKey(tok)}, tok, pr)
+		position++
+	}
+}

@@ -1,0 +1,89 @@
+package authz_test
+
+import (
+	"testing"
+
+	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/processor"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// TestInFlight: the owner sees a domain's unfinished batches oldest first,
+// across priorities, with the function each runs next, its attempts and the
+// processor that moved it last; nobody else sees them.
+func TestInFlight(t *testing.T) {
+	b := setup(t)
+	stepped := b.send(t, "alice", "jobs", noop(), noop())
+	if rep := b.proc.Tick(b.ctx, 1); len(rep.Steps) != 1 || rep.Steps[0].Action != processor.ActionRotated {
+		t.Fatalf("tick: %+v", rep)
+	}
+	waiting := b.send(t, "bob", "jobs", noop())
+	high := b.send(t, "alice", "transfer", noop())
+
+	var rep authz.InFlightReply
+	if e := b.call(t, "owner", "inflight", authz.InFlightRequest{Domain: domain}, &rep); e != nil {
+		t.Fatal(e)
+	}
+	if rep.Total != 3 || len(rep.Items) != 3 || rep.Truncated {
+		t.Fatalf("inflight: %+v", rep)
+	}
+	first, second, third := rep.Items[0], rep.Items[1], rep.Items[2]
+	if first.ID != stepped || second.ID != waiting || third.ID != high {
+		t.Fatalf("not oldest first: %+v", rep.Items)
+	}
+	if first.Holder != processor.DefaultName || first.Next != 1 || first.Functions != 2 || first.Attempts != 1 ||
+		first.Rotations != 1 || first.State != streams.Queued || first.Submitter != "alice" || first.Label != "jobs" ||
+		first.Since.Before(first.CreatedAt) {
+		t.Fatalf("the stepped batch: %+v", first)
+	}
+	if second.Holder != "" || second.Attempts != 0 || !second.Since.Equal(second.CreatedAt) || second.Position != 1 {
+		t.Fatalf("the waiting batch: %+v", second)
+	}
+	if third.Priority != pipeline.High || third.Position != 0 || third.AgeMS < 0 {
+		t.Fatalf("the high batch: %+v", third)
+	}
+
+	if e := b.call(t, "owner", "inflight", authz.InFlightRequest{Domain: domain, Limit: 1}, &rep); e != nil || len(rep.Items) != 1 || rep.Total != 3 {
+		t.Fatalf("limit 1: %+v %+v", rep, e)
+	}
+	for _, bad := range []authz.InFlightRequest{{Domain: domain, Limit: -1}, {Domain: domain, Limit: authz.MaxInFlight + 1}, {Domain: "a.b"}} {
+		if e := b.call(t, "owner", "inflight", bad, nil); e == nil || e.Code != "400" {
+			t.Errorf("%+v: got %+v, want 400", bad, e)
+		}
+	}
+	if e := b.call(t, "alice", "inflight", authz.InFlightRequest{Domain: domain}, nil); e == nil || e.Code != "403" {
+		t.Fatalf("alice: %+v, want 403", e)
+	}
+}
+
+// TestDomains: the owner sees each domain's queue depth per priority, its
+// dead letters and its pause state.
+func TestDomains(t *testing.T) {
+	b := setup(t)
+	failed := b.send(t, "alice", "jobs", authz.CallSpec{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})})
+	if rec := b.settled(t, failed); rec.DeadLetter == 0 {
+		t.Fatalf("no dead letter: %+v", rec)
+	}
+	b.send(t, "alice", "jobs", noop())
+	b.send(t, "alice", "transfer", noop())
+	b.send(t, "alice", "transfer", noop())
+	if e := b.call(t, "owner", "pause", authz.DomainRequest{Domain: domain}, nil); e != nil {
+		t.Fatal(e)
+	}
+	var rep authz.DomainsReply
+	if e := b.call(t, "owner", "domains", struct{}{}, &rep); e != nil {
+		t.Fatal(e)
+	}
+	if len(rep.Domains) != 1 {
+		t.Fatalf("domains: %+v", rep)
+	}
+	d := rep.Domains[0]
+	if d.Domain != domain || !d.Paused || d.PausedBy != "owner" || d.Depth[pipeline.High] != 2 || d.Depth[pipeline.Med] != 1 || d.DeadLetters != 1 {
+		t.Fatalf("domain: %+v", d)
+	}
+	if e := b.call(t, "bob", "domains", struct{}{}, nil); e == nil || e.Code != "403" {
+		t.Fatalf("bob: %+v, want 403", e)
+	}
+}

@@ -1,0 +1,264 @@
+package authz
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/logging"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// A submitter's own batches: listed newest first through the submitter
+// index (a batches-bucket key streams.SubmitterKey per batch, written as
+// the batch is accepted), and cancelled by id.
+
+// indexing is a submitter index write on its way.
+type indexing struct {
+	ack jetstream.PubAckFuture
+	err error
+}
+
+// startIndex starts writing the submitter index key of batch id without
+// waiting for it, so it overlaps the record's write; wait collects it.
+func (s *Service) startIndex(user string, id uint64) *indexing {
+	f, err := s.js.PublishAsync(indexSubject(user, id), nil)
+	return &indexing{ack: f, err: err}
+}
+
+// wait returns once the index key is stored.
+func (x *indexing) wait(ctx context.Context) error {
+	if x.err != nil {
+		return fmt.Errorf("authz: index the batch under its submitter: %w", x.err)
+	}
+	select {
+	case <-x.ack.Ok():
+		return nil
+	case err := <-x.ack.Err():
+		return fmt.Errorf("authz: index the batch under its submitter: %w", err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// index writes the submitter index key of batch id and waits for it.
+func (s *Service) index(ctx context.Context, user string, id uint64) error {
+	return s.startIndex(user, id).wait(ctx)
+}
+
+func indexSubject(user string, id uint64) string {
+	return "$KV." + streams.BucketBatches + "." + streams.SubmitterKey(user, id)
+}
+
+// Bounds of a listing of one's own batches.
+const (
+	// DefaultListLimit is the page size of a ListRequest without a limit.
+	DefaultListLimit = 50
+	// MaxListLimit is the largest page size of a ListRequest.
+	MaxListLimit = 500
+	// listReadsPerItem bounds the records a filtered page reads, per item
+	// asked for: past it the page comes back short, with Next to go on.
+	listReadsPerItem = 4
+)
+
+// ListRequest pages through the caller's batches, newest first.
+type ListRequest struct {
+	// Status, when set, keeps only batches in that status (InProcess,
+	// Executed, Rejected, PartiallyExecuted, RemovedByOwner, Expired).
+	Status pipeline.Status `json:"status,omitempty"`
+	// Before is the cursor: only batches with a smaller id, 0 for the
+	// newest. Pass the previous page's Next.
+	Before uint64 `json:"before,omitempty"`
+	// Limit is the page size: 1 to MaxListLimit, 0 for DefaultListLimit.
+	Limit int `json:"limit,omitempty"`
+	// Submitter lists another user's batches: the owner only.
+	Submitter string `json:"submitter,omitempty"`
+}
+
+// BatchSummary is one line of a listing.
+type BatchSummary struct {
+	ID        uint64            `json:"id"`
+	Label     string            `json:"label"`
+	Domain    string            `json:"domain"`
+	Priority  pipeline.Priority `json:"priority"`
+	Status    pipeline.Status   `json:"status"`
+	Outcome   string            `json:"outcome,omitempty"`
+	Attempts  int               `json:"attempts"`
+	Functions int               `json:"functions"`
+	// DeadLetter is the DLQ sequence of the batch's dead letter, if any.
+	DeadLetter uint64    `json:"dead_letter,omitempty"`
+	ReplayOf   uint64    `json:"replay_of,omitempty"`
+	ReplayedAs uint64    `json:"replayed_as,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
+}
+
+// ListReply is a page of batches, newest first.
+type ListReply struct {
+	Items []BatchSummary `json:"items"`
+	// Next is the cursor of the next page (its Before); 0 when there is none.
+	Next uint64 `json:"next,omitempty"`
+}
+
+var statuses = []pipeline.Status{pipeline.InProcess, pipeline.Executed, pipeline.Rejected,
+	pipeline.PartiallyExecuted, pipeline.RemovedByOwner, pipeline.Expired}
+
+// list answers a page of the caller's batches. It reads the caller's index
+// keys (one subject-filtered listing of the batches bucket: its cost grows
+// with the caller's batches, not with everyone's), then the records of the
+// page, at most listReadsPerItem per item asked for when a status filters.
+func (s *Service) list(ctx context.Context, user string, req *ListRequest) (any, error) {
+	who := user
+	if req.Submitter != "" && req.Submitter != user {
+		if err := s.owner(user); err != nil {
+			return nil, errf(CodeForbidden, "authz: only the owner may list another user's batches (you are %q)", user)
+		}
+		if err := pipeline.ValidateDomain(req.Submitter); err != nil {
+			return nil, errf(CodeBadRequest, "authz: submitter %q: expected a user name without '.', '*', '>' or spaces", logging.Capped(req.Submitter))
+		}
+		who = req.Submitter
+	}
+	if req.Status != "" && !slices.Contains(statuses, req.Status) {
+		return nil, errf(CodeBadRequest, "authz: status %q: expected one of %v, or none for all", logging.Capped(string(req.Status)), statuses)
+	}
+	if req.Limit < 0 || req.Limit > MaxListLimit {
+		return nil, errf(CodeBadRequest, "authz: limit %d: expected 1 to %d, or 0 for %d", req.Limit, MaxListLimit, DefaultListLimit)
+	}
+	if req.Limit == 0 {
+		req.Limit = DefaultListLimit
+	}
+	ids, err := s.submitted(ctx, who, req.Before)
+	if err != nil {
+		return nil, err
+	}
+	out := &ListReply{Items: []BatchSummary{}}
+	reads := 0
+	for i, id := range ids {
+		if len(out.Items) == req.Limit || reads == req.Limit*listReadsPerItem {
+			if i > 0 {
+				out.Next = ids[i-1]
+			}
+			break
+		}
+		reads++
+		rec, err := s.record(ctx, id)
+		var ae *Error
+		if errors.As(err, &ae) && ae.Code == CodeNotFound {
+			continue // indexed, then refused before it was recorded
+		}
+		if err != nil {
+			return nil, err
+		}
+		if rec.Batch.Submitter != who || (req.Status != "" && rec.Status != req.Status) {
+			continue
+		}
+		out.Items = append(out.Items, summary(rec))
+	}
+	return out, nil
+}
+
+// submitted returns the ids of user's batches below before (0: all),
+// newest first.
+func (s *Service) submitted(ctx context.Context, user string, before uint64) ([]uint64, error) {
+	keys, err := s.batches.ListKeysFiltered(ctx, streams.SubmitterFilter(user))
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("authz: list the batches of %s: %w", user, err)
+	}
+	defer func() { _ = keys.Stop() }()
+	var ids []uint64
+	for k := range keys.Keys() {
+		if id, ok := streams.ParseSubmitterKey(k); ok && (before == 0 || id < before) {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, func(a, b uint64) int { return cmpID(b, a) })
+	return ids, nil
+}
+
+func summary(rec *streams.BatchRecord) BatchSummary {
+	b := &rec.Batch
+	out := BatchSummary{ID: b.ID, Label: b.Label, Domain: b.Domain, Priority: b.Priority, Status: rec.Status,
+		Attempts: rec.Attempts, Functions: len(b.Functions), DeadLetter: rec.DeadLetter, ReplayOf: b.ReplayOf,
+		ReplayedAs: rec.ReplayedAs, CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt}
+	if rec.Outcome != nil {
+		out.Outcome = rec.Outcome.String()
+	}
+	return out
+}
+
+// CancelReply names the cancelled batch.
+type CancelReply struct {
+	ID     uint64          `json:"id"`
+	Status pipeline.Status `json:"status"`
+}
+
+// cancel finishes one of the caller's batches as RemovedByOwner, as the
+// owner's evict does, wherever it stands: progress first (so every token of
+// it is dead and a processor running it loses its next write), then its
+// callback. Batches that are not the caller's answer 404, as batches that
+// do not exist do; the owner may cancel any.
+func (s *Service) cancel(ctx context.Context, user string, req *IDRequest) (any, error) {
+	hidden := errf(CodeNotFound, "authz: no batch %d of yours", req.ID)
+	rec, err := s.record(ctx, req.ID)
+	var ae *Error
+	if errors.As(err, &ae) && ae.Code == CodeNotFound {
+		return nil, hidden
+	}
+	if err != nil {
+		return nil, err
+	}
+	b := &rec.Batch
+	if user != b.Submitter && user != s.opts.Owner {
+		return nil, hidden
+	}
+	if rec.Status.Terminal() {
+		return nil, errf(CodeConflict, "authz: batch %d is already %s", req.ID, rec.Status)
+	}
+	for range 10 {
+		st, err := s.progressStore.Load(ctx, b.Domain, b.ID)
+		if err != nil {
+			return nil, err
+		}
+		if st.State == streams.Done {
+			return nil, errf(CodeConflict, "authz: batch %d finished before it could be cancelled", req.ID)
+		}
+		timer := uint64(0)
+		if st.Parked != nil {
+			timer = st.Parked.Timer
+		}
+		o := pipeline.RemovedOutcome(st.Next)
+		o.Reason = "cancelled by " + user
+		st.State, st.Parked, st.FallbackDue, st.Outcome, st.By = streams.Done, nil, nil, &o, streams.AuthzService
+		if err := s.progressStore.Save(ctx, b.Domain, st); errors.Is(err, streams.ErrConflict) {
+			continue // a processor moved it meanwhile: look again
+		} else if err != nil {
+			return nil, err
+		}
+		cb := &streams.Callback{BatchID: b.ID, Domain: b.Domain, Priority: b.Priority, Outcome: o,
+			Attempts: st.Attempts(b.Subroutine.Mode == pipeline.Atomic), At: st.UpdatedAt, Processor: streams.AuthzService}
+		dup, err := s.publishCallback(ctx, cb)
+		if err != nil {
+			return nil, err
+		}
+		if dup {
+			return nil, errf(CodeConflict, "authz: batch %d finished before it could be cancelled", req.ID)
+		}
+		if timer != 0 {
+			// A parked batch's token waits out its confirmation's timeout:
+			// retire it now. Any other token is dropped as stale when due.
+			if err := s.queues[b.Priority].DeleteMsg(ctx, timer); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+				s.log.Warn("cancelled batch's timer token not deleted; it will be dropped as stale", "batch_id", b.ID, "err", err)
+			}
+		}
+		s.log.Info("batch cancelled", "batch_id", b.ID, "domain", b.Domain, "by", user)
+		return &CancelReply{ID: b.ID, Status: pipeline.RemovedByOwner}, nil
+	}
+	return nil, errf(CodeConflict, "authz: batch %d kept changing; try again", req.ID)
+}

@@ -1,0 +1,134 @@
+package authz_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/processor"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// TestList: a submitter pages through their own batches, newest first,
+// with a cursor, filtered by status; nobody sees another's but the owner.
+func TestList(t *testing.T) {
+	b := setup(t)
+	var alice []uint64
+	for range 4 {
+		alice = append(alice, b.send(t, "alice", "jobs", noop()))
+	}
+	bobs := b.send(t, "bob", "jobs", noop())
+	failed := b.send(t, "alice", "jobs", authz.CallSpec{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})})
+	alice = append(alice, failed)
+	b.settled(t, failed)
+
+	var got []uint64
+	var rep authz.ListReply
+	req := authz.ListRequest{Limit: 2}
+	for page := 0; ; page++ {
+		rep = authz.ListReply{}
+		if e := b.call(t, "alice", "list", req, &rep); e != nil {
+			t.Fatal(e)
+		}
+		for _, it := range rep.Items {
+			got = append(got, it.ID)
+		}
+		if rep.Next == 0 {
+			break
+		}
+		if page == 5 {
+			t.Fatalf("no end of pages: %v", got)
+		}
+		req.Before = rep.Next
+	}
+	want := []uint64{alice[4], alice[3], alice[2], alice[1], alice[0]}
+	if !equal(got, want) {
+		t.Fatalf("pages %v, want %v", got, want)
+	}
+
+	if e := b.call(t, "alice", "list", authz.ListRequest{Status: pipeline.Rejected}, &rep); e != nil {
+		t.Fatal(e)
+	}
+	if len(rep.Items) != 1 || rep.Items[0].ID != failed || rep.Items[0].DeadLetter == 0 || rep.Items[0].Outcome == "" {
+		t.Fatalf("rejected: %+v", rep)
+	}
+	if e := b.call(t, "bob", "list", authz.ListRequest{}, &rep); e != nil || len(rep.Items) != 1 || rep.Items[0].ID != bobs {
+		t.Fatalf("bob's: %+v %+v", rep, e)
+	}
+	if e := b.call(t, "owner", "list", authz.ListRequest{Submitter: "bob"}, &rep); e != nil || len(rep.Items) != 1 || rep.Items[0].ID != bobs {
+		t.Fatalf("bob's, as the owner: %+v %+v", rep, e)
+	}
+	if e := b.call(t, "alice", "list", authz.ListRequest{Submitter: "bob"}, nil); e == nil || e.Code != "403" {
+		t.Fatalf("bob's, as alice: %+v, want 403", e)
+	}
+	for _, bad := range []authz.ListRequest{{Limit: -1}, {Limit: authz.MaxListLimit + 1}, {Status: "Done"}} {
+		if e := b.call(t, "alice", "list", bad, nil); e == nil || e.Code != "400" {
+			t.Errorf("%+v: got %+v, want 400", bad, e)
+		}
+	}
+	// A user with no batches gets an empty page, not an error.
+	if e := b.call(t, "oracle", "list", authz.ListRequest{}, &rep); e != nil || len(rep.Items) != 0 || rep.Next != 0 {
+		t.Fatalf("oracle's: %+v %+v", rep, e)
+	}
+}
+
+// TestCancel: a submitter cancels their own queued batch, which finishes
+// RemovedByOwner and never runs; another's is a 404, as a missing batch is,
+// and a finished one a 409.
+func TestCancel(t *testing.T) {
+	b := setup(t)
+	id := b.send(t, "alice", "jobs", noop())
+	var rep authz.CancelReply
+	if e := b.call(t, "bob", "cancel", authz.IDRequest{ID: id}, nil); e == nil || e.Code != "404" {
+		t.Fatalf("bob cancels alice's: %+v, want 404", e)
+	}
+	if e := b.call(t, "bob", "cancel", authz.IDRequest{ID: id + 100}, nil); e == nil || e.Code != "404" {
+		t.Fatalf("bob cancels nothing: %+v, want 404", e)
+	}
+	if e := b.call(t, "alice", "cancel", authz.IDRequest{ID: id}, &rep); e != nil || rep.ID != id || rep.Status != pipeline.RemovedByOwner {
+		t.Fatalf("alice cancels hers: %+v %+v", rep, e)
+	}
+	rec := b.settled(t, id)
+	if rec.Status != pipeline.RemovedByOwner || rec.Outcome.Reason != "cancelled by alice" {
+		t.Fatalf("record %+v", rec)
+	}
+	if b.calls.get(key(id)) != 0 {
+		t.Fatal("a cancelled batch ran")
+	}
+	if q := b.queue(t, pipeline.Med); len(q) != 0 {
+		t.Fatalf("queue after cancel: %v", q)
+	}
+	if e := b.call(t, "alice", "cancel", authz.IDRequest{ID: id}, nil); e == nil || e.Code != "409" {
+		t.Fatalf("cancel again: %+v, want 409", e)
+	}
+	if e := b.call(t, "alice", "cancel", authz.IDRequest{ID: 0}, nil); e == nil || e.Code != "404" {
+		t.Fatalf("cancel id 0: %+v, want 404", e)
+	}
+}
+
+// TestCancelParked: a batch waiting for its confirmation is cancelled, and
+// the token that waits out its timeout goes with it.
+func TestCancelParked(t *testing.T) {
+	b := setup(t)
+	id := b.send(t, "bob", "confirmed", authz.CallSpec{Type: handlers.TypeNoop, Expect: "x"})
+	testnats.Eventually(t, 5*time.Second, "parked", func() bool {
+		rep := b.proc.Tick(b.ctx, 1)
+		return len(rep.Steps) == 1 && rep.Steps[0].Action == processor.ActionParked
+	})
+	if e := b.call(t, "bob", "cancel", authz.IDRequest{ID: id}, nil); e != nil {
+		t.Fatal(e)
+	}
+	if rec := b.settled(t, id); rec.Status != pipeline.RemovedByOwner {
+		t.Fatalf("record %+v", rec)
+	}
+	info, err := b.env.JS(t, "admin").Stream(b.ctx, streams.QueueStream(pipeline.Med))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.CachedInfo().State.Msgs; n != 0 {
+		t.Fatalf("%d tokens left in the queue", n)
+	}
+}

@@ -1,0 +1,164 @@
+package dashboard_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/processor"
+)
+
+// chrome finds a Chromium or Chrome to drive: $CHROME, else the first of
+// the usual names on PATH (Debian's package installs chromium).
+func chrome() string {
+	if p := os.Getenv("CHROME"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// css is a CSS selector (a plain string would be a DOM search).
+func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+
+// screenshots is where the browser test saves its screenshots:
+// $TICKFLOW_SCREENSHOTS, else the test's artifact directory (kept with
+// go test -artifacts, under -outputdir).
+func screenshots(t *testing.T) string {
+	if d := os.Getenv("TICKFLOW_SCREENSHOTS"); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	return t.ArtifactDir()
+}
+
+// TestBrowser drives the dashboard in headless Chromium as a person would:
+// logs in as the owner, sees a queued batch in flight, replays a dead
+// letter and sees the new batch, opens a batch's page, and pauses the
+// domain. With TICKFLOW_DOCS_SCREENSHOT set it also writes the overview to
+// docs/dashboard.png.
+func TestBrowser(t *testing.T) {
+	path := chrome()
+	if path == "" {
+		t.Skip("no Chromium found: install Debian's chromium package (make test does), or set CHROME to a Chrome or Chromium binary")
+	}
+	b := setup(t)
+	failed := b.send(t, fail())
+	rec := b.settled(t, failed)
+	stepped := b.send(t, noop(), noop())
+	if rep := b.proc.Tick(b.ctx, 1); len(rep.Steps) != 1 || rep.Steps[0].Action != processor.ActionRotated {
+		t.Fatalf("tick: %+v", rep)
+	}
+	queued := b.send(t, noop(), noop(), noop())
+	// Nothing ticks the processor from here on: both batches stay in flight.
+
+	dir := screenshots(t)
+	shot := func(name string) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			png, err := chromedp.FullScreenshot(100)(ctx, tg)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(dir, name), png, 0o644)
+		})
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	actx, acancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.WindowSize(1280, 860))...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+	// Start the browser on bctx itself: each step below runs under a
+	// deadline of its own, and the first run's context owns the browser.
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("start %s: %v", path, err)
+	}
+
+	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		for i, a := range actions {
+			sctx, scancel := context.WithTimeout(bctx, 10*time.Second)
+			err := chromedp.Do(sctx, a)
+			scancel()
+			if err != nil {
+				var html string
+				html, _ = chromedp.Run(bctx, chromedp.OuterHTML(css("body")))
+				t.Fatalf("%s, step %d: %v\npage: %s", what, i+1, err, html)
+			}
+		}
+	}
+	run("log in",
+		chromedp.Navigate(b.url+"/"),
+		chromedp.WaitVisible(css("#login")),
+		shot("login.png"),
+		chromedp.SendKeys(css("#user"), "owner"),
+		chromedp.SendKeys(css("#password"), "local-owner"),
+		chromedp.Click(css("#login")),
+		chromedp.WaitVisible(css("#domain-pay")),
+	)
+	run("see the queued batch in flight",
+		chromedp.WaitVisible(css(fmt.Sprintf("#inflight-%d", queued))),
+		chromedp.WaitVisible(css(fmt.Sprintf("#inflight-%d", stepped))),
+		shot("overview.png"),
+	)
+
+	run("replay the dead letter",
+		chromedp.Click(css("#nav-dlq")),
+		chromedp.WaitVisible(css(fmt.Sprintf("#replay-%d", rec.DeadLetter))),
+		shot("dead-letters.png"),
+		chromedp.Click(css(fmt.Sprintf("#replay-%d", rec.DeadLetter))),
+		chromedp.WaitVisible(css(fmt.Sprintf("#dead-%d .replayed", rec.DeadLetter))),
+		shot("replayed.png"),
+	)
+	dlq, err := b.owner.DLQ(b.ctx, authz.DLQRequest{Domain: domain})
+	if err != nil || len(dlq.Items) != 1 || dlq.Items[0].ReplayedAs == 0 {
+		t.Fatalf("dead letters after the replay: %+v %v", dlq, err)
+	}
+	replayed := dlq.Items[0].ReplayedAs
+	run("see the new batch",
+		chromedp.Click(css("#nav-overview")),
+		chromedp.WaitVisible(css(fmt.Sprintf("#inflight-%d", replayed))),
+	)
+
+	run("open a batch's page",
+		chromedp.Click(css(fmt.Sprintf("#inflight-%d .batch-link", stepped))),
+		chromedp.WaitVisible(css("#progress")),
+		shot("batch.png"),
+		chromedp.Click(css("#nav-overview")),
+		chromedp.WaitVisible(css("#pause-pay")),
+	)
+
+	run("pause the domain",
+		chromedp.Click(css("#pause-pay")),
+		chromedp.WaitVisible(css("#resume-pay")),
+		chromedp.WaitVisible(css(fmt.Sprintf("#inflight-%d", replayed))),
+		shot("paused.png"),
+	)
+	doms, err := b.owner.Domains(b.ctx)
+	if err != nil || !doms.Domains[0].Paused || doms.Domains[0].PausedBy != "owner" {
+		t.Fatalf("after the click, authz says: %+v %v", doms, err)
+	}
+	if os.Getenv("TICKFLOW_DOCS_SCREENSHOT") != "" {
+		data, err := os.ReadFile(filepath.Join(dir, "paused.png"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join("..", "docs", "dashboard.png"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("screenshots in %s", dir)
+}

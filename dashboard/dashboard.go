@@ -1,0 +1,157 @@
+package dashboard
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/client"
+)
+
+//go:embed static
+var assets embed.FS
+
+// Defaults of Config: New puts them in the fields left zero.
+const (
+	// DefaultIdleTimeout is the default of Config.IdleTimeout.
+	DefaultIdleTimeout = 30 * time.Minute
+	// DefaultMaxSessions is the default of Config.MaxSessions.
+	DefaultMaxSessions = 64
+	// DefaultRefresh is the default of Config.Refresh.
+	DefaultRefresh = 2 * time.Second
+)
+
+// Config configures a Server. The zero value of each field means its
+// default, except Dial, which is required.
+type Config struct {
+	// Dial connects to NATS as user with password, with the user's inbox
+	// prefix (streams.Connect sets it): the session's every request goes
+	// through this connection, so the user's own rights apply. An error
+	// refuses the login. Required.
+	Dial func(user, password string) (*nats.Conn, error)
+	// Timeout bounds each authz request. Default client.DefaultTimeout.
+	Timeout time.Duration
+	// IdleTimeout ends a session left unused this long, closing its
+	// connection. Default DefaultIdleTimeout (30m).
+	IdleTimeout time.Duration
+	// MaxSessions bounds the sessions open at once, each holding a NATS
+	// connection; a login past it is refused until one ends. Default
+	// DefaultMaxSessions (64).
+	MaxSessions int
+	// Refresh is how often an open page reloads its data. Default
+	// DefaultRefresh (2s).
+	Refresh time.Duration
+	// Logger receives the dashboard's logs. Default: discard.
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Server serves the dashboard. It is safe for concurrent use.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	sessions *sessions
+	handler  http.Handler
+	static   fs.FS
+}
+
+// New returns a server; it listens nowhere until Serve or Run. Errors
+// match ErrConfig.
+func New(cfg Config) (*Server, error) {
+	if cfg.Dial == nil {
+		return nil, fmt.Errorf("%w: Dial is required", ErrConfig)
+	}
+	if cfg.Timeout < 0 || cfg.IdleTimeout < 0 || cfg.MaxSessions < 0 || cfg.Refresh < 0 {
+		return nil, fmt.Errorf("%w: durations and MaxSessions must not be negative", ErrConfig)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = client.DefaultTimeout
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MaxSessions == 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.Refresh == 0 {
+		cfg.Refresh = DefaultRefresh
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	static, err := fs.Sub(assets, "static")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "dashboard"), static: static,
+		sessions: newSessions(cfg.MaxSessions, cfg.IdleTimeout, cfg.Now)}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler is the dashboard as an http.Handler, for a server of the
+// caller's (tests, or another mux). Sessions end with Close.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Close ends every session and closes its connection.
+func (s *Server) Close() { s.sessions.closeAll() }
+
+// Run listens on addr and serves until ctx is done (Serve).
+func (s *Server) Run(ctx context.Context, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("dashboard: listen on %s: %w", addr, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves on ln until ctx is done, then stops taking requests, waits
+// up to 5s for those under way, closes every session and returns. It
+// closes ln.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	sweep := time.NewTicker(time.Minute)
+	defer sweep.Stop()
+	defer s.Close()
+	s.log.Info("dashboard serving", "url", "http://"+ln.Addr().String())
+	for {
+		select {
+		case err := <-done:
+			return fmt.Errorf("dashboard: serve: %w", err)
+		case <-sweep.C:
+			s.sessions.sweep()
+		case <-ctx.Done():
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			if err := hs.Shutdown(sctx); err != nil {
+				s.log.Warn("dashboard requests cut short at shutdown", "err", err)
+			}
+			cancel()
+			if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+				s.log.Warn("dashboard stopped with an error", "err", err)
+			}
+			s.log.Info("dashboard stopped")
+			return nil
+		}
+	}
+}

@@ -1,0 +1,18 @@
+// Package dashboard is tickflow's web dashboard: every domain's queue depth
+// per priority and pause state, the batches in flight by age, each batch's
+// history, progress and outputs, the dead letter queue with replay, and a
+// submitter's own batches. Its assets are embedded; it needs no CDN.
+//
+// Nothing is served without a login, and the dashboard holds no identity of
+// its own: a user logs in with their nats.conf user and password, the
+// dashboard opens a NATS connection as that user and makes every request
+// through the authz client over it. authz decides what each user may see
+// and do, exactly as for any other caller: the owner may pause, resume and
+// replay, a submitter sees and cancels their own batches, and the dashboard
+// cannot be used to do what the user could not do with the nats CLI.
+//
+// Sessions are random 256-bit tokens in an HttpOnly, SameSite=Strict cookie,
+// bounded in number and idle time; every POST must carry the session's CSRF
+// token in a header and come from the dashboard's own origin; request
+// bodies are bounded, and nothing a user typed is logged whole.
+package dashboard

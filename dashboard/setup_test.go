@@ -1,0 +1,176 @@
+package dashboard_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/client"
+	"github.com/tickflow/tickflow/dashboard"
+	"github.com/tickflow/tickflow/embedded"
+	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/processor"
+	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/worker"
+)
+
+func TestMain(m *testing.M) {
+	testnats.VerifyTestMain(m)
+}
+
+const domain = "pay"
+
+const tableYAML = `
+labels:
+  jobs:
+    domain: pay
+    users: [alice, bob]
+    mode: non_atomic
+    priority: med
+    functions:
+      noop: {}
+      fail: {}
+`
+
+// bundle is a server with authz (owner "owner"), a worker, a processor of
+// domain pay that runs only when the test ticks it, and the dashboard on
+// a loopback port.
+type bundle struct {
+	env          *testnats.Env
+	ctx          context.Context
+	proc         *processor.Processor
+	alice, owner *client.Client
+	url          string
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	// The dashboard dials over TCP, as it does where the server listens: a
+	// refused login then ends at once, where an in-process connection waits
+	// out the server's write deadline.
+	env := testnats.Start(t, []string{domain}, func(eo *embedded.Options, _ *streams.Settings) {
+		eo.DontListen, eo.Listen = false, "127.0.0.1:0"
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	b := &bundle{env: env, ctx: ctx}
+	table, err := authz.ParseTable([]byte(tableYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := authz.New(ctx, env.Conn(t, "authz"), authz.Options{Owner: "owner", Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := pipeline.NewServeMux()
+	handlers.Register(mux, handlers.NewLedger(nil), nil)
+	w, err := worker.New(ctx, env.Conn(t, "worker"), mux, worker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.proc, err = processor.New(ctx, env.Conn(t, "processor"), processor.Options{Domain: domain, Name: "processor-1"}); err != nil {
+		t.Fatal(err)
+	}
+	dash, err := dashboard.New(dashboard.Config{
+		Dial: func(user, password string) (*nats.Conn, error) {
+			return streams.Connect(streams.Credentials{URL: env.Server.URL(), User: user, Password: password, Name: "dashboard-" + user})
+		},
+		Refresh: 300 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.url = "http://" + ln.Addr().String()
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{}, 3)
+	go func() { _ = svc.Run(rctx); done <- struct{}{} }()
+	go func() { _ = w.Run(rctx); done <- struct{}{} }()
+	go func() { _ = dash.Serve(rctx, ln); done <- struct{}{} }()
+	t.Cleanup(func() { stop(); <-done; <-done; <-done })
+	for _, u := range []struct {
+		name string
+		c    **client.Client
+	}{{"alice", &b.alice}, {"owner", &b.owner}} {
+		if *u.c, err = client.New(env.Conn(t, u.name), u.name, client.Config{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin := env.Conn(t, "admin")
+	testnats.Eventually(t, 5*time.Second, "services up", func() bool {
+		_, e1 := admin.Request("$SRV.PING.worker", nil, 100*time.Millisecond)
+		_, e2 := admin.Request("$SRV.PING.authz", nil, 100*time.Millisecond)
+		return e1 == nil && e2 == nil
+	})
+	return b
+}
+
+// send submits a batch of functions as alice.
+func (b *bundle) send(t *testing.T, calls ...authz.CallSpec) uint64 {
+	t.Helper()
+	rep, err := b.alice.Send(b.ctx, authz.SendRequest{Label: "jobs", Functions: calls})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep.ID
+}
+
+// settled ticks the processor until batch id is finished.
+func (b *bundle) settled(t *testing.T, id uint64) *streams.BatchRecord {
+	t.Helper()
+	var rec *streams.BatchRecord
+	testnats.Eventually(t, 10*time.Second, "batch settled", func() bool {
+		rep, err := b.owner.Batch(b.ctx, authz.IDRequest{ID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec = rep.Record; rec.Status.Terminal() {
+			return true
+		}
+		b.proc.Tick(b.ctx, 4)
+		return false
+	})
+	return rec
+}
+
+func noop() authz.CallSpec { return authz.CallSpec{Type: handlers.TypeNoop} }
+
+func fail() authz.CallSpec {
+	return authz.CallSpec{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})}
+}
+
+// browserless is an HTTP client that keeps no cookies and follows no
+// redirects: each request says exactly what it carries.
+var browserless = &http.Client{
+	Timeout:       10 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// login posts the login form and returns the session cookie, or nil.
+func (b *bundle) login(t *testing.T, user, password string) (*http.Response, *http.Cookie) {
+	t.Helper()
+	form := "user=" + user + "&password=" + password
+	req, _ := http.NewRequest(http.MethodPost, b.url+"/login", strings.NewReader(form))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := browserless.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, c := range resp.Cookies() {
+		if c.Name == "tickflow_session" {
+			return resp, c
+		}
+	}
+	return resp, nil
+}
