@@ -2,6 +2,7 @@ package processor_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -49,8 +50,20 @@ func TestCluster(t *testing.T) {
 	admin := js("admin")
 	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer pcancel()
-	if err := streams.Provision(pctx, admin, settings, domain); err != nil {
-		t.Fatal(err)
+	// A just-formed cluster may still count a peer offline for placement
+	// (no suitable peers, JetStream error 10005) until its first report
+	// reaches the meta leader: provisioning is tried again until it takes.
+	var perr error
+	testnats.Eventually(t, 30*time.Second, "resources provisioned", func() bool {
+		perr = streams.Provision(pctx, admin, settings, domain)
+		var apiErr *jetstream.APIError
+		if errors.As(perr, &apiErr) && apiErr.ErrorCode == errCodeNoSuitablePeers {
+			return false
+		}
+		return true
+	})
+	if perr != nil {
+		t.Fatal(perr)
 	}
 	info, err := admin.Stream(pctx, streams.StreamHigh)
 	if err != nil {
@@ -98,13 +111,22 @@ func TestCluster(t *testing.T) {
 			idem := fmt.Sprintf("cluster-%d", len(ids))
 			var id uint64
 			var err error
-			for range 5 {
+			// A write during the client's reconnect fails at once (no
+			// reconnect buffer): retry with a short backoff until the
+			// deadline, as a client would.
+			deadline := time.Now().Add(30 * time.Second)
+			for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 				sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
 				bt := b
 				id, err = authz.Enqueue(sctx, az, &bt, idem, time.Now())
 				scancel()
-				if err == nil {
+				if err == nil || time.Now().After(deadline) {
 					break
+				}
+				select {
+				case <-ctx.Done():
+					t.Fatal(ctx.Err())
+				case <-time.After(backoff):
 				}
 			}
 			if err != nil {
@@ -145,3 +167,6 @@ func TestCluster(t *testing.T) {
 	}
 	t.Logf("%d handler runs for %d batches on a cluster that lost a node", runs.Load(), len(ids))
 }
+
+// errCodeNoSuitablePeers is JetStream's "no suitable peers for placement".
+const errCodeNoSuitablePeers jetstream.ErrorCode = 10005

@@ -133,7 +133,7 @@ func dashboardServes(t *testing.T, url string) {
 			Domain string `json:"domain"`
 		} `json:"domains"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&doms); err != nil || len(doms.Domains) != 2 || doms.Domains[0].Domain != "payments" {
+	if err := json.NewDecoder(resp.Body).Decode(&doms); err != nil || len(doms.Domains) != 3 || doms.Domains[0].Domain != "chain" || doms.Domains[1].Domain != "payments" {
 		t.Fatalf("dashboard domains: %d %+v %v", resp.StatusCode, doms, err)
 	}
 }
