@@ -222,6 +222,17 @@ func (s *Service) replayBatch(ctx context.Context, it deadLetter) (uint64, error
 	if err != nil {
 		return 0, err
 	}
+	if rr == nil || !rr.Queued {
+		// A type the domain no longer allows is refused before anything
+		// is assigned or recorded, as at send.
+		if err := s.Table().allowedFunctions(it.dl.Batch.Domain, it.dl.Batch.Functions); err != nil {
+			var ae *Error
+			if errors.As(err, &ae) {
+				return 0, errf(ae.Code, "dead letter %d not replayed: %s", seq, ae.Message)
+			}
+			return 0, err
+		}
+	}
 	idem := "replay-" + strconv.FormatUint(seq, 10)
 	if rr == nil {
 		if rec, err := s.record(ctx, it.dl.Batch.ID); err == nil && rec.ReplayedAs != 0 {

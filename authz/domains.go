@@ -71,13 +71,30 @@ func (t *Table) validateDomains() error {
 // allowedTypes refuses, as a bad request, a function type domain does not
 // allow, naming it and the allowed list.
 func (t *Table) allowedTypes(domain string, calls []CallSpec) error {
+	types := make([]string, len(calls))
+	for i, c := range calls {
+		types[i] = c.Type
+	}
+	return t.allowed(domain, types)
+}
+
+// allowedFunctions is allowedTypes for a recorded batch's functions.
+func (t *Table) allowedFunctions(domain string, fns []pipeline.Function) error {
+	types := make([]string, len(fns))
+	for i, f := range fns {
+		types[i] = f.Type
+	}
+	return t.allowed(domain, types)
+}
+
+func (t *Table) allowed(domain string, types []string) error {
 	r, ok := t.Domains[domain]
 	if !ok || r == nil || len(r.AllowedTypes) == 0 {
 		return nil
 	}
-	for i, c := range calls {
-		if !slices.Contains(r.AllowedTypes, c.Type) {
-			return errf(CodeBadRequest, "authz: functions[%d].type: function type %q is not allowed in domain %q (allowed: %v)", i, logging.Capped(c.Type), domain, r.AllowedTypes)
+	for i, typ := range types {
+		if !slices.Contains(r.AllowedTypes, typ) {
+			return errf(CodeBadRequest, "authz: functions[%d].type: function type %q is not allowed in domain %q (allowed: %v)", i, logging.Capped(typ), domain, r.AllowedTypes)
 		}
 	}
 	return nil

@@ -165,6 +165,12 @@ func (b *keyedBundle) startKeyedAuthz(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.startAuthzWith(t, table)
+}
+
+// startAuthzWith starts an authz replica with table.
+func (b *keyedBundle) startAuthzWith(t *testing.T, table *authz.Table) {
+	t.Helper()
 	svc, err := authz.New(b.ctx, b.env.Conn(t, "authz"), authz.Options{Owner: "owner", Table: table})
 	if err != nil {
 		t.Fatal(err)
@@ -482,5 +488,40 @@ func TestKeyTable(t *testing.T) {
 `))
 	if !errors.Is(err, authz.ErrTable) || !strings.Contains(err.Error(), "labels.other.functions") || !strings.Contains(err.Error(), "ledger.transfer") {
 		t.Fatalf("a label listing a type its domain does not allow: %v", err)
+	}
+}
+
+// TestReplayOfADisallowedTypeRefused: a dead letter whose function type its
+// domain no longer allows is refused at replay as at send, and nothing is
+// queued or joins a key.
+func TestReplayOfADisallowedTypeRefused(t *testing.T) {
+	b := keyedSetup(t, 1)
+	b.failing.Store(false) // seq.fail fails for good: a dead letter at once
+	id := b.sendKeyed(t, "seq", "x", "seq.fail")
+	stop := b.drive(t)
+	b.waitStatus(t, pipeline.Rejected, id)
+	stop()
+	rec := b.record(t, id)
+	if rec.DeadLetter == 0 {
+		t.Fatalf("batch %d has no dead letter: %+v", id, rec)
+	}
+	// The owner narrows the domain's types: seq.fail is no longer allowed.
+	b.stop()
+	table, err := authz.ParseTable([]byte(strings.Replace(keyedTable, "allowed_types: [seq.step, seq.fail, seq.wait]", "allowed_types: [seq.step, seq.wait]", 1)))
+	if err == nil {
+		t.Fatal("a table whose label lists a type its domain disallows was accepted")
+	}
+	narrowed := strings.Replace(keyedTable, "allowed_types: [seq.step, seq.fail, seq.wait]", "allowed_types: [seq.step, seq.wait]", 1)
+	narrowed = strings.Replace(narrowed, "      seq.fail: {retry: {times: 1000, backoff: {kind: fixed, initial: 20ms}}}\n", "", 1)
+	if table, err = authz.ParseTable([]byte(narrowed)); err != nil {
+		t.Fatal(err)
+	}
+	b.startAuthzWith(t, table)
+	e := b.call(t, "owner", "replay", authz.ReplayRequest{Seq: rec.DeadLetter}, nil)
+	if e == nil || e.Code != "400" || !strings.Contains(e.Msg, `"seq.fail"`) || !strings.Contains(e.Msg, fmt.Sprintf("dead letter %d", rec.DeadLetter)) {
+		t.Fatalf("replay of a disallowed type: %+v, want a 400 naming the dead letter and the type", e)
+	}
+	if ks := b.keys(t); len(ks) != 0 {
+		t.Fatalf("a refused replay joined a key: %+v", ks)
 	}
 }
