@@ -66,9 +66,16 @@ func (s *Service) admit(ctx context.Context, b *pipeline.Batch, repeat bool) (he
 		return false, nil
 	}
 	if repeat {
-		return true, s.ensureHead(ctx, b.Domain, b.Key, q.Head())
+		err = s.ensureHead(ctx, b.Domain, b.Key, q.Head())
+	} else {
+		err = PublishToken(ctx, s.js, b, 0, 0)
 	}
-	return true, PublishToken(ctx, s.js, b, 0, 0)
+	if err != nil {
+		// The batch is its key's head without a token: the repair loop
+		// gives it one, so the key does not wait for the next start.
+		s.repairKey(b.Domain, b.Key)
+	}
+	return true, err
 }
 
 // finished says whether batch id's record is terminal.

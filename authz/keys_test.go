@@ -525,3 +525,32 @@ func TestReplayOfADisallowedTypeRefused(t *testing.T) {
 		t.Fatalf("a refused replay joined a key: %+v", ks)
 	}
 }
+
+// TestKeyHeadRepairedAfterAFailedSend: a send whose batch became its key's
+// head but whose token could not be published (the queue's stream gone for
+// a moment) answers an error; once the stream is back, the replica's repair
+// loop queues the head without a restart, and the key's next batch follows.
+func TestKeyHeadRepairedAfterAFailedSend(t *testing.T) {
+	b := keyedSetup(t, 1)
+	admin := b.env.JS(t, "admin")
+	ctx := testnats.Context(t, 20*time.Second)
+	if err := admin.DeleteStream(ctx, streams.StreamMed); err != nil {
+		t.Fatal(err)
+	}
+	e := b.call(t, "alice", "send", authz.SendRequest{Label: "seq", Key: "h", Functions: authz.Calls{{Type: "seq.step"}}}, nil)
+	if e == nil {
+		t.Fatal("a send with no queue stream succeeded")
+	}
+	ks := b.keys(t)
+	head := ks["h"].Head
+	if head == 0 {
+		t.Fatalf("keys %+v: the failed send's batch is not the key's head", ks)
+	}
+	if err := streams.Provision(ctx, admin, b.env.Settings, domain); err != nil {
+		t.Fatal(err)
+	}
+	next := b.sendKeyed(t, "seq", "h", "seq.step")
+	stop := b.drive(t)
+	defer stop()
+	b.waitStatus(t, pipeline.Executed, head, next)
+}
