@@ -166,6 +166,10 @@ func (s *KeyQueueStore) load(ctx context.Context, domain, key string) (KeyQueue,
 	return got, e.Revision(), nil
 }
 
+// KeyOrderMarkerTTL is how long the marker of an emptied key's order
+// stays in the keys bucket before the server removes it.
+const KeyOrderMarkerTTL = time.Second
+
 // update applies change to key's order with compare-and-set, as UpdateKV
 // does, deleting the entry when no id is left. change reports whether it
 // changed anything worth writing, and may run more than once.
@@ -186,8 +190,11 @@ func (s *KeyQueueStore) update(ctx context.Context, domain, key string, change f
 		case len(q.IDs) == 0:
 			// The released ids go with the entry: a repeated admission
 			// reads its batch record again once listed, and takes a
-			// finished batch off at once.
-			err = s.kv.Delete(ctx, k, jetstream.LastRevision(rev))
+			// finished batch off at once. A purge whose marker expires
+			// leaves nothing behind: keys are the callers' to choose,
+			// and a bucket of markers would grow with every key ever
+			// used.
+			err = s.kv.Purge(ctx, k, jetstream.LastRevision(rev), jetstream.PurgeTTL(KeyOrderMarkerTTL))
 		default:
 			var v []byte
 			if v, err = Encode(&q); err != nil {

@@ -1,6 +1,7 @@
 package streams_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -78,4 +79,42 @@ func TestKeyQueueStore(t *testing.T) {
 	if err != nil || len(all) != 2 {
 		t.Fatalf("list all: %+v %v", all, err)
 	}
+}
+
+// TestKeyOrderLeavesNothing: an emptied key's order leaves no entry and no
+// marker behind once the marker expires, so keys chosen by callers do not
+// grow the bucket; the key can be used again meanwhile.
+func TestKeyOrderLeavesNothing(t *testing.T) {
+	env := testnats.Start(t, []string{"pay"})
+	ctx := testnats.Context(t, 20*time.Second)
+	js := env.JS(t, "admin")
+	kv, err := js.KeyValue(ctx, streams.BucketKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := streams.NewKeyQueueStore(kv, time.Now)
+	for i := range 50 {
+		key := fmt.Sprintf("k%d", i)
+		if _, _, err := s.Append(ctx, "pay", key, uint64(i+1)); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.Remove(ctx, "pay", key, uint64(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Used again right after its marker was written.
+	if q, added, err := s.Append(ctx, "pay", "k0", 100); err != nil || !added || q.Head() != 100 {
+		t.Fatalf("append over a marker: %+v %v %v", q, added, err)
+	}
+	if _, _, err := s.Remove(ctx, "pay", "k0", 100); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, "KV_"+streams.BucketKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testnats.Eventually(t, 15*time.Second, "the keys bucket empty", func() bool {
+		info, err := st.Info(ctx)
+		return err == nil && info.State.Msgs == 0
+	})
 }

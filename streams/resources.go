@@ -154,12 +154,19 @@ func Buckets(s Settings) []jetstream.KeyValueConfig {
 		c.TTL = s.ResultsMaxAge
 		return c
 	}
+	// Keys come and go with callers' choices: an emptied key's order is
+	// purged with a marker that expires (KeyOrderMarkerTTL), so the bucket
+	// holds only keys with batches.
+	markers := func(c jetstream.KeyValueConfig) jetstream.KeyValueConfig {
+		c.LimitMarkerTTL = time.Minute
+		return c
+	}
 	return []jetstream.KeyValueConfig{
 		kv(BucketBatches, "tickflow batch records, authoritative for authz", 1),
 		kv(BucketProgress, "tickflow execution progress, authoritative for processors", 1),
 		kv(BucketDomainStates, "tickflow processors paused or active, per domain", 5),
 		kv(BucketLocks, "tickflow per-key and sender leases", 1),
-		kv(BucketKeys, "tickflow per-key order: the batches waiting per domain and key", 1),
+		markers(kv(BucketKeys, "tickflow per-key order: the batches waiting per domain and key", 1)),
 		kv(BucketSenders, "tickflow sender pools and their leases, per domain", 1),
 		expiring(kv(BucketResults, "tickflow completion records of workers, per function", 1)),
 		expiring(kv(BucketRuns, "tickflow step-pipeline runs and step outputs", 1)),
