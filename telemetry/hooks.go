@@ -17,13 +17,25 @@ import (
 // does nothing.
 
 // StartRequest starts the span of an authz request: operation op (one of
-// authz's own endpoint names) by user, continuing the caller's trace if its
-// headers h carry one. End the span when the request is answered.
+// authz's own endpoint names) by user: the root of a new trace, linked to
+// the caller's trace when its headers h carry one. End the span when the
+// request is answered.
 func (t *Telemetry) StartRequest(ctx context.Context, op, user string, h nats.Header) (context.Context, trace.Span) {
 	if !t.Tracing() {
 		return ctx, offSpan
 	}
-	return t.start(ctx, "authz "+op, h, trace.SpanKindServer, messaging, attrOperation.String(op), attrUser.String(user))
+	opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(messaging, attrOperation.String(op), attrUser.String(user))}
+	if h != nil {
+		// A caller's trace context is the caller's input: linked, not
+		// continued, so it decides neither the sampling of the batch's
+		// trace nor what travels with its messages (its tracestate is
+		// dropped).
+		if sc := trace.SpanContextFromContext(propagator.Extract(context.Background(), HeaderCarrier(h))); sc.IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc.WithTraceState(trace.TraceState{})}))
+		}
+	}
+	return t.tracer.Start(ctx, "authz "+op, opts...)
 }
 
 // BatchSubmitted counts a batch authz accepted and queued, under its

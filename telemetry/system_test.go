@@ -22,6 +22,13 @@ import (
 // with tel, until the test ends, and returns a client speaking as alice.
 func runSystem(t *testing.T, tel *telemetry.Telemetry) *client.Client {
 	t.Helper()
+	c, _ := runSystemEnv(t, tel)
+	return c
+}
+
+// runSystemEnv is runSystem that also returns the test server.
+func runSystemEnv(t *testing.T, tel *telemetry.Telemetry) (*client.Client, *testnats.Env) {
+	t.Helper()
 	env := testnats.Start(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -42,7 +49,7 @@ func runSystem(t *testing.T, tel *telemetry.Telemetry) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return c, env
 }
 
 // send submits under label, retrying while authz is not up yet.

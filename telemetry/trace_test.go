@@ -1,15 +1,19 @@
 package telemetry_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
 	"github.com/tickflow/tickflow/telemetry"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -113,4 +117,65 @@ func describe(spans tracetest.SpanStubs) string {
 		fmt.Fprintf(&b, "%s %s parent %s %v\n", s.Name, s.SpanContext.SpanID(), s.Parent.SpanID(), s.Attributes)
 	}
 	return b.String()
+}
+
+// TestCallerTraceIsLinkedNotContinued: a caller's traceparent and
+// tracestate on a send are the caller's input: the batch's trace starts at
+// authz's span, which links to the caller's span, and the caller's
+// tracestate travels in none of the batch's messages.
+func TestCallerTraceIsLinkedNotContinued(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(testnats.Context(t, 5*time.Second)) })
+	tel := telemetry.New(telemetry.Options{TracerProvider: tp})
+	c, env := runSystemEnv(t, tel)
+	send(t, c, "jobs", call(handlers.TypeNoop, nil)) // authz is up
+
+	const callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	m := nats.NewMsg(streams.AuthzSubject("alice", "send"))
+	m.Header.Set("traceparent", "00-"+callerTrace+"-00f067aa0ba902b7-00") // not sampled
+	m.Header.Set("tracestate", "caller=injected")
+	m.Data = []byte(`{"label":"jobs","functions":[{"type":"noop"}]}`)
+	resp, err := env.Conn(t, "alice").RequestMsg(m, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep authz.SendReply
+	if err := json.Unmarshal(resp.Data, &rep); err != nil || rep.ID == 0 {
+		t.Fatalf("send: %s %v", resp.Data, err)
+	}
+	if s := finished(t, c, rep.ID); s != pipeline.Executed {
+		t.Fatalf("batch %d: %s", rep.ID, s)
+	}
+	var root tracetest.SpanStub
+	testnats.Eventually(t, 10*time.Second, "the batch's spans", func() bool {
+		for _, s := range exp.GetSpans() {
+			if s.Name == "authz send" && has(s.Attributes, attribute.Int64("tickflow.batch_id", int64(rep.ID))) {
+				root = s
+			}
+		}
+		return root.Name != "" && count(sameTrace(exp.GetSpans(), root.SpanContext.TraceID()), "authz apply") == 1
+	})
+	if root.SpanContext.TraceID().String() == callerTrace || root.Parent.IsValid() {
+		t.Fatalf("authz send continued the caller's trace: trace %s parent %v", root.SpanContext.TraceID(), root.Parent)
+	}
+	if len(root.Links) != 1 || root.Links[0].SpanContext.TraceID().String() != callerTrace || root.Links[0].SpanContext.TraceState().Len() != 0 {
+		t.Fatalf("links %+v: want one link to the caller's trace, without its tracestate", root.Links)
+	}
+	for _, s := range sameTrace(exp.GetSpans(), root.SpanContext.TraceID()) {
+		if s.SpanContext.TraceState().Len() != 0 {
+			t.Fatalf("span %s carries tracestate %q", s.Name, s.SpanContext.TraceState().String())
+		}
+	}
+}
+
+// sameTrace keeps the spans of trace id.
+func sameTrace(spans tracetest.SpanStubs, id trace.TraceID) tracetest.SpanStubs {
+	var out tracetest.SpanStubs
+	for _, s := range spans {
+		if s.SpanContext.TraceID() == id {
+			out = append(out, s)
+		}
+	}
+	return out
 }
