@@ -93,6 +93,12 @@ type InFlightRequest struct {
 	// Limit bounds the items answered: 1 to MaxInFlight, 0 for
 	// DefaultInFlight.
 	Limit int `json:"limit,omitempty"`
+	// Total asks for the count of the domain's unfinished batches, and for
+	// the Limit oldest of them all: both queues are then read to their end
+	// (at most maxInFlightScan tokens each). Without it each queue is read
+	// from its front only until Limit+1 of its batches are found, so a
+	// listing costs about 2×Limit reads however deep the queues are.
+	Total bool `json:"total,omitempty"`
 }
 
 // Bounds of an in-flight listing.
@@ -101,8 +107,8 @@ const (
 	DefaultInFlight = 100
 	// MaxInFlight is the largest limit of an InFlightRequest.
 	MaxInFlight = 1000
-	// maxInFlightScan bounds the tokens read per priority: past it the
-	// reply says Truncated.
+	// maxInFlightScan bounds the tokens one listing reads per priority:
+	// past it the reply has More and no Total.
 	maxInFlightScan = 10000
 )
 
@@ -141,16 +147,22 @@ type InFlightItem struct {
 type InFlightReply struct {
 	Domain string         `json:"domain"`
 	Items  []InFlightItem `json:"items"`
-	// Total counts the unfinished batches found.
-	Total int `json:"total"`
-	// Truncated says a queue held more tokens than one listing reads: the
-	// batches at its back are left out.
-	Truncated bool `json:"truncated,omitempty"`
+	// Total counts the domain's unfinished batches: set only when the
+	// request asked for it and both queues were read to their end.
+	Total *int `json:"total,omitempty"`
+	// More says the domain has unfinished batches beyond Items: at least
+	// one more was found, or a queue held more tokens than one listing
+	// reads. Without More, Items are all of them.
+	More bool `json:"more,omitempty"`
 }
 
 // inflight lists the batches that have a live token, of both priorities:
 // the batches a processor has not finished. A batch id is its acceptance
-// order (ids come from one log), so oldest first is by id.
+// order (ids come from one log), so oldest first is by id. Without Total
+// each queue is read only until Limit+1 of its batches are found: the
+// answer is then the oldest of the batches at the queues' fronts (a batch
+// rotated behind them can be left out), and the one past Limit says there
+// are More.
 func (s *Service) inflight(ctx context.Context, _ string, req *InFlightRequest) (any, error) {
 	if err := pipeline.ValidateDomain(req.Domain); err != nil {
 		return nil, err
@@ -167,18 +179,25 @@ func (s *Service) inflight(ctx context.Context, _ string, req *InFlightRequest) 
 		prog *streams.ProgressEntry
 	}
 	var all []found
-	out := &InFlightReply{Domain: req.Domain, Items: []InFlightItem{}}
+	truncated := false
 	for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
-		truncated, err := s.scanQueue(ctx, req.Domain, p, maxInFlightScan, func(it QueueItem, tok streams.Token, pr *streams.ProgressEntry) {
+		n := 0
+		cut, err := s.scanQueueWhile(ctx, req.Domain, p, maxInFlightScan, func(it QueueItem, tok streams.Token, pr *streams.ProgressEntry) bool {
 			all = append(all, found{item: InFlightItem{ID: it.ID, Priority: p, Position: it.Position, State: it.State, Rotations: it.Rotation}, tok: tok, prog: pr})
+			n++
+			return req.Total || n <= req.Limit
 		})
 		if err != nil {
 			return nil, err
 		}
-		out.Truncated = out.Truncated || truncated
+		truncated = truncated || cut
 	}
 	slices.SortFunc(all, func(a, b found) int { return cmpID(a.item.ID, b.item.ID) })
-	out.Total = len(all)
+	out := &InFlightReply{Domain: req.Domain, Items: []InFlightItem{}, More: truncated || len(all) > req.Limit}
+	if req.Total && !truncated {
+		n := len(all)
+		out.Total = &n
+	}
 	now := s.opts.Now()
 	for _, f := range all[:min(len(all), req.Limit)] {
 		b := f.tok.Batch
@@ -218,6 +237,15 @@ func cmpID(a, b uint64) int {
 // bound) and says so. One direct get per token and one progress read per
 // batch.
 func (s *Service) scanQueue(ctx context.Context, domain string, p pipeline.Priority, max int, visit func(QueueItem, streams.Token, *streams.ProgressEntry)) (truncated bool, err error) {
+	return s.scanQueueWhile(ctx, domain, p, max, func(it QueueItem, tok streams.Token, pr *streams.ProgressEntry) bool {
+		visit(it, tok, pr)
+		return true
+	})
+}
+
+// scanQueueWhile is scanQueue that also stops, reading nothing more, when
+// visit returns false; that stop is not a truncation.
+func (s *Service) scanQueueWhile(ctx context.Context, domain string, p pipeline.Priority, max int, visit func(QueueItem, streams.Token, *streams.ProgressEntry) bool) (truncated bool, err error) {
 	st := s.queues[p]
 	filter := streams.QueueFilter(p, domain)
 	progress := map[uint64]*streams.ProgressEntry{}
@@ -248,8 +276,11 @@ func (s *Service) scanQueue(ctx context.Context, domain string, p pipeline.Prior
 		if !pr.Live(tok) {
 			continue
 		}
-		visit(QueueItem{Position: position, ID: tok.BatchID, Seq: rm.Sequence, Subject: rm.Subject,
+		more := visit(QueueItem{Position: position, ID: tok.BatchID, Seq: rm.Sequence, Subject: rm.Subject,
 			Gen: tok.Gen, Rotation: tok.Rotation, State: pr.State, Key: tokenKey(tok)}, tok, pr)
+		if !more {
+			return false, nil
+		}
 		position++
 	}
 }

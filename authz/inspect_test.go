@@ -26,7 +26,7 @@ func TestInFlight(t *testing.T) {
 	if e := b.call(t, "owner", "inflight", authz.InFlightRequest{Domain: domain}, &rep); e != nil {
 		t.Fatal(e)
 	}
-	if rep.Total != 3 || len(rep.Items) != 3 || rep.Truncated {
+	if rep.Total != nil || rep.More || len(rep.Items) != 3 {
 		t.Fatalf("inflight: %+v", rep)
 	}
 	first, second, third := rep.Items[0], rep.Items[1], rep.Items[2]
@@ -45,8 +45,29 @@ func TestInFlight(t *testing.T) {
 		t.Fatalf("the high batch: %+v", third)
 	}
 
-	if e := b.call(t, "owner", "inflight", authz.InFlightRequest{Domain: domain, Limit: 1}, &rep); e != nil || len(rep.Items) != 1 || rep.Total != 3 {
-		t.Fatalf("limit 1: %+v %+v", rep, e)
+	for _, c := range []struct {
+		name  string
+		req   authz.InFlightRequest
+		items int
+		total int // -1: none
+		more  bool
+	}{
+		{name: "all, counted", req: authz.InFlightRequest{Domain: domain, Total: true}, items: 3, total: 3},
+		{name: "limit 1", req: authz.InFlightRequest{Domain: domain, Limit: 1}, items: 1, total: -1, more: true},
+		{name: "limit 1, counted", req: authz.InFlightRequest{Domain: domain, Limit: 1, Total: true}, items: 1, total: 3, more: true},
+		{name: "limit 2", req: authz.InFlightRequest{Domain: domain, Limit: 2}, items: 2, total: -1, more: true},
+	} {
+		var rep authz.InFlightReply
+		if e := b.call(t, "owner", "inflight", c.req, &rep); e != nil {
+			t.Fatalf("%s: %+v", c.name, e)
+		}
+		total := -1
+		if rep.Total != nil {
+			total = *rep.Total
+		}
+		if len(rep.Items) != c.items || total != c.total || rep.More != c.more || rep.Items[0].ID != stepped {
+			t.Errorf("%s: %d items, total %d, more %v, first %d; want %d, %d, %v, %d", c.name, len(rep.Items), total, rep.More, rep.Items[0].ID, c.items, c.total, c.more, stepped)
+		}
 	}
 	for _, bad := range []authz.InFlightRequest{{Domain: domain, Limit: -1}, {Domain: domain, Limit: authz.MaxInFlight + 1}, {Domain: "a.b"}} {
 		if e := b.call(t, "owner", "inflight", bad, nil); e == nil || e.Code != "400" {

@@ -183,7 +183,11 @@ func TestInspection(t *testing.T) {
 		t.Fatalf("domains: %+v %v", doms, err)
 	}
 	fl, err := b.owner.InFlight(b.ctx, authz.InFlightRequest{Domain: domain, Limit: 2})
-	if err != nil || fl.Total != 3 || len(fl.Items) != 2 || fl.Items[0].ID != ids[0] {
+	if err != nil || fl.Total != nil || !fl.More || len(fl.Items) != 2 || fl.Items[0].ID != ids[0] {
+		t.Fatalf("inflight: %+v %v", fl, err)
+	}
+	fl, err = b.owner.InFlight(b.ctx, authz.InFlightRequest{Domain: domain, Limit: 2, Total: true})
+	if err != nil || fl.Total == nil || *fl.Total != 3 || !fl.More || len(fl.Items) != 2 {
 		t.Fatalf("inflight: %+v %v", fl, err)
 	}
 	page, err := b.alice.List(b.ctx, authz.ListRequest{Limit: 2})

@@ -17,7 +17,13 @@ func (c *Client) Domains(ctx context.Context) (*authz.DomainsReply, error) {
 
 // InFlight lists a domain's unfinished batches, oldest first: where each
 // stands, its attempts, and the processor that moved it last and when.
-// Limit 0 means authz.DefaultInFlight. Owner only (ErrForbidden).
+// Limit 0 means authz.DefaultInFlight. The reply's More says there are
+// batches beyond its Items. By default authz reads each queue only until
+// it has Limit+1 of its batches, so the cost follows Limit, not the queues'
+// depth, and the items are the oldest of those at the queues' fronts; set
+// Total for the reply's Total (a count of them all) and the oldest of them
+// all, at the cost of reading both queues to their end. Owner only
+// (ErrForbidden).
 func (c *Client) InFlight(ctx context.Context, req authz.InFlightRequest) (*authz.InFlightReply, error) {
 	if err := checkDomain("inflight", req.Domain); err != nil {
 		return nil, err

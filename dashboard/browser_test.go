@@ -31,6 +31,46 @@ func chrome() string {
 // css is a CSS selector (a plain string would be a DOM search).
 func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 
+// until polls the page until the JavaScript expression js is true (a
+// poll in the page itself would need eval, which the page's
+// Content-Security-Policy forbids).
+func until(js string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		for {
+			ok, err := chromedp.Evaluate[bool](js)(ctx, tg)
+			if err != nil || ok {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for %s: %w", js, ctx.Err())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	})
+}
+
+// probeFetch wraps the page's fetch: each call waits 300ms before it is
+// made, and fails with a 503 while window.probe.fail is set; window.probe
+// counts the calls under way (most at once in max) and those done.
+const probeFetch = `(() => {
+  const real = window.fetch;
+  const p = (window.probe = { active: 0, max: 0, done: 0, fail: false, restore: () => { window.fetch = real; } });
+  window.fetch = async (...args) => {
+    p.active++;
+    p.max = Math.max(p.max, p.active);
+    try {
+      await new Promise((r) => setTimeout(r, 300));
+      if (p.fail) return new Response(JSON.stringify({ error: "authz is not running" }), { status: 503 });
+      return await real(...args);
+    } finally {
+      p.active--;
+      p.done++;
+    }
+  };
+  return true;
+})()`
+
 // screenshots is where the browser test saves its screenshots:
 // $TICKFLOW_SCREENSHOTS, else the test's artifact directory (kept with
 // go test -artifacts, under -outputdir).
@@ -47,7 +87,9 @@ func screenshots(t *testing.T) string {
 // TestBrowser drives the dashboard in headless Chromium as a person would:
 // logs in as the owner, sees a queued batch in flight, replays a dead
 // letter and sees the new batch, opens a batch's page, and pauses the
-// domain. With TICKFLOW_DOCS_SCREENSHOT set it also writes the overview to
+// domain; the page's refreshes never overlap, even when authz answers
+// slower than the refresh period, and back off while they fail; a count of
+// batches in flight not counted in full reads "N+". With TICKFLOW_DOCS_SCREENSHOT set it also writes the overview to
 // docs/dashboard.png.
 func TestBrowser(t *testing.T) {
 	path := chrome()
@@ -112,7 +154,21 @@ func TestBrowser(t *testing.T) {
 	run("see the queued batch in flight",
 		chromedp.WaitVisible(css(fmt.Sprintf("#inflight-%d", queued))),
 		chromedp.WaitVisible(css(fmt.Sprintf("#inflight-%d", stepped))),
+		until(`document.getElementById("count-pay").textContent === "(2, oldest first)"`),
 		shot("overview.png"),
+	)
+	run("refresh once at a time, however slow the answers",
+		chromedp.Evaluate[chromedp.Void](probeFetch),
+		until(`window.probe.done >= 6`),
+		until(`window.probe.max === 1`),
+	)
+	run("back off while refreshes fail, and recover",
+		chromedp.Evaluate[chromedp.Void](`window.probe.fail = true`),
+		until(`document.getElementById("updated").textContent.endsWith("next try in 1.2s")`),
+		chromedp.Evaluate[chromedp.Void](`window.probe.fail = false`),
+		until(`document.getElementById("updated").textContent.startsWith("updated")`),
+		until(`window.probe.max === 1`),
+		chromedp.Evaluate[chromedp.Void](`window.probe.restore()`),
 	)
 
 	run("replay the dead letter",
@@ -160,5 +216,12 @@ func TestBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+
+	for range 20 {
+		b.send(t, noop())
+	}
+	run("see a count not made in full",
+		until(`document.getElementById("count-pay").textContent === "(20+, oldest first)"`),
+	)
 	t.Logf("screenshots in %s", dir)
 }

@@ -22,8 +22,14 @@ var assets embed.FS
 const (
 	// DefaultIdleTimeout is the default of Config.IdleTimeout.
 	DefaultIdleTimeout = 30 * time.Minute
+	// DefaultMaxLifetime is the default of Config.MaxLifetime.
+	DefaultMaxLifetime = 12 * time.Hour
 	// DefaultMaxSessions is the default of Config.MaxSessions.
 	DefaultMaxSessions = 64
+	// DefaultMaxSessionsPerUser is the default of Config.MaxSessionsPerUser.
+	DefaultMaxSessionsPerUser = 4
+	// DefaultMaxLogins is the default of Config.MaxLogins.
+	DefaultMaxLogins = 4
 	// DefaultRefresh is the default of Config.Refresh.
 	DefaultRefresh = 2 * time.Second
 )
@@ -41,10 +47,35 @@ type Config struct {
 	// IdleTimeout ends a session left unused this long, closing its
 	// connection. Default DefaultIdleTimeout (30m).
 	IdleTimeout time.Duration
+	// MaxLifetime ends a session this long after its login, however busy
+	// (an open page keeps a session in use). Default DefaultMaxLifetime
+	// (12h).
+	MaxLifetime time.Duration
 	// MaxSessions bounds the sessions open at once, each holding a NATS
 	// connection; a login past it is refused until one ends. Default
 	// DefaultMaxSessions (64).
 	MaxSessions int
+	// MaxSessionsPerUser bounds one user's sessions: a login past it ends
+	// the user's oldest session. Default DefaultMaxSessionsPerUser (4).
+	MaxSessionsPerUser int
+	// MaxLogins bounds the login attempts under way at once (each a NATS
+	// connection whose password the server checks against a bcrypt hash);
+	// one past it is answered 503 at once. Default DefaultMaxLogins (4).
+	MaxLogins int
+	// ClientAddr names the client a request comes from, whose failed
+	// logins make it wait before it may try again (429 meanwhile): after 3
+	// failures in a row, 1s, doubling up to 5m. Default: the host of the
+	// request's remote address. Behind a reverse proxy that is the proxy,
+	// shared by every client: return the address the proxy forwards (only
+	// when the dashboard cannot be reached but through the proxy).
+	ClientAddr func(r *http.Request) string
+	// PublicURL, when set, is the https origin the browser uses to reach
+	// the dashboard (https://host[:port], no path), as where a reverse
+	// proxy terminates TLS: the session cookie is then Secure and named
+	// __Host-tickflow_session, and a POST's Origin must be this origin.
+	// Unset, the cookie is Secure only for a request that came over TLS to
+	// the dashboard itself, and an Origin must name the request's Host.
+	PublicURL string
 	// Refresh is how often an open page reloads its data. Default
 	// DefaultRefresh (2s).
 	Refresh time.Duration
@@ -59,8 +90,12 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	sessions *sessions
+	logins   *loginGate
 	handler  http.Handler
 	static   fs.FS
+	// origin is PublicURL's origin, "" when unset; cookie is the session
+	// cookie's name.
+	origin, cookie string
 }
 
 // New returns a server; it listens nowhere until Serve or Run. Errors
@@ -69,8 +104,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Dial == nil {
 		return nil, fmt.Errorf("%w: Dial is required", ErrConfig)
 	}
-	if cfg.Timeout < 0 || cfg.IdleTimeout < 0 || cfg.MaxSessions < 0 || cfg.Refresh < 0 {
-		return nil, fmt.Errorf("%w: durations and MaxSessions must not be negative", ErrConfig)
+	if cfg.Timeout < 0 || cfg.IdleTimeout < 0 || cfg.MaxLifetime < 0 || cfg.Refresh < 0 ||
+		cfg.MaxSessions < 0 || cfg.MaxSessionsPerUser < 0 || cfg.MaxLogins < 0 {
+		return nil, fmt.Errorf("%w: durations and bounds must not be negative", ErrConfig)
+	}
+	origin, err := publicOrigin(cfg.PublicURL)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = client.DefaultTimeout
@@ -78,8 +118,20 @@ func New(cfg Config) (*Server, error) {
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
 	}
+	if cfg.MaxLifetime == 0 {
+		cfg.MaxLifetime = DefaultMaxLifetime
+	}
 	if cfg.MaxSessions == 0 {
 		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.MaxSessionsPerUser == 0 {
+		cfg.MaxSessionsPerUser = DefaultMaxSessionsPerUser
+	}
+	if cfg.MaxLogins == 0 {
+		cfg.MaxLogins = DefaultMaxLogins
+	}
+	if cfg.ClientAddr == nil {
+		cfg.ClientAddr = remoteHost
 	}
 	if cfg.Refresh == 0 {
 		cfg.Refresh = DefaultRefresh
@@ -94,8 +146,13 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "dashboard"), static: static,
-		sessions: newSessions(cfg.MaxSessions, cfg.IdleTimeout, cfg.Now)}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "dashboard"), static: static, origin: origin,
+		cookie:   cookieName,
+		sessions: newSessions(sessionLimits{max: cfg.MaxSessions, perUser: cfg.MaxSessionsPerUser, idle: cfg.IdleTimeout, lifetime: cfg.MaxLifetime}, cfg.Now),
+		logins:   newLoginGate(cfg.MaxLogins, cfg.Now)}
+	if origin != "" {
+		s.cookie = secureCookieName
+	}
 	s.handler = s.routes()
 	return s, nil
 }
@@ -134,13 +191,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	sweep := time.NewTicker(time.Minute)
 	defer sweep.Stop()
 	defer s.Close()
-	s.log.Info("dashboard serving", "url", "http://"+ln.Addr().String())
+	s.log.Info("dashboard serving", "url", "http://"+ln.Addr().String(), "public_url", s.origin)
 	for {
 		select {
 		case err := <-done:
 			return fmt.Errorf("dashboard: serve: %w", err)
 		case <-sweep.C:
 			s.sessions.sweep()
+			s.logins.sweep()
 		case <-ctx.Done():
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			if err := hs.Shutdown(sctx); err != nil {

@@ -11,8 +11,12 @@
 // replay, a submitter sees and cancels their own batches, and the dashboard
 // cannot be used to do what the user could not do with the nats CLI.
 //
-// Sessions are random 256-bit tokens in an HttpOnly, SameSite=Strict cookie,
-// bounded in number and idle time; every POST must carry the session's CSRF
-// token in a header and come from the dashboard's own origin; request
-// bodies are bounded, and nothing a user typed is logged whole.
+// Sessions are random 256-bit tokens in an HttpOnly, SameSite=Strict cookie
+// (Secure, and named with the __Host- prefix, behind an https PublicURL),
+// bounded in number, per user, in idle time and in age; every POST must
+// carry the session's CSRF token in a header and come from the dashboard's
+// own origin; request bodies are bounded, and nothing a user typed is
+// logged whole. Login attempts are bounded too: a few at once, and a client
+// whose logins keep failing must wait longer and longer, for each is a
+// bcrypt check on the NATS server.
 package dashboard

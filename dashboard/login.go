@@ -3,7 +3,10 @@ package dashboard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/logging"
@@ -30,9 +33,12 @@ func (s *Server) renderLogin(w http.ResponseWriter, code int, msg string) {
 
 // login opens a NATS connection as the user with the password given: the
 // server, not the dashboard, checks them, and the session then speaks to
-// authz as that user only.
+// authz as that user only. The login gate comes first: a client that
+// failed too often lately waits (429), and past MaxLogins attempts under
+// way the server is not asked at all (503). A login ends the session the
+// browser still carries.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
-	if !sameOrigin(r) {
+	if !s.sameOrigin(r) {
 		s.renderLogin(w, http.StatusForbidden, "This login did not come from the dashboard's own page.")
 		return
 	}
@@ -46,12 +52,27 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.renderLogin(w, http.StatusBadRequest, "Give a user of nats.conf and its password.")
 		return
 	}
+	from := s.cfg.ClientAddr(r)
+	if wait := s.logins.wait(from); wait > 0 {
+		secs := int((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		s.renderLogin(w, http.StatusTooManyRequests, fmt.Sprintf("Too many failed logins from here; try again in %d s.", secs))
+		return
+	}
+	if !s.logins.enter() {
+		w.Header().Set("Retry-After", "1")
+		s.renderLogin(w, http.StatusServiceUnavailable, "Too many logins under way; try again in a moment.")
+		return
+	}
 	nc, err := s.cfg.Dial(user, password)
+	s.logins.leave()
 	if err != nil {
-		s.log.Info("dashboard login refused", "user", logging.Capped(user), "err", logging.Cap(err.Error(), 256))
+		s.logins.failed(from)
+		s.log.Info("dashboard login refused", "user", logging.Capped(user), "client", logging.Capped(from), "err", logging.Cap(err.Error(), 256))
 		s.renderLogin(w, http.StatusUnauthorized, "Wrong user or password.")
 		return
 	}
+	s.logins.succeeded(from)
 	c, err := client.New(nc, user, client.Config{Timeout: s.cfg.Timeout})
 	if err != nil {
 		nc.Close()
@@ -59,14 +80,18 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.renderLogin(w, http.StatusInternalServerError, "The connection cannot speak to authz as this user.")
 		return
 	}
-	ss, err := s.sessions.add(user, nc, c)
+	replaced := ""
+	if old, err := r.Cookie(s.cookie); err == nil {
+		replaced = old.Value
+	}
+	ss, err := s.sessions.add(user, replaced, nc, c)
 	if err != nil {
 		nc.Close()
 		s.renderLogin(w, http.StatusServiceUnavailable, "Too many sessions are open; try again later.")
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: ss.token, Path: "/", HttpOnly: true,
-		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: s.cookie, Value: ss.token, Path: "/", HttpOnly: true,
+		Secure: s.secure(r), SameSite: http.SameSiteStrictMode})
 	s.log.Info("dashboard login", "user", user)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }

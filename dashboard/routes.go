@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/logging"
@@ -81,7 +80,7 @@ func (s *Server) asset(name, contentType string) http.HandlerFunc {
 
 // session returns the request's session, or nil.
 func (s *Server) session(r *http.Request) *session {
-	c, err := r.Cookie(cookieName)
+	c, err := r.Cookie(s.cookie)
 	if err != nil {
 		return nil
 	}
@@ -121,7 +120,7 @@ func (s *Server) action(h func(r *http.Request, ss *session, body []byte) (any, 
 			writeError(w, http.StatusUnauthorized, "log in first")
 			return
 		}
-		if !sameOrigin(r) || subtle.ConstantTimeCompare([]byte(r.Header.Get(csrfHeader)), []byte(ss.csrf)) != 1 {
+		if !s.sameOrigin(r) || subtle.ConstantTimeCompare([]byte(r.Header.Get(csrfHeader)), []byte(ss.csrf)) != 1 {
 			writeError(w, http.StatusForbidden, "this request did not come from the dashboard's page (missing or wrong CSRF token)")
 			return
 		}
@@ -133,28 +132,6 @@ func (s *Server) action(h func(r *http.Request, ss *session, body []byte) (any, 
 		out, err := h(r, ss, body)
 		s.reply(w, r, ss, out, err)
 	}
-}
-
-// sameOrigin holds unless the browser says the request came from
-// elsewhere: Sec-Fetch-Site decides where the browser sends it; else an
-// Origin, when there is one, must be this host.
-func sameOrigin(r *http.Request) bool {
-	switch r.Header.Get("Sec-Fetch-Site") {
-	case "same-origin":
-		return true
-	case "":
-	default: // cross-site, same-site (another port or subdomain), none
-		return false
-	}
-	o := r.Header.Get("Origin")
-	if o == "" {
-		return true
-	}
-	rest, ok := strings.CutPrefix(o, "http://")
-	if !ok {
-		rest, ok = strings.CutPrefix(o, "https://")
-	}
-	return ok && rest == r.Host
 }
 
 func (s *Server) reply(w http.ResponseWriter, r *http.Request, ss *session, out any, err error) {

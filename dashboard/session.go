@@ -11,8 +11,13 @@ import (
 	"github.com/tickflow/tickflow/client"
 )
 
-// cookieName is the session cookie.
-const cookieName = "tickflow_session"
+// cookieName is the session cookie; secureCookieName is its name when the
+// dashboard is served over https (Config.PublicURL): the __Host- prefix
+// makes a browser keep it only if it is Secure, for this host and path /.
+const (
+	cookieName       = "tickflow_session"
+	secureCookieName = "__Host-tickflow_session"
+)
 
 // errFull refuses a login while MaxSessions sessions are open.
 var errFull = errors.New("dashboard: too many sessions open; try again later")
@@ -23,21 +28,27 @@ type session struct {
 	token, csrf, user string
 	nc                *nats.Conn
 	c                 *client.Client
+	created           time.Time
 	lastUsed          time.Time // guarded by sessions.mu
 }
 
-// sessions holds the open sessions by token, bounded in number and idle
-// time.
-type sessions struct {
-	mu   sync.Mutex
-	m    map[string]*session
-	max  int
-	idle time.Duration
-	now  func() time.Time
+// sessionLimits bound the sessions: in number, per user, in idle time and
+// in age.
+type sessionLimits struct {
+	max, perUser   int
+	idle, lifetime time.Duration
 }
 
-func newSessions(max int, idle time.Duration, now func() time.Time) *sessions {
-	return &sessions{m: map[string]*session{}, max: max, idle: idle, now: now}
+// sessions holds the open sessions by token.
+type sessions struct {
+	mu  sync.Mutex
+	m   map[string]*session
+	lim sessionLimits
+	now func() time.Time
+}
+
+func newSessions(lim sessionLimits, now func() time.Time) *sessions {
+	return &sessions{m: map[string]*session{}, lim: lim, now: now}
 }
 
 // randomToken returns 256 random bits, hex-encoded.
@@ -47,22 +58,55 @@ func randomToken() string {
 	return hex.EncodeToString(b)
 }
 
-// add opens a session for user over nc; errFull when there are too many,
-// after dropping the idle ones.
-func (s *sessions) add(user string, nc *nats.Conn, c *client.Client) (*session, error) {
-	s.sweep()
+// expired says whether ss sat idle too long or is older than a session
+// may be, however busy.
+func (s *sessions) expired(ss *session, now time.Time) bool {
+	return now.Sub(ss.lastUsed) > s.lim.idle || now.Sub(ss.created) >= s.lim.lifetime
+}
+
+// add opens a session for user over nc. It first ends the expired
+// sessions, the session replaced (the one the browser logging in still
+// carries; "" for none) and, while user has perUser sessions, the user's
+// oldest: so a user can hold only a few of the sessions, and one more login
+// never locks anyone out. errFull when the other users' sessions fill every
+// place.
+func (s *sessions) add(user, replaced string, nc *nats.Conn, c *client.Client) (*session, error) {
+	var ended []*session
+	defer func() { closeSessions(ended) }()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.m) >= s.max {
+	now := s.now()
+	var mine []*session
+	for k, ss := range s.m {
+		switch {
+		case k == replaced || s.expired(ss, now):
+			ended = append(ended, ss)
+			delete(s.m, k)
+		case ss.user == user:
+			mine = append(mine, ss)
+		}
+	}
+	for len(mine) >= s.lim.perUser {
+		oldest := 0
+		for i, ss := range mine {
+			if ss.created.Before(mine[oldest].created) {
+				oldest = i
+			}
+		}
+		ended = append(ended, mine[oldest])
+		delete(s.m, mine[oldest].token)
+		mine = append(mine[:oldest], mine[oldest+1:]...)
+	}
+	if len(s.m) >= s.lim.max {
 		return nil, errFull
 	}
-	ss := &session{token: randomToken(), csrf: randomToken(), user: user, nc: nc, c: c, lastUsed: s.now()}
+	ss := &session{token: randomToken(), csrf: randomToken(), user: user, nc: nc, c: c, created: now, lastUsed: now}
 	s.m[ss.token] = ss
 	return ss, nil
 }
 
 // get returns the live session of token and marks it used; nil when there
-// is none or it sat idle too long.
+// is none or it expired.
 func (s *sessions) get(token string) *session {
 	if len(token) != 64 {
 		return nil
@@ -74,7 +118,7 @@ func (s *sessions) get(token string) *session {
 		return nil
 	}
 	now := s.now()
-	if now.Sub(ss.lastUsed) > s.idle {
+	if s.expired(ss, now) {
 		delete(s.m, token)
 		s.mu.Unlock()
 		ss.nc.Close()
@@ -96,21 +140,19 @@ func (s *sessions) remove(token string) {
 	}
 }
 
-// sweep ends the sessions idle too long.
+// sweep ends the expired sessions.
 func (s *sessions) sweep() {
-	var idle []*session
+	var ended []*session
 	s.mu.Lock()
 	now := s.now()
 	for k, ss := range s.m {
-		if now.Sub(ss.lastUsed) > s.idle {
-			idle = append(idle, ss)
+		if s.expired(ss, now) {
+			ended = append(ended, ss)
 			delete(s.m, k)
 		}
 	}
 	s.mu.Unlock()
-	for _, ss := range idle {
-		ss.nc.Close()
-	}
+	closeSessions(ended)
 }
 
 // closeAll ends every session.
@@ -120,6 +162,12 @@ func (s *sessions) closeAll() {
 	s.m = map[string]*session{}
 	s.mu.Unlock()
 	for _, ss := range all {
+		ss.nc.Close()
+	}
+}
+
+func closeSessions(ended []*session) {
+	for _, ss := range ended {
 		ss.nc.Close()
 	}
 }

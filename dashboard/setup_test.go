@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,7 +51,8 @@ type bundle struct {
 	url          string
 }
 
-func setup(t *testing.T) *bundle {
+// setup starts the bundle; opts change the dashboard's config, Dial set.
+func setup(t *testing.T, opts ...func(*dashboard.Config)) *bundle {
 	t.Helper()
 	// The dashboard dials over TCP, as it does where the server listens: a
 	// refused login then ends at once, where an in-process connection waits
@@ -78,12 +80,16 @@ func setup(t *testing.T) *bundle {
 	if b.proc, err = processor.New(ctx, env.Conn(t, "processor"), processor.Options{Domain: domain, Name: "processor-1"}); err != nil {
 		t.Fatal(err)
 	}
-	dash, err := dashboard.New(dashboard.Config{
+	cfg := dashboard.Config{
 		Dial: func(user, password string) (*nats.Conn, error) {
 			return streams.Connect(streams.Credentials{URL: env.Server.URL(), User: user, Password: password, Name: "dashboard-" + user})
 		},
 		Refresh: 300 * time.Millisecond,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	dash, err := dashboard.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,18 +165,55 @@ var browserless = &http.Client{
 // login posts the login form and returns the session cookie, or nil.
 func (b *bundle) login(t *testing.T, user, password string) (*http.Response, *http.Cookie) {
 	t.Helper()
+	return b.loginWith(t, user, password)
+}
+
+// loginWith posts the login form with extra headers, and a cookie
+// (*http.Cookie) among them if any, and returns the session cookie (of
+// either name), or nil.
+func (b *bundle) loginWith(t *testing.T, user, password string, extra ...any) (*http.Response, *http.Cookie) {
+	t.Helper()
 	form := "user=" + user + "&password=" + password
 	req, _ := http.NewRequest(http.MethodPost, b.url+"/login", strings.NewReader(form))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for i := 0; i < len(extra); i++ {
+		switch v := extra[i].(type) {
+		case *http.Cookie:
+			req.AddCookie(v)
+		case string:
+			req.Header.Set(v, extra[i+1].(string))
+			i++
+		}
+	}
 	resp, err := browserless.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	for _, c := range resp.Cookies() {
-		if c.Name == "tickflow_session" {
+		if c.Name == "tickflow_session" || c.Name == "__Host-tickflow_session" {
 			return resp, c
 		}
 	}
 	return resp, nil
+}
+
+// clock is a test's clock: it moves only when the test moves it.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Date(2025, 1, 1, 9, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
 }

@@ -40,6 +40,7 @@ func run() error {
 	table := flag.String("table", "authz.yaml", "authorization table `file`")
 	metricsListen := cli.MetricsFlag(DefaultMetricsListen)
 	dashAddr := flag.String("dashboard", "127.0.0.1:8090", "listen `address` of the web dashboard; empty for none")
+	dashPublic := flag.String("dashboard-public-url", "", "the https `origin` browsers reach the dashboard at, through a TLS-terminating proxy (https://host[:port]): the session cookie is then Secure and a POST must come from it")
 	log, err := cli.Load("Usage: run [flags]\n\nRuns the whole system on this machine with an embedded nats-server.", &cfg, &cfg.Log)
 	if err != nil {
 		return err
@@ -75,6 +76,7 @@ func run() error {
 	err = system.Run(ctx, system.Options{
 		Server: srv, Settings: cfg.Streams.Settings(), Domains: cfg.Domains, TickEvery: cfg.TickEvery,
 		TablePath: *table, Demo: cfg.Demo, Logger: log, Telemetry: obs.Telemetry, Senders: cfg.SenderSecrets(), Dashboard: dash,
+		DashboardPublicURL: *dashPublic,
 		OnDemo: func(rows []demo.Row) {
 			fmt.Println()
 			demo.Print(os.Stdout, rows)

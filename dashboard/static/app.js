@@ -5,8 +5,14 @@
 
 (() => {
   let info = null; // the session: user, operator, csrf, refresh_ms
-  let gen = 0; // renders in flight: only the newest lands
   let shown = ""; // the route and data on screen, to skip identical redraws
+  // One refresh at a time: the next is scheduled when the last is done, a
+  // refresh asked for meanwhile runs right after it, and failures back off.
+  let timer = 0; // the next scheduled refresh
+  let busy = false; // a refresh is under way
+  let again = false; // one was asked for while busy
+  let failures = 0; // refreshes failed in a row
+  const maxBackoffMS = 60000;
 
   const $ = (id) => document.getElementById(id);
 
@@ -70,6 +76,11 @@
   }
 
   // ageCell shows the time since iso, kept current between redraws.
+  // inFlightCount is how many batches are in flight: the reply's total when
+  // authz counted them all, else the items listed, with "+" when there are
+  // more.
+  const inFlightCount = (f) => (f.total !== undefined ? String(f.total) : f.items.length + (f.more ? "+" : ""));
+
   const ageCell = (iso) => el("td", { class: "num", "data-age-from": iso }, age(Date.now() - Date.parse(iso)));
 
   function tickAges() {
@@ -91,7 +102,7 @@
       notice(e.message, true);
     }
     shown = "";
-    render();
+    refresh();
   }
 
   // Views: each loads its data, then builds its content from it.
@@ -107,7 +118,7 @@
           el("h1", {}, "Domains"),
           domainsTable(doms.domains),
           ...flights.map((f) => [
-            el("h2", {}, "In flight in ", el("a", { href: "#/inflight/" + f.domain }, f.domain), " ", el("span", { class: "muted" }, "(" + f.total + ", oldest first)")),
+            el("h2", {}, "In flight in ", el("a", { href: "#/inflight/" + f.domain }, f.domain), " ", el("span", { class: "muted", id: "count-" + f.domain }, "(" + inFlightCount(f) + ", oldest first)")),
             inflightTable(f),
           ]),
         ],
@@ -116,7 +127,7 @@
 
     async inflight(domain) {
       const f = await get("/api/inflight?limit=200&domain=" + encodeURIComponent(domain || ""));
-      return { data: f, build: () => [el("h1", {}, "In flight in " + f.domain + " (" + f.total + ")"), inflightTable(f), f.truncated ? el("p", { class: "muted" }, "The back of a long queue is left out.") : null] };
+      return { data: f, build: () => [el("h1", {}, "In flight in " + f.domain + " (" + inFlightCount(f) + ")"), inflightTable(f), f.more ? el("p", { class: "muted" }, "More are in flight: these are the oldest at the front of the queues.") : null] };
     },
 
     async batch(id) {
@@ -243,12 +254,12 @@
     }
   }
 
+  // render loads the current view and shows it; false when it failed.
   async function render() {
-    const g = ++gen;
     const key = location.hash;
     try {
       const v = await route()();
-      if (g !== gen) return;
+      if (key !== location.hash) return true; // moved on meanwhile: the next refresh shows the new view
       const data = key + JSON.stringify(v.data, (k, val) => (k === "age_ms" ? undefined : val));
       if (data !== shown) {
         $("main").replaceChildren(...[v.build()].flat(2).filter((n) => n));
@@ -256,9 +267,34 @@
       }
       tickAges();
       $("updated").textContent = "updated " + new Date().toLocaleTimeString() + ", every " + info.refresh_ms / 1000 + "s";
+      return true;
     } catch (e) {
-      if (g === gen) $("updated").textContent = "not updated: " + e.message;
+      $("updated").textContent = "not updated: " + e.message;
+      return false;
     }
+  }
+
+  // refresh renders now, or right after the refresh under way, then
+  // schedules the next: refresh_ms later, doubled for each failure in a
+  // row up to a minute.
+  async function refresh() {
+    clearTimeout(timer);
+    if (busy) {
+      again = true;
+      return;
+    }
+    busy = true;
+    const ok = await render();
+    busy = false;
+    failures = ok ? 0 : failures + 1;
+    if (again) {
+      again = false;
+      refresh();
+      return;
+    }
+    const wait = Math.min(info.refresh_ms * 2 ** failures, Math.max(maxBackoffMS, info.refresh_ms));
+    if (!ok) $("updated").textContent += "; next try in " + wait / 1000 + "s";
+    timer = setTimeout(refresh, wait);
   }
 
   async function start() {
@@ -270,9 +306,8 @@
       await post("/logout", {}).catch(() => {});
       location.href = "/login";
     });
-    window.addEventListener("hashchange", () => { notice(""); shown = ""; render(); });
-    await render();
-    setInterval(render, info.refresh_ms);
+    window.addEventListener("hashchange", () => { notice(""); shown = ""; refresh(); });
+    refresh();
   }
 
   start().catch((e) => notice(e.message, true));

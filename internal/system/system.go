@@ -68,6 +68,9 @@ type Options struct {
 	// Dashboard, optional, is where the web dashboard is served; Run
 	// closes it.
 	Dashboard net.Listener
+	// DashboardPublicURL, optional, is the https origin the browser uses
+	// to reach the dashboard (dashboard.Config.PublicURL).
+	DashboardPublicURL string
 }
 
 // Run provisions the resources, runs every component until ctx is done,
@@ -164,7 +167,7 @@ func Run(ctx context.Context, o Options) error {
 	runs = append(runs, tk.Run)
 
 	if o.Dashboard != nil {
-		run, err := dashboardRun(srv, o.Dashboard, log)
+		run, err := dashboardRun(srv, o.Dashboard, o.DashboardPublicURL, log)
 		if err != nil {
 			return err
 		}
