@@ -305,6 +305,10 @@ type ConfirmRequest struct {
 	ID      uint64 `json:"id"`
 	Index   int    `json:"index"`
 	Content string `json:"content"`
+	// Ref names the dispatch a confirmation of a function waiting for
+	// inclusion is about: the Result.Ref its handler returned for the
+	// round being confirmed. Other confirmations ignore it.
+	Ref string `json:"ref,omitempty"`
 }
 
 // ConfirmReply acknowledges a confirmation stored for the processor.
@@ -343,7 +347,10 @@ func (s *Service) confirm(ctx context.Context, user string, req *ConfirmRequest)
 	if rec.Status.Terminal() {
 		return nil, errf(CodeConflict, "authz: batch %d is already %s", req.ID, rec.Status)
 	}
-	data, err := streams.Encode(&streams.Confirmation{Content: req.Content, By: user})
+	if err := s.checkInclusionConfirm(ctx, b, req); err != nil {
+		return nil, err
+	}
+	data, err := streams.Encode(&streams.Confirmation{Content: req.Content, By: user, Ref: req.Ref})
 	if err != nil {
 		return nil, err
 	}

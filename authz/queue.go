@@ -139,6 +139,9 @@ func (s *Service) remove(ctx context.Context, domain string, it QueueItem) (uint
 	if err != nil {
 		return 0, err
 	}
+	if err := refuseInclusionWait(&rec.Batch, &st.Progress, "evicted"); err != nil {
+		return 0, err
+	}
 	o := pipeline.RemovedOutcome(st.Next)
 	st.State, st.Parked, st.Outcome = streams.Done, nil, &o
 	if err := s.progressStore.Save(ctx, domain, st); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -108,6 +109,56 @@ func (r *FunctionRule) validateInclusion(mode pipeline.Mode) error {
 		return fmt.Errorf("max_wait must be a positive duration (got %s)", inc.MaxWait)
 	case inc.PollEvery < 0:
 		return fmt.Errorf("poll_every must not be negative (got %s)", inc.PollEvery)
+	}
+	return nil
+}
+
+// A function waiting for inclusion has dispatched something (a
+// transaction, signed by the batch's sender) that may still be included.
+// Ending its batch from outside (cancel, the owner's evict) while it waits
+// would free the sender with the dispatch in flight: the next batch would
+// sign with the same sender (the same nonce) and the function's failure
+// hook would never run. So both are refused while the batch is parked for
+// inclusion, with a 409 that says until when the wait lasts at most; once
+// the dispatch is resolved (included, failed, or past max_wait) the batch
+// can be ended again, for example while it waits for its retry.
+
+// refuseInclusionWait returns a conflict while batch b, whose progress is
+// prog, waits for the inclusion of what one of its functions dispatched;
+// what names the refused operation.
+func refuseInclusionWait(b *pipeline.Batch, prog *streams.Progress, what string) error {
+	if prog.State != streams.Parked || prog.Parked == nil {
+		return nil
+	}
+	k := prog.Parked.Index
+	if k < 0 || k >= len(b.Functions) || b.Functions[k].Inclusion == nil {
+		return nil
+	}
+	return errf(CodeConflict, "authz: batch %d cannot be %s now: function %d waits for the inclusion of what it dispatched (until %s at the latest), and its sender stays bound until then; try again once the wait is over",
+		b.ID, what, k, prog.Parked.Deadline.UTC().Format(time.RFC3339))
+}
+
+// checkInclusionConfirm refuses, when authz can tell from the progress
+// record, a confirmation of function req.Index of b, which waits for
+// inclusion, that the processor would drop: one about another dispatch
+// than the parked one (req.Ref against its Result.Ref), one while no
+// dispatch of it is parked, and a failure of a dispatch already included.
+// Other functions' confirmations pass unchecked.
+func (s *Service) checkInclusionConfirm(ctx context.Context, b *pipeline.Batch, req *ConfirmRequest) error {
+	if b.Functions[req.Index].Inclusion == nil {
+		return nil
+	}
+	prog, err := s.progressStore.Load(ctx, b.Domain, b.ID)
+	if err != nil {
+		return nil // the processor decides; authz cannot tell
+	}
+	switch {
+	case prog.State != streams.Parked || prog.Parked == nil || prog.Parked.Index != req.Index:
+		return errf(CodeConflict, "authz: function %d of batch %d waits for no inclusion now (state %s)", req.Index, b.ID, prog.State)
+	case prog.Parked.Output.Ref != req.Ref:
+		return errf(CodeConflict, "authz: function %d of batch %d waits for the inclusion of another dispatch than %q (round %d)", req.Index, b.ID, logging.Capped(req.Ref), prog.RoundOf(req.Index))
+	case prog.Parked.Included && req.Content != pipeline.ConfirmIncluded:
+		return errf(CodeConflict, "authz: the dispatch %q of function %d of batch %d was included already", logging.Capped(req.Ref), req.Index, b.ID)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package authz_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +22,10 @@ labels:
     mode: non_atomic
     priority: med
     functions:
-      chain.dispatch: {sender: true, inclusion: {poll_every: 20ms, max_wait: 1m, by: [oracle]}}
+      chain.dispatch:
+        sender: true
+        inclusion: {poll_every: 20ms, max_wait: 1m, by: [oracle]}
+        retry: {times: 1, backoff: {kind: fixed, initial: 1m}}
 `
 
 // pendingTx dispatches a transaction that polls never find included.
@@ -86,8 +90,36 @@ func (b *bundle) sendKeyed(t *testing.T, key string) uint64 {
 	return rep.ID
 }
 
-// The owner evicts a batch waiting for inclusion: authz applies the
-// eviction's callback and releases the sender, which the next key leases.
+// position returns where batch id is in the domain's Med queue.
+func (b *bundle) position(t *testing.T, id uint64) int {
+	t.Helper()
+	for i, q := range b.queue(t, pipeline.Med) {
+		if q == id {
+			return i
+		}
+	}
+	t.Fatalf("the queue lacks batch %d", id)
+	return -1
+}
+
+// progressState is the state of batch id's progress as the owner sees it.
+func (b *bundle) progressState(t *testing.T, id uint64) streams.State {
+	t.Helper()
+	var rep authz.BatchReply
+	if e := b.call(t, "owner", "batch", authz.IDRequest{ID: id}, &rep); e != nil {
+		t.Fatalf("batch: %+v", e)
+	}
+	if rep.Progress == nil {
+		return ""
+	}
+	return rep.Progress.State
+}
+
+// A batch waiting for the inclusion of what it dispatched cannot be
+// cancelled or evicted: its sender stays bound to the dispatch, which may
+// still be included. Once the wait is over (here a failed dispatch that
+// waits for its retry) the owner evicts it: authz applies the eviction's
+// callback and releases the sender, which the next key leases.
 func TestEvictReleasesTheSender(t *testing.T) {
 	b := setupSenders(t)
 	first := b.sendKeyed(t, "k1")
@@ -122,18 +154,38 @@ func TestEvictReleasesTheSender(t *testing.T) {
 		t.Fatalf("alice listed the senders: %+v", e)
 	}
 	// The first batch is parked (waiting for inclusion) at position 0 or 1:
-	// evict it by its position.
-	q := b.queue(t, pipeline.Med)
-	pos := -1
-	for i, id := range q {
-		if id == first {
-			pos = i
+	// neither its submitter nor the owner can end it now.
+	testnats.Eventually(t, 10*time.Second, "first batch parked", func() bool {
+		return b.progressState(t, first) == streams.Parked
+	})
+	if e := b.call(t, "owner", "evict", authz.PositionRequest{Domain: domain, Priority: pipeline.Med, Position: b.position(t, first)}, nil); e == nil || e.Code != "409" || !strings.Contains(e.Msg, "inclusion") {
+		t.Fatalf("evict of a batch waiting for inclusion: %+v, want 409", e)
+	}
+	for _, user := range []string{"alice", "owner"} {
+		if e := b.call(t, user, "cancel", authz.IDRequest{ID: first}, nil); e == nil || e.Code != "409" || !strings.Contains(e.Msg, "inclusion") {
+			t.Fatalf("%s cancelled a batch waiting for inclusion: %+v, want 409", user, e)
 		}
 	}
-	if pos < 0 {
-		t.Fatalf("queue %v lacks batch %d", q, first)
+	if s = b.senders(t); len(s) != 1 || s[0].Batch != first {
+		t.Fatalf("senders %+v after the refusals, want s1 still leased to batch %d", s, first)
 	}
-	if e := b.call(t, "owner", "evict", authz.PositionRequest{Domain: domain, Priority: pipeline.Med, Position: pos}, nil); e != nil {
+	if rec := b.record(t, first); rec.Status.Terminal() {
+		t.Fatalf("first batch %s after the refusals", rec.Status)
+	}
+	// The dispatch failed: the batch waits a minute for its retry, holding
+	// its sender, and now the owner evicts it.
+	if e := b.call(t, "oracle", "confirm", authz.ConfirmRequest{ID: first, Index: 0, Content: pipeline.ConfirmFailed, Ref: "tx-s1"}, nil); e != nil {
+		t.Fatalf("oracle confirm: %+v", e)
+	}
+	cctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = b.proc.Run(cctx) }()
+	testnats.Eventually(t, 10*time.Second, "first batch waits for its retry", func() bool {
+		return b.progressState(t, first) == streams.Queued
+	})
+	cancel()
+	<-done
+	if e := b.call(t, "owner", "evict", authz.PositionRequest{Domain: domain, Priority: pipeline.Med, Position: b.position(t, first)}, nil); e != nil {
 		t.Fatalf("evict: %+v", e)
 	}
 	testnats.Eventually(t, 10*time.Second, "s1 leased to the second batch", func() bool {
@@ -165,7 +217,15 @@ func TestConfirmInclusion(t *testing.T) {
 	if e := b.call(t, "alice", "confirm", authz.ConfirmRequest{ID: id, Index: 0, Content: pipeline.ConfirmIncluded}, nil); e == nil || e.Code != "403" {
 		t.Fatalf("alice confirmed: %+v", e)
 	}
-	if e := b.call(t, "oracle", "confirm", authz.ConfirmRequest{ID: id, Index: 0, Content: pipeline.ConfirmIncluded}, nil); e != nil {
+	// A confirmation names the dispatch it is about: the parked one's
+	// Result.Ref. One about another dispatch, or none, would be dropped, so
+	// it is refused.
+	for _, ref := range []string{"", "tx-other"} {
+		if e := b.call(t, "oracle", "confirm", authz.ConfirmRequest{ID: id, Index: 0, Content: pipeline.ConfirmFailed, Ref: ref}, nil); e == nil || e.Code != "409" {
+			t.Fatalf("oracle confirmed dispatch %q: %+v, want 409", ref, e)
+		}
+	}
+	if e := b.call(t, "oracle", "confirm", authz.ConfirmRequest{ID: id, Index: 0, Content: pipeline.ConfirmIncluded, Ref: "tx-s1"}, nil); e != nil {
 		t.Fatalf("oracle confirm: %+v", e)
 	}
 	cctx, cancel := context.WithCancel(b.ctx)

@@ -229,6 +229,9 @@ func (s *Service) cancel(ctx context.Context, user string, req *IDRequest) (any,
 		if st.State == streams.Done {
 			return nil, errf(CodeConflict, "authz: batch %d finished before it could be cancelled", req.ID)
 		}
+		if err := refuseInclusionWait(b, &st.Progress, "cancelled"); err != nil {
+			return nil, err
+		}
 		timer := uint64(0)
 		if st.Parked != nil {
 			timer = st.Parked.Timer

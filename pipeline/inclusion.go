@@ -31,7 +31,8 @@ func (i *Inclusion) validate() error {
 
 // Inclusion confirmation contents: an outside confirmation of a function
 // waiting for inclusion carries ConfirmIncluded, or ConfirmFailed followed
-// by an optional ": reason".
+// by an optional ": reason", and names the dispatch it is about (the
+// Result.Ref of that round): it settles only that dispatch.
 const (
 	ConfirmIncluded = "included"
 	ConfirmFailed   = "failed"
@@ -51,7 +52,8 @@ type Poller interface {
 // SuccessHook is implemented by handlers of functions that wait for
 // inclusion and want to act once the effect was included. The worker calls
 // it exactly once per function (its call is recorded like a function's),
-// with the result the handler returned on dispatch. An error is logged and
+// only after the inclusion was recorded (the function can no longer fail),
+// with the result the handler returned for the included dispatch. An error is logged and
 // does not undo the success.
 type SuccessHook interface {
 	OnSuccess(ctx context.Context, call *Call, res Result) error

@@ -19,7 +19,13 @@ import (
 // reference in it) kept in the progress record and its token as the timer:
 // the token comes back every Inclusion.PollEvery (or at the deadline) and
 // asks the worker's Poller; an outside confirmation, through authz, may
-// settle it first. Included: the success hook, then the batch moves on.
+// settle it first, but only one that names the parked dispatch (its Ref):
+// a late confirmation of an earlier round's dispatch is dropped.
+// Included: that is saved first (ParkedFunction.Included), then the success
+// hook is called, then the batch moves on; a crash, or a hook no worker
+// attempted, in between finds the saved state and calls the hook again,
+// answered once by the worker's record. So the hook runs only for a dispatch
+// whose inclusion is durable, and an included function can no longer fail.
 // Failed, or not included by the deadline: a failure of the function that
 // invalidates the dispatch (a new round), retried under its retry logic
 // with the next attempt; exhausted, the failure hook and a terminal failure.
@@ -71,12 +77,18 @@ func (p *Processor) awaitInclusion(ctx context.Context, b *pipeline.Batch, st *s
 	k := prog.Parked.Index
 	f := b.Functions[k]
 	inc := f.Inclusion
-	if inc.PollEvery > 0 {
-		sender, err := p.sender(ctx, b)
-		if err != nil && !errors.Is(err, streams.ErrNoSender) {
+	if prog.Parked.Included {
+		// Included already, its hook or the move on interrupted: finish
+		// that, whatever the deadline says.
+		if err := p.leaseFor(ctx, b, st); err != nil {
 			return "", err
 		}
-		st.sender = sender
+		return p.included(ctx, b, st, m)
+	}
+	if inc.PollEvery > 0 {
+		if err := p.leaseFor(ctx, b, st); err != nil {
+			return "", err
+		}
 		rep, err := p.work(ctx, streams.PollSubject(f.Type), p.inclusionRequest(b, st, k, &streams.InclusionCall{Ref: prog.Parked.Output.Ref}))
 		switch {
 		case notAttempted(err):
@@ -109,15 +121,37 @@ func (p *Processor) inclusionRequest(b *pipeline.Batch, st *state, k int, ic *st
 	}
 }
 
-// included settles a parked function whose dispatch was included: its
-// success hook (once), then the batch moves on. m is the token, or nil
+// leaseFor gives st the sender batch b holds, for a poll or hook request.
+func (p *Processor) leaseFor(ctx context.Context, b *pipeline.Batch, st *state) error {
+	sender, err := p.sender(ctx, b)
+	if err != nil && !errors.Is(err, streams.ErrNoSender) {
+		return err
+	}
+	st.sender = sender
+	return nil
+}
+
+// included settles a parked function whose dispatch was included: the
+// inclusion is saved first, so that nothing can fail the function any
+// more (a concurrent failed confirmation, or authz, loses that race, and
+// then no hook ran), then its success hook is called (once per function:
+// the worker records it), then the batch moves on. m is the token, or nil
 // for an outside confirmation.
 func (p *Processor) included(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (Action, error) {
 	prog := &st.Progress
 	k, out := prog.Parked.Index, prog.Parked.Output
+	if !prog.Parked.Included {
+		prog.Parked.Included = true
+		if err := p.save(ctx, st); err != nil {
+			return "", err
+		}
+		if err := p.fault(FaultAfterProgress); err != nil {
+			return "", err
+		}
+	}
 	rep, err := p.work(ctx, streams.HookSubject(b.Functions[k].Type), p.inclusionRequest(b, st, k, &streams.InclusionCall{Ref: out.Ref, Hook: streams.HookSuccess, Output: &out}))
 	if notAttempted(err) && m != nil {
-		// Still parked: the next poll finds it included again.
+		// Still parked, included: the token's next return calls it again.
 		p.log.Debug("success hook not attempted; asked again later", "batch_id", b.ID, "index", k, "err", err)
 		return ActionBusy, m.NakWithDelay(p.backoff(1, waitBase, waitCeiling))
 	}
@@ -162,23 +196,32 @@ func (p *Processor) failureHook(ctx context.Context, b *pipeline.Batch, st *stat
 
 // confirmInclusion applies an outside confirmation of a function waiting
 // for inclusion: pipeline.ConfirmIncluded, or pipeline.ConfirmFailed with
-// an optional ": reason".
+// an optional ": reason", about the parked dispatch (conf.Ref). One about
+// another dispatch (an earlier round's, arriving late) is dropped, and so
+// is a failure of a dispatch whose inclusion was saved already.
 func (p *Processor) confirmInclusion(ctx context.Context, b *pipeline.Batch, st *state, index int, conf streams.Confirmation) error {
 	inc := b.Functions[index].Inclusion
 	if len(inc.By) > 0 && !slices.Contains(inc.By, conf.By) {
 		return fmt.Errorf("%w: %q may not confirm the inclusion of function %d of batch %d (allowed: %v)", errDropConfirmation, conf.By, index, b.ID, inc.By)
 	}
-	timer := st.Progress.Parked.Timer
-	sender, err := p.sender(ctx, b)
-	if err != nil && !errors.Is(err, streams.ErrNoSender) {
+	parked := st.Progress.Parked
+	if err := dispatchMatches(b, &st.Progress, index, conf.Ref); err != nil {
 		return err
 	}
-	st.sender = sender
+	failed := conf.Content == pipeline.ConfirmFailed || strings.HasPrefix(conf.Content, pipeline.ConfirmFailed+":")
+	if failed && parked.Included {
+		return fmt.Errorf("%w: function %d of batch %d: dispatch %q was included already; its failure confirmed by %s comes too late", errDropConfirmation, index, b.ID, logging.Capped(parked.Output.Ref), conf.By)
+	}
+	timer := parked.Timer
+	if err := p.leaseFor(ctx, b, st); err != nil {
+		return err
+	}
+	var err error
 	switch {
 	case conf.Content == pipeline.ConfirmIncluded:
 		_, err = p.included(ctx, b, st, nil)
-	case conf.Content == pipeline.ConfirmFailed || strings.HasPrefix(conf.Content, pipeline.ConfirmFailed+":"):
-		_, err = p.notIncluded(ctx, b, st, fmt.Sprintf("function %d: dispatch %q failed (confirmed by %s): %s", index, logging.Capped(st.Progress.Parked.Output.Ref), conf.By, logging.Capped(conf.Content)), true, nil)
+	case failed:
+		_, err = p.notIncluded(ctx, b, st, fmt.Sprintf("function %d: dispatch %q failed (confirmed by %s): %s", index, logging.Capped(parked.Output.Ref), conf.By, logging.Capped(conf.Content)), true, nil)
 	default:
 		return fmt.Errorf("%w: inclusion of function %d of batch %d confirmed with %q: expected %q or %q", errDropConfirmation, index, b.ID, logging.Capped(conf.Content), pipeline.ConfirmIncluded, pipeline.ConfirmFailed)
 	}
@@ -188,4 +231,15 @@ func (p *Processor) confirmInclusion(ctx context.Context, b *pipeline.Batch, st 
 		}
 	}
 	return err
+}
+
+// dispatchMatches says whether a confirmation about dispatch ref may settle
+// function index of b, parked in prog: only the dispatch parked there (its
+// Result.Ref, one per round), so that a late confirmation of an earlier
+// round's dispatch cannot fail, or include, a later one.
+func dispatchMatches(b *pipeline.Batch, prog *streams.Progress, index int, ref string) error {
+	if want := prog.Parked.Output.Ref; ref != want {
+		return fmt.Errorf("%w: confirmation of dispatch %q for function %d of batch %d, which waits for dispatch %q (round %d)", errDropConfirmation, logging.Capped(ref), index, b.ID, logging.Capped(want), prog.RoundOf(index))
+	}
+	return nil
 }

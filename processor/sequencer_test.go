@@ -30,7 +30,9 @@ type dispatcher struct {
 	success    map[uint64]int
 	failure    map[uint64]int
 	failures   map[uint64]pipeline.Failure
-	seen       map[uint64]string // the sender of any handler's call, per batch
+	// included lists, per batch, the dispatch each success hook was called for.
+	included map[uint64][]string
+	seen     map[uint64]string // the sender of any handler's call, per batch
 	// verdict answers a poll of ref (included, failed); nil: not yet.
 	verdict func(id uint64, attempt int, ref string) (bool, error)
 }
@@ -39,6 +41,7 @@ func newDispatcher() *dispatcher {
 	return &dispatcher{
 		dispatches: map[uint64][]int{}, senders: map[uint64][]string{}, secrets: map[uint64]string{},
 		seen: map[uint64]string{}, polls: map[uint64]int{}, success: map[uint64]int{}, failure: map[uint64]int{}, failures: map[uint64]pipeline.Failure{},
+		included: map[uint64][]string{},
 	}
 }
 
@@ -79,6 +82,7 @@ func (d *dispatcher) OnSuccess(_ context.Context, call *pipeline.Call, res pipel
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.success[call.BatchID]++
+	d.included[call.BatchID] = append(d.included[call.BatchID], res.Ref)
 	return nil
 }
 
@@ -373,18 +377,14 @@ func TestInclusion(t *testing.T) {
 					p.Tick(b.ctx, 1)
 					return parked(t, b, id)
 				})
-				if _, err := b.authz.Publish(b.ctx, streams.ConfirmSubject(domain, id, 0), []byte(tt.confirm)); err != nil {
-					t.Fatal(err)
-				}
+				confirmDispatch(t, b, id, tt.confirm, 1)
 				if tt.status == pipeline.Executed && len(tt.attempts) > 1 {
 					testnats.Eventually(t, 10*time.Second, "batch parked again", func() bool {
 						p.Tick(b.ctx, 1)
 						a, _, _, _ := d.counts(id)
 						return len(a) == 2 && parked(t, b, id)
 					})
-					if _, err := b.authz.Publish(b.ctx, streams.ConfirmSubject(domain, id, 0), []byte(pipeline.ConfirmIncluded)); err != nil {
-						t.Fatal(err)
-					}
+					confirmDispatch(t, b, id, pipeline.ConfirmIncluded, 2)
 				}
 			}
 			cb := b.outcome(t, p, id)

@@ -55,6 +55,10 @@ type ParkedFunction struct {
 	// Timer is the stream sequence of the token waiting out the timeout,
 	// deleted once a confirmation settles the function.
 	Timer uint64 `msgpack:"timer,omitempty" json:"timer,omitempty"`
+	// Included is set, for a function waiting for inclusion, once its
+	// dispatch was included: the function can no longer fail, and what is
+	// left is its success hook and moving on (see processor/inclusion.go).
+	Included bool `msgpack:"included,omitempty" json:"included,omitempty"`
 }
 
 // DueFallback is a function given up on whose fallback no worker has
@@ -235,6 +239,11 @@ type Confirmation struct {
 	// put a confirmation on the stream with a body naming someone else.
 	// Empty only on a confirmation admin published by hand.
 	By string `msgpack:"by,omitempty" json:"by,omitempty"`
+	// Ref names the dispatch a confirmation of a function waiting for
+	// inclusion is about (the Result.Ref its handler returned, one per
+	// round): it is applied only while that dispatch is the one parked.
+	// Other confirmations ignore it.
+	Ref string `msgpack:"ref,omitempty" json:"ref,omitempty"`
 }
 
 // WorkCall is one function in a work request.

@@ -78,7 +78,7 @@ func progressFixture() streams.Progress {
 		Failures:    []int{1, 2, 1},
 		Rounds:      []int{1, 1},
 		LastError:   "gateway timeout",
-		Parked:      &streams.ParkedFunction{Index: 1, Deadline: at(5), Output: fullOutputs()[0], Timer: 17},
+		Parked:      &streams.ParkedFunction{Index: 1, Deadline: at(5), Output: fullOutputs()[0], Timer: 17, Included: true},
 		NotBefore:   at(6),
 		FailedIndex: 2,
 		Fallbacks:   []int{1},
@@ -116,7 +116,7 @@ func deadLetterFixture() streams.DeadLetter {
 }
 
 func confirmationFixture() streams.Confirmation {
-	return streams.Confirmation{Content: "block 7", By: "oracle"}
+	return streams.Confirmation{Content: "block 7", By: "oracle", Ref: "0xabc"}
 }
 
 func workRequestFixture() streams.WorkRequest {
