@@ -72,7 +72,7 @@ func (p *Processor) awaitInclusion(ctx context.Context, b *pipeline.Batch, st *s
 	f := b.Functions[k]
 	inc := f.Inclusion
 	if inc.PollEvery > 0 {
-		sender, err := p.sender(ctx, b)
+		sender, _, err := p.sender(ctx, b)
 		if err != nil && !errors.Is(err, streams.ErrNoSender) {
 			return "", err
 		}
@@ -169,7 +169,7 @@ func (p *Processor) confirmInclusion(ctx context.Context, b *pipeline.Batch, st 
 		return fmt.Errorf("%w: %q may not confirm the inclusion of function %d of batch %d (allowed: %v)", errDropConfirmation, conf.By, index, b.ID, inc.By)
 	}
 	timer := st.Progress.Parked.Timer
-	sender, err := p.sender(ctx, b)
+	sender, _, err := p.sender(ctx, b)
 	if err != nil && !errors.Is(err, streams.ErrNoSender) {
 		return err
 	}
