@@ -40,13 +40,17 @@ func (s *Service) handleCallback(ctx context.Context, m jetstream.Msg) {
 			// when the batch finished.
 			cb.At = published
 		}
-		err = s.Apply(ctx, &cb)
+		var recorded bool
+		if recorded, err = s.apply(ctx, &cb); recorded && err == nil && s.Table().hasDomain(cb.Domain) {
+			// Only then is the domain label one of a bounded set, not
+			// whatever a callback named.
+			s.opts.Telemetry.CallbackApplied(cb.Domain, published)
+		}
 	}
 	if err != nil {
 		s.retryCallback(ctx, m, &cb, deliveries, err)
 		return
 	}
-	s.opts.Telemetry.CallbackApplied(cb.Domain, published)
 	_ = m.Ack()
 }
 
@@ -55,6 +59,13 @@ func (s *Service) handleCallback(ctx context.Context, m jetstream.Msg) {
 // nothing. A batch record that cannot be read (malformed, or of a newer
 // wire version) gives an error matching ErrUnreadable.
 func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
+	_, err := s.apply(ctx, cb)
+	return err
+}
+
+// apply is Apply; recorded says the batch has a record in the callback's
+// domain (the callback applied now or before).
+func (s *Service) apply(ctx context.Context, cb *streams.Callback) (recorded bool, err error) {
 	at := cb.At
 	if at.IsZero() {
 		at = s.opts.Now()
@@ -64,7 +75,8 @@ func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
 	sender := false // the batch may hold a sender to release
 	rec, err := s.updateRecord(ctx, cb.BatchID, func(rec *streams.BatchRecord) (bool, error) {
 		batchDomain, finishedLabel, key = "", "", keyed{}
-		sender = rec.Batch.NeedsSender() && rec.Batch.Domain == cb.Domain
+		recorded = rec.Batch.Domain == cb.Domain
+		sender = rec.Batch.NeedsSender() && recorded
 		if rec.Status.Terminal() {
 			// Applied before: a repeated callback. Its slot release may be
 			// what failed the first time, so it is done again.
@@ -83,13 +95,15 @@ func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
 	})
 	if errors.Is(err, errUnrecorded) {
 		s.log.Error("callback for an unrecorded batch ignored", "batch_id", cb.BatchID)
-		return nil
+		return false, nil
 	}
+	recorded = recorded && err == nil
 	if batchDomain != "" {
 		s.log.Error("callback refused: the batch belongs to another domain", "batch_id", cb.BatchID, "domain", logging.Capped(cb.Domain), "batch_domain", batchDomain)
+		return false, err
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	if rec != nil {
 		// The processor logs each finished batch at Info; this is its echo.
@@ -103,14 +117,14 @@ func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
 	// redelivered callback, which finds the record terminal and comes here.
 	if l, ok := s.Table().Labels[finishedLabel]; ok && l.MaxConcurrent > 0 {
 		if err := s.release(ctx, finishedLabel, cb.BatchID); err != nil {
-			return fmt.Errorf("authz: release the slot of batch %d: %w", cb.BatchID, err)
+			return recorded, fmt.Errorf("authz: release the slot of batch %d: %w", cb.BatchID, err)
 		}
 	}
 	if sender {
 		if err := s.releaseSender(ctx, cb.Domain, cb.BatchID); err != nil {
-			return err
+			return recorded, err
 		}
 	}
 	// Likewise its key: the next batch of the key gets its token.
-	return key.release(ctx, s, cb.BatchID)
+	return recorded, key.release(ctx, s, cb.BatchID)
 }

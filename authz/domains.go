@@ -99,3 +99,17 @@ func (t *Table) allowed(domain string, types []string) error {
 	}
 	return nil
 }
+
+// hasDomain says whether domain is one the table names: a label's, or one
+// with rules of its own.
+func (t *Table) hasDomain(domain string) bool {
+	if _, ok := t.Domains[domain]; ok {
+		return true
+	}
+	for _, l := range t.Labels {
+		if l.Domain == domain {
+			return true
+		}
+	}
+	return false
+}

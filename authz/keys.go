@@ -88,33 +88,29 @@ func (s *Service) finished(ctx context.Context, id uint64) (bool, error) {
 }
 
 // releaseKey takes terminal batch id off its key's order and gives the
-// next head its token. Idempotent: when id is no longer listed (a repeated
-// callback), the current head's live token is published again.
+// next head its token (ensureHead). Idempotent: when id is no longer listed
+// (a repeated callback), the current head is ensured again.
 func (s *Service) releaseKey(ctx context.Context, domain, key string, id uint64) error {
 	q, at, err := s.keyOrder.Remove(ctx, domain, key, id)
 	if err != nil {
 		return fmt.Errorf("authz: release key %q of batch %d: %w", logging.Capped(key), id, err)
 	}
-	switch head := q.Head(); {
-	case head == 0 || at > 0:
-		// Nobody waits, or the head stays the head.
-		return nil
-	case at == 0:
-		// A head that never ran: its first token.
-		rec, err := s.record(ctx, head)
-		if err != nil {
-			return s.ensureHead(ctx, domain, key, head)
-		}
-		return PublishToken(ctx, s.js, &rec.Batch, 0, 0)
-	default:
+	if head := q.Head(); head != 0 && at <= 0 {
+		// The head changed, or the release is repeated.
 		return s.ensureHead(ctx, domain, key, head)
 	}
+	// Nobody waits, or the head stays the head.
+	return nil
 }
 
 // ensureHead makes sure key's head can run: a head that never ran gets its
-// first token again (deduplicated within the window), a head that finished
-// already (its release is due) or has no record is taken off, and a head
-// that ran is left to the processor, which keeps its live token.
+// first token (deduplicated within the window), and a head that ran is
+// left to the processor, which keeps its live token. A head that is
+// terminal is taken off, and the next one ensured in turn: one whose
+// record says so (its release is due), one without a record, and one whose
+// progress is Done, such as a batch cancelled while it waited behind the
+// previous head (its first token would run it: a first step reads no
+// progress).
 func (s *Service) ensureHead(ctx context.Context, domain, key string, head uint64) error {
 	for range maxRelease {
 		rec, err := s.record(ctx, head)
@@ -129,29 +125,66 @@ func (s *Service) ensureHead(ctx context.Context, domain, key string, head uint6
 			if err != nil {
 				return err
 			}
-			if st.Rev != 0 {
+			switch {
+			case st.State == streams.Done:
+				err = s.doneHead(ctx, &rec.Batch, st)
+			case st.Rev != 0:
 				// It ran: the processor keeps its live token (a stale one
 				// brings it back), and a copy published past the duplicate
 				// window would run beside it.
 				return nil
+			default:
+				var done bool
+				if done, err = s.startHead(ctx, &rec.Batch); err == nil && !done {
+					return nil
+				}
 			}
-			return PublishToken(ctx, s.js, &rec.Batch, 0, 0)
+			if err != nil {
+				return err
+			}
 		}
-		q, at, err := s.keyOrder.Remove(ctx, domain, key, head)
+		q, _, err := s.keyOrder.Remove(ctx, domain, key, head)
 		if err != nil {
 			return fmt.Errorf("authz: release key %q of batch %d: %w", logging.Capped(key), head, err)
 		}
 		if q.Head() == 0 {
 			return nil
 		}
-		if at == 0 {
-			if rec, err := s.record(ctx, q.Head()); err == nil {
-				return PublishToken(ctx, s.js, &rec.Batch, 0, 0)
-			}
-		}
 		head = q.Head()
 	}
 	return fmt.Errorf("authz: key %q of %s: more than %d finished heads in a row", logging.Capped(key), domain, maxRelease)
+}
+
+// startHead gives head b, which never ran, its first token. done says b
+// finished meanwhile: a cancel may have written its progress after the
+// read that found it queued, and read the queue before the token was
+// there; the progress read after the publish sees it, and the removal is
+// finished here, token included.
+func (s *Service) startHead(ctx context.Context, b *pipeline.Batch) (done bool, err error) {
+	if err := PublishToken(ctx, s.js, b, 0, 0); err != nil {
+		return false, err
+	}
+	st, err := s.progressStore.Load(ctx, b.Domain, b.ID)
+	if err != nil || st.State != streams.Done {
+		return false, err
+	}
+	return true, s.doneHead(ctx, b, st)
+}
+
+// doneHead is ensureHead's for a head whose progress is Done while its
+// record is not terminal yet: its callback is on its way, or, for a batch
+// removed by authz, perhaps never published (a removal cut short), and
+// then the removal is finished here (see Removal).
+func (s *Service) doneHead(ctx context.Context, b *pipeline.Batch, st *streams.ProgressEntry) error {
+	if !removed(st) {
+		return nil
+	}
+	seqs, err := s.tokensOf(ctx, b)
+	if err != nil {
+		return err
+	}
+	_, err = s.retireRemoved(ctx, b, st, seqs)
+	return err
 }
 
 // resumeKeys gives every key's head its token again: a submission or a

@@ -124,9 +124,8 @@ func (s *Service) evict(ctx context.Context, user string, req *PositionRequest) 
 	return nil, errf(CodeConflict, "authz: the queue kept changing; try again")
 }
 
-// remove finishes the batch behind a live token as RemovedByOwner: its
-// progress first (so every token of it is dead), then its callback, then the
-// token itself.
+// remove finishes the batch behind a live token as RemovedByOwner (see
+// Removal): its progress, then the token, then its callback.
 func (s *Service) remove(ctx context.Context, domain string, it QueueItem) (uint64, error) {
 	st, err := s.progressStore.Load(ctx, domain, it.ID)
 	if err != nil {
@@ -142,14 +141,10 @@ func (s *Service) remove(ctx context.Context, domain string, it QueueItem) (uint
 	if err := refuseInclusionWait(&rec.Batch, &st.Progress, "evicted"); err != nil {
 		return 0, err
 	}
-	o := pipeline.RemovedOutcome(st.Next)
-	st.State, st.Parked, st.Outcome = streams.Done, nil, &o
-	if err := s.progressStore.Save(ctx, domain, st); err != nil {
+	if err := s.markRemoved(ctx, &rec.Batch, st, ""); err != nil {
 		return 0, err
 	}
-	cb := &streams.Callback{BatchID: it.ID, Domain: domain, Priority: rec.Batch.Priority, Outcome: o,
-		Attempts: st.Attempts(rec.Batch.Subroutine.Mode == pipeline.Atomic), At: st.UpdatedAt, Processor: "authz"}
-	dup, err := s.publishCallback(ctx, cb)
+	dup, err := s.retireRemoved(ctx, &rec.Batch, st, []uint64{it.Seq})
 	if err != nil {
 		return 0, err
 	}
@@ -157,9 +152,6 @@ func (s *Service) remove(ctx context.Context, domain string, it QueueItem) (uint
 		// A processor finished the batch in the meantime (it was executing
 		// when it was evicted): its outcome stands.
 		return 0, errf(CodeConflict, "authz: batch %d finished before it could be evicted", it.ID)
-	}
-	if err := s.queues[rec.Batch.Priority].DeleteMsg(ctx, it.Seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		s.log.Warn("evicted token not deleted; it will be dropped as stale", "batch_id", it.ID, "err", err)
 	}
 	return it.ID, nil
 }

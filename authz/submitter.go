@@ -199,11 +199,13 @@ type CancelReply struct {
 	Status pipeline.Status `json:"status"`
 }
 
-// cancel finishes one of the caller's batches as RemovedByOwner, as the
-// owner's evict does, wherever it stands: progress first (so every token of
-// it is dead and a processor running it loses its next write), then its
-// callback. Batches that are not the caller's answer 404, as batches that
-// do not exist do; the owner may cancel any.
+// cancel finishes one of the caller's batches as RemovedByOwner wherever it
+// stands, as the owner's evict does (see Removal), its tokens found by a
+// scan of its queue. Batches that are not the caller's answer 404, as
+// batches that do not exist do; the owner may cancel any. A repeated
+// cancel answers as the first did, and finishes a removal cut short (its
+// callback never published, say): nothing else would, for a batch without
+// a token, such as one waiting behind its key's head.
 func (s *Service) cancel(ctx context.Context, user string, req *IDRequest) (any, error) {
 	hidden := errf(CodeNotFound, "authz: no batch %d of yours", req.ID)
 	rec, err := s.record(ctx, req.ID)
@@ -218,50 +220,55 @@ func (s *Service) cancel(ctx context.Context, user string, req *IDRequest) (any,
 	if user != b.Submitter && user != s.opts.Owner {
 		return nil, hidden
 	}
+	done := &CancelReply{ID: b.ID, Status: pipeline.RemovedByOwner}
+	if rec.Status == pipeline.RemovedByOwner {
+		return done, nil
+	}
 	if rec.Status.Terminal() {
 		return nil, errf(CodeConflict, "authz: batch %d is already %s", req.ID, rec.Status)
 	}
+	finished := errf(CodeConflict, "authz: batch %d finished before it could be cancelled", req.ID)
 	for range 10 {
 		st, err := s.progressStore.Load(ctx, b.Domain, b.ID)
 		if err != nil {
 			return nil, err
 		}
-		if st.State == streams.Done {
-			return nil, errf(CodeConflict, "authz: batch %d finished before it could be cancelled", req.ID)
+		repeat := removed(st)
+		if st.State == streams.Done && !repeat {
+			return nil, finished
 		}
-		if err := refuseInclusionWait(b, &st.Progress, "cancelled"); err != nil {
-			return nil, err
+		if !repeat {
+			if err := refuseInclusionWait(b, &st.Progress, "cancelled"); err != nil {
+				return nil, err
+			}
+			if err := s.markRemoved(ctx, b, st, "cancelled by "+user); errors.Is(err, streams.ErrConflict) {
+				continue // a processor moved it meanwhile: look again
+			} else if err != nil {
+				return nil, err
+			}
 		}
-		timer := uint64(0)
-		if st.Parked != nil {
-			timer = st.Parked.Timer
-		}
-		o := pipeline.RemovedOutcome(st.Next)
-		o.Reason = "cancelled by " + user
-		st.State, st.Parked, st.FallbackDue, st.Outcome, st.By = streams.Done, nil, nil, &o, streams.AuthzService
-		if err := s.progressStore.Save(ctx, b.Domain, st); errors.Is(err, streams.ErrConflict) {
-			continue // a processor moved it meanwhile: look again
-		} else if err != nil {
-			return nil, err
-		}
-		cb := &streams.Callback{BatchID: b.ID, Domain: b.Domain, Priority: b.Priority, Outcome: o,
-			Attempts: st.Attempts(b.Subroutine.Mode == pipeline.Atomic), At: st.UpdatedAt, Processor: streams.AuthzService}
-		dup, err := s.publishCallback(ctx, cb)
+		seqs, err := s.tokensOf(ctx, b)
 		if err != nil {
 			return nil, err
 		}
-		if dup {
-			return nil, errf(CodeConflict, "authz: batch %d finished before it could be cancelled", req.ID)
+		dup, err := s.retireRemoved(ctx, b, st, seqs)
+		if err != nil {
+			return nil, err
 		}
-		if timer != 0 {
-			// A parked batch's token waits out its confirmation's timeout:
-			// retire it now. Any other token is dropped as stale when due.
-			if err := s.queues[b.Priority].DeleteMsg(ctx, timer); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-				s.log.Warn("cancelled batch's timer token not deleted; it will be dropped as stale", "batch_id", b.ID, "err", err)
+		if dup && !repeat {
+			// A processor finished it first, in a step that wrote no
+			// progress record: its outcome stands.
+			return nil, finished
+		}
+		if dup {
+			// This removal's callback, or a processor's that finished the
+			// batch before it: the record tells, once it is applied.
+			if rec, err := s.record(ctx, b.ID); err == nil && rec.Status.Terminal() && rec.Status != pipeline.RemovedByOwner {
+				return nil, errf(CodeConflict, "authz: batch %d is already %s", req.ID, rec.Status)
 			}
 		}
-		s.log.Info("batch cancelled", "batch_id", b.ID, "domain", b.Domain, "by", user)
-		return &CancelReply{ID: b.ID, Status: pipeline.RemovedByOwner}, nil
+		s.log.Info("batch cancelled", "batch_id", b.ID, "domain", b.Domain, "by", user, "tokens", len(seqs), "repeat", repeat)
+		return done, nil
 	}
 	return nil, errf(CodeConflict, "authz: batch %d kept changing; try again", req.ID)
 }

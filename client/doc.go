@@ -30,6 +30,6 @@
 // Send with an IdempotencyKey is safe to retry (the repeat returns the same
 // batch, with Duplicate set), and so are Batch, Queue, DLQ, Pause, Resume,
 // Reload, Domains, InFlight, List and Replay (a dead letter replays as the
-// same new batch), and Cancel (a repeat gets ErrConflict); Evict and Insert
-// act on positions and are not.
+// same new batch), and Cancel (a repeat answers as the first did); Evict
+// and Insert act on positions and are not.
 package client

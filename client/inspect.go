@@ -53,7 +53,8 @@ func (c *Client) List(ctx context.Context, req authz.ListRequest) (*authz.ListRe
 // Cancel finishes one of the user's own batches as RemovedByOwner,
 // wherever it stands, as the owner's Evict does. ErrNotFound for a batch
 // that is not the user's (the owner may cancel any), ErrConflict for one
-// that finished first. Safe to retry: a repeat gets ErrConflict.
+// that finished first. Safe to retry: a repeat answers as the first did,
+// and finishes a cancel cut short.
 func (c *Client) Cancel(ctx context.Context, req authz.IDRequest) (*authz.CancelReply, error) {
 	if req.ID == 0 {
 		return nil, invalid("cancel", "id is 0; expected a batch id (from 1)")

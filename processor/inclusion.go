@@ -123,7 +123,7 @@ func (p *Processor) inclusionRequest(b *pipeline.Batch, st *state, k int, ic *st
 
 // leaseFor gives st the sender batch b holds, for a poll or hook request.
 func (p *Processor) leaseFor(ctx context.Context, b *pipeline.Batch, st *state) error {
-	sender, err := p.sender(ctx, b)
+	sender, _, err := p.sender(ctx, b)
 	if err != nil && !errors.Is(err, streams.ErrNoSender) {
 		return err
 	}

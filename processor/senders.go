@@ -58,29 +58,49 @@ func (l *leases) forget(id uint64) {
 }
 
 // sender returns the sender batch b holds, leasing a free one if it holds
-// none; "" for a batch that needs none. With every sender leased to other
-// batches it returns streams.ErrNoSender.
-func (p *Processor) sender(ctx context.Context, b *pipeline.Batch) (string, error) {
+// none; "" for a batch that needs none. leased says this replica did not
+// know of the lease before. With every sender leased to other batches it
+// returns streams.ErrNoSender.
+func (p *Processor) sender(ctx context.Context, b *pipeline.Batch) (name string, leased bool, err error) {
 	if !b.NeedsSender() {
-		return "", nil
+		return "", false, nil
 	}
 	if name, ok := p.leases.get(b.ID); ok {
-		return name, nil
+		return name, false, nil
 	}
-	name, err := streams.AcquireSender(ctx, p.senders, streams.SenderLease{Domain: b.Domain, Batch: b.ID, Key: b.Key, Processor: p.opts.Name}, p.opts.Senders, p.opts.Now())
+	name, err = streams.AcquireSender(ctx, p.senders, streams.SenderLease{Domain: b.Domain, Batch: b.ID, Key: b.Key, Processor: p.opts.Name}, p.opts.Senders, p.opts.Now())
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	p.leases.put(b.ID, name)
-	return name, nil
+	return name, true, nil
 }
 
 // needSender gives the step the sender its batch holds (st.sender). done
-// says the step ends here: set aside until a sender is free, or finished
-// failed for a domain that has no senders at all.
+// says the step ends here: set aside until a sender is free, finished
+// failed for a domain that has no senders at all, or dropped for a batch
+// that finished meanwhile.
 func (p *Processor) needSender(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (act Action, done bool, err error) {
-	name, err := p.sender(ctx, b)
+	name, leased, err := p.sender(ctx, b)
 	switch {
+	case err == nil && leased:
+		// Authz may have removed the batch (a cancel) after this step read
+		// its progress, or, on a first step, without the step reading it
+		// at all: then the sender authz freed with the callback is leased
+		// again, and the batch must neither run nor keep it.
+		cur, lerr := p.load(ctx, b.ID)
+		switch {
+		case lerr != nil:
+			p.leases.forget(b.ID) // checked again at the next step
+			return "", true, lerr
+		case cur.State == streams.Done:
+			return ActionStale, true, p.announce(ctx, b, &cur.Progress, m)
+		case cur.Rev != st.Rev:
+			p.leases.forget(b.ID)
+			return "", true, fmt.Errorf("%w: batch %d moved while it leased a sender", streams.ErrConflict, b.ID)
+		}
+		st.sender = name
+		return "", false, nil
 	case err == nil:
 		st.sender = name
 		return "", false, nil
