@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
@@ -75,7 +76,7 @@ func (s *Service) submit(ctx context.Context, name string, l *Label, user string
 	// A repeated submission publishes the (deduplicated) token again only
 	// while the first never finished: it may have been cut short by a crash.
 	if !b.dup || !b.terminal {
-		if err := PublishToken(ctx, s.js, b.batch, 0, 0); err != nil {
+		if err := submit.PublishToken(ctx, s.js, b.batch, 0, 0); err != nil {
 			return nil, err
 		}
 	}
@@ -115,7 +116,7 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 	if idem != "" {
 		dedup = streams.IdempotencyKey(user, idem)
 	}
-	id, dup, err := AssignID(ctx, s.js, dedup)
+	id, dup, err := submit.AssignID(ctx, s.js, dedup)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +126,7 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 			return nil, err
 		}
 	}
-	first, created, err := createRecord(ctx, s.batches, b, idem, dup)
+	first, created, err := submit.Create(ctx, s.batches, b, idem, dup)
 	if created != nil {
 		s.recent.put(b.ID, created)
 	}
