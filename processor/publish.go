@@ -27,21 +27,14 @@ func (p *Processor) publishToken(ctx context.Context, b *pipeline.Batch, prog *s
 	return nil
 }
 
-// publishCallback publishes the terminal callback, deduplicated by batch id.
-func (p *Processor) publishCallback(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, dlSeq uint64) error {
+// callbackMsg is the terminal callback, deduplicated by batch id.
+func (p *Processor) callbackMsg(b *pipeline.Batch, prog *streams.Progress, dlSeq uint64) (*nats.Msg, error) {
 	cb := &streams.Callback{
 		BatchID: b.ID, Domain: b.Domain, Priority: b.Priority, Outcome: *prog.Outcome,
 		Attempts: prog.Attempts(b.Subroutine.Mode == pipeline.Atomic), At: prog.UpdatedAt, Processor: p.opts.Name,
 		Fallback: len(prog.Fallbacks) > 0, DeadLetter: dlSeq,
 	}
-	m, err := streams.CallbackMsg(cb)
-	if err != nil {
-		return err
-	}
-	if _, err := p.js.PublishMsg(ctx, m); err != nil {
-		return fmt.Errorf("processor: callback of batch %d: %w", b.ID, err)
-	}
-	return nil
+	return streams.CallbackMsg(cb)
 }
 
 // publishDeadLetter writes the batch to the DLQ and returns its sequence.

@@ -325,7 +325,7 @@ func (p *Processor) keep(ctx context.Context, b *pipeline.Batch, st *state, k in
 }
 
 // rotate moves the batch to the back of its queue: progress first, then the
-// new token, then the old token's ack. A crash in between leaves the old
+// new token, then the old token's ack once the new one is stored. A crash in between leaves the old
 // token, which is then stale and makes sure the new one exists.
 func (p *Processor) rotate(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) error {
 	st.Progress.Rotation++
@@ -335,16 +335,11 @@ func (p *Processor) rotate(ctx context.Context, b *pipeline.Batch, st *state, m 
 	if err := p.fault(FaultAfterProgress); err != nil {
 		return err
 	}
-	if err := p.publishToken(ctx, b, &st.Progress); err != nil {
+	msg, err := streams.TokenMsg(streams.RequeueSubject(b.Priority, b.Domain), b, st.Progress.Gen, st.Progress.Rotation)
+	if err != nil {
 		return err
 	}
-	if err := p.fault(FaultAfterRequeue); err != nil {
-		return err
-	}
-	if m == nil {
-		return nil
-	}
-	return m.Ack()
+	return p.publishThenAck(ctx, msg, m, fmt.Sprintf("requeue batch %d", b.ID), FaultAfterRequeue)
 }
 
 // functionFailed applies the failure chain to a failure of a function of
@@ -473,7 +468,8 @@ func (p *Processor) finish(ctx context.Context, b *pipeline.Batch, st *state, o 
 }
 
 // announce publishes the dead letter (for failures) and the terminal
-// callback of a Done batch, then acknowledges the token m (if any).
+// callback of a Done batch, then acknowledges the token m (if any) once
+// the callback is stored (publishThenAck).
 func (p *Processor) announce(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, m jetstream.Msg) error {
 	var dlSeq uint64
 	if s := prog.Outcome.Status; s == pipeline.Rejected || s == pipeline.PartiallyExecuted {
@@ -486,10 +482,11 @@ func (p *Processor) announce(ctx context.Context, b *pipeline.Batch, prog *strea
 			return err
 		}
 	}
-	if err := p.publishCallback(ctx, b, prog, dlSeq); err != nil {
+	cb, err := p.callbackMsg(b, prog, dlSeq)
+	if err != nil {
 		return err
 	}
-	if err := p.fault(FaultAfterCallback); err != nil {
+	if err := p.publishThenAck(ctx, cb, m, fmt.Sprintf("callback of batch %d", b.ID), FaultAfterCallback); err != nil {
 		return err
 	}
 	p.forget(b.ID)
@@ -500,10 +497,7 @@ func (p *Processor) announce(ctx context.Context, b *pipeline.Batch, prog *strea
 		level = slog.LevelDebug
 	}
 	p.log.Log(ctx, level, "batch finished", "batch_id", b.ID, "outcome", prog.Outcome.String(), "attempts", prog.Attempts(b.Subroutine.Mode == pipeline.Atomic))
-	if m == nil {
-		return nil
-	}
-	return m.Ack()
+	return nil
 }
 
 // dropStale acknowledges a token that is behind the progress record, after
