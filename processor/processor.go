@@ -145,6 +145,9 @@ type Processor struct {
 
 	// holds bounds the put-backs of steps that cannot proceed.
 	holds holds
+
+	// units gathers the atomic units of concurrent steps into one request.
+	units unitQueue
 }
 
 // cacheSize bounds the batches kept in memory; their content never changes.

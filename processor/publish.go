@@ -144,12 +144,17 @@ func (p *Processor) work(ctx context.Context, subject string, req *streams.WorkR
 	if err != nil {
 		return nil, err
 	}
+	return answerOf(&rep)
+}
+
+// answerOf is a worker's reply as work returns it: a call the worker did
+// not attempt (running elsewhere, its record unreadable, no slot) is an
+// error matching errBusy, tried again later without counting an attempt.
+func answerOf(rep *streams.WorkReply) (*streams.WorkReply, error) {
 	if rep.Error != nil && rep.Error.Busy {
-		// Not attempted (running elsewhere, or its record unreadable): try
-		// again later without counting an attempt.
 		return nil, fmt.Errorf("%w: %s", errBusy, rep.Error.Message)
 	}
-	return &rep, nil
+	return rep, nil
 }
 
 // fallback asks a worker for function k's fallback. It returns the output
