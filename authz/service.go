@@ -123,7 +123,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{opts: opts, log: opts.Logger.With("component", "authz"), nc: nc, js: js, ids: submit.NewIDs(js, submit.DefaultIDBlock),
+	s := &Service{opts: opts, log: opts.Logger.With("component", "authz"), nc: nc, js: js, ids: submit.NewIDs(js),
 		queues: map[pipeline.Priority]jetstream.Stream{}}
 	s.table.Store(opts.Table)
 	for _, b := range []struct {

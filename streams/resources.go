@@ -133,9 +133,6 @@ func Streams(s Settings) []jetstream.StreamConfig {
 			Replicas:    s.Replicas,
 			Duplicates:  s.DuplicateWindow,
 			MaxMsgs:     1,
-			// Ids are reserved in blocks: an atomic batch of n messages
-			// takes n consecutive sequences in one round trip.
-			AllowAtomicPublish: true,
 		},
 	}
 }

@@ -21,7 +21,7 @@ func TestIDBlocksStayUnique(t *testing.T) {
 	env := testnats.Start(t, []string{"pay"})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	const replicas, perReplica, takers = 3, 200, 8
+	const replicas, perReplica, takers = 3, 296, 8 // not a multiple of a block
 	var mu sync.Mutex
 	seen := map[uint64]string{}
 	note := func(id uint64, who string) {
@@ -34,7 +34,7 @@ func TestIDBlocksStayUnique(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	for r := range replicas {
-		ids := submit.NewIDs(env.JS(t, "authz"), 7) // a block size that does not divide the counts
+		ids := submit.NewIDs(env.JS(t, "authz"))
 		for k := range takers {
 			wg.Go(func() {
 				who := string(rune('a'+r)) + "/" + string(rune('0'+k))

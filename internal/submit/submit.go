@@ -17,9 +17,10 @@ import (
 	"github.com/tickflow/tickflow/streams"
 )
 
-// AssignID takes the next global batch id: the sequence of a message in the
-// id log, unique and increasing across every authz replica. A dedupKey seen
-// within the log's duplicate window returns the same id with dup set.
+// AssignID takes a global batch id: the first of the block of ids of a new
+// message in the id log (IDs hands out the others), unique across every
+// authz replica and increasing with the log. A dedupKey seen within the
+// log's duplicate window returns the same id with dup set.
 func AssignID(ctx context.Context, js jetstream.JetStream, dedupKey string) (id uint64, dup bool, err error) {
 	m := nats.NewMsg(streams.IDsSubject)
 	if dedupKey != "" {
@@ -29,7 +30,7 @@ func AssignID(ctx context.Context, js jetstream.JetStream, dedupKey string) (id 
 	if err != nil {
 		return 0, false, fmt.Errorf("submit: assign batch id: %w", err)
 	}
-	return ack.Sequence, ack.Duplicate, nil
+	return ack.Sequence * IDsPerSequence, ack.Duplicate, nil
 }
 
 // Record stores b as InProcess under its id. If a record exists already and
