@@ -8,7 +8,10 @@
 //	go run ./cmd/run
 //
 // Every component connects in-process as its own nats.conf user with the
-// local-default password, so the permissions are the real ones.
+// local-default password, so the permissions are the real ones. Everything
+// shares one heap, so run sets the garbage collector for it
+// (system.TuneGC): GOGC 400 and GOMEMLIMIT 1 GiB, unless the environment
+// sets them.
 package main
 
 import (
@@ -35,6 +38,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	system.TuneGC()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
