@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -105,9 +104,6 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == childCommand {
 		os.Exit(childMain(os.Args[2:]))
 	}
-	// The process runs the whole system in one heap, as tickflow run does,
-	// with its garbage collector defaults.
-	system.TuneGC()
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -255,17 +251,4 @@ func repoRoot() (string, error) {
 
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
-}
-
-// gcSettings says how the collector was set: tickflow run's defaults
-// (system.TuneGC) unless GOGC or GOMEMLIMIT said otherwise.
-func gcSettings() string {
-	gogc, limit := os.Getenv("GOGC"), os.Getenv("GOMEMLIMIT")
-	if gogc == "" {
-		gogc = strconv.Itoa(system.GCPercent)
-	}
-	if limit == "" {
-		limit = strconv.Itoa(system.MemoryLimit>>20) + " MiB"
-	}
-	return "GOGC " + gogc + ", GOMEMLIMIT " + limit + " (tickflow run's defaults unless set in the environment)"
 }

@@ -8,10 +8,7 @@
 //	go run ./cmd/run
 //
 // Every component connects in-process as its own nats.conf user with the
-// local-default password, so the permissions are the real ones. Everything
-// shares one heap, so run sets the garbage collector for it
-// (system.TuneGC): GOGC 400 and GOMEMLIMIT 1 GiB, unless the environment
-// sets them.
+// local-default password, so the permissions are the real ones.
 package main
 
 import (
@@ -38,7 +35,6 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	system.TuneGC()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
