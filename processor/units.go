@@ -16,11 +16,18 @@ import (
 // maxUnitFlights bounds the unit requests one processor has in flight at
 // once; the steps that want a worker meanwhile wait and go together in
 // the next request (group commit): a wave of steps costs one round trip,
-// and an idle processor sends a lone step at once.
+// and an idle processor sends a lone step at once. A request that stays
+// out longer than unitFlightPatience stops counting.
 const maxUnitFlights = 2
 
 // maxUnitsPerRequest bounds the atomic units one request carries.
 const maxUnitsPerRequest = 64
+
+// unitFlightPatience is how long a unit waits for a request in flight to
+// come back before it sends one of its own anyway: a request whose slow
+// handler keeps it out holds up only the units it carries, not the steps
+// that come after it.
+const unitFlightPatience = 5 * time.Millisecond
 
 // unitQueue holds the atomic units waiting for a request to the workers.
 type unitQueue struct {
@@ -62,13 +69,34 @@ func (p *Processor) workUnit(ctx context.Context, req *streams.WorkRequest) (*st
 		u.ch <- unitEvent{lead: true}
 	}
 	q.mu.Unlock()
+	patience := time.NewTimer(unitFlightPatience)
+	defer patience.Stop()
 	for {
-		ev := <-u.ch
-		if !ev.lead {
-			return ev.rep, ev.err
+		select {
+		case ev := <-u.ch:
+			if !ev.lead {
+				return ev.rep, ev.err
+			}
+			p.flyUnits(ctx)
+		case <-patience.C:
+			if q.lead(u) {
+				p.flyUnits(ctx)
+			}
 		}
-		p.flyUnits(ctx)
 	}
+}
+
+// lead makes u's step send a request, beyond maxUnitFlights, unless it was
+// asked to already.
+func (q *unitQueue) lead(u *queuedUnit) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if u.led {
+		return false
+	}
+	u.led = true
+	q.flights++
+	return true
 }
 
 // flyUnits sends one request for the units waiting (the oldest first),

@@ -1,6 +1,8 @@
 package processor_test
 
 import (
+	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -57,5 +59,52 @@ func TestStepsShareAUnitRequest(t *testing.T) {
 				t.Fatalf("function %d of batch %d ran %d times", i, id, runs)
 			}
 		}
+	}
+}
+
+// TestASlowUnitHoldsUpOnlyItsOwnRequest: while the processor's requests in
+// flight wait for slow handlers, a later step's unit does not wait for
+// them: after a moment it goes in a request of its own.
+func TestASlowUnitHoldsUpOnlyItsOwnRequest(t *testing.T) {
+	b := setup(t)
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	started := make(chan struct{}, 4)
+	b.mux.RegisterFunc("held", func(ctx context.Context, _ *pipeline.Call) (pipeline.Result, error) {
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return pipeline.Result{}, nil
+	})
+	p := b.processor(t, processor.Options{Concurrency: 8})
+	for range 2 {
+		b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{{Type: "held"}}})
+	}
+	held := make(chan processor.Report, 1)
+	go func() {
+		var rep processor.Report
+		for len(rep.Steps) == 0 {
+			rep = p.Tick(b.ctx, 2)
+		}
+		held <- rep
+	}()
+	<-started
+	<-started
+	fast := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop()}})
+	if sr := step(t, b.ctx, p); sr.BatchID != fast || sr.Action != processor.ActionFinished {
+		t.Fatalf("the later step: %+v, want batch %d finished", sr, fast)
+	}
+	select {
+	case rep := <-held:
+		t.Fatalf("the held steps ended before they were released: %+v", rep)
+	default:
+	}
+	unblock()
+	if rep := <-held; len(rep.Steps) != 2 {
+		t.Fatalf("held steps: %+v", rep)
 	}
 }
