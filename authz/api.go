@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
@@ -120,11 +121,7 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 			return &built{batch: &rec.Batch, dup: true, terminal: rec.Status.Terminal()}, nil
 		}
 	}
-	dedup := ""
-	if idem != "" {
-		dedup = streams.IdempotencyKey(user, idem)
-	}
-	id, dup, err := AssignID(ctx, s.js, dedup)
+	id, dup, err := s.assignID(ctx, user, idem)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +132,7 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 			return nil, err
 		}
 	}
-	first, created, err := createRecord(ctx, s.batches, b, idem, dup)
+	first, created, err := submit.Create(ctx, s.batches, b, idem, dup)
 	if created != nil {
 		s.recent.put(b.ID, created)
 	}
@@ -170,6 +167,17 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 	// The batch record is the audit trail; a line per batch would cost every submission.
 	s.log.Debug("batch accepted", "batch_id", first.ID, "label", name, "user", user, "domain", first.Domain, "priority", first.Priority)
 	return &built{batch: first, dup: dup}, nil
+}
+
+// assignID takes the batch's id: from this replica's reserved block, or,
+// for a submission with an idempotency key, from the id log deduplicated
+// by the key, so that concurrent duplicates get the same id (dup).
+func (s *Service) assignID(ctx context.Context, user, idem string) (id uint64, dup bool, err error) {
+	if idem == "" {
+		id, err = s.ids.Next(ctx)
+		return id, false, err
+	}
+	return submit.AssignID(ctx, s.js, streams.IdempotencyKey(user, idem))
 }
 
 // sameSubmission refuses, as a conflict, a submission that reuses the

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -247,7 +248,7 @@ func (s *Service) replayBatch(ctx context.Context, it deadLetter) (uint64, error
 		}
 
 		// Within the duplicate window a concurrent replay gets the same id.
-		id, _, err := AssignID(ctx, s.js, idem)
+		id, _, err := submit.AssignID(ctx, s.js, idem)
 		if err != nil {
 			return 0, err
 		}
@@ -282,7 +283,7 @@ func (s *Service) replayBatch(ctx context.Context, it deadLetter) (uint64, error
 		return 0, err
 	}
 	// dup: a record left by a replay cut short is this batch, and stands.
-	first, err := Record(ctx, s.batches, &b, idem, true)
+	first, err := submit.Record(ctx, s.batches, &b, idem, true)
 	if err != nil {
 		return 0, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
@@ -121,7 +122,7 @@ func TestHalfDoneReplayIsFinished(t *testing.T) {
 	id := b.send(t, "alice", "jobs", authz.CallSpec{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})})
 	rec := b.settled(t, id)
 	js := b.env.JS(t, "admin")
-	claimed, _, err := authz.AssignID(b.ctx, js, "")
+	claimed, _, err := submit.AssignID(b.ctx, js, "")
 	if err != nil {
 		t.Fatal(err)
 	}

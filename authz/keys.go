@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
@@ -42,7 +43,7 @@ const maxRelease = 64
 // published rather than its first.
 func (s *Service) admit(ctx context.Context, b *pipeline.Batch, repeat bool) (headOrFree bool, err error) {
 	if b.Key == "" {
-		return true, PublishToken(ctx, s.js, b, 0, 0)
+		return true, submit.PublishToken(ctx, s.js, b, 0, 0)
 	}
 	if repeat {
 		if done, err := s.finished(ctx, b.ID); err != nil || done {
@@ -68,7 +69,7 @@ func (s *Service) admit(ctx context.Context, b *pipeline.Batch, repeat bool) (he
 	if repeat {
 		err = s.ensureHead(ctx, b.Domain, b.Key, q.Head())
 	} else {
-		err = PublishToken(ctx, s.js, b, 0, 0)
+		err = submit.PublishToken(ctx, s.js, b, 0, 0)
 	}
 	if err != nil {
 		// The batch is its key's head without a token: the repair loop
@@ -161,7 +162,7 @@ func (s *Service) ensureHead(ctx context.Context, domain, key string, head uint6
 // there; the progress read after the publish sees it, and the removal is
 // finished here, token included.
 func (s *Service) startHead(ctx context.Context, b *pipeline.Batch) (done bool, err error) {
-	if err := PublishToken(ctx, s.js, b, 0, 0); err != nil {
+	if err := submit.PublishToken(ctx, s.js, b, 0, 0); err != nil {
 		return false, err
 	}
 	st, err := s.progressStore.Load(ctx, b.Domain, b.ID)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
@@ -448,7 +449,7 @@ func TestKeyHeadRepairedAtStart(t *testing.T) {
 	ctx := testnats.Context(t, 10*time.Second)
 	// What send leaves behind when it dies between the key's order and the
 	// token: a recorded batch listed as its key's head.
-	id, _, err := authz.AssignID(ctx, admin, "")
+	id, _, err := submit.AssignID(ctx, admin, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,7 +459,7 @@ func TestKeyHeadRepairedAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := authz.Record(ctx, batches, &batch, "", false); err != nil {
+	if _, err := submit.Record(ctx, batches, &batch, "", false); err != nil {
 		t.Fatal(err)
 	}
 	kv, err := admin.KeyValue(ctx, streams.BucketKeys)

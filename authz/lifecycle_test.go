@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
@@ -272,13 +273,13 @@ func TestHalfDoneInsertIsFinished(t *testing.T) {
 	n := pipeline.Batch{Domain: domain, Priority: pipeline.Med, Label: "jobs", Submitter: "owner",
 		Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic}, Functions: []pipeline.Function{{Type: handlers.TypeNoop}}}
 	js := b.env.JS(t, "authz")
-	id, _, err := authz.AssignID(b.ctx, js, "")
+	id, _, err := submit.AssignID(b.ctx, js, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	n.ID, n.CreatedAt = id, time.Now().UTC()
 	kv, _ := js.KeyValue(b.ctx, streams.BucketBatches)
-	if _, err := authz.Record(b.ctx, kv, &n, "", false); err != nil {
+	if _, err := submit.Record(b.ctx, kv, &n, "", false); err != nil {
 		t.Fatal(err)
 	}
 	intent, _ := json.Marshal(map[string]any{"domain": domain, "priority": "med", "new": id, "tail": items})

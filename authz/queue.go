@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
@@ -299,7 +300,7 @@ func (s *Service) moveToBack(ctx context.Context, domain string, it QueueItem) e
 				return err
 			}
 		}
-		if err := PublishToken(ctx, s.js, &rec.Batch, st.Gen, st.Rotation); err != nil {
+		if err := submit.PublishToken(ctx, s.js, &rec.Batch, st.Gen, st.Rotation); err != nil {
 			return err
 		}
 		if err := s.queues[rec.Batch.Priority].DeleteMsg(ctx, it.Seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {

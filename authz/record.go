@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/streams"
 )
 
@@ -54,10 +55,7 @@ func (s *Service) updateRecord(ctx context.Context, id uint64, change func(*stre
 }
 
 // recentRecord is a record this replica created, at the revision it wrote.
-type recentRecord struct {
-	rec streams.BatchRecord
-	rev uint64
-}
+type recentRecord = submit.Created
 
 // recentRecords remembers the records this replica created, so the first
 // change of each (usually its callback) can be written with
@@ -106,7 +104,7 @@ func (s *Service) updateRecent(ctx context.Context, id uint64, change func(*stre
 	if !ok {
 		return nil, false, nil
 	}
-	rec := rr.rec
+	rec := rr.Rec
 	rec.History = slices.Clip(rec.History) // change appends: never into the remembered array
 	write, err := change(&rec)
 	if err != nil || !write {
@@ -116,7 +114,7 @@ func (s *Service) updateRecent(ctx context.Context, id uint64, change func(*stre
 	if err != nil {
 		return nil, true, err
 	}
-	if _, err := s.batches.Update(ctx, streams.BatchKey(id), data, rr.rev); err != nil {
+	if _, err := s.batches.Update(ctx, streams.BatchKey(id), data, rr.Rev); err != nil {
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, false, nil
 		}

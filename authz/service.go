@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/internal/drain"
+	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
@@ -77,6 +78,8 @@ type Service struct {
 	progress jetstream.KeyValue
 	// recent remembers the records this replica created (updateRecent).
 	recent recentRecords
+	// ids hands out batch ids from blocks this replica reserved.
+	ids *submit.IDs
 	// progressStore reads and writes progress records (queue listings and edits).
 	progressStore *streams.ProgressStore
 	state         jetstream.KeyValue
@@ -131,7 +134,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{opts: opts, log: opts.Logger.With("component", "authz"), nc: nc, js: js,
+	s := &Service{opts: opts, log: opts.Logger.With("component", "authz"), nc: nc, js: js, ids: submit.NewIDs(js),
 		queues: map[pipeline.Priority]jetstream.Stream{}}
 	s.table.Store(opts.Table)
 	for _, b := range []struct {

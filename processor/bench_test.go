@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
@@ -66,7 +66,7 @@ func (e *benchEnv) enqueueNoops(b *testing.B, n int) {
 			for i := g * per; i < min(n, (g+1)*per); i++ {
 				bt := pipeline.Batch{Domain: domain, Priority: pipeline.High, Subroutine: pipeline.Subroutine{Mode: pipeline.Atomic},
 					Functions: []pipeline.Function{noop()}}
-				if _, err := authz.Enqueue(e.ctx, e.authz, &bt, "", time.Now()); err != nil {
+				if _, err := submit.Enqueue(e.ctx, e.authz, &bt, "", time.Now()); err != nil {
 					errs <- err
 					return
 				}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
@@ -118,7 +118,7 @@ func TestCluster(t *testing.T) {
 			for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 				sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
 				bt := b
-				id, err = authz.Enqueue(sctx, az, &bt, idem, time.Now())
+				id, err = submit.Enqueue(sctx, az, &bt, idem, time.Now())
 				scancel()
 				if err == nil || time.Now().After(deadline) {
 					break

@@ -160,6 +160,9 @@ type Processor struct {
 
 	// holds bounds the put-backs of steps that cannot proceed.
 	holds holds
+
+	// units gathers the atomic units of concurrent steps into one request.
+	units unitQueue
 }
 
 // cacheSize bounds the batches kept in memory; their content never changes.
@@ -204,7 +207,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 	if opts.Rand == nil {
 		opts.Rand = rand.Float64
 	}
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(pubAckTimeout))
 	if err != nil {
 		return nil, err
 	}
@@ -388,6 +391,9 @@ func (p *Processor) Tick(ctx context.Context, steps int) Report {
 		wg      sync.WaitGroup
 	)
 	refill := max(1, p.opts.Concurrency/4)
+	// A step's last write is published asynchronously; its token is
+	// acknowledged here when the write is stored (deferred).
+	acks := p.startAcker(&mu, &rep)
 	for taken := 0; taken < steps && ctx.Err() == nil; { // stopping: take no more
 		mu.Lock()
 		for running > 0 && p.opts.Concurrency-running < min(refill, steps-taken) {
@@ -425,16 +431,20 @@ func (p *Processor) Tick(ctx context.Context, steps int) Report {
 		// ends: shutdown drains rather than abandons.
 		for _, m := range msgs {
 			wg.Go(func() {
-				sr := p.observedStep(context.WithoutCancel(ctx), m.prio, m.msg)
+				d := &deferred{Msg: m.msg}
+				sr := p.observedStep(context.WithoutCancel(ctx), m.prio, d)
 				mu.Lock()
 				rep.Steps = append(rep.Steps, sr)
+				i := len(rep.Steps) - 1
 				running--
 				freed.Broadcast()
 				mu.Unlock()
+				acks.add(d, i)
 			})
 		}
 	}
 	wg.Wait()
+	acks.close()
 	if len(rep.Steps) == 0 && rep.Status == StatusOK {
 		rep.Status = StatusNoMessages
 	}

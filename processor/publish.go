@@ -29,22 +29,14 @@ func (p *Processor) publishToken(ctx context.Context, b *pipeline.Batch, prog *s
 	return nil
 }
 
-// publishCallback publishes the terminal callback, deduplicated by batch id.
-func (p *Processor) publishCallback(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, dlSeq uint64) error {
+// callbackMsg is the terminal callback, deduplicated by batch id.
+func (p *Processor) callbackMsg(b *pipeline.Batch, prog *streams.Progress, dlSeq uint64) (*nats.Msg, error) {
 	cb := &streams.Callback{
 		BatchID: b.ID, Domain: b.Domain, Priority: b.Priority, Outcome: *prog.Outcome,
 		Attempts: prog.Attempts(b.Subroutine.Mode == pipeline.Atomic), At: prog.UpdatedAt, Processor: p.opts.Name,
 		Fallback: len(prog.Fallbacks) > 0, DeadLetter: dlSeq,
 	}
-	m, err := streams.CallbackMsg(cb)
-	if err != nil {
-		return err
-	}
-	telemetry.Inject(ctx, m.Header)
-	if _, err := p.js.PublishMsg(ctx, m); err != nil {
-		return fmt.Errorf("processor: callback of batch %d: %w", b.ID, err)
-	}
-	return nil
+	return streams.CallbackMsg(cb)
 }
 
 // publishDeadLetter writes the batch to the DLQ and returns its sequence.
@@ -155,12 +147,17 @@ func (p *Processor) work(ctx context.Context, subject string, req *streams.WorkR
 	if err != nil {
 		return nil, err
 	}
+	return answerOf(&rep)
+}
+
+// answerOf is a worker's reply as work returns it: a call the worker did
+// not attempt (running elsewhere, its record unreadable, no slot) is an
+// error matching errBusy, tried again later without counting an attempt.
+func answerOf(rep *streams.WorkReply) (*streams.WorkReply, error) {
 	if rep.Error != nil && rep.Error.Busy {
-		// Not attempted (running elsewhere, or its record unreadable): try
-		// again later without counting an attempt.
 		return nil, fmt.Errorf("%w: %s", errBusy, rep.Error.Message)
 	}
-	return &rep, nil
+	return rep, nil
 }
 
 // fallback asks a worker for function k's fallback. It returns the output

@@ -10,8 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
@@ -149,7 +149,7 @@ func (b *bundle) enqueue(t *testing.T, bt pipeline.Batch) uint64 {
 	if bt.Subroutine.Mode == "" {
 		bt.Subroutine.Mode = pipeline.Atomic
 	}
-	id, err := authz.Enqueue(b.ctx, b.authz, &bt, "", time.Now())
+	id, err := submit.Enqueue(b.ctx, b.authz, &bt, "", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -220,7 +220,7 @@ func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state,
 	for i, f := range b.Functions {
 		calls[i] = streams.WorkCall{Index: i, Type: f.Type, Payload: f.Payload}
 	}
-	rep, err := p.work(ctx, streams.WorkUnitSubject, &streams.WorkRequest{
+	rep, err := p.workUnit(ctx, &streams.WorkRequest{
 		BatchID: b.ID, Domain: b.Domain, Key: b.Key, CreatedAt: b.CreatedAt,
 		Submitter: b.Submitter, Label: b.Label,
 		Attempt: failures + 1, Round: prog.RoundOf(0), Unit: true, Calls: calls,
@@ -339,7 +339,7 @@ func (p *Processor) keep(ctx context.Context, b *pipeline.Batch, st *state, k in
 }
 
 // rotate moves the batch to the back of its queue: progress first, then the
-// new token, then the old token's ack. A crash in between leaves the old
+// new token, then the old token's ack once the new one is stored. A crash in between leaves the old
 // token, which is then stale and makes sure the new one exists.
 func (p *Processor) rotate(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) error {
 	st.Progress.Rotation++
@@ -349,16 +349,11 @@ func (p *Processor) rotate(ctx context.Context, b *pipeline.Batch, st *state, m 
 	if err := p.fault(FaultAfterProgress); err != nil {
 		return err
 	}
-	if err := p.publishToken(ctx, b, &st.Progress); err != nil {
+	msg, err := streams.TokenMsg(streams.RequeueSubject(b.Priority, b.Domain), b, st.Progress.Gen, st.Progress.Rotation)
+	if err != nil {
 		return err
 	}
-	if err := p.fault(FaultAfterRequeue); err != nil {
-		return err
-	}
-	if m == nil {
-		return nil
-	}
-	return m.Ack()
+	return p.publishThenAck(ctx, msg, m, fmt.Sprintf("requeue batch %d", b.ID), FaultAfterRequeue)
 }
 
 // functionFailed applies the failure chain to a failure of a function of
@@ -491,7 +486,8 @@ func (p *Processor) finish(ctx context.Context, b *pipeline.Batch, st *state, o 
 }
 
 // announce publishes the dead letter (for failures) and the terminal
-// callback of a Done batch, then acknowledges the token m (if any).
+// callback of a Done batch, then acknowledges the token m (if any) once
+// the callback is stored (publishThenAck).
 func (p *Processor) announce(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, m jetstream.Msg) error {
 	var dlSeq uint64
 	if s := prog.Outcome.Status; s == pipeline.Rejected || s == pipeline.PartiallyExecuted {
@@ -504,10 +500,11 @@ func (p *Processor) announce(ctx context.Context, b *pipeline.Batch, prog *strea
 			return err
 		}
 	}
-	if err := p.publishCallback(ctx, b, prog, dlSeq); err != nil {
+	cb, err := p.callbackMsg(b, prog, dlSeq)
+	if err != nil {
 		return err
 	}
-	if err := p.fault(FaultAfterCallback); err != nil {
+	if err := p.publishThenAck(ctx, cb, m, fmt.Sprintf("callback of batch %d", b.ID), FaultAfterCallback); err != nil {
 		return err
 	}
 	p.releaseSender(ctx, b)
@@ -519,10 +516,7 @@ func (p *Processor) announce(ctx context.Context, b *pipeline.Batch, prog *strea
 		level = slog.LevelDebug
 	}
 	p.log.Log(ctx, level, "batch finished", "batch_id", b.ID, "outcome", prog.Outcome.String(), "attempts", prog.Attempts(b.Subroutine.Mode == pipeline.Atomic))
-	if m == nil {
-		return nil
-	}
-	return m.Ack()
+	return nil
 }
 
 // dropStale acknowledges a token that is behind the progress record, after

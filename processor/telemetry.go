@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 	"github.com/tickflow/tickflow/telemetry"
@@ -34,7 +33,7 @@ func (p *Processor) observe(nc *nats.Conn) {
 
 // observedStep is step, timed, counted in flight and traced when the
 // processor has telemetry.
-func (p *Processor) observedStep(ctx context.Context, prio pipeline.Priority, m jetstream.Msg) StepReport {
+func (p *Processor) observedStep(ctx context.Context, prio pipeline.Priority, m *deferred) StepReport {
 	t := p.opts.Telemetry
 	if t == nil {
 		return p.step(ctx, prio, m)

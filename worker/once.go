@@ -32,23 +32,48 @@ const kvTimeout = 2 * time.Second
 // claim's Until: the claim covers that time, so no other worker takes the
 // call over while its record is pending.
 func (w *Worker) once(ctx context.Context, req *streams.WorkRequest, key string, fn func() *streams.WorkReply) *streams.WorkReply {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(w.opts.Timeout)
-	}
-	until := deadline.Add(claimGrace + w.opts.RecordWindow)
-	claim, err := streams.Encode(&streams.Completion{Running: true, Until: until, Worker: w.opts.Name})
-	if err != nil {
-		return unavailable(err)
+	until, claim, rep := w.claimFor(ctx)
+	if rep != nil {
+		return rep
 	}
 	rev, fresh, rep := w.claim(ctx, key, claim)
 	if rep != nil {
 		return rep
 	}
 	rep = fn()
+	done, rep := w.completion(ctx, req, key, rev, until, rep)
+	if done == nil {
+		return rep
+	}
+	if w.record(ctx, key, done, rev, until) {
+		rep.Fresh = fresh
+	}
+	return rep
+}
+
+// claimFor is the claim a call under ctx writes, and until, when it ends:
+// the call's deadline plus a grace period and the record window.
+func (w *Worker) claimFor(ctx context.Context) (until time.Time, claim []byte, rep *streams.WorkReply) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(w.opts.Timeout)
+	}
+	until = deadline.Add(claimGrace + w.opts.RecordWindow)
+	claim, err := streams.Encode(&streams.Completion{Running: true, Until: until, Worker: w.opts.Name})
+	if err != nil {
+		return until, nil, unavailable(err)
+	}
+	return until, claim, nil
+}
+
+// completion turns the reply of a run under the claim at rev into the
+// completion record to write. A failed run releases the claim, and so does
+// one whose outputs no record can keep (a permanent failure, so nothing
+// runs it again); done is then nil and rep the reply to give.
+func (w *Worker) completion(ctx context.Context, req *streams.WorkRequest, key string, rev uint64, until time.Time, rep *streams.WorkReply) (done []byte, _ *streams.WorkReply) {
 	if rep.Error != nil {
 		w.release(ctx, key, rev, until)
-		return rep
+		return nil, rep
 	}
 	done, err := streams.Encode(&streams.Completion{Outputs: rep.Outputs, Worker: w.opts.Name})
 	if err == nil && len(done) > w.maxRecord() {
@@ -56,20 +81,16 @@ func (w *Worker) once(ctx context.Context, req *streams.WorkRequest, key string,
 			ErrOutputTooLarge, len(done), w.nc.MaxPayload(), w.maxRecord())
 	}
 	if err != nil {
-		// The effect happened, but nothing can keep its outputs: a
-		// permanent failure, so nothing runs it again.
+		// The effect happened, but nothing can keep its outputs.
 		w.log.Error("completion record cannot be written", "key", key, "err", err)
 		w.release(ctx, key, rev, until)
 		index := 0
 		if n := len(req.Calls); n > 0 {
 			index = req.Calls[n-1].Index
 		}
-		return failure(req, index, pipeline.Permanent(err))
+		return nil, failure(req, index, pipeline.Permanent(err))
 	}
-	if w.record(ctx, key, done, rev, until) {
-		rep.Fresh = fresh
-	}
-	return rep
+	return done, rep
 }
 
 // claim takes the completion key for this worker. It returns the claim's
@@ -84,9 +105,17 @@ func (w *Worker) claim(ctx context.Context, key string, claim []byte) (uint64, b
 	if err == nil {
 		return rev, true, nil
 	}
-	if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+	return w.contested(cctx, key, claim, err)
+}
+
+// contested is claim after the first write, expecting a key nobody ever
+// held, failed with err: a key with history is taken when it is free (or
+// its claim expired), answered from its record, or found busy.
+func (w *Worker) contested(cctx context.Context, key string, claim []byte, err error) (uint64, bool, *streams.WorkReply) {
+	if !streams.IsRevisionConflict(err) {
 		return 0, false, unavailable(fmt.Errorf("worker: claim %s: %w", key, err))
 	}
+	var rev uint64
 	for attempt := 0; ; attempt++ {
 		if rev, err = w.results.Create(cctx, key, claim); err == nil {
 			return rev, false, nil

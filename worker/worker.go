@@ -95,7 +95,9 @@ type Worker struct {
 	opts    Options
 	log     *slog.Logger
 	results jetstream.KeyValue
-	sem     chan struct{}
+	// js publishes the completion records of a batch of units pipelined.
+	js  jetstream.JetStream
+	sem chan struct{}
 	// waiters bounds the requests looking up their record or waiting for
 	// a slot while every slot is taken; past it, requests are told busy.
 	waiters chan struct{}
@@ -121,7 +123,7 @@ func New(ctx context.Context, nc *nats.Conn, mux *pipeline.ServeMux, opts Option
 	if len(mux.Types()) == 0 {
 		return nil, errors.New("worker: the mux has no handlers: register at least one function type")
 	}
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(kvTimeout))
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +132,7 @@ func New(ctx context.Context, nc *nats.Conn, mux *pipeline.ServeMux, opts Option
 		return nil, fmt.Errorf("worker: results bucket: %w", err)
 	}
 	w := &Worker{
-		nc: nc, mux: mux, opts: opts, results: kv,
+		nc: nc, mux: mux, opts: opts, results: kv, js: js,
 		log:     opts.Logger.With("worker", opts.Name),
 		sem:     make(chan struct{}, opts.Concurrency),
 		waiters: make(chan struct{}, 4*opts.Concurrency),
@@ -183,6 +185,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := add("unit", streams.WorkUnitSubject, endpoint{run: w.unit, key: unitKey}); err != nil {
 		return fmt.Errorf("worker: unit endpoint: %w", err)
 	}
+	if err := svc.AddEndpoint("units", micro.HandlerFunc(func(req micro.Request) {
+		w.serveUnits(ctx, &gate, req)
+	}), micro.WithEndpointSubject(streams.WorkUnitsSubject)); err != nil {
+		return fmt.Errorf("worker: units endpoint: %w", err)
+	}
 	w.log.Info("worker serving", "types", w.mux.Types(), "concurrency", w.opts.Concurrency)
 	<-ctx.Done()
 	return nil
@@ -225,12 +232,7 @@ func (w *Worker) serve(ctx context.Context, gate *drain.Gate, req micro.Request,
 		return
 	}
 	ctx = w.opts.Telemetry.Extract(ctx, nats.Header(req.Headers()))
-	deadline := time.Now().Add(w.opts.Timeout)
-	if v := req.Headers().Get(streams.HeaderDeadline); v != "" {
-		if ns, err := strconv.ParseInt(v, 10, 64); err == nil {
-			deadline = time.Unix(0, ns)
-		}
-	}
+	deadline := w.deadlineOf(req)
 	select {
 	case w.sem <- struct{}{}:
 		gate.Go(func() {
@@ -249,6 +251,17 @@ func (w *Worker) serve(ctx context.Context, gate *drain.Gate, req micro.Request,
 	default:
 		w.reply(req.Reply(), &wr, w.saturated())
 	}
+}
+
+// deadlineOf is when the caller of req stops waiting: its deadline header,
+// or Options.Timeout from now.
+func (w *Worker) deadlineOf(req micro.Request) time.Time {
+	if v := req.Headers().Get(streams.HeaderDeadline); v != "" {
+		if ns, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return time.Unix(0, ns)
+		}
+	}
+	return time.Now().Add(w.opts.Timeout)
 }
 
 // endpoint is what a worker serves on one subject: run executes a request,

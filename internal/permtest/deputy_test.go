@@ -43,6 +43,7 @@ var servedSubjects = []servedSubject{
 	{"authz", "$SRV.<id>.authz", "micro discovery of authz"},
 	{"authz", "$SRV.<id>.authz.<id>", "micro discovery of one authz instance"},
 	{"worker", "work.unit", "atomic units"},
+	{"worker", "work.units", "several atomic units in one request"},
 	{"worker", "work.fn.<rest>", "function calls by type"},
 	{"worker", "work.fallback.<rest>", "fallbacks by type"},
 	{"worker", "work.poll.<rest>", "inclusion polls by type"},

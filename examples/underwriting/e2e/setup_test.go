@@ -14,8 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
-	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/examples/underwriting"
+	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/pipeline/steps"
@@ -133,7 +133,7 @@ func (b *bundle) enqueue(t *testing.T, functions ...pipeline.Function) uint64 {
 		Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic},
 		Functions:  functions,
 	}
-	id, err := authz.Enqueue(b.ctx, b.authz, &bt, "", time.Now())
+	id, err := submit.Enqueue(b.ctx, b.authz, &bt, "", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,9 @@
-// Package authz is the authorization service: the only gate onto the
-// queues. It checks each submission against the authorization table,
-// assigns global batch ids, records every batch, publishes queue tokens,
-// gives the owner pause/resume, evict/insert and replay, and applies the
-// processors' callbacks to the batch records.
-package authz
+// Package submit holds the writes that put a batch on a queue: taking a
+// global batch id, recording the batch and publishing its token. They apply
+// no authorization and no concurrency limit, so they are not public: authz
+// calls them after its checks, and tests call them to queue batches
+// directly.
+package submit
 
 import (
 	"context"
@@ -18,9 +18,10 @@ import (
 	"github.com/tickflow/tickflow/telemetry"
 )
 
-// AssignID takes the next global batch id: the sequence of a message in the
-// id log, unique and increasing across every authz replica. A dedupKey seen
-// within the log's duplicate window returns the same id with dup set.
+// AssignID takes a global batch id: the first of the block of ids of a new
+// message in the id log (IDs hands out the others), unique across every
+// authz replica and increasing with the log. A dedupKey seen within the
+// log's duplicate window returns the same id with dup set.
 func AssignID(ctx context.Context, js jetstream.JetStream, dedupKey string) (id uint64, dup bool, err error) {
 	m := nats.NewMsg(streams.IDsSubject)
 	if dedupKey != "" {
@@ -28,22 +29,29 @@ func AssignID(ctx context.Context, js jetstream.JetStream, dedupKey string) (id 
 	}
 	ack, err := js.PublishMsg(ctx, m)
 	if err != nil {
-		return 0, false, fmt.Errorf("authz: assign batch id: %w", err)
+		return 0, false, fmt.Errorf("submit: assign batch id: %w", err)
 	}
-	return ack.Sequence, ack.Duplicate, nil
+	return ack.Sequence * IDsPerSequence, ack.Duplicate, nil
 }
 
 // Record stores b as InProcess under its id. If a record exists already and
 // dup says the id was handed out twice for the same submission, the first
-// record's batch is returned; otherwise an existing record is an error.
+// record's batch is returned; otherwise an existing record is an error
+// matching jetstream.ErrKeyExists.
 func Record(ctx context.Context, kv jetstream.KeyValue, b *pipeline.Batch, idemKey string, dup bool) (*pipeline.Batch, error) {
-	first, _, err := createRecord(ctx, kv, b, idemKey, dup)
+	first, _, err := Create(ctx, kv, b, idemKey, dup)
 	return first, err
 }
 
-// createRecord is Record that also returns the record it created and its
-// revision (nil when the batch was recorded before).
-func createRecord(ctx context.Context, kv jetstream.KeyValue, b *pipeline.Batch, idemKey string, dup bool) (*pipeline.Batch, *recentRecord, error) {
+// Created is a record Create wrote, at the revision it wrote it.
+type Created struct {
+	Rec streams.BatchRecord
+	Rev uint64
+}
+
+// NewRecord is the record of a batch just accepted: InProcess, with its
+// history's first event.
+func NewRecord(b *pipeline.Batch, idemKey string) *streams.BatchRecord {
 	rec := &streams.BatchRecord{
 		Batch: *b, Status: pipeline.InProcess, IdempotencyKey: idemKey,
 		CreatedAt: b.CreatedAt, UpdatedAt: b.CreatedAt,
@@ -52,6 +60,13 @@ func createRecord(ctx context.Context, kv jetstream.KeyValue, b *pipeline.Batch,
 	if b.ReplayOf != 0 {
 		rec.History = append(rec.History, streams.Event{At: b.CreatedAt, What: "replay", Detail: fmt.Sprintf("replay of batch %d", b.ReplayOf)})
 	}
+	return rec
+}
+
+// Create is Record that also returns the record it created and its
+// revision (nil when the batch was recorded before).
+func Create(ctx context.Context, kv jetstream.KeyValue, b *pipeline.Batch, idemKey string, dup bool) (*pipeline.Batch, *Created, error) {
+	rec := NewRecord(b, idemKey)
 	data, err := streams.Encode(rec)
 	if err != nil {
 		return nil, nil, err
@@ -59,25 +74,34 @@ func createRecord(ctx context.Context, kv jetstream.KeyValue, b *pipeline.Batch,
 	rev, err := kv.Create(ctx, streams.BatchKey(b.ID), data)
 	if err != nil {
 		if !errors.Is(err, jetstream.ErrKeyExists) || !dup {
-			return nil, nil, fmt.Errorf("authz: record batch %d: %w", b.ID, err)
+			return nil, nil, fmt.Errorf("submit: record batch %d: %w", b.ID, err)
 		}
-		e, err := kv.Get(ctx, streams.BatchKey(b.ID))
-		if err != nil {
-			return nil, nil, fmt.Errorf("authz: read batch %d: %w", b.ID, err)
-		}
-		first, err := streams.Decode[streams.BatchRecord](e.Value())
+		first, err := Stored(ctx, kv, b.ID)
 		if err != nil {
 			return nil, nil, err
 		}
-		return &first.Batch, nil, nil
+		return first, nil, nil
 	}
-	return b, &recentRecord{rec: *rec, rev: rev}, nil
+	return b, &Created{Rec: *rec, Rev: rev}, nil
+}
+
+// Stored reads the batch recorded under id.
+func Stored(ctx context.Context, kv jetstream.KeyValue, id uint64) (*pipeline.Batch, error) {
+	e, err := kv.Get(ctx, streams.BatchKey(id))
+	if err != nil {
+		return nil, fmt.Errorf("submit: read batch %d: %w", id, err)
+	}
+	first, err := streams.Decode[streams.BatchRecord](e.Value())
+	if err != nil {
+		return nil, err
+	}
+	return &first.Batch, nil
 }
 
 // Enqueue validates b, assigns it the next global id, records it and
 // publishes its token: the record first, so a token never points at
 // nothing. b.ID and b.CreatedAt are set. It applies no authorization and no
-// concurrency limit: it is the primitive under the service's send.
+// concurrency limit.
 //
 // idemKey, when set, makes a repeated call within the duplicate window
 // return the same id and queue nothing twice; the repeated call re-publishes
@@ -98,7 +122,7 @@ func Enqueue(ctx context.Context, js jetstream.JetStream, b *pipeline.Batch, ide
 	b.ID, b.CreatedAt = id, now.UTC()
 	kv, err := js.KeyValue(ctx, streams.BucketBatches)
 	if err != nil {
-		return 0, fmt.Errorf("authz: batches bucket: %w", err)
+		return 0, fmt.Errorf("submit: batches bucket: %w", err)
 	}
 	first, err := Record(ctx, kv, b, idemKey, dup)
 	if err != nil {
@@ -120,7 +144,7 @@ func PublishToken(ctx context.Context, js jetstream.JetStream, b *pipeline.Batch
 	}
 	telemetry.Inject(ctx, m.Header)
 	if _, err := js.PublishMsg(ctx, m); err != nil {
-		return fmt.Errorf("authz: queue batch %d: %w", b.ID, err)
+		return fmt.Errorf("submit: queue batch %d: %w", b.ID, err)
 	}
 	return nil
 }

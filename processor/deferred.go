@@ -1,0 +1,117 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/telemetry"
+)
+
+// pubAckTimeout bounds the wait for the PubAck of an asynchronous publish:
+// past it the write counts as failed and its token is put back.
+const pubAckTimeout = 5 * time.Second
+
+// deferred is a token taken by a tick. The last write of its step (the
+// callback of a finished batch, the token of a rotated one) is published
+// asynchronously, and the token is acknowledged only when that write's
+// PubAck arrives: the step ends without waiting a round trip, and the
+// token is never acknowledged before what it leads to is stored.
+type deferred struct {
+	jetstream.Msg
+	// write is the PubAck the acknowledgement waits for; nil when the step
+	// settled its token itself.
+	write jetstream.PubAckFuture
+	what  string
+}
+
+// publishThenAck publishes msg and acknowledges the token m once msg is
+// stored, with the crash point fault in between. A token taken by a tick
+// (deferred) is acknowledged by the tick's acker when the PubAck arrives;
+// any other is acknowledged after a synchronous publish. m may be nil (a
+// confirmation has no token): then msg is published synchronously.
+func (p *Processor) publishThenAck(ctx context.Context, msg *nats.Msg, m jetstream.Msg, what, fault string) error {
+	telemetry.Inject(ctx, msg.Header)
+	if d, ok := m.(*deferred); ok {
+		f, err := p.js.PublishMsgAsync(msg)
+		if err != nil {
+			return fmt.Errorf("processor: %s: %w", what, err)
+		}
+		if err := p.fault(fault); err != nil {
+			return err
+		}
+		d.write, d.what = f, what
+		return nil
+	}
+	if _, err := p.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("processor: %s: %w", what, err)
+	}
+	if err := p.fault(fault); err != nil {
+		return err
+	}
+	if m == nil {
+		return nil
+	}
+	return m.Ack()
+}
+
+// acker acknowledges the tokens of a tick whose last write was published
+// asynchronously, in the order their steps ended, each once its PubAck
+// arrived; a write that failed puts its token back for a redelivery soon
+// and turns its step's report into an error. It is owned by one tick,
+// which closes it and waits for it before reporting.
+type acker struct {
+	p    *Processor
+	in   chan ackItem
+	done chan struct{}
+	// mu guards the report the acker corrects.
+	mu  *sync.Mutex
+	rep *Report
+}
+
+type ackItem struct {
+	d    *deferred
+	step int // index of the step's report
+}
+
+func (p *Processor) startAcker(mu *sync.Mutex, rep *Report) *acker {
+	a := &acker{p: p, in: make(chan ackItem, p.opts.MaxSteps), done: make(chan struct{}), mu: mu, rep: rep}
+	go a.run()
+	return a
+}
+
+func (a *acker) run() {
+	defer close(a.done)
+	for it := range a.in {
+		var err error
+		select {
+		case <-it.d.write.Ok():
+			err = it.d.Ack()
+		case err = <-it.d.write.Err():
+			a.p.log.Warn("write not stored; token redelivered shortly", "write", it.d.what, "err", err)
+			_ = it.d.NakWithDelay(time.Second)
+			err = fmt.Errorf("processor: %s: %w", it.d.what, err)
+		}
+		if err != nil {
+			a.mu.Lock()
+			a.rep.Steps[it.step].Action, a.rep.Steps[it.step].Error = ActionError, err.Error()
+			a.mu.Unlock()
+		}
+	}
+}
+
+// add hands over the token of step i, if its acknowledgement waits for a write.
+func (a *acker) add(d *deferred, i int) {
+	if d.write != nil {
+		a.in <- ackItem{d: d, step: i}
+	}
+}
+
+// close waits until every token handed over is settled.
+func (a *acker) close() {
+	close(a.in)
+	<-a.done
+}
