@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/telemetry"
 )
 
 // maxUnitFlights bounds the unit requests one processor has in flight at
@@ -59,6 +60,9 @@ type unitEvent struct {
 // unit keeps its own completion key, claim and answer, so what a worker
 // does for it, and what its answer means, is what work would give.
 func (p *Processor) workUnit(ctx context.Context, req *streams.WorkRequest) (*streams.WorkReply, error) {
+	// The request may carry other steps' units: this one's trace context
+	// travels in its body.
+	req.Trace = telemetry.InjectMap(ctx)
 	u := &queuedUnit{req: req, deadline: time.Now().Add(p.opts.WorkTimeout), ch: make(chan unitEvent, 2)}
 	q := &p.units
 	q.mu.Lock()

@@ -284,6 +284,10 @@ type WorkRequest struct {
 	// Inclusion is set on poll and hook requests of a function waiting for
 	// inclusion.
 	Inclusion *InclusionCall `msgpack:"inclusion,omitempty"`
+	// Trace is the W3C trace context of the step that asked for this
+	// call, for a request that travels with others (WorkBatch), whose
+	// message headers cannot carry each one's; empty when not traced.
+	Trace map[string]string `msgpack:"trace,omitempty"`
 }
 
 // WorkError is a handler failure as it crosses the wire.

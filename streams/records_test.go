@@ -134,6 +134,7 @@ func workRequestFixture() streams.WorkRequest {
 		},
 		Sender:    "sender-a",
 		Inclusion: &streams.InclusionCall{Ref: "0xabc", Hook: streams.HookSuccess, Output: &fullOutputs()[0]},
+		Trace:     map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
 	}
 }
 

@@ -44,6 +44,29 @@ func Inject(ctx context.Context, h nats.Header) {
 	propagator.Inject(ctx, HeaderCarrier(h))
 }
 
+// InjectMap is Inject into a map, for a trace context that travels in a
+// message body (one request carrying several calls); nil without a span.
+func InjectMap(ctx context.Context) map[string]string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return nil
+	}
+	m := propagation.MapCarrier{}
+	propagator.Inject(ctx, m)
+	return m
+}
+
+// maxTraceEntries bounds the entries of a trace map read from a message
+// body: the W3C context has two.
+const maxTraceEntries = 4
+
+// ExtractMap is Extract from a map written by InjectMap.
+func (t *Telemetry) ExtractMap(ctx context.Context, m map[string]string) context.Context {
+	if !t.Tracing() || len(m) == 0 || len(m) > maxTraceEntries {
+		return ctx
+	}
+	return propagator.Extract(ctx, propagation.MapCarrier(m))
+}
+
 // Extract returns ctx carrying the remote span context found in h, the
 // parent of the spans started from it; ctx unchanged when t does not
 // trace or h carries none.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -178,4 +179,59 @@ func sameTrace(spans tracetest.SpanStubs, id trace.TraceID) tracetest.SpanStubs 
 		}
 	}
 	return out
+}
+
+// TestAtomicBatchesTravellingTogetherKeepTheirTraces: atomic units that
+// go to a worker in one request (several at once) each keep their batch's
+// trace: every batch's worker call hangs off its own processor step.
+func TestAtomicBatchesTravellingTogetherKeepTheirTraces(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(testnats.Context(t, 5*time.Second)) })
+	tel := telemetry.New(telemetry.Options{TracerProvider: tp})
+	c, env := runSystemEnv(t, tel)
+	send(t, c, "jobs", call(handlers.TypeNoop, nil)) // authz is up
+	owner, err := client.New(env.Conn(t, "owner"), "owner", client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testnats.Context(t, 20*time.Second)
+	// Paused while they queue, so that the next tick takes them together
+	// and their units share requests.
+	if _, err := owner.Pause(ctx, authz.DomainRequest{Domain: "payments"}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 24
+	ids := make([]uint64, n)
+	for i := range n {
+		ids[i] = send(t, c, "transfer", call(handlers.TypeTransfer, handlers.Transfer{From: "alice", To: "bob", Amount: 1}))
+	}
+	if _, err := owner.Resume(ctx, authz.DomainRequest{Domain: "payments"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if s := finished(t, c, id); s != pipeline.Executed {
+			t.Fatalf("batch %d: %s", id, s)
+		}
+	}
+	testnats.Eventually(t, 10*time.Second, "every batch's trace with its worker call", func() bool {
+		all := exp.GetSpans()
+		for _, id := range ids {
+			var tid trace.TraceID
+			for _, s := range all {
+				if s.Name == "authz send" && has(s.Attributes, attribute.Int64("tickflow.batch_id", int64(id))) {
+					tid = s.SpanContext.TraceID()
+				}
+			}
+			if !tid.IsValid() || count(sameTrace(all, tid), "worker call") != 1 || count(sameTrace(all, tid), "authz apply") != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, s := range exp.GetSpans() {
+		if s.Name == "worker call" && !s.Parent.IsValid() {
+			t.Errorf("a worker call is a root: %v", s.Attributes)
+		}
+	}
 }

@@ -23,6 +23,20 @@ func (w *Worker) observed(ctx context.Context, req *streams.WorkRequest, h endpo
 	return rep
 }
 
+// observedUnit runs one unit of a request carrying several (runUnits) as
+// observed runs a request: in flight and traced, its trace context read
+// from the unit itself.
+func (w *Worker) observedUnit(ctx context.Context, req *streams.WorkRequest) *streams.WorkReply {
+	t := w.opts.Telemetry
+	if t == nil {
+		return w.runUnit(ctx, req)
+	}
+	ctx, c := t.StartCall(t.ExtractMap(ctx, req.Trace), w.opts.Name, req, nil)
+	rep := w.runUnit(ctx, req)
+	c.End(rep.Error != nil)
+	return rep
+}
+
 // handle is safeHandle, timed under the call's function type and kind
 // (telemetry.KindFunction or telemetry.KindFallback) when the worker has
 // telemetry. The type is one the mux has a handler for.

@@ -101,7 +101,7 @@ func (w *Worker) runUnits(ctx context.Context, units []streams.WorkRequest, dead
 				reps[i] = *early
 				return
 			}
-			r := w.inSlot(ctx, deadline, func() *streams.WorkReply { return w.runUnit(cctx, u) })
+			r := w.inSlot(ctx, deadline, func() *streams.WorkReply { return w.observedUnit(cctx, u) })
 			if s.done, r = w.completion(cctx, u, s.key, s.rev, until, r); s.done != nil {
 				s.rec, s.err = w.js.PublishMsgAsync(streams.KVUpdateMsg(streams.BucketResults, s.key, s.done, s.rev))
 			}
