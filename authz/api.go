@@ -126,12 +126,14 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 		return nil, err
 	}
 	b.ID, b.CreatedAt = id, now.UTC()
-	indexed := s.startIndex(b.Submitter, id)
 	if l.MaxConcurrent > 0 && !dup {
 		if err := s.reserve(ctx, name, l.MaxConcurrent, id, force); err != nil {
 			return nil, err
 		}
 	}
+	// Indexed only once admitted: a submission refused for its label's
+	// concurrency leaves no index key behind.
+	indexed := s.startIndex(b.Submitter, id)
 	first, created, err := submit.Create(ctx, s.batches, b, idem, dup)
 	if created != nil {
 		s.recent.put(b.ID, created)

@@ -1,11 +1,12 @@
 package authz_test
 
 import (
-	"github.com/nats-io/nats.go"
 	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/examples/handlers"
@@ -104,6 +105,22 @@ func TestConcurrencyLimit(t *testing.T) {
 	e := b.call(t, "alice", "send", authz.SendRequest{Label: "limited", Functions: []authz.CallSpec{noop()}}, nil)
 	if e == nil || e.Code != "409" {
 		t.Fatalf("third batch over the limit: %+v", e)
+	}
+	// The refused submission left no trace in alice's index of batches.
+	kv, err := b.env.JS(t, "admin").KeyValue(b.ctx, streams.BucketBatches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lister, err := kv.ListKeysFiltered(b.ctx, streams.SubmitterFilter("alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var indexed []string
+	for k := range lister.Keys() {
+		indexed = append(indexed, k)
+	}
+	if len(indexed) != 1 || indexed[0] != streams.SubmitterKey("alice", first) {
+		t.Fatalf("alice's index %v, want only batch %d", indexed, first)
 	}
 	// The owner's insert bypasses the limit.
 	var ins authz.InsertReply
