@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -51,33 +49,7 @@ func runKeyedPhase(cfg *config, res *results) error {
 
 // submitKeyed is submitAll with batch i carrying key "k<i mod keys>".
 func submitKeyed(ctx context.Context, nc *nats.Conn, label string, functions, n, inflight, keys int) (time.Duration, error) {
-	c, err := aliceClient(nc, 30*time.Second)
-	if err != nil {
-		return 0, err
-	}
-	req := sendRequest(label, functions)
-	var next atomic.Int64
-	var firstErr error
-	var errOnce sync.Once
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range min(inflight, n) {
-		wg.Go(func() {
-			r := req
-			for {
-				i := next.Add(1)
-				if i > int64(n) {
-					return
-				}
-				r.Key = "k" + strconv.FormatInt((i-1)%int64(keys), 10)
-				if _, err := send(ctx, c, r); err != nil {
-					errOnce.Do(func() { firstErr = fmt.Errorf("submit %d: %w", i, err) })
-					next.Store(int64(n))
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return time.Since(start), firstErr
+	return submitEach(ctx, nc, label, functions, n, inflight, nil, func(i int64) string {
+		return "k" + strconv.FormatInt((i-1)%int64(keys), 10)
+	})
 }

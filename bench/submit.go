@@ -42,6 +42,12 @@ func send(ctx context.Context, c *client.Client, req authz.SendRequest) (uint64,
 // submission first puts a token into it, and whoever sees a batch done
 // takes one out.
 func submitAll(ctx context.Context, nc *nats.Conn, label string, functions, n, inflight int, window chan struct{}) (time.Duration, error) {
+	return submitEach(ctx, nc, label, functions, n, inflight, window, nil)
+}
+
+// submitEach is submitAll where keyOf, when set, gives submission i
+// (from 1) its key.
+func submitEach(ctx context.Context, nc *nats.Conn, label string, functions, n, inflight int, window chan struct{}, keyOf func(i int64) string) (time.Duration, error) {
 	c, err := aliceClient(nc, 30*time.Second)
 	if err != nil {
 		return 0, err
@@ -54,10 +60,14 @@ func submitAll(ctx context.Context, nc *nats.Conn, label string, functions, n, i
 	start := time.Now()
 	for range min(inflight, n) {
 		wg.Go(func() {
+			r := req
 			for {
 				i := next.Add(1)
 				if i > int64(n) {
 					return
+				}
+				if keyOf != nil {
+					r.Key = keyOf(i)
 				}
 				if window != nil {
 					select {
@@ -67,7 +77,7 @@ func submitAll(ctx context.Context, nc *nats.Conn, label string, functions, n, i
 						return
 					}
 				}
-				if _, err := send(ctx, c, req); err != nil {
+				if _, err := send(ctx, c, r); err != nil {
 					errOnce.Do(func() { firstErr = fmt.Errorf("submit %d: %w", i, err) })
 					next.Store(int64(n)) // stop the others
 					return

@@ -8,7 +8,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/internal/drain"
-	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/streams"
 )
 
@@ -21,12 +20,7 @@ import (
 // hand-offs: one request and one reply for all, the claims published
 // together and their PubAcks awaited together, and likewise the records.
 func (w *Worker) serveUnits(ctx context.Context, gate *drain.Gate, req micro.Request) {
-	if err := streams.CheckReply(req.Reply()); err != nil || req.Reply() == "" {
-		w.log.Warn(streams.LogReplyRefused, "subject", logging.Capped(req.Subject()), "reply", logging.Capped(req.Reply()))
-		return
-	}
-	if !gate.Enter() {
-		_ = streams.Reply(w.nc, req.Reply(), nil, streams.WorkCodeUnavailable, "worker: shutting down")
+	if !w.admit(gate, req) {
 		return
 	}
 	defer gate.Leave()

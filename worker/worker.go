@@ -214,15 +214,7 @@ func (w *Worker) stop(svc micro.Service, gate *drain.Gate) {
 // With every slot taken it never lets the request wait past its caller's
 // deadline: see await. Once gate is closed it answers "503 shutting down".
 func (w *Worker) serve(ctx context.Context, gate *drain.Gate, req micro.Request, h endpoint) {
-	// The reply subject is the caller's choice and the worker answers with
-	// its own rights: a request whose answer would land outside an inbox is
-	// refused before anything runs.
-	if err := streams.CheckReply(req.Reply()); err != nil || req.Reply() == "" {
-		w.log.Warn(streams.LogReplyRefused, "subject", logging.Capped(req.Subject()), "reply", logging.Capped(req.Reply()))
-		return
-	}
-	if !gate.Enter() {
-		_ = streams.Reply(w.nc, req.Reply(), nil, streams.WorkCodeUnavailable, "worker: shutting down")
+	if !w.admit(gate, req) {
 		return
 	}
 	defer gate.Leave()
@@ -498,4 +490,20 @@ func capMessage(s string) string {
 		n--
 	}
 	return s[:n] + "… (truncated)"
+}
+
+// admit lets a request in: refused before anything runs when its answer
+// would land outside an inbox (the reply subject is the caller's choice and
+// the worker answers with its own rights), answered "503 shutting down"
+// once gate is closed. When it says yes, the caller leaves gate when done.
+func (w *Worker) admit(gate *drain.Gate, req micro.Request) bool {
+	if err := streams.CheckReply(req.Reply()); err != nil || req.Reply() == "" {
+		w.log.Warn(streams.LogReplyRefused, "subject", logging.Capped(req.Subject()), "reply", logging.Capped(req.Reply()))
+		return false
+	}
+	if !gate.Enter() {
+		_ = streams.Reply(w.nc, req.Reply(), nil, streams.WorkCodeUnavailable, "worker: shutting down")
+		return false
+	}
+	return true
 }
