@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -299,9 +300,11 @@ func TestSenderReleasedOnEveryOutcome(t *testing.T) {
 			f.Sender = true
 			return pipeline.Batch{Subroutine: pipeline.Subroutine{Mode: pipeline.Atomic}, Functions: []pipeline.Function{f}}
 		}},
+		// Expiry waits for the dispatch to be settled (here: not included
+		// within its maximum wait), then ends the batch at its next step.
 		{name: "expired while waiting for inclusion", status: pipeline.Expired, batch: func() pipeline.Batch {
-			return pipeline.Batch{Key: "k", ExpiresAt: time.Now().Add(1500 * time.Millisecond), Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic},
-				Functions: []pipeline.Function{dispatch(20*time.Millisecond, time.Minute, 0)}}
+			return pipeline.Batch{Key: "k", ExpiresAt: time.Now().Add(300 * time.Millisecond), Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic},
+				Functions: []pipeline.Function{dispatch(20*time.Millisecond, 1500*time.Millisecond, 3)}}
 		}},
 	}
 	for _, tt := range tests {
@@ -501,4 +504,47 @@ func withDomain(o processor.Options) processor.Options {
 	o.Domain = domain
 	o.WorkTimeout = 5 * time.Second
 	return o
+}
+
+// TestExpiryWaitsForTheDispatch: a batch whose expiry passes while its
+// dispatch waits for inclusion keeps waiting, its sender leased, until the
+// dispatch is settled: here it lands, the success hook runs once and the
+// batch ends Executed (what it dispatched took effect).
+func TestExpiryWaitsForTheDispatch(t *testing.T) {
+	b, d := setupSequencer(t)
+	var land atomic.Bool
+	d.setVerdict(func(uint64, int, string) (bool, error) { return land.Load(), nil })
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	p := b.processor(t, processor.Options{Senders: []string{"s1"}, Now: now})
+	id := b.enqueue(t, pipeline.Batch{Key: "k", ExpiresAt: now().Add(time.Minute), Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic},
+		Functions: []pipeline.Function{dispatch(20*time.Millisecond, time.Hour, 0)}})
+	testnats.Eventually(t, 10*time.Second, "parked for inclusion", func() bool {
+		p.Tick(b.ctx, 4)
+		return parked(t, b, id)
+	})
+	clock.Add(int64(2 * time.Minute)) // past the expiry, well within the wait
+	_, before, _, _ := d.counts(id)
+	testnats.Eventually(t, 10*time.Second, "polled after the expiry", func() bool {
+		p.Tick(b.ctx, 4)
+		_, polls, _, _ := d.counts(id)
+		return polls >= before+2
+	})
+	if !parked(t, b, id) {
+		t.Fatal("the batch ended while its dispatch waited for inclusion")
+	}
+	if l := b.leases(t); l[id] != "s1" {
+		t.Fatalf("leases %v: the waiting dispatch's sender was released", l)
+	}
+	land.Store(true)
+	if cb := b.outcome(t, p, id); cb.Outcome.Status != pipeline.Executed {
+		t.Fatalf("outcome %s, want Executed", cb.Outcome)
+	}
+	if attempts, _, success, failure := d.counts(id); len(attempts) != 1 || success != 1 || failure != 0 {
+		t.Fatalf("dispatches %v, success hooks %d, failure hooks %d; want one of each but no failure", attempts, success, failure)
+	}
+	if l := b.leases(t); len(l) != 0 {
+		t.Fatalf("leases %v after the batch finished", l)
+	}
 }

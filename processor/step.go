@@ -145,15 +145,19 @@ func (p *Processor) stepToken(ctx context.Context, prio pipeline.Priority, m jet
 		sr.Outcome = outcomeOf(prog)
 		return sr, err
 	}
+	// A dispatch waiting for inclusion is settled first, expiry or not:
+	// the transaction may still land, so its sender stays leased and its
+	// hooks run until it is included, failed or past its maximum wait.
+	// The batch expires at its next step.
+	if prog.State == streams.Parked && b.Functions[prog.Parked.Index].Inclusion != nil {
+		sr.Action, err = p.awaitInclusion(ctx, b, st, m)
+		sr.Outcome = outcomeOf(prog)
+		return sr, err
+	}
 	now := p.opts.Now()
 	if b.Expired(now) {
 		err = p.finish(ctx, b, st, pipeline.ExpiredOutcome(prog.Next), m)
 		sr.Action, sr.Outcome = ActionFinished, prog.Outcome.String()
-		return sr, err
-	}
-	if prog.State == streams.Parked && b.Functions[prog.Parked.Index].Inclusion != nil {
-		sr.Action, err = p.awaitInclusion(ctx, b, st, m)
-		sr.Outcome = outcomeOf(prog)
 		return sr, err
 	}
 	if prog.State == streams.Parked {
