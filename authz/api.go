@@ -336,18 +336,11 @@ type ConfirmReply struct {
 // confirm cannot be used to find out which batches exist.
 func (s *Service) confirm(ctx context.Context, user string, req *ConfirmRequest) (any, error) {
 	hidden := errf(CodeNotFound, "authz: no batch %d with function %d waiting for your confirmation", req.ID, req.Index)
-	rec, err := s.record(ctx, req.ID)
-	var ae *Error
-	if errors.As(err, &ae) && ae.Code == CodeNotFound {
-		return nil, hidden
-	}
+	rec, err := s.recordFor(ctx, req.ID, hidden, func(b *pipeline.Batch) bool { return s.mayKnow(user, b) })
 	if err != nil {
 		return nil, err
 	}
 	b := &rec.Batch
-	if !s.mayKnow(user, b) {
-		return nil, hidden
-	}
 	if req.Index < 0 || req.Index >= len(b.Functions) || confirmRule(&b.Functions[req.Index]) == nil {
 		return nil, errf(CodeBadRequest, "authz: function %d of batch %d takes no confirmation", req.Index, req.ID)
 	}
@@ -412,4 +405,34 @@ func (s *Service) reload(_ context.Context, _ string, _ *struct{}) (any, error) 
 		return nil, errf(CodeBadRequest, "%v", err)
 	}
 	return &ReloadReply{Labels: len(s.Table().Labels)}, nil
+}
+
+// recordFor reads batch id's record for a caller that may know of it only
+// when may says so: a batch that does not exist and one the caller may
+// not know of both answer hidden, so the answer tells nothing of which
+// batches exist.
+func (s *Service) recordFor(ctx context.Context, id uint64, hidden *Error, may func(*pipeline.Batch) bool) (*streams.BatchRecord, error) {
+	rec, err := s.record(ctx, id)
+	var ae *Error
+	if errors.As(err, &ae) && ae.Code == CodeNotFound {
+		return nil, hidden
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !may(&rec.Batch) {
+		return nil, hidden
+	}
+	return rec, nil
+}
+
+// pageLimit checks a listing's limit: 1 to most, or 0 for def.
+func pageLimit(limit, def, most int) (int, error) {
+	switch {
+	case limit < 0 || limit > most:
+		return 0, errf(CodeBadRequest, "authz: limit %d: expected 1 to %d, or 0 for %d", limit, most, def)
+	case limit == 0:
+		return def, nil
+	}
+	return limit, nil
 }

@@ -167,11 +167,9 @@ func (s *Service) inflight(ctx context.Context, _ string, req *InFlightRequest) 
 	if err := pipeline.ValidateDomain(req.Domain); err != nil {
 		return nil, err
 	}
-	if req.Limit < 0 || req.Limit > MaxInFlight {
-		return nil, errf(CodeBadRequest, "authz: limit %d: expected 1 to %d, or 0 for %d", req.Limit, MaxInFlight, DefaultInFlight)
-	}
-	if req.Limit == 0 {
-		req.Limit = DefaultInFlight
+	var err error
+	if req.Limit, err = pageLimit(req.Limit, DefaultInFlight, MaxInFlight); err != nil {
+		return nil, err
 	}
 	type found struct {
 		item InFlightItem

@@ -166,28 +166,7 @@ func (b *keyedBundle) startKeyedAuthz(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.startAuthzWith(t, table)
-}
-
-// startAuthzWith starts an authz replica with table.
-func (b *keyedBundle) startAuthzWith(t *testing.T, table *authz.Table) {
-	t.Helper()
-	svc, err := authz.New(b.ctx, b.env.Conn(t, "authz"), authz.Options{Owner: "owner", Table: table})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(b.ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := svc.Run(ctx); err != nil {
-			t.Error(err)
-		}
-	}()
-	var once sync.Once
-	b.svc = svc
-	b.stop = func() { once.Do(func() { cancel(); <-done }) }
-	t.Cleanup(b.stop)
+	b.runAuthz(t, authz.Options{Table: table})
 }
 
 // drive ticks every replica over and over until the returned stop.
@@ -517,7 +496,7 @@ func TestReplayOfADisallowedTypeRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.startAuthzWith(t, table)
+	b.runAuthz(t, authz.Options{Table: table})
 	e := b.call(t, "owner", "replay", authz.ReplayRequest{Seq: rec.DeadLetter}, nil)
 	if e == nil || e.Code != "400" || !strings.Contains(e.Msg, `"seq.fail"`) || !strings.Contains(e.Msg, fmt.Sprintf("dead letter %d", rec.DeadLetter)) {
 		t.Fatalf("replay of a disallowed type: %+v, want a 400 naming the dead letter and the type", e)

@@ -116,12 +116,9 @@ func (s *Service) keys(ctx context.Context, _ string, req *KeysRequest) (any, er
 	if err := pipeline.ValidateDomain(req.Domain); err != nil {
 		return nil, err
 	}
-	limit := req.Limit
-	switch {
-	case limit < 0 || limit > MaxKeysLimit:
-		return nil, errf(CodeBadRequest, "authz: limit %d: expected 0 (the default, %d) to %d", limit, DefaultKeysLimit, MaxKeysLimit)
-	case limit == 0:
-		limit = DefaultKeysLimit
+	limit, err := pageLimit(req.Limit, DefaultKeysLimit, MaxKeysLimit)
+	if err != nil {
+		return nil, err
 	}
 	qs, err := s.keyOrder.List(ctx, req.Domain)
 	if err != nil {

@@ -132,15 +132,18 @@ func setup(t *testing.T, opts ...testnats.Option) *bundle {
 // startAuthz runs an authz replica; b.stop stops it.
 func (b *bundle) startAuthz(t *testing.T) { b.runAuthz(t, authz.Options{}) }
 
-// runAuthz runs an authz replica with opts, the bundle's owner and table;
-// b.stop stops it.
+// runAuthz runs an authz replica with opts, the bundle's owner and (unless
+// opts names one) its table; b.stop stops it.
 func (b *bundle) runAuthz(t *testing.T, opts authz.Options) {
 	t.Helper()
-	table, err := authz.ParseTable([]byte(tableYAML))
-	if err != nil {
-		t.Fatal(err)
+	if opts.Table == nil {
+		table, err := authz.ParseTable([]byte(tableYAML))
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Table = table
 	}
-	opts.Owner, opts.Table = "owner", table
+	opts.Owner = "owner"
 	svc, err := authz.New(b.ctx, b.env.Conn(t, "authz"), opts)
 	if err != nil {
 		t.Fatal(err)

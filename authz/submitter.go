@@ -125,11 +125,9 @@ func (s *Service) list(ctx context.Context, user string, req *ListRequest) (any,
 	if req.Status != "" && !slices.Contains(statuses, req.Status) {
 		return nil, errf(CodeBadRequest, "authz: status %q: expected one of %v, or none for all", logging.Capped(string(req.Status)), statuses)
 	}
-	if req.Limit < 0 || req.Limit > MaxListLimit {
-		return nil, errf(CodeBadRequest, "authz: limit %d: expected 1 to %d, or 0 for %d", req.Limit, MaxListLimit, DefaultListLimit)
-	}
-	if req.Limit == 0 {
-		req.Limit = DefaultListLimit
+	var err error
+	if req.Limit, err = pageLimit(req.Limit, DefaultListLimit, MaxListLimit); err != nil {
+		return nil, err
 	}
 	ids, err := s.submitted(ctx, who, req.Before)
 	if err != nil {
@@ -207,19 +205,13 @@ type CancelReply struct {
 // callback never published, say): nothing else would, for a batch without
 // a token, such as one waiting behind its key's head.
 func (s *Service) cancel(ctx context.Context, user string, req *IDRequest) (any, error) {
-	hidden := errf(CodeNotFound, "authz: no batch %d of yours", req.ID)
-	rec, err := s.record(ctx, req.ID)
-	var ae *Error
-	if errors.As(err, &ae) && ae.Code == CodeNotFound {
-		return nil, hidden
-	}
+	rec, err := s.recordFor(ctx, req.ID, errf(CodeNotFound, "authz: no batch %d of yours", req.ID), func(b *pipeline.Batch) bool {
+		return user == b.Submitter || user == s.opts.Owner
+	})
 	if err != nil {
 		return nil, err
 	}
 	b := &rec.Batch
-	if user != b.Submitter && user != s.opts.Owner {
-		return nil, hidden
-	}
 	done := &CancelReply{ID: b.ID, Status: pipeline.RemovedByOwner}
 	if rec.Status == pipeline.RemovedByOwner {
 		return done, nil
