@@ -305,8 +305,10 @@ func (e *env) newProcessors(n, concurrency, maxSteps int) error {
 // startTicking drives every processor as fast as ticks allow: each replica
 // gets the next tick as soon as its previous tick's report is back, asking
 // for steps steps (the ticker's request/reply loop without the transport).
-// A tick that found no messages is followed by a pause of idle.
+// A tick that found no messages is followed by a wait for work of at most
+// -idle-wait (Processor.WaitWork), or, with -idle-wait 0, a pause of idle.
 func (e *env) startTicking(steps int, idle time.Duration) {
+	wait := e.cfg.idleWait
 	ctx, cancel := context.WithCancel(e.ctx)
 	e.tickCancel = cancel
 	for _, p := range e.procs {
@@ -337,7 +339,12 @@ func (e *env) startTicking(steps int, idle time.Duration) {
 					}
 					e.tickStats.mu.Unlock()
 					if rep.Status == processor.StatusNoMessages {
-						if idle > 0 {
+						if wait > 0 {
+							if err := p.WaitWork(ctx, wait); err != nil && ctx.Err() == nil {
+								e.fail(err)
+								return
+							}
+						} else if idle > 0 {
 							time.Sleep(idle)
 						} else {
 							runtime.Gosched()

@@ -40,6 +40,7 @@ type config struct {
 	workerConc       int
 	asynqConc        int
 	idle             time.Duration
+	idleWait         time.Duration
 	latencyDur       time.Duration
 	latencyRate      float64
 	depthSmall       int
@@ -54,6 +55,9 @@ type config struct {
 	out              string
 	cpuprofile       string
 	memprofile       string
+	tracefile        string
+	latencyLog       string
+	latencyMessages  bool
 	phaseList        string
 	commandLine      string
 	profilePhase     string
@@ -83,6 +87,15 @@ func (c *config) workerCount(p int) int {
 
 // runTickerSteps is the step count of the ticker `tickflow run` starts.
 const runTickerSteps = system.TickSteps
+
+// idleText says what a processor ticked back to back does after a tick
+// that found no messages.
+func (c *config) idleText() string {
+	if c.idleWait > 0 {
+		return fmt.Sprintf("a wait for work of at most %s (Processor.WaitWork)", c.idleWait)
+	}
+	return fmt.Sprintf("a %s pause", c.idle)
+}
 
 func (c *config) workerConcurrency() int {
 	if c.workerConc > 0 {
@@ -131,7 +144,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.workers, "workers", 0, "worker replicas, each on its own connection (0: one per processor replica)")
 	fs.IntVar(&c.workerConc, "worker-concurrency", 0, "Options.Concurrency of each worker (0: max(64, processors×concurrency))")
 	fs.IntVar(&c.asynqConc, "asynq-concurrency", 0, "asynq server concurrency (0: processors×concurrency)")
-	fs.DurationVar(&c.idle, "idle", 200*time.Microsecond, "pause after a tick that found no messages")
+	fs.DurationVar(&c.idleWait, "idle-wait", time.Second, "after a tick that found no messages, wait for work (processor WaitWork) at most this long; 0: pause -idle instead")
+	fs.DurationVar(&c.idle, "idle", 200*time.Microsecond, "pause after a tick that found no messages, with -idle-wait 0")
 	fs.DurationVar(&c.latencyDur, "latency-duration", 20*time.Second, "length of each open-loop latency run")
 	fs.Float64Var(&c.latencyRate, "latency-rate", 0, "offered batches/s of the latency run (0: half the rate sustained with submit and drain running together, measured first)")
 	fs.IntVar(&c.depthSmall, "depth-small", 1000, "shallow queue depth of the tick-cost comparison")
@@ -154,7 +168,10 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.out, "out", "", "markdown file to write the results into (default: the repository's docs/benchmarks.md; - for none)")
 	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write CPU profiles of the first burn-down to `file` (drain) and file.submit (submit); every component runs in this process, labelled role=<nats user> (go tool pprof -tags)")
 	fs.StringVar(&c.memprofile, "memprofile", "", "write an allocation profile of the first burn-down to `file` (and its base to file.base)")
-	fs.StringVar(&c.profilePhase, "profile-phase", "burndown", "which phase -cpuprofile/-memprofile cover: burndown, nonatomic, or depth (the server side of the deep-queue ticks; CPU only)")
+	fs.StringVar(&c.tracefile, "trace", "", "write a runtime execution trace of the first latency run to `file` (go tool trace)")
+	fs.StringVar(&c.latencyLog, "latency-log", "", "write each batch of the first latency run to `file`: its scheduled time from the run's start, then submit → authz reply and submit → callback, in µs")
+	fs.BoolVar(&c.latencyMessages, "latency-messages", false, "count the messages of the first latency run by class and role, per batch (an observer on every subject: its latencies are not comparable)")
+	fs.StringVar(&c.profilePhase, "profile-phase", "burndown", "which phase -cpuprofile/-memprofile cover: burndown, nonatomic, depth (the server side of the deep-queue ticks; CPU only) or latency (the first open-loop run; CPU only)")
 	fs.DurationVar(&c.quietWait, "quiet-wait", 0, "before each repetition, wait up to this long for other processes to leave the CPU idle (< 0.15 core); 0: do not wait")
 	fs.BoolVar(&c.verbose, "v", false, "log tick statistics of each burn-down")
 	fs.BoolVar(&c.memory, "memory", false, "provision streams and buckets in memory instead of on file (a comparison, not the configuration measured)")

@@ -85,8 +85,8 @@ func renderReport(cfg *config, res *results) string {
 	fmt.Fprintf(&sb, "Run on %s, took %s. Command:\n\n```sh\n%s\n```\n\n", res.started.Format("2006-01-02 15:04 MST"), res.elapsed.Round(time.Second), cfg.commandLine)
 	sb.WriteString(machine(filepath.Dir(cfg.natsConf)))
 	sb.WriteString("\nThe last column is the CPU that other processes of the machine used during the repetitions (machine busy time from /proc/stat less the bench's own): on a 2-core machine anything above ~0.1 core disturbs the figure.\n")
-	fmt.Fprintf(&sb, "\nSettings: N = %d, %d repetitions, %d processor replica(s) × concurrency %d (each tick asks for %d steps, the next tick follows the previous report at once; %s pause after an empty tick), %d authz replica(s), %d worker(s) of concurrency %d, every replica on its own connection, %d submissions in flight, asynq concurrency %d. Each server is embedded, loaded from nats.conf, file storage, every component in one process on in-process connections (the depth child and the cluster use TCP loopback).\n\n",
-		cfg.n, cfg.reps, cfg.processors, cfg.concurrency, cfg.tickSteps, cfg.idle, cfg.authzReplicas, cfg.workerCount(cfg.processors), cfg.workerConcurrency(), cfg.inflight, cfg.asynqConcurrency())
+	fmt.Fprintf(&sb, "\nSettings: N = %d, %d repetitions, %d processor replica(s) × concurrency %d (each tick asks for %d steps, the next tick follows the previous report at once; %s after an empty tick), %d authz replica(s), %d worker(s) of concurrency %d, every replica on its own connection, %d submissions in flight, asynq concurrency %d. Each server is embedded, loaded from nats.conf, file storage, every component in one process on in-process connections (the depth child and the cluster use TCP loopback).\n\n",
+		cfg.n, cfg.reps, cfg.processors, cfg.concurrency, cfg.tickSteps, cfg.idleText(), cfg.authzReplicas, cfg.workerCount(cfg.processors), cfg.workerConcurrency(), cfg.inflight, cfg.asynqConcurrency())
 
 	sb.WriteString("| figure | median | min | max | unit | other processes' CPU (cores, max) |\n|---|---:|---:|---:|---|---:|\n")
 	for _, k := range res.order {

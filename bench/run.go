@@ -145,7 +145,7 @@ func run(cfg *config) error {
 		for i := range cfg.reps {
 			quiet(cfg)
 			m := startMeter()
-			l, err := runLatency(cfg, rate, cfg.latencyDur)
+			l, err := runLatency(cfg, rate, cfg.latencyDur, i == 0)
 			if err != nil {
 				return err
 			}

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"sync"
@@ -248,7 +250,9 @@ type latencyResult struct {
 // scheduled time, so a slow system cannot slow the offered load down), with
 // the processors ticking as fast as ticks allow, and observes each batch's
 // terminal callback on a core subscription to callbacks.> as admin.
-func runLatency(cfg *config, rate float64, d time.Duration) (*latencyResult, error) {
+// The first run (first) writes the execution trace and the per-batch log
+// the flags ask for.
+func runLatency(cfg *config, rate float64, d time.Duration, first bool) (*latencyResult, error) {
 	e, alice, err := tickflowEnv(cfg)
 	if err != nil {
 		return nil, err
@@ -278,7 +282,34 @@ func runLatency(cfg *config, rate float64, d time.Duration) (*latencyResult, err
 	if err := e.admin.Flush(); err != nil {
 		return nil, err
 	}
+	if first && cfg.latencyMessages {
+		// Deferred after e.close, so it runs first: it stops the ticking
+		// and prints what the run sent.
+		report, err := countMessages(e)
+		if err != nil {
+			return nil, err
+		}
+		defer report(rate * d.Seconds())
+	}
 	e.startTicking(cfg.tickSteps, cfg.idle)
+	if first && cfg.tracefile != "" {
+		stop, err := startTrace(cfg.tracefile)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+	}
+	if first && cfg.cpuprofile != "" && cfg.profilePhase == "latency" {
+		f, err := os.Create(cfg.cpuprofile)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 
 	count := int(rate * d.Seconds())
 	res := &latencyResult{rate: rate, sent: count}
@@ -297,6 +328,7 @@ func runLatency(cfg *config, rate float64, d time.Duration) (*latencyResult, err
 	var inflight atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now().Add(20 * time.Millisecond)
+	t0, cpu0 := time.Now(), selfBusy()
 	for i := range count {
 		at := start.Add(time.Duration(i) * period)
 		if w := time.Until(at); w > 0 {
@@ -319,6 +351,15 @@ func runLatency(cfg *config, rate float64, d time.Duration) (*latencyResult, err
 		})
 	}
 	wg.Wait()
+	if cfg.verbose {
+		ts := &e.tickStats
+		ts.mu.Lock()
+		busyTicks := ts.ticks - ts.idle
+		logf("  ticks %d (idle %d), %.1f steps per busy tick, %.2f ms per busy tick; process CPU %.2f cores",
+			ts.ticks, ts.idle, float64(ts.steps)/float64(max(busyTicks, 1)), float64(ts.busy.Microseconds())/1000/float64(max(busyTicks, 1)),
+			(selfBusy()-cpu0)/time.Since(t0).Seconds())
+		ts.mu.Unlock()
+	}
 	for i, err := range errs {
 		if err != nil {
 			return nil, fmt.Errorf("latency: submit %d: %w", i, err)
@@ -344,21 +385,16 @@ func runLatency(cfg *config, rate float64, d time.Duration) (*latencyResult, err
 		time.Sleep(10 * time.Millisecond)
 	}
 	mu.Lock()
-	var trace *os.File
-	if p := os.Getenv("BENCH_LATENCY_TRACE"); p != "" {
-		trace, _ = os.Create(p)
-	}
 	for i, id := range ids {
 		res.e2e = append(res.e2e, cbAt[id].Sub(sched[i]))
 		res.reply = append(res.reply, replied[i].Sub(sched[i]))
-		if trace != nil {
-			fmt.Fprintf(trace, "%d %d %d\n", sched[i].Sub(start).Microseconds(), replied[i].Sub(sched[i]).Microseconds(), cbAt[id].Sub(sched[i]).Microseconds())
-		}
-	}
-	if trace != nil {
-		trace.Close()
 	}
 	mu.Unlock()
+	if first && cfg.latencyLog != "" {
+		if err := writeLatencyLog(cfg.latencyLog, start, sched, res); err != nil {
+			return nil, err
+		}
+	}
 	slices.Sort(res.e2e)
 	slices.Sort(res.reply)
 	return res, nil
@@ -372,4 +408,73 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	i := int(float64(len(sorted))*p/100+0.5) - 1
 	i = min(max(i, 0), len(sorted)-1)
 	return sorted[i]
+}
+
+// startTrace starts a runtime execution trace into path and returns what
+// stops it.
+func startTrace(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { trace.Stop(); f.Close() }, nil
+}
+
+// writeLatencyLog writes one line per batch of a latency run, in the order
+// they were scheduled: the scheduled time from the run's start, submit →
+// authz reply and submit → callback, all in µs.
+func writeLatencyLog(path string, start time.Time, sched []time.Time, res *latencyResult) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	for i := range sched {
+		fmt.Fprintf(w, "%d %d %d\n", sched[i].Sub(start).Microseconds(), res.reply[i].Microseconds(), res.e2e[i].Microseconds())
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// countMessages counts every message of the account by class and role (as
+// the rtt phase does) from now on, and returns what stops the ticking,
+// waits for the counts to settle and logs them per batch of n.
+func countMessages(e *env) (func(n float64), error) {
+	obs, err := e.connect("admin")
+	if err != nil {
+		return nil, err
+	}
+	c := &counter{m: map[[3]string]int{}}
+	sub, err := obs.Subscribe(">", func(m *nats.Msg) {
+		class, role, kind, skip := classify(m)
+		if skip {
+			return
+		}
+		c.mu.Lock()
+		c.m[[3]string{class, role, kind}]++
+		c.mu.Unlock()
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		return nil, err
+	}
+	return func(n float64) {
+		e.stopTicking()
+		if err := settle(obs, c); err != nil {
+			logf("  message counts: %v", err)
+			return
+		}
+		for _, m := range diff(nil, c.snapshot()) {
+			logf("  %-45s %-10s %-8s %6.2f per batch", m.class, m.role, m.kind, float64(m.n)/n)
+		}
+	}, nil
 }

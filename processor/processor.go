@@ -163,6 +163,9 @@ type Processor struct {
 
 	// units gathers the atomic units of concurrent steps into one request.
 	units unitQueue
+
+	// waker serves WaitWork.
+	waker waker
 }
 
 // cacheSize bounds the batches kept in memory; their content never changes.

@@ -1,0 +1,109 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// waker lets an idle processor wait for work without polling its queues.
+//
+// It leaves a pull request of at most one byte waiting on each queue's
+// consumer. No token fits in one byte, so the server never delivers one on
+// it: when a token becomes deliverable (a new one, or a retry whose delay
+// is over) it closes the request with "409 Message Size Exceeds MaxBytes"
+// and leaves the token where it was, neither delivered nor counted as a
+// delivery; when nothing comes it closes it with "408 Request Timeout" at
+// its expiry. Either answer wakes the waiters, who then tick and fetch as
+// usual. One request per queue is outstanding at a time, so a processor
+// adds at most two to its consumers' waiting requests.
+type waker struct {
+	mu    sync.Mutex
+	inbox string
+	sub   *nats.Subscription
+	// out holds, per queue, when its outstanding request expires.
+	out     map[pipeline.Priority]time.Time
+	waiters map[chan struct{}]struct{}
+}
+
+// WaitWork blocks until a token may be ready in the domain's HIGH or MED
+// queue, at most d, or until ctx is done; it fetches nothing. A processor
+// that ticks itself calls it after a tick that found no messages, instead of
+// polling: the server answers as soon as a token becomes deliverable, and
+// a waiting processor costs nothing meanwhile. A wake is a hint, not a
+// promise: another replica may take the token first, and the wait also ends
+// when its request expires. It returns ctx's error when ctx ends the wait,
+// and an error when the wait could not be set up; otherwise nil. Safe for
+// concurrent use.
+func (p *Processor) WaitWork(ctx context.Context, d time.Duration) error {
+	if d < minWorkWait {
+		d = minWorkWait
+	}
+	w := &p.waker
+	ch := make(chan struct{})
+	w.mu.Lock()
+	if w.sub == nil {
+		w.inbox = p.nc.NewInbox()
+		sub, err := p.nc.Subscribe(w.inbox+".*", w.answer)
+		if err != nil {
+			w.mu.Unlock()
+			return fmt.Errorf("processor: wait for work: %w", err)
+		}
+		w.sub, w.out, w.waiters = sub, map[pipeline.Priority]time.Time{}, map[chan struct{}]struct{}{}
+	}
+	now := time.Now()
+	for _, prio := range []pipeline.Priority{pipeline.High, pipeline.Med} {
+		if until, ok := w.out[prio]; ok && now.Before(until) {
+			continue // still waiting on the server: its answer wakes us too
+		}
+		body := fmt.Appendf(nil, `{"batch":1,"max_bytes":1,"expires":%d}`, d.Nanoseconds())
+		subj := "$JS.API.CONSUMER.MSG.NEXT." + streams.QueueStream(prio) + "." + streams.ProcessorConsumer(p.opts.Domain)
+		if err := p.nc.PublishRequest(subj, w.inbox+"."+string(prio), body); err != nil {
+			w.mu.Unlock()
+			return fmt.Errorf("processor: wait for work on %s: %w", streams.QueueStream(prio), err)
+		}
+		// A request whose answer never comes (lost with a reconnect) is
+		// sent again once it has expired.
+		w.out[prio] = now.Add(d)
+	}
+	w.waiters[ch] = struct{}{}
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		delete(w.waiters, ch)
+		w.mu.Unlock()
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return nil
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// minWorkWait is the shortest wait WaitWork asks the server for.
+const minWorkWait = time.Millisecond
+
+// answer takes the server's answer to a waiting request: whatever it says
+// (409: a token is deliverable; 408: expired; an error), the request is
+// over, and every waiter wakes.
+func (w *waker) answer(m *nats.Msg) {
+	prio := pipeline.Priority(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:])
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.out, prio)
+	for ch := range w.waiters {
+		close(ch)
+		delete(w.waiters, ch)
+	}
+}
