@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmihailenco/msgpack/v5"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // The golden files under testdata/golden are the encodings of the record
