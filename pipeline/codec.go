@@ -89,7 +89,7 @@ func (b *Batch) ReadMsgpack(buf []byte) ([]byte, error) {
 		case "subroutine":
 			buf, err = b.Subroutine.ReadMsgpack(buf)
 		case "priority":
-			b.Priority, buf, err = wire.ReadStringAs[Priority](buf)
+			b.Priority, buf, err = wire.ReadEnum(buf, priorities)
 		case "key":
 			b.Key, buf, err = wire.ReadString(buf)
 		case "expires_at":
@@ -195,7 +195,7 @@ func (s *Subroutine) ReadMsgpack(buf []byte) ([]byte, error) {
 		}
 		switch string(k) {
 		case "mode":
-			s.Mode, buf, err = wire.ReadStringAs[Mode](buf)
+			s.Mode, buf, err = wire.ReadEnum(buf, modes)
 		case "retry":
 			s.Retry, buf, err = wire.ReadPtr(s.Retry, buf)
 		default:
@@ -303,7 +303,7 @@ func (bo *Backoff) ReadMsgpack(buf []byte) ([]byte, error) {
 		}
 		switch string(k) {
 		case "kind":
-			bo.Kind, buf, err = wire.ReadStringAs[BackoffKind](buf)
+			bo.Kind, buf, err = wire.ReadEnum(buf, backoffKinds)
 		case "initial":
 			buf, err = readDuration(&bo.Initial, buf)
 		case "increment":
@@ -435,7 +435,7 @@ func (o *Outcome) ReadMsgpack(buf []byte) ([]byte, error) {
 		}
 		switch string(k) {
 		case "status":
-			o.Status, buf, err = wire.ReadStringAs[Status](buf)
+			o.Status, buf, err = wire.ReadEnum(buf, statuses)
 		case "executed":
 			o.Executed, buf, err = wire.ReadSigned[int](buf)
 		case "reason":
@@ -570,3 +570,12 @@ func readDuration(d *Duration, buf []byte) ([]byte, error) {
 	}
 	return buf, d.UnmarshalText(text)
 }
+
+// The values of the enumerations, which the readers return without
+// allocating a string.
+var (
+	priorities   = []Priority{High, Med}
+	modes        = []Mode{Atomic, NonAtomic}
+	backoffKinds = []BackoffKind{Fixed, Linear, Exponential}
+	statuses     = []Status{InProcess, Executed, Rejected, PartiallyExecuted, RemovedByOwner, Expired}
+)

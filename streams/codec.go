@@ -1,7 +1,6 @@
 package streams
 
 import (
-	"bytes"
 	"slices"
 	"sync"
 
@@ -166,7 +165,7 @@ func (r *BatchRecord) ReadMsgpack(b []byte) ([]byte, error) {
 		case "batch":
 			b, err = r.Batch.ReadMsgpack(b)
 		case "status":
-			r.Status, b, err = wire.ReadStringAs[pipeline.Status](b)
+			r.Status, b, err = wire.ReadEnum(b, statuses)
 		case "outcome":
 			r.Outcome, b, err = wire.ReadPtr(r.Outcome, b)
 		case "idem":
@@ -243,7 +242,7 @@ func (c *Callback) ReadMsgpack(b []byte) ([]byte, error) {
 		case "domain":
 			c.Domain, b, err = wire.ReadString(b)
 		case "priority":
-			c.Priority, b, err = wire.ReadStringAs[pipeline.Priority](b)
+			c.Priority, b, err = wire.ReadEnum(b, priorities)
 		case "outcome":
 			b, err = c.Outcome.ReadMsgpack(b)
 		case "attempts":
@@ -767,9 +766,10 @@ func readStringMap(m map[string]string, b []byte) (map[string]string, []byte, er
 	return m, b, nil
 }
 
-// sliceReader is a pooled reader of a record's bytes.
+// sliceReader is a pooled decoder of a record's bytes; the hand-written
+// codecs of the types inside the record read them in place.
 type sliceReader struct {
-	r   bytes.Reader
+	r   wire.SliceReader
 	dec *msgpack.Decoder
 }
 
@@ -787,3 +787,11 @@ func decodeReflect(b []byte, v any) error {
 	readers.Put(sr)
 	return err
 }
+
+// The values of the enumerations records carry, which the readers return
+// without allocating a string.
+var (
+	priorities = []pipeline.Priority{pipeline.High, pipeline.Med}
+	statuses   = []pipeline.Status{pipeline.InProcess, pipeline.Executed, pipeline.Rejected, pipeline.PartiallyExecuted,
+		pipeline.RemovedByOwner, pipeline.Expired}
+)

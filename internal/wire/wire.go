@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sync"
 	"time"
@@ -697,14 +698,65 @@ func Marshal(a Appender) []byte {
 }
 
 // Decode reads r from dec: the CustomDecoder of a record with a
-// hand-written codec.
+// hand-written codec. When dec reads from a SliceReader, r reads the
+// bytes in place; otherwise it reads a copy of the value's bytes.
 func Decode(dec *msgpack.Decoder, r Reader) error {
+	if sr, ok := dec.Buffered().(*SliceReader); ok {
+		rest := sr.b[sr.off:]
+		after, err := r.ReadMsgpack(rest)
+		sr.off += len(rest) - len(after)
+		return err
+	}
 	raw, err := dec.DecodeRaw()
 	if err != nil {
 		return err
 	}
 	_, err = r.ReadMsgpack(raw)
 	return err
+}
+
+// SliceReader reads a byte slice, as bytes.Reader does, and lets the
+// hand-written codecs of the values a msgpack.Decoder meets on it read
+// them in place (see Decode). Only a decoder that records nothing may read
+// from it: one that is not inside DecodeRaw or a msgpack.Unmarshaler.
+type SliceReader struct {
+	b   []byte
+	off int
+}
+
+// Reset makes r read b from its start.
+func (r *SliceReader) Reset(b []byte) { r.b, r.off = b, 0 }
+
+// Read implements io.Reader.
+func (r *SliceReader) Read(p []byte) (int, error) {
+	if r.off >= len(r.b) {
+		if len(p) == 0 {
+			return 0, nil
+		}
+		return 0, io.EOF
+	}
+	n := copy(p, r.b[r.off:])
+	r.off += n
+	return n, nil
+}
+
+// ReadByte implements io.ByteReader.
+func (r *SliceReader) ReadByte() (byte, error) {
+	if r.off >= len(r.b) {
+		return 0, io.EOF
+	}
+	c := r.b[r.off]
+	r.off++
+	return c, nil
+}
+
+// UnreadByte implements io.ByteScanner.
+func (r *SliceReader) UnreadByte() error {
+	if r.off == 0 {
+		return errors.New("wire: UnreadByte at the start")
+	}
+	r.off--
+	return nil
 }
 
 // Count returns how many of the conditions hold: the omitempty fields a
@@ -774,4 +826,19 @@ func AppendSlice[T any, P AppenderPtr[T]](b []byte, s []T) []byte {
 		b = P(&s[i]).AppendMsgpack(b)
 	}
 	return b
+}
+
+// ReadEnum reads a string into a string type, returning the matching
+// value of known without allocating, or a new string for any other.
+func ReadEnum[T ~string](b []byte, known []T) (T, []byte, error) {
+	s, rest, err := ReadStringBytes(b)
+	if err != nil {
+		return "", rest, err
+	}
+	for _, k := range known {
+		if string(k) == string(s) {
+			return k, rest, nil
+		}
+	}
+	return T(s), rest, nil
 }
