@@ -1,11 +1,11 @@
 package streams
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
 
+	"github.com/tickflow/tickflow/internal/wire"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -346,11 +346,16 @@ type WorkReply struct {
 }
 
 // Encode msgpack-encodes a wire record, stamping it with WireVersion.
+// Records with a hand-written codec (see codec.go) skip msgpack's
+// reflection.
 func Encode[T any, P interface {
 	*T
 	versioned
 }](v P) ([]byte, error) {
 	v.setVersion()
+	if a, ok := any(v).(wire.Appender); ok {
+		return wire.Marshal(a), nil
+	}
 	b, err := msgpack.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("streams: encode %T: %w", v, err)
@@ -359,7 +364,9 @@ func Encode[T any, P interface {
 }
 
 // Decode reads a wire record, rejecting malformed bytes with ErrDecode and
-// records of another version with ErrVersion. It never panics.
+// records of another version with ErrVersion. It never panics. Records
+// with a hand-written codec (see codec.go) skip msgpack's reflection; the
+// others are read by a pooled decoder.
 func Decode[T any, P interface {
 	*T
 	versioned
@@ -369,8 +376,11 @@ func Decode[T any, P interface {
 			err = fmt.Errorf("%w %T: %v", ErrDecode, out, r)
 		}
 	}()
-	dec := msgpack.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(P(&out)); err != nil {
+	if r, ok := any(P(&out)).(wire.Reader); ok {
+		if _, err := r.ReadMsgpack(b); err != nil {
+			return out, fmt.Errorf("%w %T: %w", ErrDecode, out, err)
+		}
+	} else if err := decodeReflect(b, P(&out)); err != nil {
 		return out, fmt.Errorf("%w %T: %w", ErrDecode, out, err)
 	}
 	if v := P(&out).version(); v != WireVersion {
