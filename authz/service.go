@@ -226,7 +226,6 @@ func (s *Service) Run(ctx context.Context) error {
 	// from running after Run.
 	var requests, applying drain.Gate
 	reqSlots := make(chan struct{}, s.opts.Concurrency)
-	cbSlots := make(chan struct{}, s.opts.Concurrency)
 	spawn := func(g *drain.Gate, slots chan struct{}, f func()) {
 		slots <- struct{}{}
 		g.Go(func() {
@@ -274,6 +273,7 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("authz: endpoint %s: %w", e.name, err)
 		}
 	}
+	callbacks := s.newCallbackBatcher(&applying)
 	cc, err = s.callbacks.Consume(func(m jetstream.Msg) {
 		// Refused only once the consumer has closed, with its connection:
 		// the callback is redelivered after AckWait.
@@ -281,7 +281,7 @@ func (s *Service) Run(ctx context.Context) error {
 			return
 		}
 		defer applying.Leave()
-		spawn(&applying, cbSlots, func() { s.handleCallback(ctx, m) })
+		callbacks.add(ctx, m)
 	})
 	if err != nil {
 		cc = nil
