@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 
@@ -132,14 +133,7 @@ func (b *callbackBatcher) apply(ctx context.Context, group []jetstream.Msg) {
 		if it.ack == nil {
 			continue
 		}
-		var err error
-		select {
-		case <-it.ack.Ok():
-		case err = <-it.ack.Err():
-		case <-wctx.Done():
-			err = wctx.Err()
-		}
-		if err != nil {
+		if err := b.await(ctx, wctx, it.ack); err != nil {
 			// Most often the record changed since this replica created it
 			// (an owner's edit, a callback applied meanwhile): applied on
 			// the record as stored.
@@ -157,6 +151,28 @@ func (b *callbackBatcher) apply(ctx context.Context, group []jetstream.Msg) {
 		}
 		s.settle(it.ctx, &it.received, true, nil)
 		it.span.End()
+	}
+}
+
+// await waits for the PubAck of a write until wctx is done. Shutdown (ctx
+// done) stops the wait only once the connection is closed: its PubAck
+// can come no more.
+func (b *callbackBatcher) await(ctx, wctx context.Context, ack jetstream.PubAckFuture) error {
+	stop := ctx.Done()
+	for {
+		select {
+		case <-ack.Ok():
+			return nil
+		case err := <-ack.Err():
+			return err
+		case <-wctx.Done():
+			return wctx.Err()
+		case <-stop:
+			if b.s.nc.IsClosed() {
+				return nats.ErrConnectionClosed
+			}
+			stop = nil
+		}
 	}
 }
 
