@@ -111,10 +111,9 @@ func (s *Service) apply(ctx context.Context, cb *streams.Callback) (recorded boo
 // what it found there; change may run more than once (updateRecord), so it
 // sets every finding on each run.
 type callbackChange struct {
-	s   *Service
-	cb  *streams.Callback
-	at  time.Time
-	now time.Time
+	s  *Service
+	cb *streams.Callback
+	at time.Time
 	// recorded says the record is in the callback's domain.
 	recorded bool
 	// sender says the batch may hold a sender to release.

@@ -54,7 +54,9 @@ type Options struct {
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Concurrency bounds the requests served at once, and separately the
-	// callbacks applied at once. Default DefaultConcurrency (64).
+	// callbacks applied at once: the callbacks of a group, whose record
+	// writes are sent together, and those applied one by one. Default
+	// DefaultConcurrency (64).
 	Concurrency int
 	// CallbackBackoff lists the delays before each new attempt to apply a
 	// callback that failed. A callback whose batch record (or itself)
