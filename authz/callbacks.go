@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -11,47 +13,66 @@ import (
 	"github.com/tickflow/tickflow/streams"
 )
 
-// handleCallback applies one callback to its batch record; the message is
-// acknowledged only once the record says so, so callbacks published while
-// authz was down are applied when it is back. A callback that cannot be
-// applied is retried with increasing delays (retryCallback).
-func (s *Service) handleCallback(ctx context.Context, m jetstream.Msg) {
-	ctx, span := s.opts.Telemetry.StartApply(ctx, m.Headers())
-	defer span.End()
-	deliveries, published := 1, time.Time{}
+// Callbacks reach authz on the CALLBACKS consumer and are applied in
+// groups (callbackBatcher); a callback is acknowledged only once its batch
+// record says so, so callbacks published while authz was down are applied
+// when it is back. A callback that cannot be applied is retried with
+// increasing delays (retryCallback).
+
+// received is a delivered callback, decoded.
+type received struct {
+	m          jetstream.Msg
+	cb         streams.Callback
+	deliveries int
+	published  time.Time
+}
+
+// receive decodes m into r and says whether it is to be applied; when not,
+// it was dealt with: refused and acknowledged, or (unreadable) left to
+// retryCallback.
+func (s *Service) receive(ctx context.Context, m jetstream.Msg, r *received) bool {
+	r.m, r.deliveries = m, 1
 	if md, err := m.Metadata(); err == nil {
-		deliveries, published = int(md.NumDelivered), md.Timestamp
+		r.deliveries, r.published = int(md.NumDelivered), md.Timestamp
 	}
 	cb, err := streams.Decode[streams.Callback](m.Data())
 	if err != nil {
 		// Nothing in it is trusted, not even of a newer version: its
 		// headers say which batch it is about.
-		err, cb = unreadable("callback", cb.V, err), streams.Callback{}
-	} else if d, ok := streams.CallbackDomain(m.Subject()); !ok || d != cb.Domain {
+		r.cb = streams.Callback{}
+		s.retryCallback(ctx, m, &r.cb, r.deliveries, unreadable("callback", cb.V, err))
+		return false
+	}
+	if d, ok := streams.CallbackDomain(m.Subject()); !ok || d != cb.Domain {
 		// The subject is what nats.conf can grant per domain; a callback
 		// that names another domain than its subject is not applied.
 		s.log.Error("callback refused: its subject and its domain differ", "subject", logging.Capped(m.Subject()), "domain", logging.Capped(cb.Domain), "batch_id", cb.BatchID)
 		_ = m.Ack()
-		return
-	} else {
-		if cb.At.IsZero() {
-			// A processor that finished a batch in its first step wrote no
-			// progress record, hence no time: the callback's publication is
-			// when the batch finished.
-			cb.At = published
-		}
-		var recorded bool
-		if recorded, err = s.apply(ctx, &cb); recorded && err == nil && s.Table().hasDomain(cb.Domain) {
-			// Only then is the domain label one of a bounded set, not
-			// whatever a callback named.
-			s.opts.Telemetry.CallbackApplied(cb.Domain, published)
-		}
+		return false
 	}
+	if cb.At.IsZero() {
+		// A processor that finished a batch in its first step wrote no
+		// progress record, hence no time: the callback's publication is
+		// when the batch finished.
+		cb.At = r.published
+	}
+	r.cb = cb
+	return true
+}
+
+// settle ends the handling of a callback that apply (or its group) got
+// through with err: acknowledged, or retried later.
+func (s *Service) settle(ctx context.Context, r *received, recorded bool, err error) {
 	if err != nil {
-		s.retryCallback(ctx, m, &cb, deliveries, err)
+		s.retryCallback(ctx, r.m, &r.cb, r.deliveries, err)
 		return
 	}
-	_ = m.Ack()
+	if recorded && s.opts.Telemetry != nil && s.Table().hasDomain(r.cb.Domain) {
+		// Only then is the domain label one of a bounded set, not
+		// whatever a callback named.
+		s.opts.Telemetry.CallbackApplied(r.cb.Domain, r.published)
+	}
+	_ = r.m.Ack()
 }
 
 // Apply records a terminal callback on its batch. It is idempotent: a
@@ -66,65 +87,115 @@ func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
 // apply is Apply; recorded says the batch has a record in the callback's
 // domain (the callback applied now or before).
 func (s *Service) apply(ctx context.Context, cb *streams.Callback) (recorded bool, err error) {
-	at := cb.At
-	if at.IsZero() {
-		at = s.opts.Now()
-	}
-	o := cb.Outcome
-	batchDomain, finishedLabel, key := "", "", keyed{}
-	sender := false // the batch may hold a sender to release
-	rec, err := s.updateRecord(ctx, cb.BatchID, func(rec *streams.BatchRecord) (bool, error) {
-		batchDomain, finishedLabel, key = "", "", keyed{}
-		recorded = rec.Batch.Domain == cb.Domain
-		sender = rec.Batch.NeedsSender() && recorded
-		if rec.Status.Terminal() {
-			// Applied before: a repeated callback. Its slot release may be
-			// what failed the first time, so it is done again.
-			finishedLabel, key = rec.Batch.Label, keyOf(&rec.Batch)
-			return false, nil
-		}
-		if rec.Batch.Domain != cb.Domain {
-			batchDomain = rec.Batch.Domain
-			return false, nil
-		}
-		rec.Status, rec.Outcome, rec.Attempts = o.Status, &o, cb.Attempts
-		rec.Fallback, rec.DeadLetter = cb.Fallback, cb.DeadLetter
-		rec.UpdatedAt = s.opts.Now().UTC()
-		rec.History = append(rec.History, streams.Event{At: at.UTC(), What: "callback", Detail: fmt.Sprintf("%s from %s after %d attempts", o, cb.Processor, cb.Attempts)})
-		return true, nil
-	})
+	c := s.callbackChange(cb)
+	rec, err := s.updateRecord(ctx, cb.BatchID, c.change)
 	if errors.Is(err, errUnrecorded) {
 		s.log.Error("callback for an unrecorded batch ignored", "batch_id", cb.BatchID)
 		return false, nil
 	}
-	recorded = recorded && err == nil
-	if batchDomain != "" {
-		s.log.Error("callback refused: the batch belongs to another domain", "batch_id", cb.BatchID, "domain", logging.Capped(cb.Domain), "batch_domain", batchDomain)
+	recorded = c.recorded && err == nil
+	if c.batchDomain != "" {
+		s.log.Error("callback refused: the batch belongs to another domain", "batch_id", cb.BatchID, "domain", logging.Capped(cb.Domain), "batch_domain", c.batchDomain)
 		return false, err
 	}
 	if err != nil {
 		return false, err
 	}
 	if rec != nil {
-		// The processor logs each finished batch at Info; this is its echo.
-		s.log.Debug("batch finished", "batch_id", cb.BatchID, "outcome", o.String(), "domain", cb.Domain)
-		s.opts.Telemetry.BatchFinished(ctx, &rec.Batch, o)
-		finishedLabel, key = rec.Batch.Label, keyOf(&rec.Batch)
+		s.noteFinished(ctx, &c, rec)
 	}
+	return recorded, s.releaseFinished(ctx, &c)
+}
+
+// callbackChange is the change a callback makes to its batch record, and
+// what it found there; change may run more than once (updateRecord), so it
+// sets every finding on each run.
+type callbackChange struct {
+	s  *Service
+	cb *streams.Callback
+	at time.Time
+	// recorded says the record is in the callback's domain.
+	recorded bool
+	// sender says the batch may hold a sender to release.
+	sender bool
+	// batchDomain is the record's domain when it is not the callback's.
+	batchDomain string
+	// finishedLabel and key are the batch's label and key once the record
+	// is terminal: what releaseFinished releases.
+	finishedLabel string
+	key           keyed
+}
+
+func (s *Service) callbackChange(cb *streams.Callback) callbackChange {
+	at := cb.At
+	if at.IsZero() {
+		at = s.opts.Now()
+	}
+	return callbackChange{s: s, cb: cb, at: at}
+}
+
+// change makes rec terminal with the callback's outcome; it writes nothing
+// to a record already terminal (a repeated callback) or of another domain.
+func (c *callbackChange) change(rec *streams.BatchRecord) (bool, error) {
+	cb := c.cb
+	c.batchDomain, c.finishedLabel, c.key = "", "", keyed{}
+	c.recorded = rec.Batch.Domain == cb.Domain
+	c.sender = rec.Batch.NeedsSender() && c.recorded
+	if rec.Status.Terminal() {
+		// Applied before: a repeated callback. Its slot release may be
+		// what failed the first time, so it is done again.
+		c.finishedLabel, c.key = rec.Batch.Label, keyOf(&rec.Batch)
+		return false, nil
+	}
+	if rec.Batch.Domain != cb.Domain {
+		c.batchDomain = rec.Batch.Domain
+		return false, nil
+	}
+	o := cb.Outcome
+	rec.Status, rec.Outcome, rec.Attempts = o.Status, &o, cb.Attempts
+	rec.Fallback, rec.DeadLetter = cb.Fallback, cb.DeadLetter
+	rec.UpdatedAt = c.s.opts.Now().UTC()
+	rec.History = append(rec.History, streams.Event{At: c.at.UTC(), What: "callback",
+		Detail: o.String() + " from " + cb.Processor + " after " + strconv.Itoa(cb.Attempts) + " attempts"})
+	return true, nil
+}
+
+// noteFinished notes that the callback made rec terminal.
+func (s *Service) noteFinished(ctx context.Context, c *callbackChange, rec *streams.BatchRecord) {
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		// The processor logs each finished batch at Info; this is its echo.
+		s.log.Debug("batch finished", "batch_id", c.cb.BatchID, "outcome", c.cb.Outcome.String(), "domain", c.cb.Domain)
+	}
+	s.opts.Telemetry.BatchFinished(ctx, &rec.Batch, c.cb.Outcome)
+	c.finishedLabel, c.key = rec.Batch.Label, keyOf(&rec.Batch)
+}
+
+// releasing says whether releaseFinished has anything to release.
+func (s *Service) releasing(c *callbackChange) bool {
+	if c.sender || c.key.key != "" {
+		return true
+	}
+	l, ok := s.Table().Labels[c.finishedLabel]
+	return ok && l.MaxConcurrent > 0
+}
+
+// releaseFinished frees what the batch of a terminal record held.
+func (s *Service) releaseFinished(ctx context.Context, c *callbackChange) error {
+	id := c.cb.BatchID
 	// The record is terminal: free the batch's concurrency slot. Until that
 	// is done the callback is not acknowledged, so a release that failed
 	// (or a crash right after the record's write) is tried again with the
 	// redelivered callback, which finds the record terminal and comes here.
-	if l, ok := s.Table().Labels[finishedLabel]; ok && l.MaxConcurrent > 0 {
-		if err := s.release(ctx, finishedLabel, cb.BatchID); err != nil {
-			return recorded, fmt.Errorf("authz: release the slot of batch %d: %w", cb.BatchID, err)
+	if l, ok := s.Table().Labels[c.finishedLabel]; ok && l.MaxConcurrent > 0 {
+		if err := s.release(ctx, c.finishedLabel, id); err != nil {
+			return fmt.Errorf("authz: release the slot of batch %d: %w", id, err)
 		}
 	}
-	if sender {
-		if err := s.releaseSender(ctx, cb.Domain, cb.BatchID); err != nil {
-			return recorded, err
+	if c.sender {
+		if err := s.releaseSender(ctx, c.cb.Domain, id); err != nil {
+			return err
 		}
 	}
 	// Likewise its key: the next batch of the key gets its token.
-	return recorded, key.release(ctx, s, cb.BatchID)
+	return c.key.release(ctx, s, id)
 }

@@ -54,7 +54,9 @@ type Options struct {
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Concurrency bounds the requests served at once, and separately the
-	// callbacks applied at once. Default DefaultConcurrency (64).
+	// callbacks applied at once: the callbacks of a group, whose record
+	// writes are sent together, and those applied one by one. Default
+	// DefaultConcurrency (64).
 	Concurrency int
 	// CallbackBackoff lists the delays before each new attempt to apply a
 	// callback that failed. A callback whose batch record (or itself)
@@ -226,7 +228,6 @@ func (s *Service) Run(ctx context.Context) error {
 	// from running after Run.
 	var requests, applying drain.Gate
 	reqSlots := make(chan struct{}, s.opts.Concurrency)
-	cbSlots := make(chan struct{}, s.opts.Concurrency)
 	spawn := func(g *drain.Gate, slots chan struct{}, f func()) {
 		slots <- struct{}{}
 		g.Go(func() {
@@ -274,6 +275,7 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("authz: endpoint %s: %w", e.name, err)
 		}
 	}
+	callbacks := s.newCallbackBatcher(&applying)
 	cc, err = s.callbacks.Consume(func(m jetstream.Msg) {
 		// Refused only once the consumer has closed, with its connection:
 		// the callback is redelivered after AckWait.
@@ -281,7 +283,7 @@ func (s *Service) Run(ctx context.Context) error {
 			return
 		}
 		defer applying.Leave()
-		spawn(&applying, cbSlots, func() { s.handleCallback(ctx, m) })
+		callbacks.add(ctx, m)
 	})
 	if err != nil {
 		cc = nil

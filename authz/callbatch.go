@@ -1,0 +1,224 @@
+package authz
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tickflow/tickflow/internal/drain"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// callbackGroups bounds the groups of callbacks applied at once: one is
+// written while the next gathers, as a processor's unit requests are.
+const callbackGroups = 2
+
+// pubAckWait bounds the wait for the PubAcks of a group's record writes; a
+// write not acknowledged by then is applied again the patient way, which
+// finds it stored or not.
+const pubAckWait = 5 * time.Second
+
+// callbackBatcher applies the callbacks the consumer delivers in groups
+// (group commit): a group's callbacks whose records this replica created
+// are written together, each with compare-and-set on the revision it was
+// created at, and their PubAcks awaited together, instead of a goroutine
+// and a round trip each. Each callback is acknowledged only once its own
+// write is stored and what its batch held is released. Everything else (a
+// record not remembered, a write that lost its race or failed, a callback
+// that is repeated, a record of another domain) is applied alone (apply),
+// on a goroutine of its own, at most Options.Concurrency at once.
+type callbackBatcher struct {
+	s *Service
+	// gate admits the goroutines, so that Run's shutdown waits for them.
+	gate *drain.Gate
+	// size is the largest group; slots bounds the callbacks handled alone.
+	size  int
+	slots chan struct{}
+
+	mu      sync.Mutex
+	room    sync.Cond // signalled as pending shrinks
+	pending []jetstream.Msg
+	running int // groups being applied
+
+	// fellBack counts the callbacks of a group that went the patient way
+	// after their record's write.
+	fellBack atomic.Int64
+}
+
+func (s *Service) newCallbackBatcher(gate *drain.Gate) *callbackBatcher {
+	b := &callbackBatcher{s: s, gate: gate, size: s.opts.Concurrency, slots: make(chan struct{}, s.opts.Concurrency)}
+	b.room.L = &b.mu
+	return b
+}
+
+// add takes a delivered callback; its caller holds an admission of gate.
+// It waits while a few groups' worth are pending, so that the consumer
+// does not pull far ahead of what is applied.
+func (b *callbackBatcher) add(ctx context.Context, m jetstream.Msg) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for len(b.pending) >= 4*b.size {
+		b.room.Wait()
+	}
+	b.pending = append(b.pending, m)
+	if b.running < callbackGroups {
+		b.running++
+		b.gate.Go(func() { b.run(ctx) })
+	}
+}
+
+// run applies groups of what is pending until nothing is.
+func (b *callbackBatcher) run(ctx context.Context) {
+	for {
+		b.mu.Lock()
+		n := min(len(b.pending), b.size)
+		if n == 0 {
+			b.running--
+			b.mu.Unlock()
+			return
+		}
+		group := slices.Clone(b.pending[:n])
+		rest := copy(b.pending, b.pending[n:])
+		clear(b.pending[rest:])
+		b.pending = b.pending[:rest]
+		b.room.Broadcast()
+		b.mu.Unlock()
+		b.apply(ctx, group)
+	}
+}
+
+// groupItem is a callback of a group whose record write is on its way.
+type groupItem struct {
+	received
+	ctx  context.Context
+	span trace.Span
+	c    callbackChange
+	rec  streams.BatchRecord
+	ack  jetstream.PubAckFuture
+}
+
+// apply applies a group of callbacks.
+func (b *callbackBatcher) apply(ctx context.Context, group []jetstream.Msg) {
+	s := b.s
+	items := make([]groupItem, len(group))
+	sent := 0
+	for i, m := range group {
+		it := &items[i]
+		it.ctx, it.span = s.opts.Telemetry.StartApply(ctx, m.Headers())
+		if !s.receive(it.ctx, m, &it.received) {
+			it.span.End()
+			continue
+		}
+		if !b.write(it) {
+			b.alone(it)
+			continue
+		}
+		sent++
+	}
+	if sent == 0 {
+		return
+	}
+	// The writes were sent: their PubAcks are awaited even through
+	// shutdown, which would otherwise redo them.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pubAckWait)
+	defer cancel()
+	for i := range items {
+		it := &items[i]
+		if it.ack == nil {
+			continue
+		}
+		if err := b.await(ctx, wctx, it.ack); err != nil {
+			// Most often the record changed since this replica created it
+			// (an owner's edit, a callback applied meanwhile): applied on
+			// the record as stored.
+			b.fellBack.Add(1)
+			b.alone(it)
+			continue
+		}
+		s.noteFinished(it.ctx, &it.c, &it.rec)
+		if s.releasing(&it.c) {
+			b.spawn(func() {
+				defer it.span.End()
+				s.settle(it.ctx, &it.received, true, s.releaseFinished(it.ctx, &it.c))
+			})
+			continue
+		}
+		s.settle(it.ctx, &it.received, true, nil)
+		it.span.End()
+	}
+}
+
+// await waits for the PubAck of a write until wctx is done. Shutdown (ctx
+// done) stops the wait only once the connection is closed: its PubAck
+// can come no more.
+func (b *callbackBatcher) await(ctx, wctx context.Context, ack jetstream.PubAckFuture) error {
+	stop := ctx.Done()
+	for {
+		select {
+		case <-ack.Ok():
+			return nil
+		case err := <-ack.Err():
+			return err
+		case <-wctx.Done():
+			return wctx.Err()
+		case <-stop:
+			if b.s.nc.IsClosed() {
+				return nats.ErrConnectionClosed
+			}
+			stop = nil
+		}
+	}
+}
+
+// write sends the callback's change of the record this replica created,
+// with compare-and-set on the revision it was created at; false when there
+// is no such record or no change to write, and the callback is to be
+// applied alone.
+func (b *callbackBatcher) write(it *groupItem) bool {
+	s, id := b.s, it.cb.BatchID
+	rr, ok := s.recent.take(id)
+	if !ok {
+		return false
+	}
+	it.c = s.callbackChange(&it.cb)
+	it.rec = rr.Rec
+	it.rec.History = slices.Clip(it.rec.History) // change appends: never into the remembered array
+	if write, err := it.c.change(&it.rec); err != nil || !write {
+		return false
+	}
+	data, err := streams.Encode(&it.rec)
+	if err != nil {
+		return false
+	}
+	ack, err := s.js.PublishMsgAsync(streams.KVUpdateMsg(streams.BucketBatches, streams.BatchKey(id), data, rr.Rev))
+	if err != nil {
+		return false
+	}
+	it.ack = ack
+	return true
+}
+
+// alone applies a callback of a group by itself (apply: read, change,
+// compare-and-set), on a goroutine of its own.
+func (b *callbackBatcher) alone(it *groupItem) {
+	b.spawn(func() {
+		defer it.span.End()
+		recorded, err := b.s.apply(it.ctx, &it.cb)
+		b.s.settle(it.ctx, &it.received, recorded, err)
+	})
+}
+
+// spawn runs f on a goroutine of the gate, waiting for one of the slots.
+func (b *callbackBatcher) spawn(f func()) {
+	b.slots <- struct{}{}
+	b.gate.Go(func() {
+		defer func() { <-b.slots }()
+		f()
+	})
+}

@@ -1,0 +1,280 @@
+package authz
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tickflow/tickflow/internal/drain"
+	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// groupBundle is an authz replica that is not running (a test applies its
+// callbacks itself, or runs it) and the batches it recorded.
+type groupBundle struct {
+	env *testnats.Env
+	ctx context.Context
+	s   *Service
+	ids []uint64
+}
+
+func groupSetup(t *testing.T, batches int) *groupBundle {
+	t.Helper()
+	env := testnats.Start(t, []string{"pay"}, testnats.WithSettings(func(s *streams.Settings) { s.AckWait = time.Second }))
+	b := &groupBundle{env: env, ctx: testnats.Context(t, 60*time.Second)}
+	b.s = b.replica(t, env.Conn(t, "authz"))
+	// Recorded a few at once, as the API would.
+	b.ids = make([]uint64, batches)
+	var g errgroup.Group
+	g.SetLimit(16)
+	for i := range b.ids {
+		g.Go(func() error {
+			rep, err := b.s.submit(b.ctx, "jobs", b.s.Table().Labels["jobs"], "alice", []CallSpec{{Type: "noop"}}, "", "", pipeline.Med, false)
+			if err == nil {
+				b.ids[i] = rep.ID
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (b *groupBundle) replica(t *testing.T, nc *nats.Conn) *Service {
+	t.Helper()
+	table, err := ParseTable([]byte(`labels: {jobs: {domain: pay, users: [alice], mode: non_atomic, priority: med, functions: {noop: {}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(b.ctx, nc, Options{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// callbacks publishes an Executed callback for each of ids, as a processor.
+func (b *groupBundle) callbacks(t *testing.T, ids []uint64) {
+	t.Helper()
+	js := b.env.JS(t, "processor")
+	for _, id := range ids {
+		m, err := streams.CallbackMsg(&streams.Callback{V: 1, BatchID: id, Domain: "pay", Processor: "p", Outcome: pipeline.ExecutedOutcome(1), Attempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.PublishMsgAsync(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-b.ctx.Done():
+		t.Fatal("callbacks not stored")
+	}
+}
+
+func (b *groupBundle) record(t *testing.T, kv jetstream.KeyValue, id uint64) (*streams.BatchRecord, uint64) {
+	t.Helper()
+	e, err := kv.Get(b.ctx, streams.BatchKey(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := streams.Decode[streams.BatchRecord](e.Value())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rec, e.Revision()
+}
+
+// callbackEvents counts the callbacks applied to rec.
+func callbackEvents(rec *streams.BatchRecord) int {
+	n := 0
+	for _, ev := range rec.History {
+		if ev.What == "callback" {
+			n++
+		}
+	}
+	return n
+}
+
+// drained waits until the callbacks consumer has nothing pending or
+// unacknowledged.
+func (b *groupBundle) drained(t *testing.T) {
+	t.Helper()
+	js := b.env.JS(t, "admin")
+	testnats.Eventually(t, 20*time.Second, "every callback acknowledged", func() bool {
+		c, err := js.Consumer(b.ctx, streams.StreamCallbacks, streams.CallbacksConsumer)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(b.ctx)
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	})
+}
+
+// TestGroupWriteThatLostItsRaceIsApplied: the callbacks of a group are
+// written with compare-and-set on the revision authz created each record
+// at; a record changed since (here by admin) makes its write fail, and that
+// callback is applied on the record as stored, keeping both changes, while
+// the others of the group are written as sent. Each is applied once and
+// acknowledged.
+func TestGroupWriteThatLostItsRaceIsApplied(t *testing.T) {
+	b := groupSetup(t, 8)
+	kv, err := b.env.JS(t, "admin").KeyValue(b.ctx, streams.BucketBatches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := map[uint64]bool{}
+	for i, id := range b.ids {
+		if i%2 == 1 {
+			continue
+		}
+		rec, rev := b.record(t, kv, id)
+		rec.History = append(rec.History, streams.Event{At: time.Now().UTC(), What: "note", Detail: "changed by admin"})
+		data, err := streams.Encode(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Update(b.ctx, streams.BatchKey(id), data, rev); err != nil {
+			t.Fatal(err)
+		}
+		changed[id] = true
+	}
+	b.callbacks(t, b.ids)
+	var group []jetstream.Msg
+	for len(group) < len(b.ids) {
+		batch, err := b.s.callbacks.Fetch(len(b.ids)-len(group), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			group = append(group, m)
+		}
+		if err := batch.Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var gate drain.Gate
+	g := b.s.newCallbackBatcher(&gate)
+	g.apply(b.ctx, group)
+	gate.Close()
+	gate.Wait()
+	if got, want := g.fellBack.Load(), int64(len(changed)); got != want {
+		t.Fatalf("%d writes of the group fell back, want %d (the records changed since)", got, want)
+	}
+	for _, id := range b.ids {
+		rec, _ := b.record(t, kv, id)
+		note := false
+		for _, ev := range rec.History {
+			note = note || ev.What == "note"
+		}
+		if rec.Status != pipeline.Executed || callbackEvents(rec) != 1 || note != changed[id] {
+			t.Fatalf("batch %d: %s with history %+v; want Executed, one callback, the admin's note %v", id, rec.Status, rec.History, changed[id])
+		}
+	}
+	b.drained(t)
+}
+
+// TestCallbacksAppliedOnceAcrossAConnectionLoss: a replica that loses its
+// connection while it applies groups of callbacks has acknowledged only
+// callbacks whose records are stored; the callbacks it left are
+// redelivered to the next replica, and in the end each batch has had its
+// callback applied exactly once.
+func TestCallbacksAppliedOnceAcrossAConnectionLoss(t *testing.T) {
+	const n = 600
+	b := groupSetup(t, n)
+	kv, err := b.env.JS(t, "admin").KeyValue(b.ctx, streams.BucketBatches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first replica's connection is its own, to be dropped.
+	nc := b.env.Conn(t, "authz")
+	first := b.replica(t, nc)
+	// It remembers the records the bundle's replica created, as if it had.
+	for _, id := range b.ids {
+		if rr, ok := b.s.recent.take(id); ok {
+			first.recent.put(id, rr)
+		}
+	}
+	b.callbacks(t, b.ids)
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan error, 1)
+	go func() { done <- first.Run(ctx) }()
+	js := b.env.JS(t, "admin")
+	c, err := js.Consumer(b.ctx, streams.StreamCallbacks, streams.CallbacksConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unackedNow := func() int {
+		info, err := c.Info(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(info.NumPending) + info.NumAckPending
+	}
+	// Dropped midway: half of them acknowledged, with
+	// groups on their way.
+	testnats.Eventually(t, 10*time.Second, "callbacks applied", func() bool { return unackedNow() <= n/2 })
+	nc.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Whatever the consumer still holds was not acknowledged; every other
+	// callback was, and its record must say so.
+	left := map[uint64]bool{}
+	unacked := unackedNow()
+	for len(left) < unacked {
+		batch, err := c.Fetch(unacked-len(left), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			cb, err := streams.Decode[streams.Callback](m.Data())
+			if err != nil {
+				t.Fatal(err)
+			}
+			left[cb.BatchID] = true
+			got++
+		}
+		if got == 0 {
+			t.Fatalf("%d callbacks unacknowledged, %d redelivered", unacked, len(left))
+		}
+	}
+	written := 0 // stored but not acknowledged: redelivered onto a terminal record
+	for _, id := range b.ids {
+		rec, _ := b.record(t, kv, id)
+		switch {
+		case !left[id] && !rec.Status.Terminal():
+			t.Fatalf("the callback of batch %d was acknowledged, but its record is %s", id, rec.Status)
+		case left[id] && rec.Status.Terminal():
+			written++
+		}
+	}
+	t.Logf("%d of %d callbacks left unacknowledged by the replica that lost its connection, %d of them written", len(left), n, written)
+	second := b.replica(t, b.env.Conn(t, "authz"))
+	ctx2, cancel2 := context.WithCancel(b.ctx)
+	done2 := make(chan error, 1)
+	go func() { done2 <- second.Run(ctx2) }()
+	defer func() {
+		cancel2()
+		if err := <-done2; err != nil {
+			t.Error(err)
+		}
+	}()
+	b.drained(t)
+	for _, id := range b.ids {
+		if rec, _ := b.record(t, kv, id); rec.Status != pipeline.Executed || callbackEvents(rec) != 1 {
+			t.Fatalf("batch %d: %s with history %+v; want Executed with one callback", id, rec.Status, rec.History)
+		}
+	}
+}
