@@ -85,3 +85,14 @@ func BenchmarkDecodeSend(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkDecodeSendGeneric(b *testing.B) {
+	body := []byte(sendBodies[0])
+	b.ReportAllocs()
+	for b.Loop() {
+		var req SendRequest
+		if err := decodeJSON(body, &req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
