@@ -27,6 +27,8 @@ type Ack struct {
 // that is not there yet and words the error (errors.Is matches jetstream's
 // sentinels). Publish does not modify m.
 func Publish(ctx context.Context, js jetstream.JetStream, m *nats.Msg) (Ack, error) {
+	ctx, cancel := withDeadline(ctx, js)
+	defer cancel()
 	resp, err := js.Conn().RequestMsgWithContext(ctx, m)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
@@ -42,6 +44,16 @@ func Publish(ctx context.Context, js jetstream.JetStream, m *nats.Msg) (Ack, err
 		return Ack{}, err
 	}
 	return Ack{Seq: pa.Sequence, Duplicate: pa.Duplicate}, nil
+}
+
+// withDeadline bounds a ctx without a deadline by js's default timeout,
+// as jetstream does for its own publishes: a publish the server drops
+// (one it refuses for permissions, say) is answered by no one.
+func withDeadline(ctx context.Context, js jetstream.JetStream) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, js.Options().DefaultTimeout)
 }
 
 // readAck reads a successful acknowledgement; ok is false for anything
@@ -105,6 +117,8 @@ var createHeader = nats.Header{jetstream.ExpectedLastSubjSeqHeader: []string{"0"
 // it, one that exists is an error matching jetstream.ErrKeyExists.
 func CreateKey(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, key string, data []byte) (uint64, error) {
 	m := &nats.Msg{Subject: "$KV." + kv.Bucket() + "." + key, Header: createHeader, Data: data}
+	ctx, cancel := withDeadline(ctx, js)
+	defer cancel()
 	resp, err := js.Conn().RequestMsgWithContext(ctx, m)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):

@@ -1,6 +1,7 @@
 package submit
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -114,5 +115,30 @@ func BenchmarkReadAckJSON(b *testing.B) {
 		if _, ok := readAckJSON(ack); !ok {
 			b.Fatal("not read")
 		}
+	}
+}
+
+// TestPublishWithoutDeadlineIsBounded: a publish the server drops (here
+// refused for permissions, which answers nothing) under a context without
+// a deadline gives up after the JetStream's default timeout, as jetstream's
+// own publish does, instead of waiting for ever.
+func TestPublishWithoutDeadlineIsBounded(t *testing.T) {
+	env := testnats.Start(t, []string{"pay"})
+	js, err := jetstream.New(env.Conn(t, "authz"), jetstream.WithDefaultTimeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Publish(context.Background(), js, nats.NewMsg("not.for.authz"))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("dropped publish: %v, want a deadline exceeded", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a publish nobody answers is still waiting after 5s")
 	}
 }
