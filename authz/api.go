@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,7 +23,7 @@ import (
 func (s *Service) endpoints() []endpoint {
 	const owner = true
 	return []endpoint{
-		{"send", "submit a batch under an authorization label", !owner, op(s.send)},
+		{"send", "submit a batch under an authorization label", !owner, s.sendBody},
 		{"batch", "the record of one batch", !owner, op(s.batch)},
 		{"confirm", "confirm a function waiting for a confirmation", !owner, op(s.confirm)},
 		{"queue", "a domain's queue in order, [from, to)", owner, op(s.queue)},
@@ -60,15 +61,25 @@ type SendReply struct {
 	Duplicate bool              `json:"duplicate,omitempty"`
 }
 
+// sendBody is op(s.send) with the send request's own decoder (decodeSend).
+func (s *Service) sendBody(ctx context.Context, user string, body []byte) (any, error) {
+	var req SendRequest
+	if err := decodeSend(body, &req); err != nil {
+		return nil, err
+	}
+	return s.send(ctx, user, &req)
+}
+
 func (s *Service) send(ctx context.Context, user string, req *SendRequest) (any, error) {
-	l, ok := s.Table().Labels[req.Label]
+	t := s.Table()
+	l, ok := t.Labels[req.Label]
 	if !ok {
 		return nil, errf(CodeNotFound, "authz: unknown label %q", logging.Capped(req.Label))
 	}
 	if !l.Allows(user) {
 		return nil, errf(CodeForbidden, "authz: %q may not submit under label %q", user, req.Label)
 	}
-	if err := s.Table().allowedTypes(l.Domain, req.Functions); err != nil {
+	if err := t.allowedTypes(l.Domain, req.Functions); err != nil {
 		return nil, err
 	}
 	return s.submit(ctx, req.Label, l, user, req.Functions, req.Key, req.IdempotencyKey, l.Priority, false)
@@ -134,7 +145,7 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 	// Indexed only once admitted: a submission refused for its label's
 	// concurrency leaves no index key behind.
 	indexed := s.startIndex(b.Submitter, id)
-	first, created, err := submit.Create(ctx, s.batches, b, idem, dup)
+	first, created, err := submit.CreateJS(ctx, s.js, s.batches, b, idem, dup)
 	if created != nil {
 		s.recent.put(b.ID, created)
 	}
@@ -166,8 +177,11 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 	if !dup {
 		s.opts.Telemetry.BatchSubmitted(ctx, first)
 	}
-	// The batch record is the audit trail; a line per batch would cost every submission.
-	s.log.Debug("batch accepted", "batch_id", first.ID, "label", name, "user", user, "domain", first.Domain, "priority", first.Priority)
+	// The batch record is the audit trail; a line per batch would cost every
+	// submission, and so would building the line's attributes when it is off.
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		s.log.Debug("batch accepted", "batch_id", first.ID, "label", name, "user", user, "domain", first.Domain, "priority", first.Priority)
+	}
 	return &built{batch: first, dup: dup}, nil
 }
 

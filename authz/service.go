@@ -227,14 +227,7 @@ func (s *Service) Run(ctx context.Context) error {
 	// refusing at the gate is what stops a request queued in the client
 	// from running after Run.
 	var requests, applying drain.Gate
-	reqSlots := make(chan struct{}, s.opts.Concurrency)
-	spawn := func(g *drain.Gate, slots chan struct{}, f func()) {
-		slots <- struct{}{}
-		g.Go(func() {
-			defer func() { <-slots }()
-			f()
-		})
-	}
+	reqWorkers := startWorkers(s.opts.Concurrency)
 	var cc jetstream.ConsumeContext
 	stop := func() {
 		if err := svc.Stop(); err != nil {
@@ -245,6 +238,7 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		requests.Close()
 		requests.Wait()
+		reqWorkers.stop()
 		if cc != nil {
 			// A draining consumer closes once its handler has returned for
 			// every message it held.
@@ -266,8 +260,10 @@ func (s *Service) Run(ctx context.Context) error {
 				s.refuse(req)
 				return
 			}
-			defer requests.Leave()
-			spawn(&requests, reqSlots, func() { s.serve(ctx, req, e) })
+			reqWorkers.do(func() {
+				defer requests.Leave()
+				s.serve(ctx, req, e)
+			})
 		}), micro.WithEndpointSubject(streams.AuthzSubject("*", e.name)),
 			micro.WithEndpointMetadata(map[string]string{"description": doc}))
 		if err != nil {

@@ -66,12 +66,26 @@ func NewRecord(b *pipeline.Batch, idemKey string) *streams.BatchRecord {
 // Create is Record that also returns the record it created and its
 // revision (nil when the batch was recorded before).
 func Create(ctx context.Context, kv jetstream.KeyValue, b *pipeline.Batch, idemKey string, dup bool) (*pipeline.Batch, *Created, error) {
+	return create(ctx, kv, b, idemKey, dup, func(ctx context.Context, key string, data []byte) (uint64, error) {
+		return kv.Create(ctx, key, data)
+	})
+}
+
+// CreateJS is Create with the record written through js by CreateKey: the
+// server's acknowledgement read without reflection.
+func CreateJS(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, b *pipeline.Batch, idemKey string, dup bool) (*pipeline.Batch, *Created, error) {
+	return create(ctx, kv, b, idemKey, dup, func(ctx context.Context, key string, data []byte) (uint64, error) {
+		return CreateKey(ctx, js, kv, key, data)
+	})
+}
+
+func create(ctx context.Context, kv jetstream.KeyValue, b *pipeline.Batch, idemKey string, dup bool, write func(context.Context, string, []byte) (uint64, error)) (*pipeline.Batch, *Created, error) {
 	rec := NewRecord(b, idemKey)
 	data, err := streams.Encode(rec)
 	if err != nil {
 		return nil, nil, err
 	}
-	rev, err := kv.Create(ctx, streams.BatchKey(b.ID), data)
+	rev, err := write(ctx, streams.BatchKey(b.ID), data)
 	if err != nil {
 		if !errors.Is(err, jetstream.ErrKeyExists) || !dup {
 			return nil, nil, fmt.Errorf("submit: record batch %d: %w", b.ID, err)
@@ -143,7 +157,7 @@ func PublishToken(ctx context.Context, js jetstream.JetStream, b *pipeline.Batch
 		return err
 	}
 	telemetry.Inject(ctx, m.Header)
-	if _, err := js.PublishMsg(ctx, m); err != nil {
+	if _, err := Publish(ctx, js, m); err != nil {
 		return fmt.Errorf("submit: queue batch %d: %w", b.ID, err)
 	}
 	return nil

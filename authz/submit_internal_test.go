@@ -1,0 +1,71 @@
+package authz
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/pipeline"
+)
+
+// TestSubmitCutShortAfterItsRecord: authz died (or the token's publish
+// failed) after the batch's record and its submitter index were stored and
+// before its token: the caller had no answer, and the batch is recorded
+// InProcess, listed, and queued nowhere. Its retry with the same
+// idempotency key answers the same id as a duplicate and publishes the
+// token; a further retry adds no second one.
+func TestSubmitCutShortAfterItsRecord(t *testing.T) {
+	env := testnats.Start(t, []string{"pay"})
+	ctx := testnats.Context(t, 20*time.Second)
+	table, err := ParseTable([]byte(`labels: {jobs: {domain: pay, users: [alice], mode: atomic, priority: high, functions: {noop: {}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, env.Conn(t, "authz"), Options{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := table.Labels["jobs"]
+	calls := []CallSpec{{Type: "noop"}}
+	// The submission up to its record, and then the crash.
+	b, err := s.build(ctx, "jobs", l, "alice", calls, "", "order-7", l.Priority, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := b.batch.ID
+	queued := func() []uint64 {
+		t.Helper()
+		items, err := s.Live(ctx, "pay", pipeline.High)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []uint64
+		for _, it := range items {
+			ids = append(ids, it.ID)
+		}
+		return ids
+	}
+	if got := queued(); len(got) != 0 {
+		t.Fatalf("queued %v before the retry, want nothing", got)
+	}
+	rec, err := s.record(ctx, id)
+	if err != nil || rec.Status != pipeline.InProcess {
+		t.Fatalf("record after the crash: %+v, %v; want InProcess", rec, err)
+	}
+	listed, err := s.submitted(ctx, "alice", 0)
+	if err != nil || len(listed) != 1 || listed[0] != id {
+		t.Fatalf("alice's listing %v, %v; want [%d]", listed, err, id)
+	}
+	for range 2 {
+		rep, err := s.send(ctx, "alice", &SendRequest{Label: "jobs", Functions: calls, IdempotencyKey: "order-7"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := rep.(*SendReply); r.ID != id || !r.Duplicate {
+			t.Fatalf("retry answered %+v, want batch %d as a duplicate", r, id)
+		}
+		if got := queued(); len(got) != 1 || got[0] != id {
+			t.Fatalf("queued %v after the retry, want [%d]", got, id)
+		}
+	}
+}
