@@ -1,6 +1,8 @@
 package authz_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -25,32 +27,44 @@ func (b *bundle) startAuthzWith(t *testing.T, opts authz.Options) *testnats.LogB
 	return sink
 }
 
-// naks records when the server reports each NAK of a callback.
+// naks records the delay each NAK of a callback asks the server for, as
+// authz sends it on the message's ack subject.
 type naks struct {
-	mu sync.Mutex
-	at []time.Time
+	mu     sync.Mutex
+	delays []time.Duration
 }
 
-func (n *naks) times() []time.Time {
+func (n *naks) all() []time.Duration {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return append([]time.Time(nil), n.at...)
+	return append([]time.Duration(nil), n.delays...)
 }
 
 func watchNaks(t *testing.T, b *bundle) *naks {
 	t.Helper()
 	n := &naks{}
 	nc := b.env.Conn(t, "admin")
-	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED."+streams.StreamCallbacks+"."+streams.CallbacksConsumer, func(*nats.Msg) {
+	sub, err := nc.Subscribe("$JS.ACK."+streams.StreamCallbacks+"."+streams.CallbacksConsumer+".>", func(m *nats.Msg) {
+		body, ok := bytes.CutPrefix(m.Data, []byte("-NAK"))
+		if !ok {
+			return
+		}
+		var d struct {
+			Delay time.Duration `json:"delay"`
+		}
+		if len(bytes.TrimSpace(body)) > 0 {
+			if err := json.Unmarshal(bytes.TrimSpace(body), &d); err != nil {
+				t.Errorf("NAK body %q: %v", m.Data, err)
+			}
+		}
 		n.mu.Lock()
-		n.at = append(n.at, time.Now())
+		n.delays = append(n.delays, d.Delay)
 		n.mu.Unlock()
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	// Advisories go only to subscriptions the server knows of.
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +139,7 @@ func TestPoisonedCallbackIsDeadLettered(t *testing.T) {
 
 			var dlq authz.DLQReply
 			testnats.Eventually(t, 10*time.Second, "callback dead-lettered", func() bool {
-				if got := len(n.times()); got > len(backoff) {
+				if got := len(n.all()); got > len(backoff) {
 					t.Fatalf("%d NAKs, want at most %d: the callback is retried without bound", got, len(backoff))
 				}
 				if e := b.call(t, "owner", "dlq", authz.DLQRequest{}, &dlq); e != nil {
@@ -138,15 +152,15 @@ func TestPoisonedCallbackIsDeadLettered(t *testing.T) {
 				t.Fatalf("dead letter %+v", it)
 			}
 
-			// Bounded, with growing delays: one delivery per backoff step
-			// and one more, and each retry no sooner than its delay.
-			times := n.times()
-			if len(times) != len(backoff) {
-				t.Fatalf("%d NAKs, want %d", len(times), len(backoff))
+			// Bounded, with growing delays: one NAK per backoff step, each
+			// asking for its step's delay (the server keeps to it).
+			delays := n.all()
+			if len(delays) != len(backoff) {
+				t.Fatalf("%d NAKs, want %d", len(delays), len(backoff))
 			}
-			for i := 1; i < len(times); i++ {
-				if gap := times[i].Sub(times[i-1]); gap < backoff[i-1]-10*time.Millisecond {
-					t.Fatalf("retry %d came %s after the one before, want ≥ %s", i+1, gap, backoff[i-1])
+			for i, d := range delays {
+				if d != backoff[i] {
+					t.Fatalf("NAK %d asked for a delay of %s, want %s", i+1, d, backoff[i])
 				}
 			}
 			c, err := admin.Consumer(b.ctx, streams.StreamCallbacks, streams.CallbacksConsumer)
