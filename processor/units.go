@@ -128,13 +128,11 @@ func (p *Processor) flyUnits(ctx context.Context) {
 	q.flights--
 }
 
-// sendUnits asks a worker to run batch and gives each unit its answer.
+// sendUnits asks a worker to run batch and gives each unit its answer. A
+// lone unit goes the same way: the batch endpoint writes its claim and
+// record pipelined, which costs the worker less than the unit endpoint's
+// two requests to the results bucket.
 func (p *Processor) sendUnits(ctx context.Context, batch []*queuedUnit) {
-	if len(batch) == 1 {
-		rep, err := p.work(ctx, streams.WorkUnitSubject, batch[0].req)
-		batch[0].ch <- unitEvent{rep: rep, err: err}
-		return
-	}
 	reps, err := p.requestUnits(ctx, batch)
 	if errors.Is(err, errUnitsUnserved) {
 		// Workers without the batch endpoint, or a request too large:
