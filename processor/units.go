@@ -67,14 +67,21 @@ func (p *Processor) workUnit(ctx context.Context, req *streams.WorkRequest) (*st
 	q := &p.units
 	q.mu.Lock()
 	q.waiting = append(q.waiting, u)
-	if q.flights < maxUnitFlights {
+	led := q.flights < maxUnitFlights
+	if led {
 		q.flights++
 		u.led = true
 		u.ch <- unitEvent{lead: true}
 	}
 	q.mu.Unlock()
-	patience := time.NewTimer(unitFlightPatience)
-	defer patience.Stop()
+	// A unit whose step sends the request itself has nobody to lose
+	// patience with: no timer.
+	var patience <-chan time.Time
+	if !led {
+		t := time.NewTimer(unitFlightPatience)
+		defer t.Stop()
+		patience = t.C
+	}
 	for {
 		select {
 		case ev := <-u.ch:
@@ -82,7 +89,7 @@ func (p *Processor) workUnit(ctx context.Context, req *streams.WorkRequest) (*st
 				return ev.rep, ev.err
 			}
 			p.flyUnits(ctx)
-		case <-patience.C:
+		case <-patience:
 			if q.lead(u) {
 				p.flyUnits(ctx)
 			}
