@@ -87,8 +87,11 @@ func (p *Processor) startAcker(mu *sync.Mutex, rep *Report) *acker {
 
 func (a *acker) run() {
 	defer close(a.done)
+	// One timer bounds every wait, each to its write's deadline.
+	timer := time.NewTimer(pubAckTimeout)
+	defer timer.Stop()
 	for it := range a.in {
-		_, err := it.d.write.Wait(context.Background())
+		err := a.wait(it.d.write, timer)
 		if err == nil {
 			err = it.d.Ack()
 		} else {
@@ -101,6 +104,25 @@ func (a *acker) run() {
 			a.rep.Steps[it.step].Action, a.rep.Steps[it.step].Error = ActionError, err.Error()
 			a.mu.Unlock()
 		}
+	}
+}
+
+// wait waits for the PubAck of w until its deadline, with timer.
+func (a *acker) wait(w *streams.PendingAck, timer *time.Timer) error {
+	select {
+	case <-w.Done():
+		_, err := w.Result()
+		return err
+	default:
+	}
+	timer.Reset(time.Until(w.Deadline()))
+	select {
+	case <-w.Done():
+		_, err := w.Result()
+		return err
+	case <-timer.C:
+		w.Forget()
+		return fmt.Errorf("%w (%s)", streams.ErrPubAckTimeout, pubAckTimeout)
 	}
 }
 

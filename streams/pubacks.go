@@ -63,7 +63,8 @@ type PendingAck struct {
 }
 
 // Publish publishes m, which must have no reply subject, and returns its
-// pending PubAck. An error says m was not sent.
+// pending PubAck. It sets m's reply subject to where the PubAck comes: m
+// is the publisher's from then on. An error says m was not sent.
 func (p *AckPublisher) Publish(m *nats.Msg) (*PendingAck, error) {
 	if m.Reply != "" {
 		return nil, jetstream.ErrAsyncPublishReplySubjectSet
@@ -74,7 +75,8 @@ func (p *AckPublisher) Publish(m *nats.Msg) (*PendingAck, error) {
 	a.id = p.next
 	p.pending[a.id] = a
 	p.mu.Unlock()
-	err := p.nc.PublishMsg(&nats.Msg{Subject: m.Subject, Reply: p.prefix + strconv.FormatUint(a.id, 10), Header: m.Header, Data: m.Data})
+	m.Reply = p.prefix + strconv.FormatUint(a.id, 10)
+	err := p.nc.PublishMsg(m)
 	if err != nil {
 		p.forget(a.id)
 		return nil, err
@@ -123,14 +125,24 @@ func (a *PendingAck) Result() (uint64, error) { return a.seq, a.err }
 func (a *PendingAck) Forget() { a.p.forget(a.id) }
 
 // Wait waits for the PubAck and returns Result: the stream sequence, or
-// why the message was not stored. Past the publisher's timeout it gives up
-// with an error matching ErrPubAckTimeout, and when ctx ends with ctx's
-// error.
+// why the message was not stored. When ctx ends first it gives up with
+// ctx's error, and a ctx without a deadline is bounded by the publisher's
+// timeout (an error matching ErrPubAckTimeout). Waiting for many PubAcks,
+// one ctx with a deadline for all costs less than a timer each.
 func (a *PendingAck) Wait(ctx context.Context) (uint64, error) {
 	select {
 	case <-a.done:
 		return a.seq, a.err
 	default:
+	}
+	if _, ok := ctx.Deadline(); ok {
+		select {
+		case <-a.done:
+			return a.seq, a.err
+		case <-ctx.Done():
+			a.Forget()
+			return 0, ctx.Err()
+		}
 	}
 	t := time.NewTimer(time.Until(a.deadline))
 	defer t.Stop()

@@ -89,8 +89,8 @@ func TestAckPublisherAnswers(t *testing.T) {
 		t.Fatalf("no stream: %v, want ErrNoStreamResponse", err)
 	}
 
-	// Something that never answers: the wait gives up at the timeout, and
-	// a context that ends first ends it sooner.
+	// Something that never answers: a wait without a deadline gives up at
+	// the publisher's timeout, and one whose context ends gives up then.
 	sub, err := nc.SubscribeSync("silent.here")
 	if err != nil {
 		t.Fatal(err)
@@ -100,10 +100,19 @@ func TestAckPublisherAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := silent.Wait(ctx); !errors.Is(err, streams.ErrPubAckTimeout) {
+	if _, err := silent.Wait(context.Background()); !errors.Is(err, streams.ErrPubAckTimeout) {
 		t.Fatalf("silent: %v, want ErrPubAckTimeout", err)
 	}
-	cctx, cancel := context.WithCancel(ctx)
+	silent, err = pub.Publish(&nats.Msg{Subject: "silent.here", Data: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dctx, dcancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer dcancel()
+	if _, err := silent.Wait(dctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("silent, with a deadline: %v, want context.DeadlineExceeded", err)
+	}
+	cctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	silent, err = pub.Publish(&nats.Msg{Subject: "silent.here", Data: []byte("x")})
 	if err != nil {

@@ -75,12 +75,15 @@ func (w *Worker) runUnits(ctx context.Context, units []streams.WorkRequest, dead
 		st[i].key = unitKey(&units[i])
 		st[i].claim, st[i].err = w.pub.Publish(streams.KVUpdateMsg(streams.BucketResults, st[i].key, claim, 0))
 	}
+	// One bound for the PubAcks of the claims, rather than a timer each.
+	actx, acancel := context.WithTimeout(cctx, kvTimeout)
+	defer acancel()
 	var wg sync.WaitGroup
 	for i := range units {
 		wg.Go(func() {
 			u, s := &units[i], &st[i]
 			if s.err == nil {
-				s.rev, s.err = s.claim.Wait(cctx)
+				s.rev, s.err = s.claim.Wait(actx)
 			}
 			var early *streams.WorkReply
 			if s.err == nil {
@@ -102,13 +105,16 @@ func (w *Worker) runUnits(ctx context.Context, units []streams.WorkRequest, dead
 		})
 	}
 	wg.Wait()
+	// Likewise one bound for the PubAcks of the records.
+	rctx, rcancel := context.WithTimeout(cctx, kvTimeout)
+	defer rcancel()
 	for i := range st {
 		s := &st[i]
 		if s.done == nil {
 			continue
 		}
 		if s.err == nil {
-			_, s.err = s.rec.Wait(cctx)
+			_, s.err = s.rec.Wait(rctx)
 		}
 		if s.err == nil {
 			reps[i].Fresh = s.fresh
