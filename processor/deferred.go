@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/streams"
 	"github.com/tickflow/tickflow/telemetry"
 )
 
@@ -24,7 +25,7 @@ type deferred struct {
 	jetstream.Msg
 	// write is the PubAck the acknowledgement waits for; nil when the step
 	// settled its token itself.
-	write jetstream.PubAckFuture
+	write *streams.PendingAck
 	what  string
 }
 
@@ -36,11 +37,12 @@ type deferred struct {
 func (p *Processor) publishThenAck(ctx context.Context, msg *nats.Msg, m jetstream.Msg, what, fault string) error {
 	telemetry.Inject(ctx, msg.Header)
 	if d, ok := m.(*deferred); ok {
-		f, err := p.js.PublishMsgAsync(msg)
+		f, err := p.pub.Publish(msg)
 		if err != nil {
 			return fmt.Errorf("processor: %s: %w", what, err)
 		}
 		if err := p.fault(fault); err != nil {
+			f.Forget()
 			return err
 		}
 		d.write, d.what = f, what
@@ -85,12 +87,14 @@ func (p *Processor) startAcker(mu *sync.Mutex, rep *Report) *acker {
 
 func (a *acker) run() {
 	defer close(a.done)
+	// One timer bounds every wait, each to its write's deadline.
+	timer := time.NewTimer(pubAckTimeout)
+	defer timer.Stop()
 	for it := range a.in {
-		var err error
-		select {
-		case <-it.d.write.Ok():
+		err := a.wait(it.d.write, timer)
+		if err == nil {
 			err = it.d.Ack()
-		case err = <-it.d.write.Err():
+		} else {
 			a.p.log.Warn("write not stored; token redelivered shortly", "write", it.d.what, "err", err)
 			_ = it.d.NakWithDelay(time.Second)
 			err = fmt.Errorf("processor: %s: %w", it.d.what, err)
@@ -100,6 +104,25 @@ func (a *acker) run() {
 			a.rep.Steps[it.step].Action, a.rep.Steps[it.step].Error = ActionError, err.Error()
 			a.mu.Unlock()
 		}
+	}
+}
+
+// wait waits for the PubAck of w until its deadline, with timer.
+func (a *acker) wait(w *streams.PendingAck, timer *time.Timer) error {
+	select {
+	case <-w.Done():
+		_, err := w.Result()
+		return err
+	default:
+	}
+	timer.Reset(time.Until(w.Deadline()))
+	select {
+	case <-w.Done():
+		_, err := w.Result()
+		return err
+	case <-timer.C:
+		w.Forget()
+		return fmt.Errorf("%w (%s)", streams.ErrPubAckTimeout, pubAckTimeout)
 	}
 }
 

@@ -166,6 +166,9 @@ type Processor struct {
 
 	// waker serves WaitWork.
 	waker waker
+
+	// pub publishes a step's last write without waiting (deferred).
+	pub *streams.AckPublisher
 }
 
 // cacheSize bounds the batches kept in memory; their content never changes.
@@ -246,6 +249,9 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 		}
 	}
 	p.store = streams.NewProgressStore(p.progress, p.opts.Now)
+	if p.pub, err = streams.NewAckPublisher(nc, pubAckTimeout); err != nil {
+		return nil, fmt.Errorf("processor: %w", err)
+	}
 	p.observe(nc)
 	return p, nil
 }

@@ -519,7 +519,9 @@ func (p *Processor) announce(ctx context.Context, b *pipeline.Batch, prog *strea
 	if prog.Outcome.Status == pipeline.Executed {
 		level = slog.LevelDebug
 	}
-	p.log.Log(ctx, level, "batch finished", "batch_id", b.ID, "outcome", prog.Outcome.String(), "attempts", prog.Attempts(b.Subroutine.Mode == pipeline.Atomic))
+	if p.log.Enabled(ctx, level) { // its attributes cost even when the line is dropped
+		p.log.Log(ctx, level, "batch finished", "batch_id", b.ID, "outcome", prog.Outcome.String(), "attempts", prog.Attempts(b.Subroutine.Mode == pipeline.Atomic))
+	}
 	return nil
 }
 

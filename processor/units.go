@@ -67,14 +67,21 @@ func (p *Processor) workUnit(ctx context.Context, req *streams.WorkRequest) (*st
 	q := &p.units
 	q.mu.Lock()
 	q.waiting = append(q.waiting, u)
-	if q.flights < maxUnitFlights {
+	led := q.flights < maxUnitFlights
+	if led {
 		q.flights++
 		u.led = true
 		u.ch <- unitEvent{lead: true}
 	}
 	q.mu.Unlock()
-	patience := time.NewTimer(unitFlightPatience)
-	defer patience.Stop()
+	// A unit whose step sends the request itself has nobody to lose
+	// patience with: no timer.
+	var patience <-chan time.Time
+	if !led {
+		t := time.NewTimer(unitFlightPatience)
+		defer t.Stop()
+		patience = t.C
+	}
 	for {
 		select {
 		case ev := <-u.ch:
@@ -82,7 +89,7 @@ func (p *Processor) workUnit(ctx context.Context, req *streams.WorkRequest) (*st
 				return ev.rep, ev.err
 			}
 			p.flyUnits(ctx)
-		case <-patience.C:
+		case <-patience:
 			if q.lead(u) {
 				p.flyUnits(ctx)
 			}
@@ -128,13 +135,11 @@ func (p *Processor) flyUnits(ctx context.Context) {
 	q.flights--
 }
 
-// sendUnits asks a worker to run batch and gives each unit its answer.
+// sendUnits asks a worker to run batch and gives each unit its answer. A
+// lone unit goes the same way: the batch endpoint writes its claim and
+// record pipelined, which costs the worker less than the unit endpoint's
+// two requests to the results bucket.
 func (p *Processor) sendUnits(ctx context.Context, batch []*queuedUnit) {
-	if len(batch) == 1 {
-		rep, err := p.work(ctx, streams.WorkUnitSubject, batch[0].req)
-		batch[0].ch <- unitEvent{rep: rep, err: err}
-		return
-	}
 	reps, err := p.requestUnits(ctx, batch)
 	if errors.Is(err, errUnitsUnserved) {
 		// Workers without the batch endpoint, or a request too large:

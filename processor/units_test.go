@@ -108,3 +108,41 @@ func TestASlowUnitHoldsUpOnlyItsOwnRequest(t *testing.T) {
 		t.Fatalf("held steps: %+v", rep)
 	}
 }
+
+// TestALoneUnitGoesToTheUnitsEndpoint: a step whose unit finds no other
+// waiting still goes to the endpoint for several units (one unit in the
+// request), where the worker writes its claim and record pipelined; the
+// batch runs once and ends with one callback.
+func TestALoneUnitGoesToTheUnitsEndpoint(t *testing.T) {
+	b := setup(t)
+	var single, batched atomic.Int32
+	watch := b.env.Conn(t, "admin")
+	for subject, n := range map[string]*atomic.Int32{streams.WorkUnitSubject: &single, streams.WorkUnitsSubject: &batched} {
+		if _, err := watch.Subscribe(subject, func(*nats.Msg) { n.Add(1) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := watch.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	p := b.processor(t, processor.Options{Concurrency: 1})
+	id := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop(), noop()}})
+	if sr := step(t, b.ctx, p); sr.BatchID != id || sr.Action != processor.ActionFinished {
+		t.Fatalf("step %+v, want batch %d finished", sr, id)
+	}
+	if err := watch.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	testnats.Eventually(t, 5*time.Second, "the request seen", func() bool { return single.Load()+batched.Load() > 0 })
+	if single.Load() != 0 || batched.Load() != 1 {
+		t.Fatalf("%d requests on %s and %d on %s, want the one on %s", single.Load(), streams.WorkUnitSubject, batched.Load(), streams.WorkUnitsSubject, streams.WorkUnitsSubject)
+	}
+	if cbs := b.callbacks(t); len(cbs[id]) != 1 || cbs[id][0].Outcome.Status != pipeline.Executed {
+		t.Fatalf("callbacks: %+v", cbs[id])
+	}
+	for i := range 2 {
+		if runs := b.calls.get(key(id, i)); runs != 1 {
+			t.Fatalf("function %d ran %d times", i, runs)
+		}
+	}
+}

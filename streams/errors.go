@@ -18,3 +18,7 @@ var ErrReplyRefused = errors.New("streams: reply subject refused: not an inbox")
 // ErrConflict is matched by a compare-and-set write that another writer won:
 // read again and retry (UpdateKV does).
 var ErrConflict = errors.New("streams: changed concurrently")
+
+// ErrPubAckTimeout is matched by a wait for a PubAck (PendingAck.Wait) that
+// gave up: the message may or may not have been stored.
+var ErrPubAckTimeout = errors.New("streams: no PubAck in time")

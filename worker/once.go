@@ -101,7 +101,7 @@ func (w *Worker) claim(ctx context.Context, key string, claim []byte) (uint64, b
 	defer cancel()
 	// A key nobody ever held: the common case, one round trip. A key with
 	// any history (a released claim, a record) fails the expectation.
-	rev, err := w.results.Update(cctx, key, claim, 0)
+	rev, err := w.writeKV(cctx, key, claim, 0)
 	if err == nil {
 		return rev, true, nil
 	}
@@ -182,11 +182,11 @@ func (w *Worker) lookup(ctx context.Context, key string, deadline time.Time) *st
 // call over). It reports whether this call's record is the one in the bucket.
 func (w *Worker) record(ctx context.Context, key string, done []byte, rev uint64, until time.Time) bool {
 	return w.retry(ctx, key, "completion record", until.Add(claimGrace), func(ctx context.Context) (bool, error) {
-		_, err := w.results.Update(ctx, key, done, rev)
+		_, err := w.writeKV(ctx, key, done, rev)
 		if err == nil {
 			return true, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		if !streams.IsRevisionConflict(err) {
 			return false, err
 		}
 		// An earlier try may have been written with its reply lost; or the
@@ -206,6 +206,18 @@ func (w *Worker) record(ctx context.Context, key string, done []byte, rev uint64
 		w.log.Error("completion record not written: the call's claim was taken over; its handler may have run twice", "key", key)
 		return false, errGaveUp
 	})
+}
+
+// writeKV writes value under key of the results bucket with
+// compare-and-set on revision rev (0: a key nobody ever held), as
+// jetstream.KeyValue.Update does, through the worker's AckPublisher, which
+// reads the answer for less; a lost race matches streams.IsRevisionConflict.
+func (w *Worker) writeKV(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	a, err := w.pub.Publish(streams.KVUpdateMsg(streams.BucketResults, key, value, rev))
+	if err != nil {
+		return 0, err
+	}
+	return a.Wait(ctx)
 }
 
 // release deletes the claim at rev after a failed run, so a retry runs

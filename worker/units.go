@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/internal/drain"
 	"github.com/tickflow/tickflow/streams"
@@ -64,24 +63,27 @@ func (w *Worker) runUnits(ctx context.Context, units []streams.WorkRequest, dead
 	}
 	type unitState struct {
 		key   string
-		claim jetstream.PubAckFuture
+		claim *streams.PendingAck
 		err   error
 		rev   uint64
 		fresh bool
 		done  []byte
-		rec   jetstream.PubAckFuture
+		rec   *streams.PendingAck
 	}
 	st := make([]unitState, len(units))
 	for i := range units {
 		st[i].key = unitKey(&units[i])
-		st[i].claim, st[i].err = w.js.PublishMsgAsync(streams.KVUpdateMsg(streams.BucketResults, st[i].key, claim, 0))
+		st[i].claim, st[i].err = w.pub.Publish(streams.KVUpdateMsg(streams.BucketResults, st[i].key, claim, 0))
 	}
+	// One bound for the PubAcks of the claims, rather than a timer each.
+	actx, acancel := context.WithTimeout(cctx, kvTimeout)
+	defer acancel()
 	var wg sync.WaitGroup
 	for i := range units {
 		wg.Go(func() {
 			u, s := &units[i], &st[i]
 			if s.err == nil {
-				s.rev, s.err = awaitPubAck(cctx, s.claim)
+				s.rev, s.err = s.claim.Wait(actx)
 			}
 			var early *streams.WorkReply
 			if s.err == nil {
@@ -97,19 +99,22 @@ func (w *Worker) runUnits(ctx context.Context, units []streams.WorkRequest, dead
 			}
 			r := w.inSlot(ctx, deadline, func() *streams.WorkReply { return w.observedUnit(cctx, u) })
 			if s.done, r = w.completion(cctx, u, s.key, s.rev, until, r); s.done != nil {
-				s.rec, s.err = w.js.PublishMsgAsync(streams.KVUpdateMsg(streams.BucketResults, s.key, s.done, s.rev))
+				s.rec, s.err = w.pub.Publish(streams.KVUpdateMsg(streams.BucketResults, s.key, s.done, s.rev))
 			}
 			reps[i] = *r
 		})
 	}
 	wg.Wait()
+	// Likewise one bound for the PubAcks of the records.
+	rctx, rcancel := context.WithTimeout(cctx, kvTimeout)
+	defer rcancel()
 	for i := range st {
 		s := &st[i]
 		if s.done == nil {
 			continue
 		}
 		if s.err == nil {
-			_, s.err = awaitPubAck(cctx, s.rec)
+			_, s.err = s.rec.Wait(rctx)
 		}
 		if s.err == nil {
 			reps[i].Fresh = s.fresh
@@ -144,17 +149,4 @@ func (w *Worker) inSlot(ctx context.Context, deadline time.Time, fn func() *stre
 	}
 	defer func() { <-w.sem }()
 	return fn()
-}
-
-// awaitPubAck waits for the PubAck of an asynchronous write: its stream
-// sequence (a KV write's revision), or why it was not stored.
-func awaitPubAck(ctx context.Context, f jetstream.PubAckFuture) (uint64, error) {
-	select {
-	case pa := <-f.Ok():
-		return pa.Sequence, nil
-	case err := <-f.Err():
-		return 0, err
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
 }

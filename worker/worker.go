@@ -95,8 +95,9 @@ type Worker struct {
 	opts    Options
 	log     *slog.Logger
 	results jetstream.KeyValue
-	// js publishes the completion records of a batch of units pipelined.
-	js  jetstream.JetStream
+	// pub publishes the claims and completion records of a batch of units
+	// pipelined.
+	pub *streams.AckPublisher
 	sem chan struct{}
 	// waiters bounds the requests looking up their record or waiting for
 	// a slot while every slot is taken; past it, requests are told busy.
@@ -123,7 +124,7 @@ func New(ctx context.Context, nc *nats.Conn, mux *pipeline.ServeMux, opts Option
 	if len(mux.Types()) == 0 {
 		return nil, errors.New("worker: the mux has no handlers: register at least one function type")
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(kvTimeout))
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
 	}
@@ -131,8 +132,12 @@ func New(ctx context.Context, nc *nats.Conn, mux *pipeline.ServeMux, opts Option
 	if err != nil {
 		return nil, fmt.Errorf("worker: results bucket: %w", err)
 	}
+	pub, err := streams.NewAckPublisher(nc, kvTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
 	w := &Worker{
-		nc: nc, mux: mux, opts: opts, results: kv, js: js,
+		nc: nc, mux: mux, opts: opts, results: kv, pub: pub,
 		log:     opts.Logger.With("worker", opts.Name),
 		sem:     make(chan struct{}, opts.Concurrency),
 		waiters: make(chan struct{}, 4*opts.Concurrency),
