@@ -147,7 +147,8 @@ func (p *Processor) sendUnits(ctx context.Context, batch []*queuedUnit) {
 		var wg sync.WaitGroup
 		for _, u := range batch {
 			wg.Go(func() {
-				rep, err := p.work(ctx, streams.WorkUnitSubject, u.req)
+				// Under the unit's own trace, not the flying step's.
+				rep, err := p.work(p.opts.Telemetry.ExtractMap(ctx, u.req.Trace), streams.WorkUnitSubject, u.req)
 				u.ch <- unitEvent{rep: rep, err: err}
 			})
 		}
