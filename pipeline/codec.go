@@ -65,16 +65,7 @@ func (b *Batch) AppendMsgpack(buf []byte) []byte {
 
 // ReadMsgpack reads a batch from the start of buf and returns the bytes after it.
 func (b *Batch) ReadMsgpack(buf []byte) ([]byte, error) {
-	n, buf, err := wire.ReadMapHeader(buf)
-	if err != nil || n < 0 {
-		*b = Batch{}
-		return buf, err
-	}
-	for range n {
-		var k []byte
-		if k, buf, err = wire.ReadStringBytes(buf); err != nil {
-			return buf, err
-		}
+	return wire.ReadMap(buf, func() { *b = Batch{} }, func(k, buf []byte) (_ []byte, err error) {
 		switch string(k) {
 		case "id":
 			b.ID, buf, err = wire.ReadUnsigned[uint64](buf)
@@ -101,11 +92,8 @@ func (b *Batch) ReadMsgpack(buf []byte) ([]byte, error) {
 		default:
 			buf, err = wire.Skip(buf)
 		}
-		if err != nil {
-			return buf, wire.Field(k, err)
-		}
-	}
-	return buf, nil
+		return buf, err
+	})
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -138,16 +126,7 @@ func (f *Function) AppendMsgpack(buf []byte) []byte {
 
 // ReadMsgpack reads a function from the start of buf and returns the bytes after it.
 func (f *Function) ReadMsgpack(buf []byte) ([]byte, error) {
-	n, buf, err := wire.ReadMapHeader(buf)
-	if err != nil || n < 0 {
-		*f = Function{}
-		return buf, err
-	}
-	for range n {
-		var k []byte
-		if k, buf, err = wire.ReadStringBytes(buf); err != nil {
-			return buf, err
-		}
+	return wire.ReadMap(buf, func() { *f = Function{} }, func(k, buf []byte) (_ []byte, err error) {
 		switch string(k) {
 		case "type":
 			f.Type, buf, err = wire.ReadString(buf)
@@ -164,11 +143,8 @@ func (f *Function) ReadMsgpack(buf []byte) ([]byte, error) {
 		default:
 			buf, err = wire.Skip(buf)
 		}
-		if err != nil {
-			return buf, wire.Field(k, err)
-		}
-	}
-	return buf, nil
+		return buf, err
+	})
 }
 
 // AppendMsgpack appends the subroutine's msgpack encoding to buf.
@@ -183,16 +159,7 @@ func (s *Subroutine) AppendMsgpack(buf []byte) []byte {
 
 // ReadMsgpack reads a subroutine from the start of buf and returns the bytes after it.
 func (s *Subroutine) ReadMsgpack(buf []byte) ([]byte, error) {
-	n, buf, err := wire.ReadMapHeader(buf)
-	if err != nil || n < 0 {
-		*s = Subroutine{}
-		return buf, err
-	}
-	for range n {
-		var k []byte
-		if k, buf, err = wire.ReadStringBytes(buf); err != nil {
-			return buf, err
-		}
+	return wire.ReadMap(buf, func() { *s = Subroutine{} }, func(k, buf []byte) (_ []byte, err error) {
 		switch string(k) {
 		case "mode":
 			s.Mode, buf, err = wire.ReadEnum(buf, modes)
@@ -201,11 +168,8 @@ func (s *Subroutine) ReadMsgpack(buf []byte) ([]byte, error) {
 		default:
 			buf, err = wire.Skip(buf)
 		}
-		if err != nil {
-			return buf, wire.Field(k, err)
-		}
-	}
-	return buf, nil
+		return buf, err
+	})
 }
 
 // AppendMsgpack appends the retry logic's msgpack encoding to buf; the
@@ -233,16 +197,7 @@ func (r *RetryLogic) AppendMsgpack(buf []byte) []byte {
 
 // ReadMsgpack reads a retry logic from the start of buf and returns the bytes after it.
 func (r *RetryLogic) ReadMsgpack(buf []byte) ([]byte, error) {
-	n, buf, err := wire.ReadMapHeader(buf)
-	if err != nil || n < 0 {
-		*r = RetryLogic{}
-		return buf, err
-	}
-	for range n {
-		var k []byte
-		if k, buf, err = wire.ReadStringBytes(buf); err != nil {
-			return buf, err
-		}
+	return wire.ReadMap(buf, func() { *r = RetryLogic{} }, func(k, buf []byte) (_ []byte, err error) {
 		switch string(k) {
 		case "times":
 			var text []byte
@@ -265,11 +220,8 @@ func (r *RetryLogic) ReadMsgpack(buf []byte) ([]byte, error) {
 		default:
 			buf, err = wire.Skip(buf)
 		}
-		if err != nil {
-			return buf, wire.Field(k, err)
-		}
-	}
-	return buf, nil
+		return buf, err
+	})
 }
 
 // AppendMsgpack appends the backoff's msgpack encoding to buf.
@@ -291,16 +243,7 @@ func (bo *Backoff) AppendMsgpack(buf []byte) []byte {
 
 // ReadMsgpack reads a backoff from the start of buf and returns the bytes after it.
 func (bo *Backoff) ReadMsgpack(buf []byte) ([]byte, error) {
-	n, buf, err := wire.ReadMapHeader(buf)
-	if err != nil || n < 0 {
-		*bo = Backoff{}
-		return buf, err
-	}
-	for range n {
-		var k []byte
-		if k, buf, err = wire.ReadStringBytes(buf); err != nil {
-			return buf, err
-		}
+	return wire.ReadMap(buf, func() { *bo = Backoff{} }, func(k, buf []byte) (_ []byte, err error) {
 		switch string(k) {
 		case "kind":
 			bo.Kind, buf, err = wire.ReadEnum(buf, backoffKinds)
@@ -315,11 +258,8 @@ func (bo *Backoff) ReadMsgpack(buf []byte) ([]byte, error) {
 		default:
 			buf, err = wire.Skip(buf)
 		}
-		if err != nil {
-			return buf, wire.Field(k, err)
-		}
-	}
-	return buf, nil
+		return buf, err
+	})
 }
 
 // AppendMsgpack appends the confirmation's msgpack encoding to buf.
@@ -335,16 +275,7 @@ func (c *Confirmation) AppendMsgpack(buf []byte) []byte {
 
 // ReadMsgpack reads a confirmation from the start of buf and returns the bytes after it.
 func (c *Confirmation) ReadMsgpack(buf []byte) ([]byte, error) {
-	n, buf, err := wire.ReadMapHeader(buf)
-	if err != nil || n < 0 {
-		*c = Confirmation{}
-		return buf, err
-	}
-	for range n {
-		var k []byte
-		if k, buf, err = wire.ReadStringBytes(buf); err != nil {
-			return buf, err
-		}
+	return wire.ReadMap(buf, func() { *c = Confirmation{} }, func(k, buf []byte) (_ []byte, err error) {
 		switch string(k) {
 		case "expect":
 			c.Expect, buf, err = wire.ReadString(buf)
@@ -355,11 +286,8 @@ func (c *Confirmation) ReadMsgpack(buf []byte) ([]byte, error) {
 		default:
 			buf, err = wire.Skip(buf)
 		}
-		if err != nil {
-			return buf, wire.Field(k, err)
-		}
-	}
-	return buf, nil
+		return buf, err
+	})
 }
 
 // AppendMsgpack appends the inclusion's msgpack encoding to buf.
@@ -377,16 +305,7 @@ func (i *Inclusion) AppendMsgpack(buf []byte) []byte {
 
 // ReadMsgpack reads an inclusion from the start of buf and returns the bytes after it.
 func (i *Inclusion) ReadMsgpack(buf []byte) ([]byte, error) {
-	n, buf, err := wire.ReadMapHeader(buf)
-	if err != nil || n < 0 {
-		*i = Inclusion{}
-		return buf, err
-	}
-	for range n {
-		var k []byte
-		if k, buf, err = wire.ReadStringBytes(buf); err != nil {
-			return buf, err
-		}
+	return wire.ReadMap(buf, func() { *i = Inclusion{} }, func(k, buf []byte) (_ []byte, err error) {
 		switch string(k) {
 		case "poll_every":
 			buf, err = readDuration(&i.PollEvery, buf)
@@ -397,11 +316,8 @@ func (i *Inclusion) ReadMsgpack(buf []byte) ([]byte, error) {
 		default:
 			buf, err = wire.Skip(buf)
 		}
-		if err != nil {
-			return buf, wire.Field(k, err)
-		}
-	}
-	return buf, nil
+		return buf, err
+	})
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -423,16 +339,7 @@ func (o *Outcome) AppendMsgpack(buf []byte) []byte {
 
 // ReadMsgpack reads an outcome from the start of buf and returns the bytes after it.
 func (o *Outcome) ReadMsgpack(buf []byte) ([]byte, error) {
-	n, buf, err := wire.ReadMapHeader(buf)
-	if err != nil || n < 0 {
-		*o = Outcome{}
-		return buf, err
-	}
-	for range n {
-		var k []byte
-		if k, buf, err = wire.ReadStringBytes(buf); err != nil {
-			return buf, err
-		}
+	return wire.ReadMap(buf, func() { *o = Outcome{} }, func(k, buf []byte) (_ []byte, err error) {
 		switch string(k) {
 		case "status":
 			o.Status, buf, err = wire.ReadEnum(buf, statuses)
@@ -443,11 +350,8 @@ func (o *Outcome) ReadMsgpack(buf []byte) ([]byte, error) {
 		default:
 			buf, err = wire.Skip(buf)
 		}
-		if err != nil {
-			return buf, wire.Field(k, err)
-		}
-	}
-	return buf, nil
+		return buf, err
+	})
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -472,16 +376,7 @@ func (o *Output) AppendMsgpack(buf []byte) []byte {
 
 // ReadMsgpack reads an output from the start of buf and returns the bytes after it.
 func (o *Output) ReadMsgpack(buf []byte) ([]byte, error) {
-	n, buf, err := wire.ReadMapHeader(buf)
-	if err != nil || n < 0 {
-		*o = Output{}
-		return buf, err
-	}
-	for range n {
-		var k []byte
-		if k, buf, err = wire.ReadStringBytes(buf); err != nil {
-			return buf, err
-		}
+	return wire.ReadMap(buf, func() { *o = Output{} }, func(k, buf []byte) (_ []byte, err error) {
 		switch string(k) {
 		case "index":
 			o.Index, buf, err = wire.ReadSigned[int](buf)
@@ -494,11 +389,8 @@ func (o *Output) ReadMsgpack(buf []byte) ([]byte, error) {
 		default:
 			buf, err = wire.Skip(buf)
 		}
-		if err != nil {
-			return buf, wire.Field(k, err)
-		}
-	}
-	return buf, nil
+		return buf, err
+	})
 }
 
 // AppendMsgpack appends the failure's msgpack encoding to buf.
@@ -517,16 +409,7 @@ func (f *Failure) AppendMsgpack(buf []byte) []byte {
 
 // ReadMsgpack reads a failure from the start of buf and returns the bytes after it.
 func (f *Failure) ReadMsgpack(buf []byte) ([]byte, error) {
-	n, buf, err := wire.ReadMapHeader(buf)
-	if err != nil || n < 0 {
-		*f = Failure{}
-		return buf, err
-	}
-	for range n {
-		var k []byte
-		if k, buf, err = wire.ReadStringBytes(buf); err != nil {
-			return buf, err
-		}
+	return wire.ReadMap(buf, func() { *f = Failure{} }, func(k, buf []byte) (_ []byte, err error) {
 		switch string(k) {
 		case "id":
 			f.BatchID, buf, err = wire.ReadUnsigned[uint64](buf)
@@ -545,11 +428,8 @@ func (f *Failure) ReadMsgpack(buf []byte) ([]byte, error) {
 		default:
 			buf, err = wire.Skip(buf)
 		}
-		if err != nil {
-			return buf, wire.Field(k, err)
-		}
-	}
-	return buf, nil
+		return buf, err
+	})
 }
 
 // appendDuration appends d as its text, as msgpack/v5 writes a Duration

@@ -39,16 +39,7 @@ func (t *Token) AppendMsgpack(b []byte) []byte {
 
 // ReadMsgpack reads a token from the start of b and returns the bytes after it.
 func (t *Token) ReadMsgpack(b []byte) ([]byte, error) {
-	n, b, err := wire.ReadMapHeader(b)
-	if err != nil || n < 0 {
-		*t = Token{}
-		return b, err
-	}
-	for range n {
-		var k []byte
-		if k, b, err = wire.ReadStringBytes(b); err != nil {
-			return b, err
-		}
+	return wire.ReadMap(b, func() { *t = Token{} }, func(k, b []byte) (_ []byte, err error) {
 		switch string(k) {
 		case "v":
 			t.V, b, err = wire.ReadUnsigned[uint8](b)
@@ -63,11 +54,8 @@ func (t *Token) ReadMsgpack(b []byte) ([]byte, error) {
 		default:
 			b, err = wire.Skip(b)
 		}
-		if err != nil {
-			return b, wire.Field(k, err)
-		}
-	}
-	return b, nil
+		return b, err
+	})
 }
 
 // AppendMsgpack appends the event's msgpack encoding to b.
@@ -83,16 +71,7 @@ func (e *Event) AppendMsgpack(b []byte) []byte {
 
 // ReadMsgpack reads an event from the start of b and returns the bytes after it.
 func (e *Event) ReadMsgpack(b []byte) ([]byte, error) {
-	n, b, err := wire.ReadMapHeader(b)
-	if err != nil || n < 0 {
-		*e = Event{}
-		return b, err
-	}
-	for range n {
-		var k []byte
-		if k, b, err = wire.ReadStringBytes(b); err != nil {
-			return b, err
-		}
+	return wire.ReadMap(b, func() { *e = Event{} }, func(k, b []byte) (_ []byte, err error) {
 		switch string(k) {
 		case "at":
 			e.At, b, err = wire.ReadTime(b)
@@ -103,11 +82,8 @@ func (e *Event) ReadMsgpack(b []byte) ([]byte, error) {
 		default:
 			b, err = wire.Skip(b)
 		}
-		if err != nil {
-			return b, wire.Field(k, err)
-		}
-	}
-	return b, nil
+		return b, err
+	})
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -149,16 +125,7 @@ func (r *BatchRecord) AppendMsgpack(b []byte) []byte {
 
 // ReadMsgpack reads a batch record from the start of b and returns the bytes after it.
 func (r *BatchRecord) ReadMsgpack(b []byte) ([]byte, error) {
-	n, b, err := wire.ReadMapHeader(b)
-	if err != nil || n < 0 {
-		*r = BatchRecord{}
-		return b, err
-	}
-	for range n {
-		var k []byte
-		if k, b, err = wire.ReadStringBytes(b); err != nil {
-			return b, err
-		}
+	return wire.ReadMap(b, func() { *r = BatchRecord{} }, func(k, b []byte) (_ []byte, err error) {
 		switch string(k) {
 		case "v":
 			r.V, b, err = wire.ReadUnsigned[uint8](b)
@@ -187,11 +154,8 @@ func (r *BatchRecord) ReadMsgpack(b []byte) ([]byte, error) {
 		default:
 			b, err = wire.Skip(b)
 		}
-		if err != nil {
-			return b, wire.Field(k, err)
-		}
-	}
-	return b, nil
+		return b, err
+	})
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -224,16 +188,7 @@ func (c *Callback) AppendMsgpack(b []byte) []byte {
 
 // ReadMsgpack reads a callback from the start of b and returns the bytes after it.
 func (c *Callback) ReadMsgpack(b []byte) ([]byte, error) {
-	n, b, err := wire.ReadMapHeader(b)
-	if err != nil || n < 0 {
-		*c = Callback{}
-		return b, err
-	}
-	for range n {
-		var k []byte
-		if k, b, err = wire.ReadStringBytes(b); err != nil {
-			return b, err
-		}
+	return wire.ReadMap(b, func() { *c = Callback{} }, func(k, b []byte) (_ []byte, err error) {
 		switch string(k) {
 		case "v":
 			c.V, b, err = wire.ReadUnsigned[uint8](b)
@@ -258,11 +213,8 @@ func (c *Callback) ReadMsgpack(b []byte) ([]byte, error) {
 		default:
 			b, err = wire.Skip(b)
 		}
-		if err != nil {
-			return b, wire.Field(k, err)
-		}
-	}
-	return b, nil
+		return b, err
+	})
 }
 
 // AppendMsgpack appends the call's msgpack encoding to b.
@@ -278,16 +230,7 @@ func (w *WorkCall) AppendMsgpack(b []byte) []byte {
 
 // ReadMsgpack reads a call from the start of b and returns the bytes after it.
 func (w *WorkCall) ReadMsgpack(b []byte) ([]byte, error) {
-	n, b, err := wire.ReadMapHeader(b)
-	if err != nil || n < 0 {
-		*w = WorkCall{}
-		return b, err
-	}
-	for range n {
-		var k []byte
-		if k, b, err = wire.ReadStringBytes(b); err != nil {
-			return b, err
-		}
+	return wire.ReadMap(b, func() { *w = WorkCall{} }, func(k, b []byte) (_ []byte, err error) {
 		switch string(k) {
 		case "index":
 			w.Index, b, err = wire.ReadSigned[int](b)
@@ -298,11 +241,8 @@ func (w *WorkCall) ReadMsgpack(b []byte) ([]byte, error) {
 		default:
 			b, err = wire.Skip(b)
 		}
-		if err != nil {
-			return b, wire.Field(k, err)
-		}
-	}
-	return b, nil
+		return b, err
+	})
 }
 
 // AppendMsgpack appends the inclusion call's msgpack encoding to b.
@@ -322,16 +262,7 @@ func (c *InclusionCall) AppendMsgpack(b []byte) []byte {
 
 // ReadMsgpack reads an inclusion call from the start of b and returns the bytes after it.
 func (c *InclusionCall) ReadMsgpack(b []byte) ([]byte, error) {
-	n, b, err := wire.ReadMapHeader(b)
-	if err != nil || n < 0 {
-		*c = InclusionCall{}
-		return b, err
-	}
-	for range n {
-		var k []byte
-		if k, b, err = wire.ReadStringBytes(b); err != nil {
-			return b, err
-		}
+	return wire.ReadMap(b, func() { *c = InclusionCall{} }, func(k, b []byte) (_ []byte, err error) {
 		switch string(k) {
 		case "ref":
 			c.Ref, b, err = wire.ReadString(b)
@@ -342,11 +273,8 @@ func (c *InclusionCall) ReadMsgpack(b []byte) ([]byte, error) {
 		default:
 			b, err = wire.Skip(b)
 		}
-		if err != nil {
-			return b, wire.Field(k, err)
-		}
-	}
-	return b, nil
+		return b, err
+	})
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -401,16 +329,7 @@ func (w *WorkRequest) AppendMsgpack(b []byte) []byte {
 
 // ReadMsgpack reads a work request from the start of b and returns the bytes after it.
 func (w *WorkRequest) ReadMsgpack(b []byte) ([]byte, error) {
-	n, b, err := wire.ReadMapHeader(b)
-	if err != nil || n < 0 {
-		*w = WorkRequest{}
-		return b, err
-	}
-	for range n {
-		var k []byte
-		if k, b, err = wire.ReadStringBytes(b); err != nil {
-			return b, err
-		}
+	return wire.ReadMap(b, func() { *w = WorkRequest{} }, func(k, b []byte) (_ []byte, err error) {
 		switch string(k) {
 		case "v":
 			w.V, b, err = wire.ReadUnsigned[uint8](b)
@@ -449,11 +368,8 @@ func (w *WorkRequest) ReadMsgpack(b []byte) ([]byte, error) {
 		default:
 			b, err = wire.Skip(b)
 		}
-		if err != nil {
-			return b, wire.Field(k, err)
-		}
-	}
-	return b, nil
+		return b, err
+	})
 }
 
 // AppendMsgpack appends the work error's msgpack encoding to b.
@@ -482,16 +398,7 @@ func (e *WorkError) AppendMsgpack(b []byte) []byte {
 
 // ReadMsgpack reads a work error from the start of b and returns the bytes after it.
 func (e *WorkError) ReadMsgpack(b []byte) ([]byte, error) {
-	n, b, err := wire.ReadMapHeader(b)
-	if err != nil || n < 0 {
-		*e = WorkError{}
-		return b, err
-	}
-	for range n {
-		var k []byte
-		if k, b, err = wire.ReadStringBytes(b); err != nil {
-			return b, err
-		}
+	return wire.ReadMap(b, func() { *e = WorkError{} }, func(k, b []byte) (_ []byte, err error) {
 		switch string(k) {
 		case "message":
 			e.Message, b, err = wire.ReadString(b)
@@ -512,11 +419,8 @@ func (e *WorkError) ReadMsgpack(b []byte) ([]byte, error) {
 		default:
 			b, err = wire.Skip(b)
 		}
-		if err != nil {
-			return b, wire.Field(k, err)
-		}
-	}
-	return b, nil
+		return b, err
+	})
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -546,16 +450,7 @@ func (c *Completion) AppendMsgpack(b []byte) []byte {
 
 // ReadMsgpack reads a completion from the start of b and returns the bytes after it.
 func (c *Completion) ReadMsgpack(b []byte) ([]byte, error) {
-	n, b, err := wire.ReadMapHeader(b)
-	if err != nil || n < 0 {
-		*c = Completion{}
-		return b, err
-	}
-	for range n {
-		var k []byte
-		if k, b, err = wire.ReadStringBytes(b); err != nil {
-			return b, err
-		}
+	return wire.ReadMap(b, func() { *c = Completion{} }, func(k, b []byte) (_ []byte, err error) {
 		switch string(k) {
 		case "v":
 			c.V, b, err = wire.ReadUnsigned[uint8](b)
@@ -570,11 +465,8 @@ func (c *Completion) ReadMsgpack(b []byte) ([]byte, error) {
 		default:
 			b, err = wire.Skip(b)
 		}
-		if err != nil {
-			return b, wire.Field(k, err)
-		}
-	}
-	return b, nil
+		return b, err
+	})
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -607,16 +499,7 @@ func (w *WorkReply) AppendMsgpack(b []byte) []byte {
 
 // ReadMsgpack reads a work reply from the start of b and returns the bytes after it.
 func (w *WorkReply) ReadMsgpack(b []byte) ([]byte, error) {
-	n, b, err := wire.ReadMapHeader(b)
-	if err != nil || n < 0 {
-		*w = WorkReply{}
-		return b, err
-	}
-	for range n {
-		var k []byte
-		if k, b, err = wire.ReadStringBytes(b); err != nil {
-			return b, err
-		}
+	return wire.ReadMap(b, func() { *w = WorkReply{} }, func(k, b []byte) (_ []byte, err error) {
 		switch string(k) {
 		case "v":
 			w.V, b, err = wire.ReadUnsigned[uint8](b)
@@ -633,11 +516,8 @@ func (w *WorkReply) ReadMsgpack(b []byte) ([]byte, error) {
 		default:
 			b, err = wire.Skip(b)
 		}
-		if err != nil {
-			return b, wire.Field(k, err)
-		}
-	}
-	return b, nil
+		return b, err
+	})
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -655,16 +535,7 @@ func (w *WorkBatch) AppendMsgpack(b []byte) []byte {
 
 // ReadMsgpack reads a work batch from the start of b and returns the bytes after it.
 func (w *WorkBatch) ReadMsgpack(b []byte) ([]byte, error) {
-	n, b, err := wire.ReadMapHeader(b)
-	if err != nil || n < 0 {
-		*w = WorkBatch{}
-		return b, err
-	}
-	for range n {
-		var k []byte
-		if k, b, err = wire.ReadStringBytes(b); err != nil {
-			return b, err
-		}
+	return wire.ReadMap(b, func() { *w = WorkBatch{} }, func(k, b []byte) (_ []byte, err error) {
 		switch string(k) {
 		case "v":
 			w.V, b, err = wire.ReadUnsigned[uint8](b)
@@ -673,11 +544,8 @@ func (w *WorkBatch) ReadMsgpack(b []byte) ([]byte, error) {
 		default:
 			b, err = wire.Skip(b)
 		}
-		if err != nil {
-			return b, wire.Field(k, err)
-		}
-	}
-	return b, nil
+		return b, err
+	})
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -695,16 +563,7 @@ func (w *WorkBatchReply) AppendMsgpack(b []byte) []byte {
 
 // ReadMsgpack reads a work batch reply from the start of b and returns the bytes after it.
 func (w *WorkBatchReply) ReadMsgpack(b []byte) ([]byte, error) {
-	n, b, err := wire.ReadMapHeader(b)
-	if err != nil || n < 0 {
-		*w = WorkBatchReply{}
-		return b, err
-	}
-	for range n {
-		var k []byte
-		if k, b, err = wire.ReadStringBytes(b); err != nil {
-			return b, err
-		}
+	return wire.ReadMap(b, func() { *w = WorkBatchReply{} }, func(k, b []byte) (_ []byte, err error) {
 		switch string(k) {
 		case "v":
 			w.V, b, err = wire.ReadUnsigned[uint8](b)
@@ -713,11 +572,8 @@ func (w *WorkBatchReply) ReadMsgpack(b []byte) ([]byte, error) {
 		default:
 			b, err = wire.Skip(b)
 		}
-		if err != nil {
-			return b, wire.Field(k, err)
-		}
-	}
-	return b, nil
+		return b, err
+	})
 }
 
 // appendStringMap appends m with its keys sorted, so that the same map

@@ -651,6 +651,29 @@ func ReadText(b []byte) (text []byte, isNil bool, rest []byte, err error) {
 	return text, false, rest, err
 }
 
+// ReadMap reads a record written as a msgpack map from the start of b and
+// returns the bytes after it. A nil map (or one whose header cannot be
+// read) calls reset. Each entry's key goes to field with the bytes at its
+// value: field reads the value (Skip for a key it does not know) and
+// returns the bytes after it; an error it returns is wrapped with the key.
+func ReadMap(b []byte, reset func(), field func(key, b []byte) ([]byte, error)) ([]byte, error) {
+	n, b, err := ReadMapHeader(b)
+	if err != nil || n < 0 {
+		reset()
+		return b, err
+	}
+	for range n {
+		var k []byte
+		if k, b, err = ReadStringBytes(b); err != nil {
+			return b, err
+		}
+		if b, err = field(k, b); err != nil {
+			return b, Field(k, err)
+		}
+	}
+	return b, nil
+}
+
 // Field wraps err with the key of the field it occurred in.
 func Field(key []byte, err error) error {
 	if err == nil {
