@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -98,4 +99,18 @@ func waitQuiet(max time.Duration) float64 {
 			return o
 		}
 	}
+}
+
+// startCPUProfile starts the process's CPU profile into path; stop ends it
+// and closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -319,15 +318,11 @@ func runDepth(cfg *config) (*depthOutcome, error) {
 	logf("  filled at %.0f batches/s; HIGH holds %d tokens", rate, have)
 	if cfg.profilePhase == "depth" && cfg.cpuprofile != "" {
 		// The server's side of the deep-queue ticks (the child has its own process).
-		f, err := os.Create(cfg.cpuprofile)
+		stop, err := startCPUProfile(cfg.cpuprofile)
 		if err != nil {
 			return nil, err
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return nil, err
-		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
+		defer stop()
 	}
 	for r := range cfg.reps {
 		res, err := runChild(cfg, e.srv.ClientURL())

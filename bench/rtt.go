@@ -122,16 +122,7 @@ func runRTT(cfg *config, n int) (*rttResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &counter{m: map[[3]string]int{}}
-	sub, err := obs.Subscribe(">", func(m *nats.Msg) {
-		class, role, kind, skip := classify(m)
-		if skip {
-			return
-		}
-		c.mu.Lock()
-		c.m[[3]string{class, role, kind}]++
-		c.mu.Unlock()
-	})
+	c, sub, err := countAll(obs)
 	if err != nil {
 		return nil, err
 	}
@@ -251,4 +242,20 @@ func writeRTT(w io.Writer, r *rttResult) {
 		}
 		fmt.Fprintf(w, "| **round trips, all tickflow roles** | | | **%.2f** |\n\n", total)
 	}
+}
+
+// countAll counts every message of the account that obs sees from now on,
+// by class, role and kind (classify).
+func countAll(obs *nats.Conn) (*counter, *nats.Subscription, error) {
+	c := &counter{m: map[[3]string]int{}}
+	sub, err := obs.Subscribe(">", func(m *nats.Msg) {
+		class, role, kind, skip := classify(m)
+		if skip {
+			return
+		}
+		c.mu.Lock()
+		c.m[[3]string{class, role, kind}]++
+		c.mu.Unlock()
+	})
+	return c, sub, err
 }

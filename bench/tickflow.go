@@ -110,15 +110,9 @@ func runBurnDown(cfg *config, o burnOptions) (burnResult, error) {
 	defer e.close()
 	stopProfile := func() {}
 	if profile && cfg.cpuprofile != "" {
-		f, err := os.Create(cfg.cpuprofile)
-		if err != nil {
+		if stopProfile, err = startCPUProfile(cfg.cpuprofile); err != nil {
 			return r, err
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return r, err
-		}
-		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
 	}
 	defer func() { stopProfile() }()
 	if profile && cfg.memprofile != "" {
@@ -148,15 +142,9 @@ func runBurnDown(cfg *config, o burnOptions) (burnResult, error) {
 		if err := os.Rename(cfg.cpuprofile, cfg.cpuprofile+".submit"); err != nil {
 			return r, err
 		}
-		f, err := os.Create(cfg.cpuprofile)
-		if err != nil {
+		if stopProfile, err = startCPUProfile(cfg.cpuprofile); err != nil {
 			return r, err
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return r, err
-		}
-		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
 	}
 	cpu0 = selfBusy()
 	start := time.Now()
@@ -300,15 +288,11 @@ func runLatency(cfg *config, rate float64, d time.Duration, first bool) (*latenc
 		defer stop()
 	}
 	if first && cfg.cpuprofile != "" && cfg.profilePhase == "latency" {
-		f, err := os.Create(cfg.cpuprofile)
+		stop, err := startCPUProfile(cfg.cpuprofile)
 		if err != nil {
 			return nil, err
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return nil, err
-		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
+		defer stop()
 	}
 
 	count := int(rate * d.Seconds())
@@ -451,16 +435,7 @@ func countMessages(e *env) (func(n float64), error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &counter{m: map[[3]string]int{}}
-	sub, err := obs.Subscribe(">", func(m *nats.Msg) {
-		class, role, kind, skip := classify(m)
-		if skip {
-			return
-		}
-		c.mu.Lock()
-		c.m[[3]string{class, role, kind}]++
-		c.mu.Unlock()
-	})
+	c, sub, err := countAll(obs)
 	if err != nil {
 		return nil, err
 	}
