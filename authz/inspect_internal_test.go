@@ -4,10 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
@@ -26,16 +24,7 @@ func (c *countingStream) GetMsg(ctx context.Context, seq uint64, opts ...jetstre
 // a deep queue reads about as many tokens as it lists, not the whole queue;
 // only a listing that asks for the total reads every token.
 func TestInFlightReadsOnlyWhatItLists(t *testing.T) {
-	env := testnats.Start(t, []string{"pay"})
-	ctx := testnats.Context(t, 20*time.Second)
-	table, err := ParseTable([]byte(`labels: {jobs: {domain: pay, users: [alice], mode: non_atomic, priority: med, functions: {noop: {}}}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(ctx, env.Conn(t, "authz"), Options{Table: table})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, table, ctx := internalService(t, `labels: {jobs: {domain: pay, users: [alice], mode: non_atomic, priority: med, functions: {noop: {}}}}`)
 	const queued, limit = 40, 5
 	var ids []uint64
 	for range queued {

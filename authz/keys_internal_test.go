@@ -2,9 +2,7 @@ package authz
 
 import (
 	"testing"
-	"time"
 
-	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
@@ -14,16 +12,7 @@ import (
 // listed, and the current head gets its token; a further repeat adds no
 // second one.
 func TestReleaseRepeatedAfterCrash(t *testing.T) {
-	env := testnats.Start(t, []string{"pay"})
-	ctx := testnats.Context(t, 20*time.Second)
-	table, err := ParseTable([]byte(`labels: {seq: {domain: pay, users: [alice], mode: atomic, priority: med, functions: {noop: {}}}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(ctx, env.Conn(t, "authz"), Options{Table: table})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, table, ctx := internalService(t, `labels: {seq: {domain: pay, users: [alice], mode: atomic, priority: med, functions: {noop: {}}}}`)
 	send := func() uint64 {
 		t.Helper()
 		rep, err := s.submit(ctx, "seq", table.Labels["seq"], "alice", []CallSpec{{Type: "noop"}}, "k", "", pipeline.Med, false)

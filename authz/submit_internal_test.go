@@ -2,9 +2,7 @@ package authz
 
 import (
 	"testing"
-	"time"
 
-	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
@@ -15,16 +13,7 @@ import (
 // idempotency key answers the same id as a duplicate and publishes the
 // token; a further retry adds no second one.
 func TestSubmitCutShortAfterItsRecord(t *testing.T) {
-	env := testnats.Start(t, []string{"pay"})
-	ctx := testnats.Context(t, 20*time.Second)
-	table, err := ParseTable([]byte(`labels: {jobs: {domain: pay, users: [alice], mode: atomic, priority: high, functions: {noop: {}}}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(ctx, env.Conn(t, "authz"), Options{Table: table})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, table, ctx := internalService(t, `labels: {jobs: {domain: pay, users: [alice], mode: atomic, priority: high, functions: {noop: {}}}}`)
 	l := table.Labels["jobs"]
 	calls := []CallSpec{{Type: "noop"}}
 	// The submission up to its record, and then the crash.

@@ -1,0 +1,27 @@
+package authz
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tickflow/tickflow/internal/testnats"
+)
+
+// internalService starts a server with the domain pay and returns an authz
+// Service on it (not running: the test calls its methods) with the
+// authorization table tableYAML, and a context bounded for the test.
+func internalService(t *testing.T, tableYAML string) (*Service, *Table, context.Context) {
+	t.Helper()
+	env := testnats.Start(t, []string{"pay"})
+	ctx := testnats.Context(t, 20*time.Second)
+	table, err := ParseTable([]byte(tableYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, env.Conn(t, "authz"), Options{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, table, ctx
+}
