@@ -14,8 +14,8 @@ import (
 // request each (no reply inbox, timer or channel of nats' request per
 // write), so that a submission's record and index go out together and are
 // awaited together, and the PubAck read by streams.ReadPubAck. An answer
-// that stored nothing is handled as Publish and CreateKey handle it: the
-// write is made again through jetstream, which words the error.
+// that stored nothing is made again through jetstream, which words the
+// error (and, for a create, decides it).
 
 // PublishAcked is Publish with m published through acks: m's reply
 // subject is set, so pass a message that is not reused.
@@ -42,7 +42,11 @@ func answered(ctx context.Context, err error) bool {
 	return err != nil && ctx.Err() == nil && !errors.Is(err, streams.ErrPubAckTimeout)
 }
 
-// CreateKeyAcked is CreateKey with the write published through acks.
+// CreateKeyAcked is kv.Create(ctx, key, data) published through acks.
+// Any answer but a stored key stored nothing, and the write is made again
+// by kv.Create, which decides it: a key whose last revision is a delete
+// or purge is created on it, one that exists is an error matching
+// jetstream.ErrKeyExists.
 func CreateKeyAcked(ctx context.Context, acks *streams.AckPublisher, kv jetstream.KeyValue, key string, data []byte) (uint64, error) {
 	pa, err := acks.Publish(&nats.Msg{Subject: "$KV." + kv.Bucket() + "." + key, Header: createHeader, Data: data})
 	if err != nil {

@@ -54,25 +54,3 @@ func withDeadline(ctx context.Context, js jetstream.JetStream) (context.Context,
 // createHeader makes a KV write a create: the key must have no revision.
 // Shared and never modified: publishing only reads a message's header.
 var createHeader = nats.Header{jetstream.ExpectedLastSubjSeqHeader: []string{"0"}}
-
-// CreateKey is kv.Create(ctx, key, data) written as Publish writes: the
-// acknowledgement of a stored key read without reflection. Any other
-// answer stored nothing, and the write is made again by kv.Create, which
-// decides it: a key whose last revision is a delete or purge is created on
-// it, one that exists is an error matching jetstream.ErrKeyExists.
-func CreateKey(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, key string, data []byte) (uint64, error) {
-	m := &nats.Msg{Subject: "$KV." + kv.Bucket() + "." + key, Header: createHeader, Data: data}
-	ctx, cancel := withDeadline(ctx, js)
-	defer cancel()
-	resp, err := js.Conn().RequestMsgWithContext(ctx, m)
-	switch {
-	case errors.Is(err, nats.ErrNoResponders):
-	case err != nil:
-		return 0, err
-	default:
-		if a, err := streams.ReadPubAck(resp); err == nil {
-			return a.Seq, nil
-		}
-	}
-	return kv.Create(ctx, key, data)
-}

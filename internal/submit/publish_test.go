@@ -13,66 +13,51 @@ import (
 	"github.com/tickflow/tickflow/streams"
 )
 
-// writes are the two ways a submission writes: requests (Publish,
-// CreateKey) and pipelined through an AckPublisher (PublishAcked,
-// CreateKeyAcked). Both answer alike.
-type writes struct {
-	name    string
-	create  func(ctx context.Context, key string, data []byte) (uint64, error)
-	publish func(ctx context.Context, m *nats.Msg) (Ack, error)
+// publishers are the two ways a token is published: by request
+// (Publish) and through an AckPublisher (PublishAcked). Both answer alike.
+func publishers(t *testing.T, env *testnats.Env) map[string]func(context.Context, *nats.Msg) (Ack, error) {
+	js := env.JS(t, "authz")
+	acks := newAcks(t, env)
+	return map[string]func(context.Context, *nats.Msg) (Ack, error){
+		"request": func(ctx context.Context, m *nats.Msg) (Ack, error) { return Publish(ctx, js, m) },
+		"acked":   func(ctx context.Context, m *nats.Msg) (Ack, error) { return PublishAcked(ctx, js, acks, m) },
+	}
 }
 
-func bothWrites(t *testing.T, env *testnats.Env, kv jetstream.KeyValue) []writes {
-	js := env.JS(t, "authz")
+func newAcks(t *testing.T, env *testnats.Env) *streams.AckPublisher {
 	acks, err := streams.NewAckPublisher(env.Conn(t, "authz"), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []writes{
-		{"request",
-			func(ctx context.Context, key string, data []byte) (uint64, error) {
-				return CreateKey(ctx, js, kv, key, data)
-			},
-			func(ctx context.Context, m *nats.Msg) (Ack, error) { return Publish(ctx, js, m) }},
-		{"acked",
-			func(ctx context.Context, key string, data []byte) (uint64, error) {
-				return CreateKeyAcked(ctx, acks, kv, key, data)
-			},
-			func(ctx context.Context, m *nats.Msg) (Ack, error) { return PublishAcked(ctx, js, acks, m) }},
-	}
+	return acks
 }
 
-// TestCreateKeyAnswersAsKVCreate: a created key returns its revision, an
+// TestCreateKeyAckedAnswersAsKVCreate: a created key returns its revision, an
 // existing one ErrKeyExists, and a deleted one is created on its delete
-// marker, as kv.Create does; written by request or through an
-// AckPublisher.
-func TestCreateKeyAnswersAsKVCreate(t *testing.T) {
+// marker, as kv.Create does.
+func TestCreateKeyAckedAnswersAsKVCreate(t *testing.T) {
 	env := testnats.Start(t, []string{"pay"})
 	ctx := testnats.Context(t, 10*time.Second)
 	kv, err := env.JS(t, "authz").KeyValue(ctx, streams.BucketBatches)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range bothWrites(t, env, kv) {
-		t.Run(w.name, func(t *testing.T) {
-			key := "k-" + w.name
-			rev, err := w.create(ctx, key, []byte("a"))
-			if err != nil || rev == 0 {
-				t.Fatalf("first create: rev %d, err %v", rev, err)
-			}
-			if e, err := kv.Get(ctx, key); err != nil || string(e.Value()) != "a" || e.Revision() != rev {
-				t.Fatalf("stored: %v, %v", e, err)
-			}
-			if _, err := w.create(ctx, key, []byte("b")); !errors.Is(err, jetstream.ErrKeyExists) {
-				t.Fatalf("second create: %v, want ErrKeyExists", err)
-			}
-			if err := kv.Delete(ctx, key); err != nil {
-				t.Fatal(err)
-			}
-			if rev2, err := w.create(ctx, key, []byte("c")); err != nil || rev2 <= rev {
-				t.Fatalf("create after delete: rev %d, err %v", rev2, err)
-			}
-		})
+	acks := newAcks(t, env)
+	rev, err := CreateKeyAcked(ctx, acks, kv, "k1", []byte("a"))
+	if err != nil || rev == 0 {
+		t.Fatalf("first create: rev %d, err %v", rev, err)
+	}
+	if e, err := kv.Get(ctx, "k1"); err != nil || string(e.Value()) != "a" || e.Revision() != rev {
+		t.Fatalf("stored: %v, %v", e, err)
+	}
+	if _, err := CreateKeyAcked(ctx, acks, kv, "k1", []byte("b")); !errors.Is(err, jetstream.ErrKeyExists) {
+		t.Fatalf("second create: %v, want ErrKeyExists", err)
+	}
+	if err := kv.Delete(ctx, "k1"); err != nil {
+		t.Fatal(err)
+	}
+	if rev2, err := CreateKeyAcked(ctx, acks, kv, "k1", []byte("c")); err != nil || rev2 <= rev {
+		t.Fatalf("create after delete: rev %d, err %v", rev2, err)
 	}
 }
 
@@ -83,9 +68,11 @@ func TestCreateKeyAnswersAsKVCreate(t *testing.T) {
 func TestPublishAnswersAsPublishMsg(t *testing.T) {
 	env := testnats.Start(t, []string{"pay"})
 	ctx := testnats.Context(t, 10*time.Second)
-	for i, w := range bothWrites(t, env, nil) {
-		t.Run(w.name, func(t *testing.T) {
-			b := &pipeline.Batch{ID: 640 + uint64(i), Domain: "pay", Priority: pipeline.High, Label: "l", Submitter: "alice",
+	id := uint64(640)
+	for name, publish := range publishers(t, env) {
+		id++
+		t.Run(name, func(t *testing.T) {
+			b := &pipeline.Batch{ID: id, Domain: "pay", Priority: pipeline.High, Label: "l", Submitter: "alice",
 				Functions: []pipeline.Function{{Type: "noop"}}}
 			token := func() *nats.Msg {
 				m, err := streams.TokenMsg(streams.TokenSubject(b.Priority, b.Domain), b, 0, 0)
@@ -94,18 +81,18 @@ func TestPublishAnswersAsPublishMsg(t *testing.T) {
 				}
 				return m
 			}
-			first, err := w.publish(ctx, token())
+			first, err := publish(ctx, token())
 			if err != nil || first.Seq == 0 || first.Duplicate {
 				t.Fatalf("first publish: %+v, %v", first, err)
 			}
-			again, err := w.publish(ctx, token())
+			again, err := publish(ctx, token())
 			if err != nil || again != (Ack{Seq: first.Seq, Duplicate: true}) {
 				t.Fatalf("repeated publish: %+v, %v; want the first's sequence, duplicate", again, err)
 			}
 			bad := nats.NewMsg(token().Subject)
 			bad.Header.Set(jetstream.ExpectedLastSeqHeader, "999")
 			var ae *jetstream.APIError
-			if _, err := w.publish(ctx, bad); !errors.As(err, &ae) || ae.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
+			if _, err := publish(ctx, bad); !errors.As(err, &ae) || ae.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
 				t.Fatalf("publish refused by the stream: %v, want jetstream's wrong-last-sequence error", err)
 			}
 		})

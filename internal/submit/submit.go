@@ -71,14 +71,6 @@ func Create(ctx context.Context, kv jetstream.KeyValue, b *pipeline.Batch, idemK
 	})
 }
 
-// CreateJS is Create with the record written through js by CreateKey: the
-// server's acknowledgement read without reflection.
-func CreateJS(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, b *pipeline.Batch, idemKey string, dup bool) (*pipeline.Batch, *Created, error) {
-	return create(ctx, kv, b, idemKey, dup, func(ctx context.Context, key string, data []byte) (uint64, error) {
-		return CreateKey(ctx, js, kv, key, data)
-	})
-}
-
 func create(ctx context.Context, kv jetstream.KeyValue, b *pipeline.Batch, idemKey string, dup bool, write func(context.Context, string, []byte) (uint64, error)) (*pipeline.Batch, *Created, error) {
 	rec := NewRecord(b, idemKey)
 	data, err := streams.Encode(rec)
