@@ -100,7 +100,7 @@ type groupItem struct {
 	span trace.Span
 	c    callbackChange
 	rec  streams.BatchRecord
-	ack  jetstream.PubAckFuture
+	ack  *streams.PendingAck
 }
 
 // apply applies a group of callbacks.
@@ -157,18 +157,19 @@ func (b *callbackBatcher) apply(ctx context.Context, group []jetstream.Msg) {
 // await waits for the PubAck of a write until wctx is done. Shutdown (ctx
 // done) stops the wait only once the connection is closed: its PubAck
 // can come no more.
-func (b *callbackBatcher) await(ctx, wctx context.Context, ack jetstream.PubAckFuture) error {
+func (b *callbackBatcher) await(ctx, wctx context.Context, ack *streams.PendingAck) error {
 	stop := ctx.Done()
 	for {
 		select {
-		case <-ack.Ok():
-			return nil
-		case err := <-ack.Err():
+		case <-ack.Done():
+			_, err := ack.Result()
 			return err
 		case <-wctx.Done():
+			ack.Forget()
 			return wctx.Err()
 		case <-stop:
 			if b.s.nc.IsClosed() {
+				ack.Forget()
 				return nats.ErrConnectionClosed
 			}
 			stop = nil
@@ -196,7 +197,7 @@ func (b *callbackBatcher) write(it *groupItem) bool {
 	if err != nil {
 		return false
 	}
-	ack, err := s.js.PublishMsgAsync(streams.KVUpdateMsg(streams.BucketBatches, streams.BatchKey(id), data, rr.Rev))
+	ack, err := s.acks.Publish(streams.KVUpdateMsg(streams.BucketBatches, streams.BatchKey(id), data, rr.Rev))
 	if err != nil {
 		return false
 	}

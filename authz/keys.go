@@ -43,7 +43,7 @@ const maxRelease = 64
 // published rather than its first.
 func (s *Service) admit(ctx context.Context, b *pipeline.Batch, repeat bool) (headOrFree bool, err error) {
 	if b.Key == "" {
-		return true, submit.PublishToken(ctx, s.js, b, 0, 0)
+		return true, submit.PublishTokenAcked(ctx, s.js, s.acks, b, 0, 0)
 	}
 	if repeat {
 		if done, err := s.finished(ctx, b.ID); err != nil || done {
@@ -69,7 +69,7 @@ func (s *Service) admit(ctx context.Context, b *pipeline.Batch, repeat bool) (he
 	if repeat {
 		err = s.ensureHead(ctx, b.Domain, b.Key, q.Head())
 	} else {
-		err = submit.PublishToken(ctx, s.js, b, 0, 0)
+		err = submit.PublishTokenAcked(ctx, s.js, s.acks, b, 0, 0)
 	}
 	if err != nil {
 		// The batch is its key's head without a token: the repair loop

@@ -82,6 +82,9 @@ type Service struct {
 	recent recentRecords
 	// ids hands out batch ids from blocks this replica reserved.
 	ids *submit.IDs
+	// acks publishes pipelined writes and reads their PubAcks (callback
+	// groups, a submission's record and index).
+	acks *streams.AckPublisher
 	// progressStore reads and writes progress records (queue listings and edits).
 	progressStore *streams.ProgressStore
 	state         jetstream.KeyValue
@@ -139,6 +142,9 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 	s := &Service{opts: opts, log: opts.Logger.With("component", "authz"), nc: nc, js: js, ids: submit.NewIDs(js),
 		queues: map[pipeline.Priority]jetstream.Stream{}}
 	s.table.Store(opts.Table)
+	if s.acks, err = streams.NewAckPublisher(nc, pubAckWait); err != nil {
+		return nil, fmt.Errorf("authz: %w", err)
+	}
 	for _, b := range []struct {
 		name string
 		kv   *jetstream.KeyValue

@@ -57,8 +57,8 @@ type PendingAck struct {
 	id       uint64
 	deadline time.Time
 	done     chan struct{}
-	// seq and err are written once, before done is closed.
-	seq uint64
+	// ack and err are written once, before done is closed.
+	ack PubAck
 	err error
 }
 
@@ -101,7 +101,7 @@ func (p *AckPublisher) handle(m *nats.Msg) {
 	if a == nil {
 		return
 	}
-	a.seq, a.err = parsePubAck(m)
+	a.ack, a.err = ReadPubAck(m)
 	close(a.done)
 }
 
@@ -119,7 +119,12 @@ func (a *PendingAck) Deadline() time.Time { return a.deadline }
 
 // Result is the stream sequence of the stored message (a KV write's
 // revision), or why it was not stored. Call it once Done is closed.
-func (a *PendingAck) Result() (uint64, error) { return a.seq, a.err }
+func (a *PendingAck) Result() (uint64, error) { return a.ack.Seq, a.err }
+
+// PubAck is the whole answer (the sequence, and whether the message was a
+// duplicate), or why the message was not stored. Call it once Done is
+// closed.
+func (a *PendingAck) PubAck() (PubAck, error) { return a.ack, a.err }
 
 // Forget gives up waiting for the PubAck: its answer, if it comes, is dropped.
 func (a *PendingAck) Forget() { a.p.forget(a.id) }
@@ -130,82 +135,146 @@ func (a *PendingAck) Forget() { a.p.forget(a.id) }
 // timeout (an error matching ErrPubAckTimeout). Waiting for many PubAcks,
 // one ctx with a deadline for all costs less than a timer each.
 func (a *PendingAck) Wait(ctx context.Context) (uint64, error) {
+	ack, err := a.WaitPubAck(ctx)
+	return ack.Seq, err
+}
+
+// WaitPubAck is Wait that returns the whole answer (PubAck).
+func (a *PendingAck) WaitPubAck(ctx context.Context) (PubAck, error) {
 	select {
 	case <-a.done:
-		return a.seq, a.err
+		return a.ack, a.err
 	default:
 	}
 	if _, ok := ctx.Deadline(); ok {
 		select {
 		case <-a.done:
-			return a.seq, a.err
+			return a.ack, a.err
 		case <-ctx.Done():
 			a.Forget()
-			return 0, ctx.Err()
+			return PubAck{}, ctx.Err()
 		}
 	}
 	t := time.NewTimer(time.Until(a.deadline))
 	defer t.Stop()
 	select {
 	case <-a.done:
-		return a.seq, a.err
+		return a.ack, a.err
 	case <-t.C:
 		a.Forget()
-		return 0, fmt.Errorf("%w (%s)", ErrPubAckTimeout, a.p.timeout)
+		return PubAck{}, fmt.Errorf("%w (%s)", ErrPubAckTimeout, a.p.timeout)
 	case <-ctx.Done():
 		a.Forget()
-		return 0, ctx.Err()
+		return PubAck{}, ctx.Err()
 	}
 }
 
-// pubAckPrefix and pubAckSeq frame the server's answer for a stored
-// message: {"stream":"NAME"[,"domain":"D"],"seq":N}.
+// PubAck is what a stream answered to a stored message.
+type PubAck struct {
+	// Seq is the stored message's stream sequence (a KV write's revision).
+	Seq uint64
+	// Duplicate says the message was a duplicate within the stream's
+	// window: Seq is the first copy's.
+	Duplicate bool
+}
+
+// The frame of the server's answer for a stored message, written from one
+// template: {"stream":"NAME"[,"domain":"D"],"seq":N[,"duplicate": true]}.
 var (
 	pubAckPrefix = []byte(`{"stream":"`)
+	pubAckDomain = []byte(`,"domain":"`)
 	pubAckSeq    = []byte(`,"seq":`)
+	pubAckEnd    = []byte(`}`)
+	pubAckDup    = []byte(`,"duplicate": true}`)
+	pubAckDup2   = []byte(`,"duplicate":true}`)
 )
 
-// parsePubAck reads a PubAck: the stored message's stream sequence, or the
-// error the stream answered (a *jetstream.APIError, as jetstream's own
-// publishes return it), or jetstream.ErrNoStreamResponse when no stream
-// took the subject.
-func parsePubAck(m *nats.Msg) (uint64, error) {
+// ReadPubAck reads the server's answer to a JetStream publish: the stored
+// message's sequence, or the error the stream answered (a
+// *jetstream.APIError, as jetstream's own publishes return it),
+// jetstream.ErrNoStreamResponse when no stream took the subject, or
+// jetstream.ErrInvalidJSAck for anything else. The server's success answer
+// is read without reflection; any other shape (an error, a batch's answer)
+// is decoded in full.
+func ReadPubAck(m *nats.Msg) (PubAck, error) {
 	d := m.Data
 	if len(d) == 0 {
 		if m.Header.Get("Status") == "503" {
-			return 0, jetstream.ErrNoStreamResponse
+			return PubAck{}, jetstream.ErrNoStreamResponse
 		}
-		return 0, jetstream.ErrInvalidJSAck
+		return PubAck{}, jetstream.ErrInvalidJSAck
 	}
-	if bytes.HasPrefix(d, pubAckPrefix) && d[len(d)-1] == '}' {
-		if i := bytes.LastIndex(d, pubAckSeq); i > 0 {
-			digits := d[i+len(pubAckSeq) : len(d)-1]
-			if seq, ok := parseDigits(digits); ok {
-				return seq, nil
-			}
-		}
+	if a, ok := readPubAckTemplate(d); ok {
+		return a, nil
 	}
-	// Any other shape (an error, a duplicate, a batch's answer): decoded in full.
 	var r struct {
-		Error  *jetstream.APIError `json:"error"`
-		Stream string              `json:"stream"`
-		Seq    uint64              `json:"seq"`
+		Error     *jetstream.APIError `json:"error"`
+		Stream    string              `json:"stream"`
+		Seq       uint64              `json:"seq"`
+		Duplicate bool                `json:"duplicate"`
 	}
 	if err := json.Unmarshal(d, &r); err != nil {
-		return 0, jetstream.ErrInvalidJSAck
+		return PubAck{}, jetstream.ErrInvalidJSAck
 	}
 	if r.Error != nil {
-		return 0, r.Error
+		return PubAck{}, r.Error
 	}
 	if r.Stream == "" {
-		return 0, jetstream.ErrInvalidJSAck
+		return PubAck{}, jetstream.ErrInvalidJSAck
 	}
-	return r.Seq, nil
+	return PubAck{Seq: r.Seq, Duplicate: r.Duplicate}, nil
+}
+
+// readPubAckTemplate reads a success answer of the server's template; ok
+// is false for any other shape.
+func readPubAckTemplate(d []byte) (a PubAck, ok bool) {
+	r, ok := quoted(d, pubAckPrefix)
+	if !ok {
+		return a, false
+	}
+	if bytes.HasPrefix(r, pubAckDomain) {
+		if r, ok = quoted(r, pubAckDomain); !ok {
+			return a, false
+		}
+	}
+	if !bytes.HasPrefix(r, pubAckSeq) {
+		return a, false
+	}
+	r = r[len(pubAckSeq):]
+	n := 0
+	for n < len(r) && r[n] >= '0' && r[n] <= '9' {
+		n++
+	}
+	if a.Seq, ok = parseDigits(r[:n]); !ok {
+		return a, false
+	}
+	switch r = r[n:]; {
+	case bytes.Equal(r, pubAckEnd):
+	case bytes.Equal(r, pubAckDup), bytes.Equal(r, pubAckDup2):
+		a.Duplicate = true
+	default:
+		return a, false
+	}
+	return a, true
+}
+
+// quoted skips prefix and the non-empty string without escapes it opens,
+// closing quote included, and returns what follows.
+func quoted(d, prefix []byte) ([]byte, bool) {
+	if !bytes.HasPrefix(d, prefix) {
+		return nil, false
+	}
+	r := d[len(prefix):]
+	end := bytes.IndexByte(r, '"')
+	if end <= 0 || bytes.IndexByte(r[:end], '\\') >= 0 {
+		return nil, false
+	}
+	return r[end+1:], true
 }
 
 // parseDigits reads a decimal uint64 of digits only.
 func parseDigits(b []byte) (uint64, bool) {
-	if len(b) == 0 || len(b) > 19 {
+	if len(b) == 0 || len(b) > 20 {
 		return 0, false
 	}
 	var n uint64
@@ -213,7 +282,11 @@ func parseDigits(b []byte) (uint64, bool) {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
-		n = n*10 + uint64(c-'0')
+		d := uint64(c - '0')
+		if n > (1<<64-1-d)/10 {
+			return 0, false // overflows a uint64
+		}
+		n = n*10 + d
 	}
 	return n, true
 }

@@ -13,108 +13,89 @@ import (
 	"github.com/tickflow/tickflow/streams"
 )
 
-// TestReadAck: the server's acknowledgement templates read without
-// reflection, any other success as jetstream reads it, and an error answer
-// or garbage as no acknowledgement.
-func TestReadAck(t *testing.T) {
-	for _, tc := range []struct {
-		name, body string
-		want       Ack
-		ok         bool
-	}{
-		{"template", `{"stream":"KV_batches","seq":42}`, Ack{Seq: 42}, true},
-		{"duplicate", `{"stream":"HIGH","seq":7,"duplicate": true}`, Ack{Seq: 7, Duplicate: true}, true},
-		{"domain", `{"stream":"HIGH","domain":"hub","seq":9}`, Ack{Seq: 9}, true},
-		{"batch", `{"stream":"HIGH","seq":9,"batch":"b","count":2}`, Ack{Seq: 9}, true},
-		{"error", `{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 3"},"stream":"KV_batches","seq":0}`, Ack{}, false},
-		{"no stream", `{"stream":"","seq":3}`, Ack{}, false},
-		{"garbage", `{"stream":"HIGH","seq":`, Ack{}, false},
-		{"overflow", `{"stream":"HIGH","seq":99999999999999999999999}`, Ack{}, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, ok := readAck([]byte(tc.body))
-			if got != tc.want || ok != tc.ok {
-				t.Fatalf("readAck(%s) = %+v, %v; want %+v, %v", tc.body, got, ok, tc.want, tc.ok)
-			}
-		})
+// publishers are the two ways a token is published: by request
+// (Publish) and through an AckPublisher (PublishAcked). Both answer alike.
+func publishers(t *testing.T, env *testnats.Env) map[string]func(context.Context, *nats.Msg) (Ack, error) {
+	js := env.JS(t, "authz")
+	acks := newAcks(t, env)
+	return map[string]func(context.Context, *nats.Msg) (Ack, error){
+		"request": func(ctx context.Context, m *nats.Msg) (Ack, error) { return Publish(ctx, js, m) },
+		"acked":   func(ctx context.Context, m *nats.Msg) (Ack, error) { return PublishAcked(ctx, js, acks, m) },
 	}
 }
 
-// TestCreateKeyAnswersAsKVCreate: a created key returns its revision, an
-// existing one ErrKeyExists, and a deleted one is created on its delete
-// marker, as kv.Create does.
-func TestCreateKeyAnswersAsKVCreate(t *testing.T) {
-	env := testnats.Start(t, []string{"pay"})
-	ctx := testnats.Context(t, 10*time.Second)
-	js := env.JS(t, "authz")
-	kv, err := js.KeyValue(ctx, streams.BucketBatches)
+func newAcks(t *testing.T, env *testnats.Env) *streams.AckPublisher {
+	acks, err := streams.NewAckPublisher(env.Conn(t, "authz"), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rev, err := CreateKey(ctx, js, kv, "k1", []byte("a"))
+	return acks
+}
+
+// TestCreateKeyAckedAnswersAsKVCreate: a created key returns its revision, an
+// existing one ErrKeyExists, and a deleted one is created on its delete
+// marker, as kv.Create does.
+func TestCreateKeyAckedAnswersAsKVCreate(t *testing.T) {
+	env := testnats.Start(t, []string{"pay"})
+	ctx := testnats.Context(t, 10*time.Second)
+	kv, err := env.JS(t, "authz").KeyValue(ctx, streams.BucketBatches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acks := newAcks(t, env)
+	rev, err := CreateKeyAcked(ctx, acks, kv, "k1", []byte("a"))
 	if err != nil || rev == 0 {
 		t.Fatalf("first create: rev %d, err %v", rev, err)
 	}
 	if e, err := kv.Get(ctx, "k1"); err != nil || string(e.Value()) != "a" || e.Revision() != rev {
 		t.Fatalf("stored: %v, %v", e, err)
 	}
-	if _, err := CreateKey(ctx, js, kv, "k1", []byte("b")); !errors.Is(err, jetstream.ErrKeyExists) {
+	if _, err := CreateKeyAcked(ctx, acks, kv, "k1", []byte("b")); !errors.Is(err, jetstream.ErrKeyExists) {
 		t.Fatalf("second create: %v, want ErrKeyExists", err)
 	}
 	if err := kv.Delete(ctx, "k1"); err != nil {
 		t.Fatal(err)
 	}
-	if rev2, err := CreateKey(ctx, js, kv, "k1", []byte("c")); err != nil || rev2 <= rev {
+	if rev2, err := CreateKeyAcked(ctx, acks, kv, "k1", []byte("c")); err != nil || rev2 <= rev {
 		t.Fatalf("create after delete: rev %d, err %v", rev2, err)
 	}
 }
 
 // TestPublishAnswersAsPublishMsg: a stored message's sequence, a
 // duplicate within the window flagged, and a message the stream refuses
-// answered with jetstream's error.
+// answered with jetstream's error; published by request or through an
+// AckPublisher.
 func TestPublishAnswersAsPublishMsg(t *testing.T) {
 	env := testnats.Start(t, []string{"pay"})
 	ctx := testnats.Context(t, 10*time.Second)
-	js := env.JS(t, "authz")
-	b := &pipeline.Batch{ID: 640, Domain: "pay", Priority: pipeline.High, Label: "l", Submitter: "alice",
-		Functions: []pipeline.Function{{Type: "noop"}}}
-	m, err := streams.TokenMsg(streams.TokenSubject(b.Priority, b.Domain), b, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := Publish(ctx, js, m)
-	if err != nil || first.Seq == 0 || first.Duplicate {
-		t.Fatalf("first publish: %+v, %v", first, err)
-	}
-	again, err := Publish(ctx, js, m)
-	if err != nil || again != (Ack{Seq: first.Seq, Duplicate: true}) {
-		t.Fatalf("repeated publish: %+v, %v; want the first's sequence, duplicate", again, err)
-	}
-	bad := nats.NewMsg(m.Subject)
-	bad.Header.Set(jetstream.ExpectedLastSeqHeader, "999")
-	var ae *jetstream.APIError
-	if _, err := Publish(ctx, js, bad); !errors.As(err, &ae) || ae.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
-		t.Fatalf("publish refused by the stream: %v, want jetstream's wrong-last-sequence error", err)
-	}
-}
-
-func BenchmarkReadAck(b *testing.B) {
-	ack := []byte(`{"stream":"KV_batches","seq":123456}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, ok := readAck(ack); !ok {
-			b.Fatal("not read")
-		}
-	}
-}
-
-func BenchmarkReadAckJSON(b *testing.B) {
-	ack := []byte(`{"stream":"KV_batches","seq":123456}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, ok := readAckJSON(ack); !ok {
-			b.Fatal("not read")
-		}
+	id := uint64(640)
+	for name, publish := range publishers(t, env) {
+		id++
+		t.Run(name, func(t *testing.T) {
+			b := &pipeline.Batch{ID: id, Domain: "pay", Priority: pipeline.High, Label: "l", Submitter: "alice",
+				Functions: []pipeline.Function{{Type: "noop"}}}
+			token := func() *nats.Msg {
+				m, err := streams.TokenMsg(streams.TokenSubject(b.Priority, b.Domain), b, 0, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m
+			}
+			first, err := publish(ctx, token())
+			if err != nil || first.Seq == 0 || first.Duplicate {
+				t.Fatalf("first publish: %+v, %v", first, err)
+			}
+			again, err := publish(ctx, token())
+			if err != nil || again != (Ack{Seq: first.Seq, Duplicate: true}) {
+				t.Fatalf("repeated publish: %+v, %v; want the first's sequence, duplicate", again, err)
+			}
+			bad := nats.NewMsg(token().Subject)
+			bad.Header.Set(jetstream.ExpectedLastSeqHeader, "999")
+			var ae *jetstream.APIError
+			if _, err := publish(ctx, bad); !errors.As(err, &ae) || ae.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
+				t.Fatalf("publish refused by the stream: %v, want jetstream's wrong-last-sequence error", err)
+			}
+		})
 	}
 }
 

@@ -71,14 +71,6 @@ func Create(ctx context.Context, kv jetstream.KeyValue, b *pipeline.Batch, idemK
 	})
 }
 
-// CreateJS is Create with the record written through js by CreateKey: the
-// server's acknowledgement read without reflection.
-func CreateJS(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, b *pipeline.Batch, idemKey string, dup bool) (*pipeline.Batch, *Created, error) {
-	return create(ctx, kv, b, idemKey, dup, func(ctx context.Context, key string, data []byte) (uint64, error) {
-		return CreateKey(ctx, js, kv, key, data)
-	})
-}
-
 func create(ctx context.Context, kv jetstream.KeyValue, b *pipeline.Batch, idemKey string, dup bool, write func(context.Context, string, []byte) (uint64, error)) (*pipeline.Batch, *Created, error) {
 	rec := NewRecord(b, idemKey)
 	data, err := streams.Encode(rec)
@@ -152,12 +144,17 @@ func Enqueue(ctx context.Context, js jetstream.JetStream, b *pipeline.Batch, ide
 // PublishToken publishes the token of b at generation gen and step on the
 // batch's own token subject, deduplicated by (id, gen, step).
 func PublishToken(ctx context.Context, js jetstream.JetStream, b *pipeline.Batch, gen, step uint32) error {
+	return publishToken(ctx, b, gen, step, func(m *nats.Msg) (Ack, error) { return Publish(ctx, js, m) })
+}
+
+// publishToken builds the token of b (with ctx's trace) and publishes it.
+func publishToken(ctx context.Context, b *pipeline.Batch, gen, step uint32, publish func(*nats.Msg) (Ack, error)) error {
 	m, err := streams.TokenMsg(streams.TokenSubject(b.Priority, b.Domain), b, gen, step)
 	if err != nil {
 		return err
 	}
 	telemetry.Inject(ctx, m.Header)
-	if _, err := Publish(ctx, js, m); err != nil {
+	if _, err := publish(m); err != nil {
 		return fmt.Errorf("submit: queue batch %d: %w", b.ID, err)
 	}
 	return nil
