@@ -19,16 +19,7 @@ import (
 // still runs its functions once and ends with one callback.
 func TestStepsShareAUnitRequest(t *testing.T) {
 	b := setup(t)
-	var single, batched atomic.Int32
-	watch := b.env.Conn(t, "admin")
-	for subject, n := range map[string]*atomic.Int32{streams.WorkUnitSubject: &single, streams.WorkUnitsSubject: &batched} {
-		if _, err := watch.Subscribe(subject, func(*nats.Msg) { n.Add(1) }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := watch.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	single, batched := countUnitRequests(t, b)
 	p := b.processor(t, processor.Options{Concurrency: 32})
 	const n = 64
 	ids := make([]uint64, 0, n)
@@ -115,23 +106,11 @@ func TestASlowUnitHoldsUpOnlyItsOwnRequest(t *testing.T) {
 // batch runs once and ends with one callback.
 func TestALoneUnitGoesToTheUnitsEndpoint(t *testing.T) {
 	b := setup(t)
-	var single, batched atomic.Int32
-	watch := b.env.Conn(t, "admin")
-	for subject, n := range map[string]*atomic.Int32{streams.WorkUnitSubject: &single, streams.WorkUnitsSubject: &batched} {
-		if _, err := watch.Subscribe(subject, func(*nats.Msg) { n.Add(1) }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := watch.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	single, batched := countUnitRequests(t, b)
 	p := b.processor(t, processor.Options{Concurrency: 1})
 	id := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop(), noop()}})
 	if sr := step(t, b.ctx, p); sr.BatchID != id || sr.Action != processor.ActionFinished {
 		t.Fatalf("step %+v, want batch %d finished", sr, id)
-	}
-	if err := watch.Flush(); err != nil {
-		t.Fatal(err)
 	}
 	testnats.Eventually(t, 5*time.Second, "the request seen", func() bool { return single.Load()+batched.Load() > 0 })
 	if single.Load() != 0 || batched.Load() != 1 {
@@ -145,4 +124,21 @@ func TestALoneUnitGoesToTheUnitsEndpoint(t *testing.T) {
 			t.Fatalf("function %d ran %d times", i, runs)
 		}
 	}
+}
+
+// countUnitRequests counts, from now on, the work requests that carry one
+// unit (single) and those that carry several (batched).
+func countUnitRequests(t *testing.T, b *bundle) (single, batched *atomic.Int32) {
+	t.Helper()
+	single, batched = new(atomic.Int32), new(atomic.Int32)
+	watch := b.env.Conn(t, "admin")
+	for subject, n := range map[string]*atomic.Int32{streams.WorkUnitSubject: single, streams.WorkUnitsSubject: batched} {
+		if _, err := watch.Subscribe(subject, func(*nats.Msg) { n.Add(1) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := watch.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return single, batched
 }

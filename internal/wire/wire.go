@@ -205,31 +205,18 @@ func AppendTime(b []byte, t time.Time) []byte {
 
 // ReadMapHeader reads a map header: its entry count, or -1 for nil.
 func ReadMapHeader(b []byte) (int, []byte, error) {
-	if len(b) == 0 {
-		return 0, b, errShort
-	}
-	c := b[0]
-	switch {
-	case c == codeNil:
-		return -1, b[1:], nil
-	case c >= 0x80 && c <= 0x8f:
-		return int(c & 0x0f), b[1:], nil
-	case c == codeMap16:
-		if len(b) < 3 {
-			return 0, b, errShort
-		}
-		return int(binary.BigEndian.Uint16(b[1:])), b[3:], nil
-	case c == codeMap32:
-		if len(b) < 5 {
-			return 0, b, errShort
-		}
-		return int(binary.BigEndian.Uint32(b[1:])), b[5:], nil
-	}
-	return 0, b, unexpected(c, "a map")
+	return readHeader(b, 0x80, codeMap16, codeMap32, "a map")
 }
 
 // ReadArrayHeader reads an array header: its length, or -1 for nil.
 func ReadArrayHeader(b []byte) (int, []byte, error) {
+	return readHeader(b, 0x90, codeArray16, codeArray32, "an array")
+}
+
+// readHeader reads the header of a map or an array: fix is its fixed form's
+// first code (a count of up to 15 in its low bits), code16 and code32 its
+// longer forms; nil reads as -1.
+func readHeader(b []byte, fix, code16, code32 byte, what string) (int, []byte, error) {
 	if len(b) == 0 {
 		return 0, b, errShort
 	}
@@ -237,20 +224,20 @@ func ReadArrayHeader(b []byte) (int, []byte, error) {
 	switch {
 	case c == codeNil:
 		return -1, b[1:], nil
-	case c >= 0x90 && c <= 0x9f:
+	case c >= fix && c <= fix|0x0f:
 		return int(c & 0x0f), b[1:], nil
-	case c == codeArray16:
+	case c == code16:
 		if len(b) < 3 {
 			return 0, b, errShort
 		}
 		return int(binary.BigEndian.Uint16(b[1:])), b[3:], nil
-	case c == codeArray32:
+	case c == code32:
 		if len(b) < 5 {
 			return 0, b, errShort
 		}
 		return int(binary.BigEndian.Uint32(b[1:])), b[5:], nil
 	}
-	return 0, b, unexpected(c, "an array")
+	return 0, b, unexpected(c, what)
 }
 
 // ReadStringBytes reads a string or binary value without copying it: the
