@@ -21,18 +21,7 @@ func TestReleaseRepeatedAfterCrash(t *testing.T) {
 		}
 		return rep.ID
 	}
-	queued := func() []uint64 {
-		t.Helper()
-		items, err := s.Live(ctx, "pay", pipeline.Med)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ids []uint64
-		for _, it := range items {
-			ids = append(ids, it.ID)
-		}
-		return ids
-	}
+	queued := func() []uint64 { return queuedIDs(ctx, t, s, pipeline.Med) }
 	k1, k2 := send(), send()
 	if got := queued(); len(got) != 1 || got[0] != k1 {
 		t.Fatalf("queued %v, want only the key's head %d", got, k1)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/pipeline"
 )
 
 // internalService starts a server with the domain pay and returns an authz
@@ -24,4 +25,19 @@ func internalService(t *testing.T, tableYAML string) (*Service, *Table, context.
 		t.Fatal(err)
 	}
 	return s, table, ctx
+}
+
+// queuedIDs lists the ids of the batches whose tokens wait in the domain
+// pay's queue of priority prio, oldest first.
+func queuedIDs(ctx context.Context, t *testing.T, s *Service, prio pipeline.Priority) []uint64 {
+	t.Helper()
+	items, err := s.Live(ctx, "pay", prio)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []uint64
+	for _, it := range items {
+		ids = append(ids, it.ID)
+	}
+	return ids
 }

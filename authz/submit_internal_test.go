@@ -22,18 +22,7 @@ func TestSubmitCutShortAfterItsRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := b.batch.ID
-	queued := func() []uint64 {
-		t.Helper()
-		items, err := s.Live(ctx, "pay", pipeline.High)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ids []uint64
-		for _, it := range items {
-			ids = append(ids, it.ID)
-		}
-		return ids
-	}
+	queued := func() []uint64 { return queuedIDs(ctx, t, s, pipeline.High) }
 	if got := queued(); len(got) != 0 {
 		t.Fatalf("queued %v before the retry, want nothing", got)
 	}
