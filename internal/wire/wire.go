@@ -346,31 +346,10 @@ func ReadInt(b []byte) (int64, []byte, error) {
 }
 
 // ReadUint reads any integer (nil reads as 0), as msgpack/v5 decodes an
-// unsigned Go int: a negative number wraps around.
+// unsigned Go int: a negative number wraps around (ReadInt's bits).
 func ReadUint(b []byte) (uint64, []byte, error) {
-	if len(b) == 0 {
-		return 0, b, errShort
-	}
-	c := b[0]
-	if c <= 0x7f || c >= 0xe0 {
-		return uint64(int8(c)), b[1:], nil
-	}
-	if c == codeNil {
-		return 0, b[1:], nil
-	}
-	n, rest, err := readFixed(b, c, "an integer")
-	if err != nil {
-		return 0, b, err
-	}
-	switch c {
-	case codeInt8:
-		return uint64(int8(n)), rest, nil
-	case codeInt16:
-		return uint64(int16(n)), rest, nil
-	case codeInt32:
-		return uint64(int32(n)), rest, nil
-	}
-	return n, rest, nil
+	n, rest, err := ReadInt(b)
+	return uint64(n), rest, err
 }
 
 // readFixed reads the big-endian payload of a fixed-width integer code.
