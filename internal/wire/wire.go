@@ -83,25 +83,24 @@ func AppendBool(b []byte, v bool) []byte {
 }
 
 // AppendMapHeader appends the header of a map of n entries.
-func AppendMapHeader(b []byte, n int) []byte {
-	switch {
-	case n < 16:
-		return append(b, 0x80|byte(n))
-	case n <= math.MaxUint16:
-		return append(b, codeMap16, byte(n>>8), byte(n))
-	}
-	return binary.BigEndian.AppendUint32(append(b, codeMap32), uint32(n))
-}
+func AppendMapHeader(b []byte, n int) []byte { return appendHeader(b, n, 0x80, codeMap16, codeMap32) }
 
 // AppendArrayHeader appends the header of an array of n elements.
 func AppendArrayHeader(b []byte, n int) []byte {
+	return appendHeader(b, n, 0x90, codeArray16, codeArray32)
+}
+
+// appendHeader appends the header of a map or an array of n: fix is its
+// fixed form's first code, code16 and code32 its longer forms (readHeader
+// reads it back).
+func appendHeader(b []byte, n int, fix, code16, code32 byte) []byte {
 	switch {
 	case n < 16:
-		return append(b, 0x90|byte(n))
+		return append(b, fix|byte(n))
 	case n <= math.MaxUint16:
-		return append(b, codeArray16, byte(n>>8), byte(n))
+		return append(b, code16, byte(n>>8), byte(n))
 	}
-	return binary.BigEndian.AppendUint32(append(b, codeArray32), uint32(n))
+	return binary.BigEndian.AppendUint32(append(b, code32), uint32(n))
 }
 
 // AppendString appends s as a msgpack string.
