@@ -146,11 +146,11 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 	// concurrency leaves no index key behind.
 	// The index key and the record are published together, and their
 	// PubAcks awaited together.
-	indexed, err := s.acks.Publish(&nats.Msg{Subject: indexSubject(b.Submitter, id)})
+	index, err := s.startIndex(b.Submitter, id)
 	if err != nil {
-		return nil, fmt.Errorf("authz: index the batch under its submitter: %w", err)
+		return nil, err
 	}
-	defer indexed.Forget() // an index not awaited, as on an error below
+	defer index.Forget() // an index not awaited, as on an error below
 	first, created, err := submit.CreateAcked(ctx, s.acks, s.batches, b, idem, dup)
 	if created != nil {
 		s.recent.put(b.ID, created)
@@ -172,8 +172,8 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 			return nil, err
 		}
 	}
-	if _, err := indexed.Wait(ctx); err != nil {
-		return nil, fmt.Errorf("authz: index the batch under its submitter: %w", err)
+	if err := indexed(ctx, index); err != nil {
+		return nil, err
 	}
 	if idem != "" {
 		if _, err := s.batches.Create(ctx, streams.IdempotencyKey(user, idem), []byte(fmt.Sprint(first.ID))); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
@@ -17,37 +18,32 @@ import (
 // index (a batches-bucket key streams.SubmitterKey per batch, written as
 // the batch is accepted), and cancelled by id.
 
-// indexing is a submitter index write on its way.
-type indexing struct {
-	ack jetstream.PubAckFuture
-	err error
-}
-
-// startIndex starts writing the submitter index key of batch id without
-// waiting for it, so it overlaps the record's write; wait collects it.
-func (s *Service) startIndex(user string, id uint64) *indexing {
-	f, err := s.js.PublishAsync(indexSubject(user, id), nil)
-	return &indexing{ack: f, err: err}
-}
-
-// wait returns once the index key is stored.
-func (x *indexing) wait(ctx context.Context) error {
-	if x.err != nil {
-		return fmt.Errorf("authz: index the batch under its submitter: %w", x.err)
+// startIndex publishes the submitter index key of batch id without
+// waiting for it, so that it overlaps the record's write; its PubAck is
+// awaited with indexed (or given up with Forget).
+func (s *Service) startIndex(user string, id uint64) (*streams.PendingAck, error) {
+	pa, err := s.acks.Publish(&nats.Msg{Subject: indexSubject(user, id)})
+	if err != nil {
+		return nil, fmt.Errorf("authz: index the batch under its submitter: %w", err)
 	}
-	select {
-	case <-x.ack.Ok():
-		return nil
-	case err := <-x.ack.Err():
+	return pa, nil
+}
+
+// indexed waits until the index key pa writes is stored.
+func indexed(ctx context.Context, pa *streams.PendingAck) error {
+	if _, err := pa.Wait(ctx); err != nil {
 		return fmt.Errorf("authz: index the batch under its submitter: %w", err)
-	case <-ctx.Done():
-		return ctx.Err()
 	}
+	return nil
 }
 
 // index writes the submitter index key of batch id and waits for it.
 func (s *Service) index(ctx context.Context, user string, id uint64) error {
-	return s.startIndex(user, id).wait(ctx)
+	pa, err := s.startIndex(user, id)
+	if err != nil {
+		return err
+	}
+	return indexed(ctx, pa)
 }
 
 func indexSubject(user string, id uint64) string {
