@@ -25,12 +25,15 @@ const callbackGroups = 2
 const pubAckWait = 5 * time.Second
 
 // callbackBatcher applies the callbacks the consumer delivers in groups
-// (group commit): a group's callbacks whose records this replica created
-// are written together, each with compare-and-set on the revision it was
-// created at, and their PubAcks awaited together, instead of a goroutine
-// and a round trip each. Each callback is acknowledged only once its own
-// write is stored and what its batch held is released. Everything else (a
-// record not remembered, a write that lost its race or failed, a callback
+// (group commit): a group's records are written together, each with
+// compare-and-set on the revision it was read or created at, and their
+// PubAcks awaited together, instead of a goroutine and two round trips
+// each. A record this replica created is remembered at its revision; the
+// others (created by another replica, or forgotten behind a backlog larger
+// than what is remembered) are read together first, with pipelined direct
+// gets. Each callback is acknowledged only once its own write is stored
+// and what its batch held is released. Everything else (a record not
+// found or unreadable, a write that lost its race or failed, a callback
 // that is repeated, a record of another domain) is applied alone (apply),
 // on a goroutine of its own, at most Options.Concurrency at once.
 type callbackBatcher struct {
@@ -49,6 +52,9 @@ type callbackBatcher struct {
 	// fellBack counts the callbacks of a group that went the patient way
 	// after their record's write.
 	fellBack atomic.Int64
+	// readFirst counts the writes of a group sent after reading their
+	// record (not remembered by this replica).
+	readFirst atomic.Int64
 }
 
 func (s *Service) newCallbackBatcher(gate *drain.Gate) *callbackBatcher {
@@ -101,13 +107,15 @@ type groupItem struct {
 	c    callbackChange
 	rec  streams.BatchRecord
 	ack  *streams.PendingAck
+	// get is the read of a record not remembered, on its way.
+	get *streams.PendingAck
 }
 
 // apply applies a group of callbacks.
 func (b *callbackBatcher) apply(ctx context.Context, group []jetstream.Msg) {
 	s := b.s
 	items := make([]groupItem, len(group))
-	sent := 0
+	sent, reads := 0, 0
 	for i, m := range group {
 		it := &items[i]
 		it.ctx, it.span = s.opts.Telemetry.StartApply(ctx, m.Headers())
@@ -115,19 +123,28 @@ func (b *callbackBatcher) apply(ctx context.Context, group []jetstream.Msg) {
 			it.span.End()
 			continue
 		}
-		if !b.write(it) {
+		switch b.write(it) {
+		case groupWriting:
+			sent++
+		case groupReading:
+			reads++
+		default:
 			b.alone(it)
-			continue
 		}
-		sent++
 	}
-	if sent == 0 {
+	if sent == 0 && reads == 0 {
 		return
 	}
 	// The writes were sent: their PubAcks are awaited even through
 	// shutdown, which would otherwise redo them.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pubAckWait)
 	defer cancel()
+	if reads > 0 {
+		sent += b.writeRead(ctx, wctx, items)
+	}
+	if sent == 0 {
+		return
+	}
 	for i := range items {
 		it := &items[i]
 		if it.ack == nil {
@@ -177,19 +194,74 @@ func (b *callbackBatcher) await(ctx, wctx context.Context, ack *streams.PendingA
 	}
 }
 
+// groupStep says where write left a callback of a group.
+type groupStep int
+
+const (
+	groupAlone   groupStep = iota // to be applied alone
+	groupWriting                  // its record's write was sent
+	groupReading                  // its record's read was sent
+)
+
 // write sends the callback's change of the record this replica created,
-// with compare-and-set on the revision it was created at; false when there
-// is no such record or no change to write, and the callback is to be
-// applied alone.
-func (b *callbackBatcher) write(it *groupItem) bool {
+// with compare-and-set on the revision it was created at; a record not
+// remembered is read first (writeRead).
+func (b *callbackBatcher) write(it *groupItem) groupStep {
 	s, id := b.s, it.cb.BatchID
 	rr, ok := s.recent.take(id)
 	if !ok {
-		return false
+		get, err := s.acks.Request(streams.KVGetMsg(streams.BucketBatches, streams.BatchKey(id)))
+		if err != nil {
+			return groupAlone
+		}
+		it.get = get
+		return groupReading
 	}
-	it.c = s.callbackChange(&it.cb)
 	it.rec = rr.Rec
 	it.rec.History = slices.Clip(it.rec.History) // change appends: never into the remembered array
+	if !b.send(it, rr.Rev) {
+		return groupAlone
+	}
+	return groupWriting
+}
+
+// writeRead awaits the reads write sent, and sends each record's change
+// with compare-and-set on the revision read; it returns how many writes
+// it sent. A callback whose record was not read, or whose change was not
+// sent, is applied alone.
+func (b *callbackBatcher) writeRead(ctx, wctx context.Context, items []groupItem) (sent int) {
+	for i := range items {
+		it := &items[i]
+		get := it.get
+		if get == nil {
+			continue
+		}
+		it.get = nil
+		if err := b.await(ctx, wctx, get); err != nil {
+			b.alone(it)
+			continue
+		}
+		data, rev, err := streams.ReadKVGet(get.Msg())
+		if err != nil {
+			b.alone(it) // not recorded, or not readable: apply says so
+			continue
+		}
+		if it.rec, err = streams.Decode[streams.BatchRecord](data); err != nil || !b.send(it, rev) {
+			b.alone(it)
+			continue
+		}
+		b.readFirst.Add(1)
+		sent++
+	}
+	return sent
+}
+
+// send applies the callback's change to it.rec and writes it with
+// compare-and-set on revision rev; false when there is no change to write
+// or it was not sent, and the callback is to be applied alone.
+func (b *callbackBatcher) send(it *groupItem, rev uint64) bool {
+	s := b.s
+	it.c = s.callbackChange(&it.cb)
 	if write, err := it.c.change(&it.rec); err != nil || !write {
 		return false
 	}
@@ -197,7 +269,7 @@ func (b *callbackBatcher) write(it *groupItem) bool {
 	if err != nil {
 		return false
 	}
-	ack, err := s.acks.Publish(streams.KVUpdateMsg(streams.BucketBatches, streams.BatchKey(id), data, rr.Rev))
+	ack, err := s.acks.Publish(streams.KVUpdateMsg(streams.BucketBatches, streams.BatchKey(it.cb.BatchID), data, rev))
 	if err != nil {
 		return false
 	}

@@ -2,6 +2,8 @@ package authz
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -277,4 +279,80 @@ func TestCallbacksAppliedOnceAcrossAConnectionLoss(t *testing.T) {
 			t.Fatalf("batch %d: %s with history %+v; want Executed with one callback", id, rec.Status, rec.History)
 		}
 	}
+}
+
+// TestGroupReadsRecordsItDidNotCreate: a replica applying callbacks for
+// records it does not remember (created by another replica, or forgotten
+// behind a large backlog) reads them together and writes them as a group;
+// an owner's change made before the callback is kept, a batch whose record
+// is gone and a callback applied before go the patient way, and each
+// callback is applied once and acknowledged.
+func TestGroupReadsRecordsItDidNotCreate(t *testing.T) {
+	b := groupSetup(t, 10)
+	kv, err := b.env.JS(t, "admin").KeyValue(b.ctx, streams.BucketBatches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := b.replica(t, b.env.Conn(t, "authz"))
+	noted, gone := b.ids[0], b.ids[1]
+	rec, rev := b.record(t, kv, noted)
+	rec.History = append(rec.History, streams.Event{At: time.Now().UTC(), What: "note", Detail: "changed by admin"})
+	data, err := streams.Encode(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Update(b.ctx, streams.BatchKey(noted), data, rev); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(b.ctx, streams.BatchKey(gone)); err != nil {
+		t.Fatal(err)
+	}
+	// The last batch's callback comes twice: the second finds it terminal.
+	repeated := b.ids[len(b.ids)-1]
+	b.callbacks(t, append(slices.Clone(b.ids), repeated))
+	want := len(b.ids) + 1
+	var group []jetstream.Msg
+	for len(group) < want {
+		batch, err := other.callbacks.Fetch(want-len(group), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			group = append(group, m)
+		}
+		if err := batch.Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var gate drain.Gate
+	g := other.newCallbackBatcher(&gate)
+	g.apply(b.ctx, group)
+	gate.Close()
+	gate.Wait()
+	// Every record found is read before any is written: the repeated
+	// callback's write loses its race to the first and is applied alone,
+	// on the record as stored (terminal by then: it writes nothing).
+	if got, want := g.readFirst.Load(), int64(len(b.ids)); got != want {
+		t.Fatalf("%d writes of the group were sent after a grouped read, want %d", got, want)
+	}
+	if got := g.fellBack.Load(); got != 1 {
+		t.Fatalf("%d writes of the group fell back, want the repeated callback's", got)
+	}
+	for _, id := range b.ids {
+		if id == gone {
+			if _, err := kv.Get(b.ctx, streams.BatchKey(id)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+				t.Fatalf("batch %d: the deleted record came back (%v)", id, err)
+			}
+			continue
+		}
+		rec, _ := b.record(t, kv, id)
+		note := false
+		for _, ev := range rec.History {
+			note = note || ev.What == "note"
+		}
+		if rec.Status != pipeline.Executed || callbackEvents(rec) != 1 || note != (id == noted) {
+			t.Fatalf("batch %d: %s with history %+v; want Executed, one callback, the admin's note %v", id, rec.Status, rec.History, id == noted)
+		}
+	}
+	b.drained(t)
 }

@@ -57,8 +57,12 @@ type PendingAck struct {
 	id       uint64
 	deadline time.Time
 	done     chan struct{}
-	// ack and err are written once, before done is closed.
+	// raw says the answer is kept whole (Request) rather than read as a
+	// PubAck.
+	raw bool
+	// ack, msg and err are written once, before done is closed.
 	ack PubAck
+	msg *nats.Msg
 	err error
 }
 
@@ -66,10 +70,22 @@ type PendingAck struct {
 // pending PubAck. It sets m's reply subject to where the PubAck comes: m
 // is the publisher's from then on. An error says m was not sent.
 func (p *AckPublisher) Publish(m *nats.Msg) (*PendingAck, error) {
+	return p.send(m, false)
+}
+
+// Request publishes m, a request to JetStream's API such as a direct get
+// (DirectGetMsg), and returns its pending answer, kept whole: Msg gives
+// it once Done is closed. Like Publish, it pipelines: several requests are
+// answered in one round trip instead of one each.
+func (p *AckPublisher) Request(m *nats.Msg) (*PendingAck, error) {
+	return p.send(m, true)
+}
+
+func (p *AckPublisher) send(m *nats.Msg, raw bool) (*PendingAck, error) {
 	if m.Reply != "" {
 		return nil, jetstream.ErrAsyncPublishReplySubjectSet
 	}
-	a := &PendingAck{p: p, done: make(chan struct{}), deadline: time.Now().Add(p.timeout)}
+	a := &PendingAck{p: p, done: make(chan struct{}), deadline: time.Now().Add(p.timeout), raw: raw}
 	p.mu.Lock()
 	p.next++
 	a.id = p.next
@@ -101,7 +117,11 @@ func (p *AckPublisher) handle(m *nats.Msg) {
 	if a == nil {
 		return
 	}
-	a.ack, a.err = ReadPubAck(m)
+	if a.raw {
+		a.msg = m
+	} else {
+		a.ack, a.err = ReadPubAck(m)
+	}
 	close(a.done)
 }
 
@@ -120,6 +140,9 @@ func (a *PendingAck) Deadline() time.Time { return a.deadline }
 // Result is the stream sequence of the stored message (a KV write's
 // revision), or why it was not stored. Call it once Done is closed.
 func (a *PendingAck) Result() (uint64, error) { return a.ack.Seq, a.err }
+
+// Msg is the answer to a Request, whole. Call it once Done is closed.
+func (a *PendingAck) Msg() *nats.Msg { return a.msg }
 
 // PubAck is the whole answer (the sequence, and whether the message was a
 // duplicate), or why the message was not stored. Call it once Done is
