@@ -122,6 +122,32 @@ func (b *groupBundle) drained(t *testing.T) {
 	})
 }
 
+// applyGroup fetches n callbacks through s's consumer and applies them as
+// one group, waiting for whatever the group applied alone; it returns the
+// batcher, for its counters.
+func (b *groupBundle) applyGroup(t *testing.T, s *Service, n int) *callbackBatcher {
+	t.Helper()
+	var group []jetstream.Msg
+	for len(group) < n {
+		batch, err := s.callbacks.Fetch(n-len(group), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			group = append(group, m)
+		}
+		if err := batch.Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var gate drain.Gate
+	g := s.newCallbackBatcher(&gate)
+	g.apply(b.ctx, group)
+	gate.Close()
+	gate.Wait()
+	return g
+}
+
 // TestGroupWriteThatLostItsRaceIsApplied: the callbacks of a group are
 // written with compare-and-set on the revision authz created each record
 // at; a record changed since (here by admin) makes its write fail, and that
@@ -151,24 +177,7 @@ func TestGroupWriteThatLostItsRaceIsApplied(t *testing.T) {
 		changed[id] = true
 	}
 	b.callbacks(t, b.ids)
-	var group []jetstream.Msg
-	for len(group) < len(b.ids) {
-		batch, err := b.s.callbacks.Fetch(len(b.ids)-len(group), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for m := range batch.Messages() {
-			group = append(group, m)
-		}
-		if err := batch.Error(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var gate drain.Gate
-	g := b.s.newCallbackBatcher(&gate)
-	g.apply(b.ctx, group)
-	gate.Close()
-	gate.Wait()
+	g := b.applyGroup(t, b.s, len(b.ids))
 	if got, want := g.fellBack.Load(), int64(len(changed)); got != want {
 		t.Fatalf("%d writes of the group fell back, want %d (the records changed since)", got, want)
 	}
@@ -310,25 +319,7 @@ func TestGroupReadsRecordsItDidNotCreate(t *testing.T) {
 	// The last batch's callback comes twice: the second finds it terminal.
 	repeated := b.ids[len(b.ids)-1]
 	b.callbacks(t, append(slices.Clone(b.ids), repeated))
-	want := len(b.ids) + 1
-	var group []jetstream.Msg
-	for len(group) < want {
-		batch, err := other.callbacks.Fetch(want-len(group), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for m := range batch.Messages() {
-			group = append(group, m)
-		}
-		if err := batch.Error(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var gate drain.Gate
-	g := other.newCallbackBatcher(&gate)
-	g.apply(b.ctx, group)
-	gate.Close()
-	gate.Wait()
+	g := b.applyGroup(t, other, len(b.ids)+1)
 	// Every record found is read before any is written: the repeated
 	// callback's write loses its race to the first and is applied alone,
 	// on the record as stored (terminal by then: it writes nothing).
