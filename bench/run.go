@@ -85,19 +85,24 @@ func run(cfg *config) error {
 			res.add("ceil.cons", "Ceiling: durable pull consume + ack", "msgs/s", cons, m)
 		}
 	}
-	if cfg.phases["burndown"] {
+	// The burn-down's and asynq's repetitions alternate (tickflow, asynq,
+	// tickflow, …), so that a drift of the machine's speed during the run
+	// weighs on both sides of their ratios alike.
+	if cfg.phases["burndown"] || cfg.phases["asynq"] {
 		for i := range cfg.reps {
-			quiet(cfg)
-			m := startMeter()
-			r, err := runBurnDown(cfg, burnOptions{spec: cfg.spec(), label: labelAtomic, functions: 1, n: cfg.n, units: 1,
-				profile: i == 0 && cfg.profilePhase == "burndown"})
-			if err != nil {
-				return fmt.Errorf("burn-down: %w", err)
+			if cfg.phases["burndown"] {
+				if err := burnDownRep(cfg, res, i); err != nil {
+					return err
+				}
 			}
-			logf("tickflow burn-down %d/%d: submit %.0f batches/s, drain %.0f batches/s (processors done at %.0f/s)", i+1, cfg.reps, r.submitRate, r.drainRate, r.procRate)
-			res.add("tf.submit", "tickflow submit through authz (atomic, 1 noop)", "batches/s", r.submitRate, m)
-			res.add("tf.drain", "tickflow drain to callback applied", "batches/s", r.drainRate, m)
-			res.add("tf.proc", "tickflow drain to callback published", "batches/s", r.procRate, m)
+			if cfg.phases["asynq"] {
+				if err := asynqRep(cfg, res, i); err != nil {
+					return err
+				}
+			}
+		}
+		if cfg.phases["burndown"] && cfg.phases["asynq"] {
+			res.note("The burn-down's and asynq's repetitions alternate (tickflow, asynq, tickflow, …), so that a drift of the machine's speed during the run weighs on both sides of their ratios alike.")
 		}
 	}
 	if cfg.phases["keyed"] {
@@ -121,19 +126,6 @@ func run(cfg *config) error {
 			}
 			logf("tickflow non-atomic %d/%d: %.0f functions/s (submit %.0f batches/s)", i+1, cfg.reps, r.drainRate, r.submitRate)
 			res.add("tf.fns", fmt.Sprintf("tickflow non-atomic (%d×%d noop) drain", cfg.nonAtomicBatches, cfg.nonAtomicFns), "functions/s", r.drainRate, m)
-		}
-	}
-	if cfg.phases["asynq"] {
-		for i := range cfg.reps {
-			quiet(cfg)
-			m := startMeter()
-			enq, drain, err := runAsynq(cfg, cfg.n, cfg.asynqConcurrency())
-			if err != nil {
-				return err
-			}
-			logf("asynq %d/%d: enqueue %.0f tasks/s, drain %.0f tasks/s", i+1, cfg.reps, enq, drain)
-			res.add("aq.enq", "asynq enqueue", "tasks/s", enq, m)
-			res.add("aq.drain", fmt.Sprintf("asynq drain (concurrency %d)", cfg.asynqConcurrency()), "tasks/s", drain, m)
 		}
 	}
 	if cfg.phases["latency"] {
@@ -254,4 +246,34 @@ func count(n int) string {
 		return fmt.Sprintf("%dk", n/1000)
 	}
 	return fmt.Sprint(n)
+}
+
+// burnDownRep runs repetition i of the burn-down of atomic batches.
+func burnDownRep(cfg *config, res *results, i int) error {
+	quiet(cfg)
+	m := startMeter()
+	r, err := runBurnDown(cfg, burnOptions{spec: cfg.spec(), label: labelAtomic, functions: 1, n: cfg.n, units: 1,
+		profile: i == 0 && cfg.profilePhase == "burndown"})
+	if err != nil {
+		return fmt.Errorf("burn-down: %w", err)
+	}
+	logf("tickflow burn-down %d/%d: submit %.0f batches/s, drain %.0f batches/s (processors done at %.0f/s)", i+1, cfg.reps, r.submitRate, r.drainRate, r.procRate)
+	res.add("tf.submit", "tickflow submit through authz (atomic, 1 noop)", "batches/s", r.submitRate, m)
+	res.add("tf.drain", "tickflow drain to callback applied", "batches/s", r.drainRate, m)
+	res.add("tf.proc", "tickflow drain to callback published", "batches/s", r.procRate, m)
+	return nil
+}
+
+// asynqRep runs repetition i of asynq's enqueue and drain.
+func asynqRep(cfg *config, res *results, i int) error {
+	quiet(cfg)
+	m := startMeter()
+	enq, drain, err := runAsynq(cfg, cfg.n, cfg.asynqConcurrency())
+	if err != nil {
+		return err
+	}
+	logf("asynq %d/%d: enqueue %.0f tasks/s, drain %.0f tasks/s", i+1, cfg.reps, enq, drain)
+	res.add("aq.enq", "asynq enqueue", "tasks/s", enq, m)
+	res.add("aq.drain", fmt.Sprintf("asynq drain (concurrency %d)", cfg.asynqConcurrency()), "tasks/s", drain, m)
+	return nil
 }
