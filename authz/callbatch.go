@@ -208,7 +208,7 @@ const (
 // remembered is read first (writeRead).
 func (b *callbackBatcher) write(it *groupItem) groupStep {
 	s, id := b.s, it.cb.BatchID
-	rr, ok := s.recent.take(id)
+	rec, rev, ok := s.recent.take(id)
 	if !ok {
 		get, err := s.acks.Request(streams.KVGetMsg(streams.BucketBatches, streams.BatchKey(id)))
 		if err != nil {
@@ -217,9 +217,8 @@ func (b *callbackBatcher) write(it *groupItem) groupStep {
 		it.get = get
 		return groupReading
 	}
-	it.rec = rr.Rec
-	it.rec.History = slices.Clip(it.rec.History) // change appends: never into the remembered array
-	if !b.send(it, rr.Rev) {
+	it.rec = rec
+	if !b.send(it, rev) {
 		return groupAlone
 	}
 	return groupWriting

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tickflow/tickflow/internal/drain"
+	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
@@ -211,8 +212,11 @@ func TestCallbacksAppliedOnceAcrossAConnectionLoss(t *testing.T) {
 	first := b.replica(t, nc)
 	// It remembers the records the bundle's replica created, as if it had.
 	for _, id := range b.ids {
-		if rr, ok := b.s.recent.take(id); ok {
-			first.recent.put(id, rr)
+		b.s.recent.mu.Lock()
+		rr, ok := b.s.recent.m[id]
+		b.s.recent.mu.Unlock()
+		if ok {
+			first.recent.put(id, &submit.Created{Data: rr.data, Rev: rr.rev})
 		}
 	}
 	b.callbacks(t, b.ids)

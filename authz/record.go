@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -54,45 +53,74 @@ func (s *Service) updateRecord(ctx context.Context, id uint64, change func(*stre
 	return written, nil
 }
 
-// recentRecord is a record this replica created, at the revision it wrote.
-type recentRecord = submit.Created
+// recentRecord is a record this replica created: its encoding as written
+// (bytes the collector does not scan), at the revision it wrote.
+type recentRecord struct {
+	data []byte
+	rev  uint64
+}
 
 // recentRecords remembers the records this replica created, so the first
 // change of each (usually its callback) can be written with
 // compare-and-set on the revision it knows instead of reading the record
 // first: one round trip less per batch. A record changed meanwhile by
 // anyone makes that write fail, and the change is applied the usual way.
-// Entries are taken on use; the map is bounded.
+// Entries are taken on use; their bytes are bounded (maxRecentBytes).
 type recentRecords struct {
-	mu sync.Mutex
-	m  map[uint64]*recentRecord
+	mu    sync.Mutex
+	m     map[uint64]recentRecord
+	bytes int
 }
 
-// maxRecent bounds recentRecords: a burst of submissions larger than this
-// reads the oldest records back, as every other replica does.
-const maxRecent = 1 << 15
+// maxRecentBytes bounds recentRecords: a backlog of submissions larger
+// than this (about 90,000 records of one function) reads the oldest
+// records back, as every other replica does.
+const maxRecentBytes = 32 << 20
 
-func (r *recentRecords) put(id uint64, rr *recentRecord) {
+// recentOverhead is what an entry costs beside its bytes, roughly: the
+// map's key, value and slot.
+const recentOverhead = 64
+
+func (r *recentRecords) put(id uint64, c *submit.Created) {
+	size := len(c.Data) + recentOverhead
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m == nil {
-		r.m = map[uint64]*recentRecord{}
+		r.m = map[uint64]recentRecord{}
 	}
-	if len(r.m) >= maxRecent {
-		for k := range r.m { // evict an arbitrary entry
+	if old, ok := r.m[id]; ok {
+		delete(r.m, id)
+		r.bytes -= len(old.data) + recentOverhead
+	}
+	for r.bytes+size > maxRecentBytes && len(r.m) > 0 {
+		for k, old := range r.m { // evict an arbitrary entry
 			delete(r.m, k)
+			r.bytes -= len(old.data) + recentOverhead
 			break
 		}
 	}
-	r.m[id] = rr
+	r.m[id] = recentRecord{data: c.Data, rev: c.Rev}
+	r.bytes += size
 }
 
-func (r *recentRecords) take(id uint64) (*recentRecord, bool) {
+// take forgets the record of batch id and returns it decoded, at the
+// revision this replica wrote; ok is false when it is not remembered.
+func (r *recentRecords) take(id uint64) (rec streams.BatchRecord, rev uint64, ok bool) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	rr, ok := r.m[id]
-	delete(r.m, id)
-	return rr, ok
+	if ok {
+		delete(r.m, id)
+		r.bytes -= len(rr.data) + recentOverhead
+	}
+	r.mu.Unlock()
+	if !ok {
+		return rec, 0, false
+	}
+	rec, err := streams.Decode[streams.BatchRecord](rr.data)
+	if err != nil {
+		return rec, 0, false // read back from the store instead
+	}
+	return rec, rr.rev, true
 }
 
 // updateRecent applies change to the remembered record of batch id and
@@ -100,12 +128,10 @@ func (r *recentRecords) take(id uint64) (*recentRecord, bool) {
 // when there is nothing remembered or the record changed meanwhile: the
 // caller then applies change to the record as stored.
 func (s *Service) updateRecent(ctx context.Context, id uint64, change func(*streams.BatchRecord) (bool, error)) (written *streams.BatchRecord, ok bool, err error) {
-	rr, ok := s.recent.take(id)
+	rec, rev, ok := s.recent.take(id)
 	if !ok {
 		return nil, false, nil
 	}
-	rec := rr.Rec
-	rec.History = slices.Clip(rec.History) // change appends: never into the remembered array
 	write, err := change(&rec)
 	if err != nil || !write {
 		return nil, false, nil // decide on the record as stored
@@ -114,7 +140,7 @@ func (s *Service) updateRecent(ctx context.Context, id uint64, change func(*stre
 	if err != nil {
 		return nil, true, err
 	}
-	if _, err := s.batches.Update(ctx, streams.BatchKey(id), data, rr.Rev); err != nil {
+	if _, err := s.batches.Update(ctx, streams.BatchKey(id), data, rev); err != nil {
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, false, nil
 		}

@@ -43,10 +43,12 @@ func Record(ctx context.Context, kv jetstream.KeyValue, b *pipeline.Batch, idemK
 	return first, err
 }
 
-// Created is a record Create wrote, at the revision it wrote it.
+// Created is a record Create wrote, at the revision it wrote it, and its
+// encoding as written.
 type Created struct {
-	Rec streams.BatchRecord
-	Rev uint64
+	Rec  streams.BatchRecord
+	Rev  uint64
+	Data []byte
 }
 
 // NewRecord is the record of a batch just accepted: InProcess, with its
@@ -88,7 +90,7 @@ func create(ctx context.Context, kv jetstream.KeyValue, b *pipeline.Batch, idemK
 		}
 		return first, nil, nil
 	}
-	return b, &Created{Rec: *rec, Rev: rev}, nil
+	return b, &Created{Rec: *rec, Rev: rev, Data: data}, nil
 }
 
 // Stored reads the batch recorded under id.
