@@ -91,7 +91,7 @@ func (b *cancelBundle) run(t *testing.T) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = b.s.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); testnats.Stopped(t, "authz", done) })
 }
 
 func (b *cancelBundle) waitStatus(t *testing.T, id uint64, want pipeline.Status) *streams.BatchRecord {

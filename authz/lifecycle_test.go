@@ -182,7 +182,7 @@ func TestConfirmEndpoint(t *testing.T) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = b.proc.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); testnats.Stopped(t, "authz", done) })
 	if e := b.call(t, "oracle", "confirm", authz.ConfirmRequest{ID: id, Content: "0xabc"}, nil); e != nil {
 		t.Fatal(e)
 	}
@@ -209,7 +209,7 @@ func TestEditsWhileTicking(t *testing.T) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = b.proc.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); testnats.Stopped(t, "authz", done) })
 	ticker := b.env.Conn(t, "ticker")
 	stopTicks := make(chan struct{})
 	ticking := make(chan struct{})

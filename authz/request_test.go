@@ -184,7 +184,7 @@ func TestUntrustedInputCapped(t *testing.T) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = svc.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); testnats.Stopped(t, "authz", done) })
 	nc := b.env.Conn(t, "alice")
 	m := nats.NewMsg(streams.AuthzSubject("alice", "batch"))
 	m.Reply = "elsewhere." + strings.Repeat("r", 1000)

@@ -115,7 +115,7 @@ func setup(t *testing.T, opts ...testnats.Option) *bundle {
 	wctx, wcancel := context.WithCancel(ctx)
 	wdone := make(chan struct{})
 	go func() { defer close(wdone); _ = w.Run(wctx) }()
-	t.Cleanup(func() { wcancel(); <-wdone })
+	t.Cleanup(func() { wcancel(); testnats.Stopped(t, "worker", wdone) })
 	b.proc, err = processor.New(ctx, env.Conn(t, "processor"), processor.Options{Domain: domain})
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +158,7 @@ func (b *bundle) runAuthz(t *testing.T, opts authz.Options) {
 	}()
 	var once sync.Once
 	b.svc = svc
-	b.stop = func() { once.Do(func() { cancel(); <-done }) }
+	b.stop = func() { once.Do(func() { cancel(); testnats.Stopped(t, "authz", done) }) }
 	t.Cleanup(b.stop)
 }
 

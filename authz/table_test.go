@@ -57,7 +57,7 @@ func TestReload(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = svc.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); testnats.Stopped(t, "authz", done) })
 	b := &bundle{env: env, ctx: ctx}
 	admin := env.Conn(t, "admin")
 	testnats.Eventually(t, 5*time.Second, "authz up", func() bool {

@@ -28,7 +28,7 @@ func runProcessor(t *testing.T, b *bundle, p *processor.Processor) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = p.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); testnats.Stopped(t, "processor", done) })
 }
 
 func TestConfirmation(t *testing.T) {

@@ -108,7 +108,7 @@ func (b *bundle) startWorkerWith(t *testing.T, ctx context.Context, opts worker.
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); testnats.Stopped(t, "worker", done) })
 	admin := b.env.Conn(t, "admin")
 	testnats.Eventually(t, 5*time.Second, "worker endpoints", func() bool {
 		_, err := admin.Request("$SRV.PING.worker", nil, 100*time.Millisecond)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -150,6 +151,26 @@ func Context(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// stopWait bounds Stopped: a component's Run returns within seconds of
+// its context's end.
+const stopWait = 60 * time.Second
+
+// Stopped waits until done is closed: a component's Run has returned after
+// its context was cancelled. A Run that does not return within a minute
+// fails the test with every goroutine's stack, so that a shutdown that
+// hangs shows where, long before the test binary's own timeout.
+func Stopped(t testing.TB, what string, done <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-done:
+		return
+	case <-time.After(stopWait):
+	}
+	buf := make([]byte, 4<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	t.Errorf("%s did not stop within %s; goroutines:\n%s", what, stopWait, buf)
 }
 
 // Eventually polls cond every few milliseconds until it holds or d passes.
