@@ -51,7 +51,7 @@ func cancelSetup(t *testing.T) *cancelBundle {
 	wctx, wcancel := context.WithCancel(ctx)
 	wdone := make(chan struct{})
 	go func() { defer close(wdone); _ = w.Run(wctx) }()
-	t.Cleanup(func() { wcancel(); <-wdone })
+	t.Cleanup(func() { wcancel(); testnats.Stopped(t, "worker", wdone) })
 	if b.proc, err = processor.New(ctx, env.Conn(t, "processor"), processor.Options{Domain: "pay"}); err != nil {
 		t.Fatal(err)
 	}

@@ -143,7 +143,7 @@ func keyedSetup(t *testing.T, replicas int) *keyedBundle {
 	wctx, wcancel := context.WithCancel(ctx)
 	wdone := make(chan struct{})
 	go func() { defer close(wdone); _ = w.Run(wctx) }()
-	t.Cleanup(func() { wcancel(); <-wdone })
+	t.Cleanup(func() { wcancel(); testnats.Stopped(t, "worker", wdone) })
 	for i := range replicas {
 		p, err := processor.New(ctx, env.Conn(t, "processor"), processor.Options{Domain: domain, Name: fmt.Sprintf("p%d", i), Concurrency: 8})
 		if err != nil {

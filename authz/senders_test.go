@@ -63,7 +63,7 @@ func setupSenders(t *testing.T) *bundle {
 		rctx, rcancel := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() { defer close(done); _ = run(rctx) }()
-		t.Cleanup(func() { rcancel(); <-done })
+		t.Cleanup(func() { rcancel(); testnats.Stopped(t, "authz or worker", done) })
 	}
 	b.svc = svc
 	if b.proc, err = processor.New(ctx, env.Conn(t, "processor"), processor.Options{Domain: domain, Senders: []string{"s1"}, SenderWait: 20 * time.Millisecond}); err != nil {
@@ -231,7 +231,7 @@ func TestConfirmInclusion(t *testing.T) {
 	cctx, cancel := context.WithCancel(b.ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = b.proc.Run(cctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() { cancel(); testnats.Stopped(t, "processor", done) }()
 	if rec := b.settled(t, id); rec.Status != pipeline.Executed {
 		t.Fatalf("status %s", rec.Status)
 	}

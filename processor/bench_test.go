@@ -40,7 +40,7 @@ func benchSetup(b *testing.B, opts processor.Options) *benchEnv {
 	}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(ctx) }()
-	b.Cleanup(func() { cancel(); <-done })
+	b.Cleanup(func() { cancel(); testnats.Stopped(b, "worker", done) })
 	admin := env.Conn(b, "admin")
 	testnats.Eventually(b, 5*time.Second, "worker endpoints", func() bool {
 		_, err := admin.Request("$SRV.PING.worker", nil, 100*time.Millisecond)

@@ -91,7 +91,7 @@ func TestCluster(t *testing.T) {
 	wdone := make(chan struct{})
 	wctx, wcancel := context.WithCancel(ctx)
 	go func() { defer close(wdone); _ = w.Run(wctx) }()
-	t.Cleanup(func() { wcancel(); <-wdone })
+	t.Cleanup(func() { wcancel(); testnats.Stopped(t, "worker", wdone) })
 	p, err := processor.New(ctx, conn("processor"), processor.Options{Domain: domain, WorkTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
