@@ -125,16 +125,19 @@ func AppendBytes(b []byte, v []byte) []byte {
 	if v == nil {
 		return AppendNil(b)
 	}
-	n := len(v)
+	return append(appendBinHeader(b, len(v)), v...)
+}
+
+// appendBinHeader appends the header of msgpack binary of n bytes.
+func appendBinHeader(b []byte, n int) []byte {
 	switch {
 	case n < 256:
-		b = append(b, codeBin8, byte(n))
+		return append(b, codeBin8, byte(n))
 	case n <= math.MaxUint16:
-		b = append(b, codeBin16, byte(n>>8), byte(n))
+		return append(b, codeBin16, byte(n>>8), byte(n))
 	default:
-		b = binary.BigEndian.AppendUint32(append(b, codeBin32), uint32(n))
+		return binary.BigEndian.AppendUint32(append(b, codeBin32), uint32(n))
 	}
-	return append(b, v...)
 }
 
 // AppendUint appends n in the fewest bytes (an unsigned Go int kind
@@ -564,16 +567,7 @@ func advance(b []byte, n int) ([]byte, error) {
 // AppendText appends text as msgpack binary, as msgpack/v5 writes what an
 // encoding.TextMarshaler returns.
 func AppendText(b []byte, text string) []byte {
-	n := len(text)
-	switch {
-	case n < 256:
-		b = append(b, codeBin8, byte(n))
-	case n <= math.MaxUint16:
-		b = append(b, codeBin16, byte(n>>8), byte(n))
-	default:
-		b = binary.BigEndian.AppendUint32(append(b, codeBin32), uint32(n))
-	}
-	return append(b, text...)
+	return append(appendBinHeader(b, len(text)), text...)
 }
 
 // ReadSigned reads any integer into a signed type (see ReadInt).
