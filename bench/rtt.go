@@ -127,7 +127,6 @@ func runRTT(cfg *config, n int) (*rttResult, error) {
 		return nil, err
 	}
 	defer sub.Unsubscribe()
-	_ = sub.SetPendingLimits(-1, -1)
 	if err := obs.Flush(); err != nil {
 		return nil, err
 	}
@@ -245,7 +244,7 @@ func writeRTT(w io.Writer, r *rttResult) {
 }
 
 // countAll counts every message of the account that obs sees from now on,
-// by class, role and kind (classify).
+// by class, role and kind (classify); the subscription drops none.
 func countAll(obs *nats.Conn) (*counter, *nats.Subscription, error) {
 	c := &counter{m: map[[3]string]int{}}
 	sub, err := obs.Subscribe(">", func(m *nats.Msg) {
@@ -257,5 +256,12 @@ func countAll(obs *nats.Conn) (*counter, *nats.Subscription, error) {
 		c.m[[3]string{class, role, kind}]++
 		c.mu.Unlock()
 	})
-	return c, sub, err
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, nil, err
+	}
+	return c, sub, nil
 }

@@ -435,11 +435,8 @@ func countMessages(e *env) (func(n float64), error) {
 	if err != nil {
 		return nil, err
 	}
-	c, sub, err := countAll(obs)
+	c, _, err := countAll(obs) // closed with the connection
 	if err != nil {
-		return nil, err
-	}
-	if err := sub.SetPendingLimits(-1, -1); err != nil {
 		return nil, err
 	}
 	return func(n float64) {
