@@ -43,12 +43,11 @@ func Record(ctx context.Context, kv jetstream.KeyValue, b *pipeline.Batch, idemK
 	return first, err
 }
 
-// Created is a record Create wrote, at the revision it wrote it, and its
-// encoding as written.
+// Created is a record Create wrote: its encoding as written, at the
+// revision it was written at.
 type Created struct {
-	Rec  streams.BatchRecord
-	Rev  uint64
 	Data []byte
+	Rev  uint64
 }
 
 // NewRecord is the record of a batch just accepted: InProcess, with its
@@ -90,7 +89,7 @@ func create(ctx context.Context, kv jetstream.KeyValue, b *pipeline.Batch, idemK
 		}
 		return first, nil, nil
 	}
-	return b, &Created{Rec: *rec, Rev: rev, Data: data}, nil
+	return b, &Created{Data: data, Rev: rev}, nil
 }
 
 // Stored reads the batch recorded under id.
