@@ -8,6 +8,13 @@ import (
 	"github.com/tickflow/tickflow/pipeline"
 )
 
+// jsonAppender is a reply that writes its own JSON, the bytes
+// encoding/json would write; ok is false when it leaves that to
+// encoding/json.
+type jsonAppender interface {
+	appendJSON(b []byte) (out []byte, ok bool)
+}
+
 // sendReplyJSON is SendReply without its methods: what encoding/json
 // reads by reflection.
 type sendReplyJSON SendReply

@@ -395,8 +395,8 @@ func (s *Service) serve(ctx context.Context, req micro.Request, e endpoint) {
 		return
 	}
 	data, ok := []byte(nil), false
-	if r, isSend := out.(*SendReply); isSend {
-		data, ok = r.appendJSON(nil) // the hottest reply, without reflection
+	if a, isAppender := out.(jsonAppender); isAppender {
+		data, ok = a.appendJSON(nil) // a hot reply, without reflection
 	}
 	if !ok {
 		var err error
