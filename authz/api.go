@@ -150,7 +150,6 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 	if err != nil {
 		return nil, err
 	}
-	defer index.Forget() // an index not awaited, as on an error below
 	first, created, err := submit.CreateAcked(ctx, s.acks, s.batches, b, idem, dup)
 	if created != nil {
 		s.recent.put(b.ID, created)

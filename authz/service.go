@@ -80,6 +80,8 @@ type Service struct {
 	progress jetstream.KeyValue
 	// recent remembers the records this replica created (updateRecent).
 	recent recentRecords
+	// indexMarks remembers the submitter index keys this replica wrote.
+	indexMarks indexMarks
 	// ids hands out batch ids from blocks this replica reserved.
 	ids *submit.IDs
 	// acks publishes pipelined writes and reads their PubAcks (callback

@@ -30,9 +30,8 @@ func TestSubmitCutShortAfterItsRecord(t *testing.T) {
 	if err != nil || rec.Status != pipeline.InProcess {
 		t.Fatalf("record after the crash: %+v, %v; want InProcess", rec, err)
 	}
-	listed, err := s.submitted(ctx, "alice", 0)
-	if err != nil || len(listed) != 1 || listed[0] != id {
-		t.Fatalf("alice's listing %v, %v; want [%d]", listed, err, id)
+	if listed := listAll(ctx, t, s, "alice", 10); len(listed) != 1 || listed[0] != id {
+		t.Fatalf("alice's listing %v; want [%d]", listed, id)
 	}
 	for range 2 {
 		rep, err := s.send(ctx, "alice", &SendRequest{Label: "jobs", Functions: calls, IdempotencyKey: "order-7"})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -15,35 +16,107 @@ import (
 )
 
 // A submitter's own batches: listed newest first through the submitter
-// index (a batches-bucket key streams.SubmitterKey per batch, written as
-// the batch is accepted), and cancelled by id.
+// index (a batches-bucket key streams.SubmitterKey per submitter and
+// window of streams.SubmitterWindow batch ids holding one of theirs,
+// written before the first of them is accepted), and cancelled by id.
 
-// startIndex publishes the submitter index key of batch id without
-// waiting for it, so that it overlaps the record's write; its PubAck is
-// awaited with indexed (or given up with Forget).
-func (s *Service) startIndex(user string, id uint64) (*streams.PendingAck, error) {
-	pa, err := s.acks.Publish(&nats.Msg{Subject: indexSubject(user, id)})
-	if err != nil {
-		return nil, fmt.Errorf("authz: index the batch under its submitter: %w", err)
-	}
-	return pa, nil
+// indexMarks remembers the index keys this replica wrote or is writing,
+// so that the submissions of one window share a write: a submitter's
+// batches in a row take ids of one block, and most of them find their
+// window's key already stored. Forgetting one costs a second write of the
+// same key, nothing more; so does a window shared with another replica.
+type indexMarks struct {
+	mu    sync.Mutex
+	marks map[indexMark]*indexWrite
 }
 
-// indexed waits until the index key pa writes is stored.
-func indexed(ctx context.Context, pa *streams.PendingAck) error {
-	if _, err := pa.Wait(ctx); err != nil {
-		return fmt.Errorf("authz: index the batch under its submitter: %w", err)
+type indexMark struct {
+	user   string
+	window uint64
+}
+
+// indexWrite is one index key's write: done is closed once it is stored
+// (err nil) or failed.
+type indexWrite struct {
+	done chan struct{}
+	err  error
+}
+
+// maxIndexMarks bounds indexMarks: past it, the writes that ended are
+// forgotten.
+const maxIndexMarks = 4096
+
+// startIndex makes sure the index key of batch id's window is written,
+// without waiting for it, so that the write overlaps the record's; wait
+// with indexed. A window whose key this replica stored, or is storing, is
+// not written again; one whose write failed is.
+func (s *Service) startIndex(user string, id uint64) (*indexWrite, error) {
+	k := indexMark{user: user, window: streams.SubmitterWindowOf(id)}
+	m := &s.indexMarks
+	m.mu.Lock()
+	if w := m.marks[k]; w != nil && !w.failed() {
+		m.mu.Unlock()
+		return w, nil
 	}
-	return nil
+	if m.marks == nil {
+		m.marks = make(map[indexMark]*indexWrite)
+	}
+	if len(m.marks) >= maxIndexMarks {
+		for k, w := range m.marks {
+			if w.ended() {
+				delete(m.marks, k)
+			}
+		}
+	}
+	w := &indexWrite{done: make(chan struct{})}
+	m.marks[k] = w
+	m.mu.Unlock()
+	pa, err := s.acks.Publish(&nats.Msg{Subject: indexSubject(user, id)})
+	if err != nil {
+		w.err = err
+		close(w.done)
+		return nil, fmt.Errorf("authz: index the batch under its submitter: %w", err)
+	}
+	// Its own wait, bounded by the publisher's timeout: the submissions
+	// sharing it each wait as long as their own context allows.
+	go func() {
+		_, w.err = pa.Wait(context.Background())
+		close(w.done)
+	}()
+	return w, nil
+}
+
+func (w *indexWrite) ended() bool {
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *indexWrite) failed() bool { return w.ended() && w.err != nil }
+
+// indexed waits until the index key w writes is stored.
+func indexed(ctx context.Context, w *indexWrite) error {
+	select {
+	case <-w.done:
+		if w.err != nil {
+			return fmt.Errorf("authz: index the batch under its submitter: %w", w.err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("authz: index the batch under its submitter: %w", ctx.Err())
+	}
 }
 
 // index writes the submitter index key of batch id and waits for it.
 func (s *Service) index(ctx context.Context, user string, id uint64) error {
-	pa, err := s.startIndex(user, id)
+	w, err := s.startIndex(user, id)
 	if err != nil {
 		return err
 	}
-	return indexed(ctx, pa)
+	return indexed(ctx, w)
 }
 
 func indexSubject(user string, id uint64) string {
@@ -105,8 +178,10 @@ var statuses = []pipeline.Status{pipeline.InProcess, pipeline.Executed, pipeline
 
 // list answers a page of the caller's batches. It reads the caller's index
 // keys (one subject-filtered listing of the batches bucket: its cost grows
-// with the caller's batches, not with everyone's), then the records of the
-// page, at most listReadsPerItem per item asked for when a status filters.
+// with the caller's windows of ids, not with everyone's batches), then the
+// records of the windows, newest first, each window's read together; at
+// most listReadsPerItem windows per item asked for, so that a rare status
+// cannot make one page read everything.
 func (s *Service) list(ctx context.Context, user string, req *ListRequest) (any, error) {
 	who := user
 	if req.Submitter != "" && req.Submitter != user {
@@ -125,38 +200,38 @@ func (s *Service) list(ctx context.Context, user string, req *ListRequest) (any,
 	if req.Limit, err = pageLimit(req.Limit, DefaultListLimit, MaxListLimit); err != nil {
 		return nil, err
 	}
-	ids, err := s.submitted(ctx, who, req.Before)
+	windows, err := s.submitted(ctx, who, req.Before)
 	if err != nil {
 		return nil, err
 	}
 	out := &ListReply{Items: []BatchSummary{}}
-	reads := 0
-	for i, id := range ids {
-		if len(out.Items) == req.Limit || reads == req.Limit*listReadsPerItem {
-			if i > 0 {
-				out.Next = ids[i-1]
-			}
+	var seen uint64 // the smallest id looked at
+	for i, w := range windows {
+		if i == req.Limit*listReadsPerItem {
+			out.Next = seen
 			break
 		}
-		reads++
-		rec, err := s.record(ctx, id)
-		var ae *Error
-		if errors.As(err, &ae) && ae.Code == CodeNotFound {
-			continue // indexed, then refused before it was recorded
-		}
+		recs, err := s.windowRecords(ctx, w, req.Before)
 		if err != nil {
 			return nil, err
 		}
-		if rec.Batch.Submitter != who || (req.Status != "" && rec.Status != req.Status) {
-			continue
+		for _, rec := range recs {
+			if rec.Batch.Submitter != who || (req.Status != "" && rec.Status != req.Status) {
+				continue // another's in the same window, or not the status asked for
+			}
+			if len(out.Items) == req.Limit {
+				out.Next = out.Items[len(out.Items)-1].ID
+				return out, nil
+			}
+			out.Items = append(out.Items, summary(rec))
 		}
-		out.Items = append(out.Items, summary(rec))
+		seen = w
 	}
 	return out, nil
 }
 
-// submitted returns the ids of user's batches below before (0: all),
-// newest first.
+// submitted returns the first ids of the windows holding user's batches
+// below before (0: all), newest first.
 func (s *Service) submitted(ctx context.Context, user string, before uint64) ([]uint64, error) {
 	keys, err := s.batches.ListKeysFiltered(ctx, streams.SubmitterFilter(user))
 	if errors.Is(err, jetstream.ErrNoKeysFound) {
@@ -166,14 +241,60 @@ func (s *Service) submitted(ctx context.Context, user string, before uint64) ([]
 		return nil, fmt.Errorf("authz: list the batches of %s: %w", user, err)
 	}
 	defer func() { _ = keys.Stop() }()
-	var ids []uint64
+	var windows []uint64
 	for k := range keys.Keys() {
-		if id, ok := streams.ParseSubmitterKey(k); ok && (before == 0 || id < before) {
-			ids = append(ids, id)
+		if w, ok := streams.ParseSubmitterKey(k); ok && (before == 0 || w < before) {
+			windows = append(windows, w)
 		}
 	}
-	slices.SortFunc(ids, func(a, b uint64) int { return cmpID(b, a) })
-	return ids, nil
+	slices.SortFunc(windows, func(a, b uint64) int { return cmpID(b, a) })
+	return slices.Compact(windows), nil
+}
+
+// windowRecords reads the records of the ids of window w below before (0:
+// all), with one pipelined direct get each, and returns those found,
+// newest first. An id without a record is skipped: one not taken (yet),
+// or one refused before its record was written.
+func (s *Service) windowRecords(ctx context.Context, w, before uint64) ([]*streams.BatchRecord, error) {
+	last := w + streams.SubmitterWindow - 1
+	if before != 0 && last >= before {
+		last = before - 1
+	}
+	var gets []*streams.PendingAck
+	defer func() {
+		for _, g := range gets {
+			if g != nil {
+				g.Forget()
+			}
+		}
+	}()
+	for id := last; id >= w && id != 0; id-- {
+		g, err := s.acks.Request(streams.KVGetMsg(streams.BucketBatches, streams.BatchKey(id)))
+		if err != nil {
+			return nil, fmt.Errorf("authz: read batch %d: %w", id, err)
+		}
+		gets = append(gets, g)
+	}
+	var recs []*streams.BatchRecord
+	for i, g := range gets {
+		gets[i] = nil
+		if _, err := g.Wait(ctx); err != nil {
+			return nil, fmt.Errorf("authz: read batch %d: %w", last-uint64(i), err)
+		}
+		data, _, err := streams.ReadKVGet(g.Msg())
+		if errors.Is(err, streams.ErrNoValue) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("authz: read batch %d: %w", last-uint64(i), err)
+		}
+		rec, err := streams.Decode[streams.BatchRecord](data)
+		if err != nil {
+			return nil, fmt.Errorf("authz: read batch %d: %w", last-uint64(i), err)
+		}
+		recs = append(recs, &rec)
+	}
+	return recs, nil
 }
 
 func summary(rec *streams.BatchRecord) BatchSummary {

@@ -261,25 +261,38 @@ func IdempotencyKey(user, key string) string {
 	return "idem." + hex.EncodeToString(h[:16])
 }
 
+// SubmitterWindow is how many consecutive batch ids one submitter index
+// key stands for: SubmitterKey(user, id) is the same key for every id of
+// a window [w, w+SubmitterWindow−1], w a multiple of SubmitterWindow. It
+// divides the id blocks of the id log, so a window lies inside one block.
+const SubmitterWindow = 16
+
+// SubmitterWindowOf is the first id of batch id's window.
+func SubmitterWindowOf(id uint64) uint64 { return id - id%SubmitterWindow }
+
 // SubmitterKey is the batches-bucket key indexing batch id under its
-// submitter, so a submitter's batches are listed by one subject-filtered
-// read (SubmitterFilter) instead of a scan of every record.
+// submitter: one key per submitter and window of SubmitterWindow ids that
+// holds at least one of the submitter's batches, so a submitter's batches
+// are listed by one subject-filtered read (SubmitterFilter) and the
+// records of the windows found, instead of a scan of every record.
 func SubmitterKey(user string, id uint64) string {
-	return "by." + user + "." + strconv.FormatUint(id, 10)
+	return "by." + user + "." + strconv.FormatUint(SubmitterWindowOf(id), 10)
 }
 
 // SubmitterFilter matches every SubmitterKey of user.
 func SubmitterFilter(user string) string { return "by." + user + ".*" }
 
-// ParseSubmitterKey returns the batch id of a SubmitterKey; ok is false
-// for a key of another shape.
-func ParseSubmitterKey(key string) (id uint64, ok bool) {
+// ParseSubmitterKey returns the first id of the window a SubmitterKey
+// stands for; ok is false for a key of another shape. A key written as
+// one per batch (by earlier versions, under the batch's own id) gives the
+// window of that id, which holds the batch.
+func ParseSubmitterKey(key string) (window uint64, ok bool) {
 	i := strings.LastIndexByte(key, '.')
 	if !strings.HasPrefix(key, "by.") || i < 0 {
 		return 0, false
 	}
 	id, err := strconv.ParseUint(key[i+1:], 10, 64)
-	return id, err == nil && id != 0
+	return SubmitterWindowOf(id), err == nil
 }
 
 // ReplayKey is the batches-bucket key recording the batch the dead letter
