@@ -32,7 +32,7 @@ type received struct {
 // retryCallback.
 func (s *Service) receive(ctx context.Context, m jetstream.Msg, r *received) bool {
 	r.m, r.deliveries = m, 1
-	if md, err := m.Metadata(); err == nil {
+	if md, err := streams.DeliveryOf(m.Reply()); err == nil {
 		r.deliveries, r.published = int(md.NumDelivered), md.Timestamp
 	}
 	cb, err := streams.Decode[streams.Callback](m.Data())

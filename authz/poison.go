@@ -63,8 +63,8 @@ func (s *Service) retryCallback(ctx context.Context, m jetstream.Msg, cb *stream
 // stream sequence, so a crash between the two repeats nothing.
 func (s *Service) deadLetterCallback(ctx context.Context, m jetstream.Msg, cb *streams.Callback, deliveries int, cause error) {
 	var seq uint64
-	if md, err := m.Metadata(); err == nil {
-		seq = md.Sequence.Stream
+	if md, err := streams.DeliveryOf(m.Reply()); err == nil {
+		seq = md.StreamSeq
 	}
 	id, domain := cb.BatchID, cb.Domain
 	if id == 0 {

@@ -37,7 +37,7 @@ func (p *Processor) handleConfirmation(ctx context.Context, m jetstream.Msg) {
 		_ = m.Ack()
 	default:
 		n := 1
-		if md, merr := m.Metadata(); merr == nil {
+		if md, merr := streams.DeliveryOf(m.Reply()); merr == nil {
 			n = int(md.NumDelivered)
 		}
 		if n >= maxConfirmDeliveries {

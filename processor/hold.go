@@ -31,11 +31,11 @@ type tokenID struct {
 }
 
 func tokenOf(m jetstream.Msg) tokenID {
-	md, err := m.Metadata()
+	md, err := streams.DeliveryOf(m.Reply())
 	if err != nil {
 		return tokenID{stream: m.Subject()}
 	}
-	return tokenID{stream: md.Stream, seq: md.Sequence.Stream}
+	return tokenID{stream: md.Stream, seq: md.StreamSeq}
 }
 
 // holding is how long and how often one token was put back for one reason.

@@ -47,8 +47,8 @@ func (p *Processor) parkForInclusion(ctx context.Context, b *pipeline.Batch, st 
 	now := p.opts.Now()
 	prog.State = streams.Parked
 	prog.Parked = &streams.ParkedFunction{Index: k, Deadline: now.Add(inc.MaxWait.D()), Output: out}
-	if md, err := m.Metadata(); err == nil {
-		prog.Parked.Timer = md.Sequence.Stream
+	if md, err := streams.DeliveryOf(m.Reply()); err == nil {
+		prog.Parked.Timer = md.StreamSeq
 	}
 	if err := p.save(ctx, st); err != nil {
 		return "", err

@@ -50,8 +50,8 @@ func (p *Processor) publishDeadLetter(ctx context.Context, b *pipeline.Batch, pr
 	}
 	if m != nil {
 		dl.Origin.Subject = m.Subject()
-		if md, err := m.Metadata(); err == nil {
-			dl.Origin.Stream, dl.Origin.Seq = md.Stream, md.Sequence.Stream
+		if md, err := streams.DeliveryOf(m.Reply()); err == nil {
+			dl.Origin.Stream, dl.Origin.Seq = md.Stream, md.StreamSeq
 		}
 	}
 	data, err := streams.Encode(dl)

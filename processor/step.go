@@ -112,7 +112,7 @@ func (p *Processor) stepToken(ctx context.Context, prio pipeline.Priority, m jet
 		return sr, err
 	}
 	var st *state
-	if md, merr := m.Metadata(); merr == nil && md.NumDelivered == 1 && tok.Gen == 0 && tok.Rotation == 0 {
+	if md, merr := streams.DeliveryOf(m.Reply()); merr == nil && md.NumDelivered == 1 && tok.Gen == 0 && tok.Rotation == 0 {
 		// A new batch's first delivery: it has no progress unless the owner
 		// evicted or moved it meanwhile, and then the first progress write
 		// (a create) fails, and the step runs again with the record read.
@@ -310,8 +310,8 @@ func (p *Processor) advance(ctx context.Context, b *pipeline.Batch, st *state, k
 		}
 		prog.State = streams.Parked
 		prog.Parked = &streams.ParkedFunction{Index: k, Deadline: p.opts.Now().Add(c.Timeout.D()), Output: out}
-		if md, err := m.Metadata(); err == nil {
-			prog.Parked.Timer = md.Sequence.Stream
+		if md, err := streams.DeliveryOf(m.Reply()); err == nil {
+			prog.Parked.Timer = md.StreamSeq
 		}
 		if err := p.save(ctx, st); err != nil {
 			return "", err
