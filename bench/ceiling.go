@@ -66,13 +66,21 @@ func prefixed(subjects []string) []string {
 	return out
 }
 
+// ceilingResult is what runCeiling measured: messages a second, and the
+// CPU-seconds the whole process (server included) spent per 1,000
+// messages, publishing and consuming.
+type ceilingResult struct {
+	pubRate, consRate float64
+	pubCPU, consCPU   float64
+}
+
 // runCeiling measures raw JetStream on the same server configuration: n
 // token-sized messages published asynchronously to a work-queue stream on
 // file storage, then consumed by a durable pull consumer acking each one.
-func runCeiling(cfg *config, n int) (pubRate, consRate float64, err error) {
+func runCeiling(cfg *config, n int) (r ceilingResult, err error) {
 	e, err := startEnv(cfg, false)
 	if err != nil {
-		return 0, 0, err
+		return r, err
 	}
 	defer e.close()
 	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Minute)
@@ -82,7 +90,7 @@ func runCeiling(cfg *config, n int) (pubRate, consRate float64, err error) {
 	sc.Name, sc.Description, sc.Subjects = ceilingStream, "bench ceiling", prefixed(high.Subjects)
 	s, err := e.adminJS.CreateStream(ctx, sc)
 	if err != nil {
-		return 0, 0, err
+		return r, err
 	}
 	cc := streams.DomainConsumers(e.settings, benchDomain)[0].Config
 	cc.Durable, cc.Description = ceilingConsumer, "bench ceiling"
@@ -92,37 +100,37 @@ func runCeiling(cfg *config, n int) (pubRate, consRate float64, err error) {
 	}
 	cons, err := s.CreateConsumer(ctx, cc)
 	if err != nil {
-		return 0, 0, err
+		return r, err
 	}
 	var pubErrs atomic.Int64
 	js, err := jetstream.New(e.admin, jetstream.WithPublishAsyncMaxPending(4096),
 		jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { pubErrs.Add(1) }))
 	if err != nil {
-		return 0, 0, err
+		return r, err
 	}
 	msgs := make([]*nats.Msg, n)
 	for i := range msgs {
 		msgs[i] = ceilingMsg(uint64(i + 1))
 	}
-	start := time.Now()
+	start, cpu0 := time.Now(), selfBusy()
 	for _, m := range msgs {
 		if _, err := js.PublishMsgAsync(m); err != nil {
-			return 0, 0, err
+			return r, err
 		}
 	}
 	select {
 	case <-js.PublishAsyncComplete():
 	case <-ctx.Done():
-		return 0, 0, fmt.Errorf("ceiling: publish: %w", ctx.Err())
+		return r, fmt.Errorf("ceiling: publish: %w", ctx.Err())
 	}
-	tpub := time.Since(start)
+	tpub, pubCPU := time.Since(start), selfBusy()-cpu0
 	if k := pubErrs.Load(); k > 0 {
-		return 0, 0, fmt.Errorf("ceiling: %d publishes failed", k)
+		return r, fmt.Errorf("ceiling: %d publishes failed", k)
 	}
 
 	var got atomic.Int64
 	done := make(chan struct{})
-	start = time.Now()
+	start, cpu0 = time.Now(), selfBusy()
 	c, err := cons.Consume(func(m jetstream.Msg) {
 		_ = m.Ack()
 		if got.Add(1) == int64(n) {
@@ -130,27 +138,29 @@ func runCeiling(cfg *config, n int) (pubRate, consRate float64, err error) {
 		}
 	})
 	if err != nil {
-		return 0, 0, err
+		return r, err
 	}
 	select {
 	case <-done:
 	case <-ctx.Done():
 		c.Stop()
-		return 0, 0, fmt.Errorf("ceiling: consume: %w after %d of %d", ctx.Err(), got.Load(), n)
+		return r, fmt.Errorf("ceiling: consume: %w after %d of %d", ctx.Err(), got.Load(), n)
 	}
 	// Acks are one-way: the run ends when the server has them all.
 	for {
 		info, err := cons.Info(ctx)
 		if err != nil {
 			c.Stop()
-			return 0, 0, err
+			return r, err
 		}
 		if info.NumAckPending == 0 && info.NumPending == 0 {
 			break
 		}
 		time.Sleep(time.Millisecond)
 	}
-	tcons := time.Since(start)
+	tcons, consCPU := time.Since(start), selfBusy()-cpu0
 	c.Stop()
-	return float64(n) / tpub.Seconds(), float64(n) / tcons.Seconds(), nil
+	k := float64(n) / 1000
+	return ceilingResult{pubRate: float64(n) / tpub.Seconds(), consRate: float64(n) / tcons.Seconds(),
+		pubCPU: pubCPU / k, consCPU: consCPU / k}, nil
 }

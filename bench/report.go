@@ -21,6 +21,8 @@ const (
 
 func fmtNum(v float64, unit string) string {
 	switch {
+	case unit == "CPU-s/1k":
+		return fmt.Sprintf("%.4f", v)
 	case unit == "ms" || unit == "MiB":
 		if v < 10 {
 			return fmt.Sprintf("%.2f", v)
@@ -120,6 +122,16 @@ func renderReport(cfg *config, res *results) string {
 	ratio("tickflow drain driven by the ticker / back to back", "tf.ticker", "tf.drain", true)
 	if f, ok := res.get("tf.ticker"); ok && res.tickerBound > 0 {
 		fmt.Fprintf(&sb, "| tickflow drain driven by the ticker / the ticker's bound (%.0f batches/s) | %.1f%% |\n", res.tickerBound, 100*f.median()/res.tickerBound)
+	}
+	if bound, ok := ceilingDrainBound(res); ok {
+		fmt.Fprintf(&sb, "| drain bound from the ceiling: %d cores / (%d stores + %d consumes a batch at the ceiling's CPU each) | %.0f batches/s |\n",
+			runtime.GOMAXPROCS(0), drainStores, drainConsumes, bound)
+		if f, ok := res.get("tf.drain"); ok {
+			fmt.Fprintf(&sb, "| tickflow drain / that bound | %.1f%% |\n", 100*f.median()/bound)
+		}
+		if f, ok := res.get("aq.drain"); ok {
+			fmt.Fprintf(&sb, "| 3 × asynq's drain / that bound | %.1f%% |\n", 300*f.median()/bound)
+		}
 	}
 	ratio("tickflow submit and drain together / drain alone", "tf.both", "tf.drain", true)
 	ratio("cluster drain / single-node drain (cluster phase)", "cl.drain", "cl.single", true)
@@ -237,4 +249,31 @@ func writeDoc(path, report string) error {
 	out = append(out, section...)
 	out = append(out, bytes.TrimPrefix(old[j+len(endMarker):], []byte("\n"))...)
 	return os.WriteFile(path, out, 0o644)
+}
+
+// What a drained batch costs at least, in the ceiling's own operations: it
+// stores four messages (the worker's claim and record, the callback,
+// authz's record update) and consumes two (the token, the callback).
+const (
+	drainStores   = 4
+	drainConsumes = 2
+)
+
+// ceilingDrainBound is the drain the machine could sustain if a batch cost
+// nothing but its stores and consumes, each at the ceiling's CPU per
+// message: every core busy, no client logic, no read, no reply. The
+// ceiling's stores carry no compare-and-set and its consumer serves one
+// client, so the bound is above what any drain with these guarantees
+// reaches.
+func ceilingDrainBound(res *results) (float64, bool) {
+	p, okp := res.get("ceil.pubcpu")
+	c, okc := res.get("ceil.conscpu")
+	if !okp || !okc {
+		return 0, false
+	}
+	perBatch := (drainStores*p.median() + drainConsumes*c.median()) / 1000 // CPU-s
+	if perBatch <= 0 {
+		return 0, false
+	}
+	return float64(runtime.GOMAXPROCS(0)) / perBatch, true
 }

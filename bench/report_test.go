@@ -1,6 +1,8 @@
 package main
 
 import (
+	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -74,5 +76,29 @@ func TestTargets(t *testing.T) {
 			t.Errorf("%s: known %v met %v measured %q; want known %v met %v measured containing %q",
 				tt.what, tg.known, tg.met, tg.measured, tt.known, tt.met, tt.measuredHas)
 		}
+	}
+}
+
+// TestCeilingDrainBound: the bound is the cores over a batch's stores and
+// consumes at the ceiling's CPU per message, from the medians; without
+// both ceiling figures there is none.
+func TestCeilingDrainBound(t *testing.T) {
+	res := &results{figs: map[string]*figure{}}
+	if _, ok := ceilingDrainBound(res); ok {
+		t.Fatal("a bound without the ceiling's figures")
+	}
+	var m cpuMeter
+	for _, v := range []float64{0.010, 0.012, 0.030} {
+		res.add("ceil.pubcpu", "publish", "CPU-s/1k", v, m) // median 0.012
+	}
+	if _, ok := ceilingDrainBound(res); ok {
+		t.Fatal("a bound without the consume's figure")
+	}
+	res.add("ceil.conscpu", "consume", "CPU-s/1k", 0.014, m)
+	got, ok := ceilingDrainBound(res)
+	// 4 × 12 µs + 2 × 14 µs = 76 µs a batch.
+	want := float64(runtime.GOMAXPROCS(0)) / 76e-6
+	if !ok || math.Abs(got-want) > 1e-6*want {
+		t.Fatalf("bound %v (%v), want %v", got, ok, want)
 	}
 }

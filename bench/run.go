@@ -76,13 +76,16 @@ func run(cfg *config) error {
 		for i := range cfg.reps {
 			quiet(cfg)
 			m := startMeter()
-			pub, cons, err := runCeiling(cfg, cfg.n)
+			c, err := runCeiling(cfg, cfg.n)
 			if err != nil {
 				return fmt.Errorf("ceiling: %w", err)
 			}
-			logf("ceiling %d/%d: publish %.0f msgs/s, consume+ack %.0f msgs/s", i+1, cfg.reps, pub, cons)
-			res.add("ceil.pub", "Ceiling: JetStream async publish", "msgs/s", pub, m)
-			res.add("ceil.cons", "Ceiling: durable pull consume + ack", "msgs/s", cons, m)
+			logf("ceiling %d/%d: publish %.0f msgs/s (%.4f CPU-s/1k), consume+ack %.0f msgs/s (%.4f CPU-s/1k)",
+				i+1, cfg.reps, c.pubRate, c.pubCPU, c.consRate, c.consCPU)
+			res.add("ceil.pub", "Ceiling: JetStream async publish", "msgs/s", c.pubRate, m)
+			res.add("ceil.cons", "Ceiling: durable pull consume + ack", "msgs/s", c.consRate, m)
+			res.add("ceil.pubcpu", "Ceiling: CPU-s of the process per 1,000 published", "CPU-s/1k", c.pubCPU, m)
+			res.add("ceil.conscpu", "Ceiling: CPU-s of the process per 1,000 consumed and acked", "CPU-s/1k", c.consCPU, m)
 		}
 	}
 	// The burn-down's and asynq's repetitions alternate (tickflow, asynq,
