@@ -139,7 +139,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.inflight, "inflight", 256, "requests in flight at once when submitting (and asynq enqueuers)")
 	fs.IntVar(&c.authzReplicas, "authz", 1, "authz replicas")
 	fs.IntVar(&c.processors, "processors", 2, "processor replicas, each ticked back to back")
-	fs.IntVar(&c.concurrency, "concurrency", 64, "steps one tick runs at once (processor Options.Concurrency)")
+	fs.IntVar(&c.concurrency, "concurrency", 128, "steps one tick runs at once (processor Options.Concurrency)")
 	fs.IntVar(&c.tickSteps, "tick-steps", 256, "steps each tick asks for (and processor Options.MaxSteps)")
 	fs.IntVar(&c.workers, "workers", 0, "worker replicas, each on its own connection (0: one per processor replica)")
 	fs.IntVar(&c.workerConc, "worker-concurrency", 0, "Options.Concurrency of each worker (0: max(64, processors×concurrency))")

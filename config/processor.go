@@ -37,7 +37,7 @@ type Processor struct {
 	// asking for more is cut to it. Default processor.DefaultMaxSteps (256).
 	MaxSteps int `yaml:"max_steps"`
 	// Concurrency is how many steps one tick runs at once. Default
-	// processor.DefaultConcurrency (64).
+	// processor.DefaultConcurrency (128).
 	Concurrency int `yaml:"concurrency"`
 	// WorkTimeout is the deadline of one request to a worker; at least 1ms.
 	// Default processor.DefaultWorkTimeout (10s).

@@ -53,7 +53,7 @@ const (
 	// DefaultName is the default of Options.Name.
 	DefaultName = "processor"
 	// DefaultConcurrency is the default of Options.Concurrency.
-	DefaultConcurrency = 64
+	DefaultConcurrency = 128
 	// DefaultMaxSteps is the default of Options.MaxSteps.
 	DefaultMaxSteps = 256
 	// DefaultWorkTimeout is the default of Options.WorkTimeout.
@@ -74,7 +74,7 @@ type Options struct {
 	// DefaultName ("processor").
 	Name string
 	// Concurrency bounds the steps one tick runs at once. Default
-	// DefaultConcurrency (64).
+	// DefaultConcurrency (128).
 	Concurrency int
 	// MaxSteps caps the steps one tick may ask for. Default
 	// DefaultMaxSteps (256).
