@@ -171,7 +171,7 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 			return nil, err
 		}
 	}
-	if err := indexed(ctx, index); err != nil {
+	if err := s.indexed(ctx, b.Submitter, id, index); err != nil {
 		return nil, err
 	}
 	if idem != "" {

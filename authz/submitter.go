@@ -23,8 +23,11 @@ import (
 // indexMarks remembers the index keys this replica wrote or is writing,
 // so that the submissions of one window share a write: a submitter's
 // batches in a row take ids of one block, and most of them find their
-// window's key already stored. Forgetting one costs a second write of the
-// same key, nothing more; so does a window shared with another replica.
+// window's key stored a moment ago. A key stored is trusted for
+// indexMarkTTL only, so that a key lost afterwards (purged by hand, a
+// store restored from a backup) is written again by the next submission
+// in its window. Forgetting one costs a second write of the same key,
+// nothing more; so does a window shared with another replica.
 type indexMarks struct {
 	mu    sync.Mutex
 	marks map[indexMark]*indexWrite
@@ -36,25 +39,34 @@ type indexMark struct {
 }
 
 // indexWrite is one index key's write: done is closed once it is stored
-// (err nil) or failed.
+// (err nil, at stored) or failed.
 type indexWrite struct {
-	done chan struct{}
-	err  error
+	done   chan struct{}
+	err    error
+	stored time.Time
 }
 
-// maxIndexMarks bounds indexMarks: past it, the writes that ended are
-// forgotten.
-const maxIndexMarks = 4096
+const (
+	// indexMarkTTL is how long a stored index key is taken as stored
+	// without writing it again: a busy submitter fills a window well
+	// within it, and a sparse one writes its key with each batch, as
+	// every submission did before keys stood for windows.
+	indexMarkTTL = time.Second
+	// maxIndexMarks bounds indexMarks: past it, the writes that ended
+	// and are no longer trusted are forgotten.
+	maxIndexMarks = 4096
+)
 
 // startIndex makes sure the index key of batch id's window is written,
 // without waiting for it, so that the write overlaps the record's; wait
-// with indexed. A window whose key this replica stored, or is storing, is
-// not written again; one whose write failed is.
+// with indexed. A window whose key this replica is storing, or stored
+// within indexMarkTTL, is not written again; one whose write failed is.
 func (s *Service) startIndex(user string, id uint64) (*indexWrite, error) {
 	k := indexMark{user: user, window: streams.SubmitterWindowOf(id)}
+	now := s.opts.Now()
 	m := &s.indexMarks
 	m.mu.Lock()
-	if w := m.marks[k]; w != nil && !w.failed() {
+	if w := m.marks[k]; w != nil && w.trusted(now) {
 		m.mu.Unlock()
 		return w, nil
 	}
@@ -63,7 +75,7 @@ func (s *Service) startIndex(user string, id uint64) (*indexWrite, error) {
 	}
 	if len(m.marks) >= maxIndexMarks {
 		for k, w := range m.marks {
-			if w.ended() {
+			if w.ended() && !w.trusted(now) {
 				delete(m.marks, k)
 			}
 		}
@@ -80,7 +92,9 @@ func (s *Service) startIndex(user string, id uint64) (*indexWrite, error) {
 	// Its own wait, bounded by the publisher's timeout: the submissions
 	// sharing it each wait as long as their own context allows.
 	go func() {
-		_, w.err = pa.Wait(context.Background())
+		if _, w.err = pa.Wait(context.Background()); w.err == nil {
+			w.stored = s.opts.Now()
+		}
 		close(w.done)
 	}()
 	return w, nil
@@ -95,10 +109,27 @@ func (w *indexWrite) ended() bool {
 	}
 }
 
-func (w *indexWrite) failed() bool { return w.ended() && w.err != nil }
+// trusted: still being written, or stored less than indexMarkTTL ago.
+func (w *indexWrite) trusted(now time.Time) bool {
+	return !w.ended() || w.err == nil && now.Sub(w.stored) < indexMarkTTL
+}
 
-// indexed waits until the index key w writes is stored.
-func indexed(ctx context.Context, w *indexWrite) error {
+// indexed waits until the index key of batch id's window is stored, by w
+// (from startIndex). When w failed, it was shared by the submissions of
+// the window, so each of them writes the key once more on its own before
+// giving up: one lost publish fails none of them.
+func (s *Service) indexed(ctx context.Context, user string, id uint64, w *indexWrite) error {
+	err := waitIndex(ctx, w)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	if w, err = s.startIndex(user, id); err != nil {
+		return err
+	}
+	return waitIndex(ctx, w)
+}
+
+func waitIndex(ctx context.Context, w *indexWrite) error {
 	select {
 	case <-w.done:
 		if w.err != nil {
@@ -116,7 +147,7 @@ func (s *Service) index(ctx context.Context, user string, id uint64) error {
 	if err != nil {
 		return err
 	}
-	return indexed(ctx, w)
+	return s.indexed(ctx, user, id, w)
 }
 
 func indexSubject(user string, id uint64) string {
@@ -215,15 +246,17 @@ func (s *Service) list(ctx context.Context, user string, req *ListRequest) (any,
 		if err != nil {
 			return nil, err
 		}
-		for _, rec := range recs {
+		for j, rec := range recs {
 			if rec.Batch.Submitter != who || (req.Status != "" && rec.Status != req.Status) {
 				continue // another's in the same window, or not the status asked for
 			}
+			out.Items = append(out.Items, summary(rec))
 			if len(out.Items) == req.Limit {
-				out.Next = out.Items[len(out.Items)-1].ID
+				if j < len(recs)-1 || i < len(windows)-1 {
+					out.Next = rec.Batch.ID // more may follow: the next page says
+				}
 				return out, nil
 			}
-			out.Items = append(out.Items, summary(rec))
 		}
 		seen = w
 	}

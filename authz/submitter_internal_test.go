@@ -6,7 +6,9 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
+	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/streams"
 )
 
@@ -177,5 +179,67 @@ func TestIndexWriteFailedIsRetried(t *testing.T) {
 	s.indexMarks.mu.Unlock()
 	if n > 2 {
 		t.Fatalf("%d index writes remembered after the bound was reached, want the ended ones forgotten", n)
+	}
+}
+
+// TestIndexKeyLostIsWrittenAgain: a stored window key is trusted for
+// indexMarkTTL only; a key lost afterwards (purged by hand, say) is
+// written again by the next submission in its window, which is listed.
+func TestIndexKeyLostIsWrittenAgain(t *testing.T) {
+	s, _, ctx := internalService(t, listTable)
+	first := sendNoop(ctx, t, s, "alice")
+	if err := s.batches.Purge(ctx, streams.SubmitterKey("alice", first)); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(2 * indexMarkTTL)
+	s.opts.Now = func() time.Time { return later }
+	second := sendNoop(ctx, t, s, "alice")
+	if streams.SubmitterWindowOf(second) != streams.SubmitterWindowOf(first) {
+		t.Fatalf("batches %d and %d in different windows: a replica's first id starts a block", first, second)
+	}
+	if got := listAll(ctx, t, s, "alice", 10); !slices.Equal(got, []uint64{second, first}) {
+		t.Fatalf("alice's listing %v after her window's key was lost, want [%d %d]", got, second, first)
+	}
+}
+
+// TestIndexSharedWriteFailureRetried: a submission that joined its
+// window's write in flight, which then fails, writes the key once more on
+// its own and is answered, and listed.
+func TestIndexSharedWriteFailureRetried(t *testing.T) {
+	s, _, ctx := internalService(t, listTable)
+	first := sendNoop(ctx, t, s, "alice")
+	if err := s.batches.Purge(ctx, streams.SubmitterKey("alice", first)); err != nil {
+		t.Fatal(err)
+	}
+	inFlight := &indexWrite{done: make(chan struct{})}
+	s.indexMarks.mu.Lock()
+	s.indexMarks.marks[indexMark{user: "alice", window: streams.SubmitterWindowOf(first)}] = inFlight
+	s.indexMarks.mu.Unlock()
+	type result struct {
+		id  uint64
+		err error
+	}
+	sent := make(chan result, 1)
+	go func() {
+		rep, err := s.send(ctx, "alice", &SendRequest{Label: "jobs", Functions: []CallSpec{{Type: "noop"}}})
+		if err != nil {
+			sent <- result{err: err}
+			return
+		}
+		sent <- result{id: rep.(*SendReply).ID}
+	}()
+	// Once its record is written, the submission waits on the shared write.
+	testnats.Eventually(t, 10*time.Second, "the second batch recorded", func() bool {
+		_, err := s.record(ctx, first+1)
+		return err == nil
+	})
+	inFlight.err = errors.New("publish lost")
+	close(inFlight.done)
+	r := <-sent
+	if r.err != nil || r.id != first+1 {
+		t.Fatalf("send after the shared index write failed: %d, %v; want batch %d answered", r.id, r.err, first+1)
+	}
+	if got := listAll(ctx, t, s, "alice", 10); !slices.Equal(got, []uint64{first + 1, first}) {
+		t.Fatalf("alice's listing %v, want [%d %d]", got, first+1, first)
 	}
 }
