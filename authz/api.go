@@ -137,7 +137,9 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 		return nil, err
 	}
 	b.ID, b.CreatedAt = id, now.UTC()
-	if l.MaxConcurrent > 0 && !dup {
+	// A duplicate takes its slot too: the submission it repeats may have
+	// died before it took one (reserve keeps a slot already held).
+	if l.MaxConcurrent > 0 {
 		if err := s.reserve(ctx, name, l.MaxConcurrent, id, force); err != nil {
 			return nil, err
 		}

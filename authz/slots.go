@@ -27,9 +27,14 @@ type slots struct {
 }
 
 // reserve takes a slot for id under label, refusing with CodeConflict when
-// max batches are in process; force takes it regardless (the owner).
+// max batches are in process; force takes it regardless (the owner). A slot
+// id already holds is kept as it is: a retried submission of the same
+// batch takes one slot, however many times it is retried.
 func (s *Service) reserve(ctx context.Context, label string, max int, id uint64, force bool) error {
 	_, err := s.updateSlots(ctx, label, func(sl *slots) (bool, error) {
+		if _, held := sl.IDs[id]; held {
+			return false, nil
+		}
 		if !force && len(sl.IDs) >= max {
 			s.reclaim(ctx, sl)
 		}

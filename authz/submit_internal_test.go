@@ -1,6 +1,7 @@
 package authz
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/tickflow/tickflow/pipeline"
@@ -44,5 +45,29 @@ func TestSubmitCutShortAfterItsRecord(t *testing.T) {
 		if got := queued(); len(got) != 1 || got[0] != id {
 			t.Fatalf("queued %v after the retry, want [%d]", got, id)
 		}
+	}
+}
+
+// TestIdempotentRetryTakesItsSlot: a submission with an idempotency key
+// that got its id and died before it took a slot of its label leaves the
+// slot to others; its retry takes one like any submission, and is refused
+// while the label is full rather than run beyond its limit.
+func TestIdempotentRetryTakesItsSlot(t *testing.T) {
+	s, _, ctx := internalService(t, `labels: {limited: {domain: pay, users: [alice], mode: atomic, priority: high, max_concurrent: 1, functions: {noop: {}}}}`)
+	calls := []CallSpec{{Type: "noop"}}
+	if _, dup, err := s.assignID(ctx, "alice", "order-8"); err != nil || dup {
+		t.Fatalf("the first submission's id: dup %v, %v", dup, err)
+	}
+	// Meanwhile another batch takes the label's only slot.
+	if _, err := s.send(ctx, "alice", &SendRequest{Label: "limited", Functions: calls}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.send(ctx, "alice", &SendRequest{Label: "limited", Functions: calls, IdempotencyKey: "order-8"})
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Code != CodeConflict {
+		t.Fatalf("retry while the label is full: %v, want a conflict (the label's limit)", err)
+	}
+	if got := queuedIDs(ctx, t, s, pipeline.High); len(got) != 1 {
+		t.Fatalf("queued %v, want only the batch holding the slot", got)
 	}
 }
