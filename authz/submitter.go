@@ -160,8 +160,9 @@ const (
 	DefaultListLimit = 50
 	// MaxListLimit is the largest page size of a ListRequest.
 	MaxListLimit = 500
-	// listReadsPerItem bounds the records a filtered page reads, per item
-	// asked for: past it the page comes back short, with Next to go on.
+	// listReadsPerItem bounds the windows of ids (streams.SubmitterWindow
+	// records each) a page reads, per item asked for: past it the page
+	// comes back short, with Next to go on.
 	listReadsPerItem = 4
 )
 
