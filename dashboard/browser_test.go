@@ -11,6 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/processor"
 )
 
@@ -100,7 +101,14 @@ func TestBrowser(t *testing.T) {
 	failed := b.send(t, fail())
 	rec := b.settled(t, failed)
 	stepped := b.send(t, noop(), noop())
-	if rep := b.proc.Tick(b.ctx, 1); len(rep.Steps) != 1 || rep.Steps[0].Action != processor.ActionRotated {
+	// The queue's consumer learns of a token a moment after its publish is
+	// acknowledged, so the first tick may find nothing yet.
+	var rep processor.Report
+	testnats.Eventually(t, 5*time.Second, "a step", func() bool {
+		rep = b.proc.Tick(b.ctx, 1)
+		return rep.Status != processor.StatusNoMessages
+	})
+	if len(rep.Steps) != 1 || rep.Steps[0].Action != processor.ActionRotated {
 		t.Fatalf("tick: %+v", rep)
 	}
 	queued := b.send(t, noop(), noop(), noop())
