@@ -312,6 +312,9 @@ func runLatency(cfg *config, rate float64, d time.Duration, first bool) (*latenc
 	var inflight atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now().Add(20 * time.Millisecond)
+	// Marks the trace (-trace) 20 ms before the first scheduled submission,
+	// so a trace's events line up with the latency log's scheduled times.
+	trace.Log(context.Background(), "bench", "latency schedule starts in 20ms")
 	t0, cpu0 := time.Now(), selfBusy()
 	for i := range count {
 		at := start.Add(time.Duration(i) * period)

@@ -145,7 +145,7 @@ type Processor struct {
 	log      *slog.Logger
 	nc       *nats.Conn
 	js       jetstream.JetStream
-	queues   map[pipeline.Priority]jetstream.Consumer
+	queues   map[pipeline.Priority]*streams.Fetcher
 	streams  map[pipeline.Priority]jetstream.Stream
 	confirm  jetstream.Consumer
 	progress jetstream.KeyValue
@@ -220,17 +220,16 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 	p := &Processor{
 		opts: opts, nc: nc, js: js,
 		log:     opts.Logger.With("domain", opts.Domain, "processor", opts.Name),
-		queues:  map[pipeline.Priority]jetstream.Consumer{},
+		queues:  map[pipeline.Priority]*streams.Fetcher{},
 		streams: map[pipeline.Priority]jetstream.Stream{},
 		cache:   map[uint64]*pipeline.Batch{},
 	}
 	name := streams.ProcessorConsumer(opts.Domain)
 	for _, prio := range []pipeline.Priority{pipeline.High, pipeline.Med} {
-		c, err := js.Consumer(ctx, streams.QueueStream(prio), name)
-		if err != nil {
+		if _, err := js.Consumer(ctx, streams.QueueStream(prio), name); err != nil {
 			return nil, fmt.Errorf("processor: consumer %s on %s (provision the domain first): %w", name, streams.QueueStream(prio), err)
 		}
-		p.queues[prio] = c
+		p.queues[prio] = streams.NewFetcher(nc, streams.QueueStream(prio), name, 0)
 		s, err := js.Stream(ctx, streams.QueueStream(prio))
 		if err != nil {
 			return nil, fmt.Errorf("processor: stream %s: %w", streams.QueueStream(prio), err)
@@ -472,15 +471,17 @@ func (p *Processor) fetch(ctx context.Context, n int) ([]fetched, error) {
 		if len(out) >= n {
 			break
 		}
-		b, err := p.queues[prio].FetchNoWait(n - len(out))
-		if err != nil {
-			return out, fmt.Errorf("processor: fetch %s: %w", prio, err)
-		}
-		for m := range b.Messages() {
+		msgs, err := p.queues[prio].FetchNoWait(n - len(out))
+		for _, m := range msgs {
 			out = append(out, fetched{prio: prio, msg: m})
 		}
-		if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
-			return out, fmt.Errorf("processor: fetch %s: %w", prio, err)
+		if err != nil {
+			if len(out) > 0 {
+				// Run what was taken; the next fetch meets the error again.
+				p.log.Warn("fetch failed after tokens were taken", "priority", prio, "taken", len(out), "err", err)
+				return out, nil
+			}
+			return nil, fmt.Errorf("processor: %w", err)
 		}
 	}
 	return out, nil

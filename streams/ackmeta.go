@@ -33,28 +33,55 @@ type Delivery struct {
 // refuses: an empty reply (an error matching jetstream.ErrMsgNoReply), and
 // one that is not an acknowledgement subject (jetstream.ErrNotJSMessage).
 func DeliveryOf(reply string) (Delivery, error) {
+	_, tok, err := ackTokens(reply)
+	if err != nil {
+		return Delivery{}, err
+	}
+	return Delivery{Stream: tok[0], NumDelivered: parseNum(tok[2]), StreamSeq: parseNum(tok[3]),
+		Timestamp: time.Unix(0, int64(parseNum(tok[5])))}, nil
+}
+
+// MetadataOf reads all of a consumed message's metadata from its reply,
+// the acknowledgement subject, as jetstream's Metadata does.
+func MetadataOf(reply string) (*jetstream.MsgMetadata, error) {
+	domain, tok, err := ackTokens(reply)
+	if err != nil {
+		return nil, err
+	}
+	md := &jetstream.MsgMetadata{Domain: domain, Stream: tok[0], Consumer: tok[1],
+		NumDelivered: parseNum(tok[2]), NumPending: parseNum(tok[6]),
+		Timestamp: time.Unix(0, int64(parseNum(tok[5])))}
+	md.Sequence.Stream, md.Sequence.Consumer = parseNum(tok[3]), parseNum(tok[4])
+	return md, nil
+}
+
+// ackTokens splits an acknowledgement subject into its domain (empty in
+// the first form) and its stream, consumer, delivered, stream sequence,
+// consumer sequence, time and pending tokens.
+func ackTokens(reply string) (domain string, tok [7]string, err error) {
 	if reply == "" {
-		return Delivery{}, jetstream.ErrMsgNoReply
+		return "", tok, jetstream.ErrMsgNoReply
 	}
 	rest, ok := strings.CutPrefix(reply, "$JS.ACK.")
 	if !ok {
-		return Delivery{}, jetstream.ErrNotJSMessage
+		return "", tok, jetstream.ErrNotJSMessage
 	}
 	// Tokens after "$JS.ACK.": 7 in the first form, 9 or more in the second.
 	switch n := strings.Count(rest, ".") + 1; {
 	case n == 7:
 	case n >= 9:
-		_, rest, _ = strings.Cut(rest, ".") // the domain
+		domain, rest, _ = strings.Cut(rest, ".")
 		_, rest, _ = strings.Cut(rest, ".") // the account's hash
+		if domain == "_" {
+			domain = ""
+		}
 	default:
-		return Delivery{}, jetstream.ErrNotJSMessage
+		return "", tok, jetstream.ErrNotJSMessage
 	}
-	var tok [7]string // stream, consumer, delivered, sseq, cseq, tm, pending
 	for i := range tok {
 		tok[i], rest, _ = strings.Cut(rest, ".")
 	}
-	return Delivery{Stream: tok[0], NumDelivered: parseNum(tok[2]), StreamSeq: parseNum(tok[3]),
-		Timestamp: time.Unix(0, int64(parseNum(tok[5])))}, nil
+	return domain, tok, nil
 }
 
 // parseNum reads a decimal; anything but digits reads as 0.

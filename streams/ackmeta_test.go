@@ -11,8 +11,9 @@ import (
 	"github.com/tickflow/tickflow/streams"
 )
 
-// FuzzDeliveryOf: on any reply subject, DeliveryOf gives what nats.go's
-// own parse (Msg.Metadata) gives, field for field, and fails where it fails.
+// FuzzDeliveryOf: on any reply subject, DeliveryOf and MetadataOf give
+// what nats.go's own parse (Msg.Metadata) gives, field for field, and fail
+// where it fails.
 func FuzzDeliveryOf(f *testing.F) {
 	for _, s := range []string{
 		"$JS.ACK.HIGH.proc-pay.1.42.42.1764160000000000000.7",
@@ -35,11 +36,24 @@ func FuzzDeliveryOf(f *testing.F) {
 		if (werr == nil) != (gerr == nil) || errors.Is(werr, nats.ErrMsgNoReply) != errors.Is(gerr, jetstream.ErrMsgNoReply) {
 			t.Fatalf("%q: DeliveryOf error %v, Metadata error %v", reply, gerr, werr)
 		}
+		if _, merr := streams.MetadataOf(reply); (merr == nil) != (werr == nil) {
+			t.Fatalf("%q: MetadataOf error %v, Metadata error %v", reply, merr, werr)
+		}
 		if werr != nil {
 			return
 		}
 		if got.Stream != want.Stream || got.NumDelivered != want.NumDelivered || got.StreamSeq != want.Sequence.Stream || !got.Timestamp.Equal(want.Timestamp) {
 			t.Fatalf("%q: DeliveryOf %+v, Metadata %+v", reply, got, want)
+		}
+		md, err := streams.MetadataOf(reply)
+		if err != nil {
+			t.Fatalf("%q: MetadataOf: %v, where Metadata parses", reply, err)
+		}
+		if md.Domain != want.Domain || md.Stream != want.Stream || md.Consumer != want.Consumer ||
+			md.NumDelivered != want.NumDelivered || md.NumPending != want.NumPending ||
+			md.Sequence.Stream != want.Sequence.Stream || md.Sequence.Consumer != want.Sequence.Consumer ||
+			!md.Timestamp.Equal(want.Timestamp) {
+			t.Fatalf("%q: MetadataOf %+v, Metadata %+v", reply, md, want)
 		}
 	})
 }
