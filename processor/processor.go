@@ -402,6 +402,9 @@ func (p *Processor) Tick(ctx context.Context, steps int) Report {
 	// A step's last write is published asynchronously; its token is
 	// acknowledged here when the write is stored (deferred).
 	acks := p.startAcker(&mu, &rep)
+	// The queues whose consumer left a fetch unanswered: not asked again
+	// this tick (each such fetch waits a second).
+	silent := map[pipeline.Priority]bool{}
 	for taken := 0; taken < steps && ctx.Err() == nil; { // stopping: take no more
 		mu.Lock()
 		for running > 0 && p.opts.Concurrency-running < min(refill, steps-taken) {
@@ -409,7 +412,7 @@ func (p *Processor) Tick(ctx context.Context, steps int) Report {
 		}
 		want := min(p.opts.Concurrency-running, steps-taken)
 		mu.Unlock()
-		msgs, err := p.fetch(ctx, want)
+		msgs, err := p.fetch(silent, want)
 		if err != nil {
 			rep.Status, rep.Error = StatusError, err.Error()
 			break
@@ -464,25 +467,42 @@ type fetched struct {
 	msg  jetstream.Msg
 }
 
-// fetch takes up to n tokens, from HIGH first and only then from MED.
-func (p *Processor) fetch(ctx context.Context, n int) ([]fetched, error) {
+// fetch takes up to n tokens, from HIGH first and only then from MED. A
+// queue that fails, or that its consumer leaves unanswered (HIGH holding
+// as many tokens as MaxAckPending lets it, parked batches among them), does
+// not keep the tick from the other: the error is returned only when
+// nothing was taken. A queue left unanswered is marked in silent, and a
+// queue marked there is not asked.
+func (p *Processor) fetch(silent map[pipeline.Priority]bool, n int) ([]fetched, error) {
 	var out []fetched
+	var errs []error
 	for _, prio := range []pipeline.Priority{pipeline.High, pipeline.Med} {
 		if len(out) >= n {
 			break
+		}
+		if silent[prio] {
+			continue
 		}
 		msgs, err := p.queues[prio].FetchNoWait(n - len(out))
 		for _, m := range msgs {
 			out = append(out, fetched{prio: prio, msg: m})
 		}
-		if err != nil {
-			if len(out) > 0 {
-				// Run what was taken; the next fetch meets the error again.
-				p.log.Warn("fetch failed after tokens were taken", "priority", prio, "taken", len(out), "err", err)
-				return out, nil
-			}
-			return nil, fmt.Errorf("processor: %w", err)
+		switch {
+		case err == nil:
+		case errors.Is(err, streams.ErrFetchNoAnswer):
+			// Nothing more from this queue now; not a failure.
+			silent[prio] = true
+			p.log.Debug("a queue's consumer left a fetch unanswered", "priority", prio, "taken", len(msgs), "err", err)
+		default:
+			errs = append(errs, fmt.Errorf("processor: %s: %w", prio, err))
 		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		if len(out) == 0 {
+			return nil, err
+		}
+		// Run what was taken; the next fetch meets the error again.
+		p.log.Warn("a fetch failed; the tokens taken run", "taken", len(out), "err", err)
 	}
 	return out, nil
 }

@@ -321,3 +321,53 @@ func TestTimedOutCallThatCompleted(t *testing.T) {
 		t.Fatalf("callback attempts %d, want 1: waiting for the worker is no failed attempt", cb.Attempts)
 	}
 }
+
+// TestTickPastAFullHighQueue: HIGH's consumer holding as many tokens as
+// MaxAckPending lets it (parked batches hold theirs) leaves a fetch of
+// HIGH unanswered while HIGH has more; a tick still runs MED's batches,
+// without an error.
+func TestTickPastAFullHighQueue(t *testing.T) {
+	b := setup(t, func(s *streams.Settings) { s.MaxAckPending, s.AckWait = 1, time.Minute })
+	b.enqueue(t, pipeline.Batch{Priority: pipeline.High, Functions: []pipeline.Function{noop()}})
+	// Another client holds HIGH's one token.
+	c, err := b.admin.Consumer(b.ctx, streams.QueueStream(pipeline.High), streams.ProcessorConsumer(domain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testnats.Eventually(t, 5*time.Second, "HIGH's token held", func() bool {
+		batch, err := c.FetchNoWait(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for range batch.Messages() {
+			n++
+		}
+		return n == 1
+	})
+	b.enqueue(t, pipeline.Batch{Priority: pipeline.High, Functions: []pipeline.Function{noop()}})
+	var med []uint64
+	for range 3 {
+		med = append(med, b.enqueue(t, pipeline.Batch{Priority: pipeline.Med, Functions: []pipeline.Function{noop()}}))
+	}
+	p := b.processor(t, processor.Options{Concurrency: 1})
+	done := map[uint64]bool{}
+	testnats.Eventually(t, 20*time.Second, "MED's batches run", func() bool {
+		rep := p.Tick(b.ctx, 8)
+		if rep.Status == processor.StatusError {
+			t.Fatalf("tick: %+v", rep)
+		}
+		for _, s := range rep.Steps {
+			if s.Priority != pipeline.Med {
+				t.Fatalf("a HIGH token was taken beyond MaxAckPending: %+v", s)
+			}
+			done[s.BatchID] = s.Action == processor.ActionFinished
+		}
+		return len(done) == len(med)
+	})
+	for _, id := range med {
+		if !done[id] {
+			t.Fatalf("batch %d: not finished (%v)", id, done)
+		}
+	}
+}

@@ -65,10 +65,15 @@ func (c *counter) total() int {
 	return t
 }
 
-func setup(t *testing.T) *bundle {
+// setup starts a server with the domain provisioned (ack wait 1 s, then
+// settings applied) and a worker.
+func setup(t *testing.T, settings ...func(*streams.Settings)) *bundle {
 	t.Helper()
 	env := testnats.Start(t, []string{domain}, testnats.WithSettings(func(s *streams.Settings) {
 		s.AckWait = time.Second
+		for _, f := range settings {
+			f(s)
+		}
 	}))
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &bundle{

@@ -25,48 +25,57 @@ import (
 //
 // The server answers a no-wait request with the messages it can deliver
 // now, up to the batch asked for, then, if it delivered fewer, with a
-// status "404 No Messages" (or "408" when other requests wait); a request
-// that got its whole batch has no status. Its messages come with their
-// own subjects, not the request's reply, so a subscription serves one
-// request at a time: a fetch takes an idle one, or subscribes a new inbox,
-// and gives it back once its answer is complete. One whose answer did not
-// come in time is dropped, never reused: what it would still bring is
-// redelivered once its ack wait is over.
+// status "404 No Messages" (or "408" when other requests wait, or at the
+// end of a replicated consumer's answer); a request that got its whole
+// batch has no status. One it cannot serve yet it leaves unanswered: a
+// consumer with as many messages awaiting acknowledgement as its
+// MaxAckPending, and more to deliver, holds the request until an
+// acknowledgement frees a slot. A fetch therefore ends after a silence,
+// as jetstream's does (one second from the request or the last message).
+//
+// The messages come with their own subjects, not the request's reply, so a
+// subscription serves one request at a time: a fetch takes an idle one, or
+// subscribes a new inbox, and gives it back once its answer is complete
+// (its batch, or a 404 or 408). One whose answer ended otherwise (a
+// silence, another status, an error) is dropped, never reused: what that
+// answer may still bring goes nowhere and is redelivered after its ack
+// wait, as with jetstream's fetch.
 type Fetcher struct {
 	nc      *nats.Conn
 	subject string
-	timeout time.Duration
+	silence time.Duration
 
 	mu   sync.Mutex
 	idle []*nats.Subscription
 }
 
-// DefaultFetchTimeout bounds the wait for the server's answer to a fetch.
-// The server answers a no-wait request at once; only a lost answer (the
-// connection dropped) waits this long.
-const DefaultFetchTimeout = 5 * time.Second
+// DefaultFetchSilence is how long a fetch waits for the server's next
+// message before it ends: jetstream's fetch waits as long.
+const DefaultFetchSilence = time.Second
 
 // maxIdleFetchSubs bounds the subscriptions a Fetcher keeps for the next
 // fetches: as many as fetches made at once, up to this.
 const maxIdleFetchSubs = 8
 
-// NewFetcher returns a Fetcher of consumer on stream over nc; timeout
-// bounds each fetch's wait for its answer (DefaultFetchTimeout if ≤ 0).
-func NewFetcher(nc *nats.Conn, stream, consumer string, timeout time.Duration) *Fetcher {
-	if timeout <= 0 {
-		timeout = DefaultFetchTimeout
+// NewFetcher returns a Fetcher of consumer on stream over nc; silence is
+// how long a fetch waits for the server's next message before it ends
+// (DefaultFetchSilence if ≤ 0).
+func NewFetcher(nc *nats.Conn, stream, consumer string, silence time.Duration) *Fetcher {
+	if silence <= 0 {
+		silence = DefaultFetchSilence
 	}
-	return &Fetcher{nc: nc, subject: "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + consumer, timeout: timeout}
+	return &Fetcher{nc: nc, subject: "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + consumer, silence: silence}
 }
 
-// ErrFetchNoAnswer is returned when the server did not answer a fetch in
-// time and no message came.
-var ErrFetchNoAnswer = errors.New("no answer to the fetch in time")
+// ErrFetchNoAnswer ends a fetch whose answer fell silent: a consumer at
+// its MaxAckPending, or an answer lost with the connection.
+var ErrFetchNoAnswer = errors.New("the server did not answer the fetch (the consumer may be at its max ack pending)")
 
-// FetchNoWait takes up to n messages the consumer can deliver now, and
-// returns at once with none, and no error, when it has none. Messages that
-// came before a timeout are returned without an error; with none, the
-// error says why. Safe for concurrent use.
+// FetchNoWait takes up to n messages the consumer can deliver now; with
+// none to deliver, it returns at once with none and no error. It returns
+// the messages it took even when it also returns an error, which says why
+// the answer ended short: ErrFetchNoAnswer after a silence, the status the
+// server answered, or the connection's error. Safe for concurrent use.
 func (f *Fetcher) FetchNoWait(n int) ([]jetstream.Msg, error) {
 	if n <= 0 {
 		return nil, nil
@@ -81,32 +90,25 @@ func (f *Fetcher) FetchNoWait(n int) ([]jetstream.Msg, error) {
 		f.give(sub)
 		return nil, fmt.Errorf("fetch from %s: %w", f.subject, err)
 	}
-	deadline := time.Now().Add(f.timeout)
 	var msgs []jetstream.Msg
 	for len(msgs) < n {
-		m, err := sub.NextMsg(time.Until(deadline))
+		m, err := sub.NextMsg(f.silence)
 		if err != nil {
 			// The rest of the answer may still come: never reuse sub.
 			_ = sub.Unsubscribe()
-			if len(msgs) > 0 {
-				return msgs, nil
-			}
 			if errors.Is(err, nats.ErrTimeout) {
 				err = ErrFetchNoAnswer
 			}
-			return nil, fmt.Errorf("fetch from %s: %w", f.subject, err)
+			return msgs, fmt.Errorf("fetch from %s: %w", f.subject, err)
 		}
 		if len(m.Data) == 0 && m.Header != nil {
 			if status := m.Header.Get("Status"); status != "" {
-				f.give(sub) // the answer is complete
 				if status == "404" || status == "408" {
+					f.give(sub) // the answer is complete
 					return msgs, nil
 				}
-				err := fmt.Errorf("fetch from %s: the server answered %s %s", f.subject, status, m.Header.Get("Description"))
-				if len(msgs) > 0 {
-					return msgs, nil
-				}
-				return nil, err
+				_ = sub.Unsubscribe()
+				return msgs, fmt.Errorf("fetch from %s: the server answered %s %s", f.subject, status, m.Header.Get("Description"))
 			}
 		}
 		if !strings.HasPrefix(m.Reply, "$JS.ACK.") {
@@ -118,17 +120,34 @@ func (f *Fetcher) FetchNoWait(n int) ([]jetstream.Msg, error) {
 	return msgs, nil
 }
 
-// take returns an idle subscription, or a new one.
+// take returns an idle subscription with nothing waiting on it, or a new
+// one. One that holds a message (nothing should) gives its deliveries back
+// to the consumer and is dropped.
 func (f *Fetcher) take() (*nats.Subscription, error) {
-	f.mu.Lock()
-	if k := len(f.idle); k > 0 {
+	for {
+		f.mu.Lock()
+		k := len(f.idle)
+		if k == 0 {
+			f.mu.Unlock()
+			return f.nc.SubscribeSync(f.nc.NewInbox())
+		}
 		sub := f.idle[k-1]
 		f.idle = f.idle[:k-1]
 		f.mu.Unlock()
-		return sub, nil
+		if n, _, err := sub.Pending(); err == nil && n == 0 {
+			return sub, nil
+		}
+		for {
+			m, err := sub.NextMsg(0)
+			if err != nil {
+				break
+			}
+			if strings.HasPrefix(m.Reply, "$JS.ACK.") {
+				_ = f.nc.Publish(m.Reply, ackNak)
+			}
+		}
+		_ = sub.Unsubscribe()
 	}
-	f.mu.Unlock()
-	return f.nc.SubscribeSync(f.nc.NewInbox())
 }
 
 // give keeps a subscription whose answer is complete for the next fetch.
@@ -183,12 +202,15 @@ func (c *Consumed) Ack() error { return c.settle(ackAck) }
 // DoubleAck acknowledges the message and waits for the server to confirm
 // it.
 func (c *Consumed) DoubleAck(ctx context.Context) error {
+	if c.msg.Reply == "" {
+		return jetstream.ErrMsgNoReply
+	}
 	if c.acked.Load() {
 		return jetstream.ErrMsgAlreadyAckd
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultFetchTimeout)
+		ctx, cancel = context.WithTimeout(ctx, doubleAckTimeout)
 		defer cancel()
 	}
 	if _, err := c.nc.RequestWithContext(ctx, c.msg.Reply, ackAck); err != nil {
@@ -198,16 +220,26 @@ func (c *Consumed) DoubleAck(ctx context.Context) error {
 	return nil
 }
 
+// doubleAckTimeout bounds DoubleAck's wait when ctx has no deadline, as
+// jetstream's default timeout does.
+const doubleAckTimeout = 5 * time.Second
+
 // Nak asks for the message to be redelivered now.
 func (c *Consumed) Nak() error { return c.settle(ackNak) }
 
 // NakWithDelay asks for the message to be redelivered after delay.
 func (c *Consumed) NakWithDelay(delay time.Duration) error {
+	if delay <= 0 {
+		return c.settle(ackNak)
+	}
 	return c.settle(fmt.Appendf(nil, `-NAK {"delay": %d}`, delay.Nanoseconds()))
 }
 
 // InProgress resets the message's ack wait.
 func (c *Consumed) InProgress() error {
+	if c.msg.Reply == "" {
+		return jetstream.ErrMsgNoReply
+	}
 	if c.acked.Load() {
 		return jetstream.ErrMsgAlreadyAckd
 	}

@@ -2,6 +2,7 @@ package streams_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -126,9 +127,13 @@ func TestFetcherTakesWhatIsThere(t *testing.T) {
 // TestFetcherAcknowledgements: each acknowledgement does to the delivery
 // what jetstream's does, and a message is settled once.
 func TestFetcherAcknowledgements(t *testing.T) {
-	b := newFetchBed(t, 5)
-	msgs := b.fetch(t, 5)
-	if len(msgs) != 5 {
+	b := newFetchBed(t, 6)
+	terminated := make(chan *nats.Msg, 4)
+	if _, err := b.nc.ChanSubscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.FETCH.d", terminated); err != nil {
+		t.Fatal(err)
+	}
+	msgs := b.fetch(t, 6)
+	if len(msgs) != 6 {
 		t.Fatalf("fetched %s", bodies(msgs))
 	}
 	if err := msgs[0].Ack(); err != nil {
@@ -140,7 +145,23 @@ func TestFetcherAcknowledgements(t *testing.T) {
 	if err := msgs[0].InProgress(); !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
 		t.Fatalf("progress after the ack: %v", err)
 	}
+	// The server has applied a double ack when it answers: m1's ack, sent
+	// before, too.
 	if err := msgs[1].DoubleAck(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ci := b.info(t); ci.NumAckPending != 4 || ci.AckFloor.Stream != 2 {
+		t.Fatalf("after the double ack: %d awaiting acknowledgement, floor %d; want 4, 2", ci.NumAckPending, ci.AckFloor.Stream)
+	}
+	// Applied in the order sent: m5 waits an hour, m6 and m3 come back
+	// now, m4 never.
+	if err := msgs[4].NakWithDelay(time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := msgs[5].NakWithDelay(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := msgs[3].TermWithReason("spoiled"); err != nil {
 		t.Fatal(err)
 	}
 	if err := msgs[2].InProgress(); err != nil {
@@ -149,31 +170,51 @@ func TestFetcherAcknowledgements(t *testing.T) {
 	if err := msgs[2].Nak(); err != nil {
 		t.Fatal(err)
 	}
-	if err := msgs[3].TermWithReason("spoiled"); err != nil {
-		t.Fatal(err)
-	}
-	if err := msgs[4].NakWithDelay(time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	// m3 comes back now, delivered twice; m5 not within the hour; m1, m2
-	// and m4 never.
-	// The server takes acknowledgements on a queue of their own: the NAK
-	// may be applied a moment after a fetch that follows it.
 	var again []jetstream.Msg
-	testnats.Eventually(t, 10*time.Second, "the redelivery", func() bool {
-		again = b.fetch(t, 5)
-		return len(again) > 0
+	testnats.Eventually(t, 10*time.Second, "the redeliveries", func() bool {
+		again = append(again, b.fetch(t, 5)...)
+		return len(again) >= 2
 	})
-	if bodies(again) != "m3" {
-		t.Fatalf("after the acknowledgements: %s", bodies(again))
+	if got := bodies(again); got != "m3,m6" && got != "m6,m3" {
+		t.Fatalf("redelivered %s, want m3 and m6", got)
 	}
-	if md, err := again[0].Metadata(); err != nil || md.NumDelivered != 2 {
-		t.Fatalf("redelivery: %+v %v", md, err)
+	if more := b.fetch(t, 5); len(more) != 0 {
+		t.Fatalf("then %s, want nothing before the hour", bodies(more))
 	}
-	if err := again[0].Term(); err != nil {
-		t.Fatal(err)
+	for _, m := range again {
+		if md, err := m.Metadata(); err != nil || md.NumDelivered != 2 {
+			t.Fatalf("redelivery of %s: %+v %v", m.Data(), md, err)
+		}
+		if string(m.Data()) == "m3" {
+			if err := m.Term(); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := m.Ack(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	b.settled(t, "m5 alone pending, floor 4", func(ci *jetstream.ConsumerInfo) bool {
+	// Terminated: m4 with its reason, then m3.
+	for _, want := range []struct {
+		seq    uint64
+		reason string
+	}{{4, "spoiled"}, {3, ""}} {
+		var adv struct {
+			StreamSeq uint64 `json:"stream_seq"`
+			Reason    string `json:"reason"`
+		}
+		select {
+		case m := <-terminated:
+			if err := json.Unmarshal(m.Data, &adv); err != nil {
+				t.Fatal(err)
+			}
+		case <-b.ctx.Done():
+			t.Fatalf("no termination advisory for m%d", want.seq)
+		}
+		if adv.StreamSeq != want.seq || adv.Reason != want.reason {
+			t.Fatalf("terminated %+v, want m%d with reason %q", adv, want.seq, want.reason)
+		}
+	}
+	b.settled(t, "m5 alone awaiting acknowledgement, floor 4", func(ci *jetstream.ConsumerInfo) bool {
 		return ci.NumAckPending == 1 && ci.AckFloor.Stream == 4
 	})
 }
@@ -204,6 +245,50 @@ func TestFetcherErrors(t *testing.T) {
 		if n := b.nc.NumSubscriptions(); n != subs {
 			t.Fatalf("%d subscriptions after fetches without answers, want %d", n, subs)
 		}
+	}
+}
+
+// TestFetcherConsumerAtMaxAckPending: a consumer that holds as many
+// messages as its MaxAckPending leaves a no-wait fetch unanswered while it
+// has more to deliver; the fetch ends after its silence with
+// ErrFetchNoAnswer and drops its subscription, and a fetch after an
+// acknowledgement frees a slot takes the next message.
+func TestFetcherConsumerAtMaxAckPending(t *testing.T) {
+	b := newFetchBed(t, 2)
+	s, err := b.js.Stream(b.ctx, "FETCH")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateConsumer(b.ctx, jetstream.ConsumerConfig{Durable: "one", AckPolicy: jetstream.AckExplicitPolicy,
+		MaxAckPending: 1, AckWait: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	f := streams.NewFetcher(b.nc, "FETCH", "one", 50*time.Millisecond)
+	// One message, then silence: the consumer may hand out no more.
+	first, err := f.FetchNoWait(2)
+	if bodies(first) != "m1" || !errors.Is(err, streams.ErrFetchNoAnswer) {
+		t.Fatalf("first fetch: %s %v, want m1 and ErrFetchNoAnswer", bodies(first), err)
+	}
+	if none, err := f.FetchNoWait(1); len(none) != 0 || !errors.Is(err, streams.ErrFetchNoAnswer) {
+		t.Fatalf("at max ack pending: %s %v, want nothing and ErrFetchNoAnswer", bodies(none), err)
+	}
+	if n := b.nc.NumSubscriptions(); n != 0 {
+		t.Fatalf("%d subscriptions kept after unanswered fetches, want 0", n)
+	}
+	if err := first[0].Ack(); err != nil {
+		t.Fatal(err)
+	}
+	var next []jetstream.Msg
+	testnats.Eventually(t, 10*time.Second, "m2 once m1 is acknowledged", func() bool {
+		msgs, err := f.FetchNoWait(1)
+		if err != nil && !errors.Is(err, streams.ErrFetchNoAnswer) {
+			t.Fatal(err)
+		}
+		next = msgs
+		return len(next) > 0
+	})
+	if bodies(next) != "m2" {
+		t.Fatalf("then %s, want m2", bodies(next))
 	}
 }
 
@@ -250,6 +335,9 @@ func TestFetcherConcurrent(t *testing.T) {
 		if k != 1 {
 			t.Fatalf("%s taken %d times", body, k)
 		}
+	}
+	if n := b.nc.NumSubscriptions(); n < 1 || n > 8 {
+		t.Fatalf("%d subscriptions kept for 8 fetchers' many fetches, want 1 to 8", n)
 	}
 	b.settled(t, "nothing pending", func(ci *jetstream.ConsumerInfo) bool {
 		return ci.NumAckPending == 0 && ci.NumPending == 0
