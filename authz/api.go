@@ -96,8 +96,16 @@ func (s *Service) submit(ctx context.Context, name string, l *Label, user string
 	// A repeated submission publishes the (deduplicated) token again only
 	// while the first never finished: it may have been cut short by a crash.
 	if !b.dup || !b.terminal {
-		if _, err := s.admit(ctx, b.batch, b.dup); err != nil {
-			return nil, err
+		if head, err := s.admit(ctx, b.batch, b.dup); err != nil {
+			if !head {
+				return nil, err
+			}
+			// Recorded, and first in its key's order if it has one, but its
+			// token not published: the repair loop publishes it.
+			if b.batch.Key == "" {
+				s.repairBatch(b.batch.Domain, b.batch.ID)
+			}
+			return nil, fmt.Errorf("authz: batch %d is recorded, but its token could not be published yet (%w); authz publishes it as soon as it can: send it again only with the same idempotency key", b.batch.ID, err)
 		}
 	}
 	return &SendReply{ID: b.batch.ID, Domain: b.batch.Domain, Priority: b.batch.Priority, Duplicate: b.dup}, nil

@@ -122,26 +122,12 @@ func (s *Service) ensureHead(ctx context.Context, domain, key string, head uint6
 		case err != nil:
 			return err
 		case !rec.Status.Terminal():
-			st, err := s.progressStore.Load(ctx, domain, head)
+			done, err := s.startIfNeverRan(ctx, &rec.Batch)
 			if err != nil {
 				return err
 			}
-			switch {
-			case st.State == streams.Done:
-				err = s.doneHead(ctx, &rec.Batch, st)
-			case st.Rev != 0:
-				// It ran: the processor keeps its live token (a stale one
-				// brings it back), and a copy published past the duplicate
-				// window would run beside it.
+			if !done {
 				return nil
-			default:
-				var done bool
-				if done, err = s.startHead(ctx, &rec.Batch); err == nil && !done {
-					return nil
-				}
-			}
-			if err != nil {
-				return err
 			}
 		}
 		q, _, err := s.keyOrder.Remove(ctx, domain, key, head)
@@ -154,6 +140,27 @@ func (s *Service) ensureHead(ctx context.Context, domain, key string, head uint6
 		head = q.Head()
 	}
 	return fmt.Errorf("authz: key %q of %s: more than %d finished heads in a row", logging.Capped(key), domain, maxRelease)
+}
+
+// startIfNeverRan gives batch b, recorded and not finished, its first
+// token if it never ran. done says it finished: its progress is Done (a
+// removal, finished here if it was cut short).
+func (s *Service) startIfNeverRan(ctx context.Context, b *pipeline.Batch) (done bool, err error) {
+	st, err := s.progressStore.Load(ctx, b.Domain, b.ID)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case st.State == streams.Done:
+		return true, s.doneHead(ctx, b, st)
+	case st.Rev != 0:
+		// It ran: the processor keeps its live token (a stale one brings
+		// it back), and a copy published past the duplicate window would
+		// run beside it.
+		return false, nil
+	default:
+		return s.startHead(ctx, b)
+	}
 }
 
 // startHead gives head b, which never ran, its first token. done says b

@@ -307,3 +307,55 @@ func (b *bundle) queueItems(t *testing.T) []authz.QueueItem {
 }
 
 var _ = nats.ErrTimeout
+
+// TestSendRepairedAfterAFailedToken: a send whose batch was recorded but
+// whose token could not be published (the queue's stream gone for a
+// moment) answers an error that names the batch, and its retry with the
+// same idempotency key names the same one. Once the stream is back, the
+// replica's repair loop queues each, without a restart: each runs once,
+// with one callback, and frees its label's slot.
+func TestSendRepairedAfterAFailedToken(t *testing.T) {
+	b := setup(t)
+	admin := b.env.JS(t, "admin")
+	ctx := testnats.Context(t, 30*time.Second)
+	if err := admin.DeleteStream(ctx, streams.StreamMed); err != nil {
+		t.Fatal(err)
+	}
+	var ids []uint64
+	for _, idem := range []string{"", "order-9", "order-9"} {
+		e := b.call(t, "alice", "send", authz.SendRequest{Label: "limited", Functions: authz.Calls{noop()}, IdempotencyKey: idem}, nil)
+		if e == nil {
+			t.Fatal("a send with no queue stream succeeded")
+		}
+		var id uint64
+		if _, err := fmt.Sscanf(e.Msg, "authz: batch %d is recorded", &id); err != nil || e.Code != "500" {
+			t.Fatalf("send %q: %+v, want a 500 naming the recorded batch", idem, e)
+		}
+		ids = append(ids, id)
+	}
+	if ids[0] == ids[1] || ids[1] != ids[2] {
+		t.Fatalf("batches %v: want two, the retry naming its first attempt's", ids)
+	}
+	if err := streams.Provision(ctx, admin, b.env.Settings, domain); err != nil {
+		t.Fatal(err)
+	}
+	ids = ids[:2]
+	for _, id := range ids {
+		if rec := b.settled(t, id); rec.Status != pipeline.Executed {
+			t.Fatalf("batch %d: %s, want Executed", id, rec.Status)
+		}
+	}
+	cbs := testnats.Callbacks(t, admin)
+	for _, id := range ids {
+		if n := len(cbs[id]); n != 1 {
+			t.Fatalf("batch %d: %d callbacks, want 1", id, n)
+		}
+		if n := b.calls.get(fmt.Sprintf("%d/0", id)); n != 1 {
+			t.Fatalf("batch %d: its function ran %d times, want once", id, n)
+		}
+	}
+	// Both slots of the label are free again.
+	for range 2 {
+		b.send(t, "alice", "limited", noop())
+	}
+}
