@@ -101,9 +101,10 @@ func (s *Service) submit(ctx context.Context, name string, l *Label, user string
 				return nil, err
 			}
 			// Recorded, and first in its key's order if it has one, but its
-			// token not published: the repair loop publishes it.
-			if b.batch.Key == "" {
-				s.repairBatch(b.batch.Domain, b.batch.ID)
+			// token not published: the repair loop publishes it (admit
+			// handed it a key already).
+			if b.batch.Key == "" && !s.repairBatch(b.batch.Domain, b.batch.ID) {
+				return nil, fmt.Errorf("authz: batch %d is recorded, but its token could not be published (%w), nor handed to be published later: send it again only with the same idempotency key", b.batch.ID, err)
 			}
 			return nil, fmt.Errorf("authz: batch %d is recorded, but its token could not be published yet (%w); authz publishes it as soon as it can: send it again only with the same idempotency key", b.batch.ID, err)
 		}

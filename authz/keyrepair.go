@@ -3,6 +3,7 @@ package authz
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/tickflow/tickflow/logging"
@@ -21,78 +22,200 @@ import (
 // and unqueued, as one does whose authz died between its record and its
 // token.
 
-// keyRepairs bounds the keys waiting for repair in one replica; beyond it
-// a key waits for the next start.
-const keyRepairs = 1024
+// repairBound bounds the keys, and apart from them the batches, waiting for
+// repair in one replica: beyond it a key waits for the next start, and a
+// batch stays recorded and unqueued, and its send says so.
+const repairBound = 1024
 
-// Backoff of the repair loop: from keyRepairFirst doubling to keyRepairMax.
+// Backoff of the repair loop, per key or batch: from keyRepairFirst
+// doubling to keyRepairMax.
 const (
 	keyRepairFirst = 250 * time.Millisecond
 	keyRepairMax   = 5 * time.Second
 )
 
-// keyRef names one key's order or, with no key, one batch.
-type keyRef struct {
+// repairRef names one key's order or, with no key, one batch.
+type repairRef struct {
 	domain, key string
 	id          uint64 // the batch, when key is empty
 }
 
+// repairs holds what waits for the repair loop: each key or batch once,
+// each with its own backoff, so that one that cannot be repaired yet does
+// not hold back the others.
+type repairs struct {
+	mu            sync.Mutex
+	open          bool // the loop runs: hand-overs are taken
+	pending       map[repairRef]*repairWait
+	keys, batches int
+	wake          chan struct{}
+}
+
+type repairWait struct {
+	wait time.Duration
+	at   time.Time
+}
+
+// add hands r to the loop; false when the loop does not run or too many
+// of r's kind wait.
+func (rs *repairs) add(r repairRef) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if !rs.open {
+		return false
+	}
+	if _, ok := rs.pending[r]; ok {
+		return true
+	}
+	n := &rs.keys
+	if r.key == "" {
+		n = &rs.batches
+	}
+	if *n >= repairBound {
+		return false
+	}
+	*n++
+	rs.pending[r] = &repairWait{wait: keyRepairFirst, at: time.Now()}
+	select {
+	case rs.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// done takes r off the pending set.
+func (rs *repairs) done(r repairRef) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if _, ok := rs.pending[r]; !ok {
+		return
+	}
+	delete(rs.pending, r)
+	if r.key == "" {
+		rs.batches--
+	} else {
+		rs.keys--
+	}
+}
+
+// due returns what is due now.
+func (rs *repairs) due(now time.Time) (due []repairRef) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for r, w := range rs.pending {
+		if !w.at.After(now) {
+			due = append(due, r)
+		}
+	}
+	return due
+}
+
+// next returns when the next try is due; ok is false when nothing waits.
+func (rs *repairs) next() (at time.Time, ok bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for _, w := range rs.pending {
+		if !ok || w.at.Before(at) {
+			at, ok = w.at, true
+		}
+	}
+	return at, ok
+}
+
+// later backs r off, and returns how long it waits.
+func (rs *repairs) later(r repairRef, now time.Time) time.Duration {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	w, ok := rs.pending[r]
+	if !ok {
+		return 0
+	}
+	wait := w.wait
+	w.at, w.wait = now.Add(wait), min(2*wait, keyRepairMax)
+	return wait
+}
+
 // repairKey hands a key whose head may lack its token to the repair loop.
 func (s *Service) repairKey(domain, key string) {
-	select {
-	case s.repairs <- keyRef{domain: domain, key: key}:
-	default:
-		s.log.Error("key left for the next start: too many keys wait for repair", "domain", domain, "key", logging.Capped(key))
+	if !s.repairs.add(repairRef{domain: domain, key: key}) {
+		s.log.Error("key left for the next start: its repair is not taken (too many wait, or authz stops)", "domain", domain, "key", logging.Capped(key))
 	}
 }
 
 // repairBatch hands a batch without a key, recorded and perhaps without
-// its token, to the repair loop.
-func (s *Service) repairBatch(domain string, id uint64) {
-	select {
-	case s.repairs <- keyRef{domain: domain, id: id}:
-	default:
-		s.log.Error("batch left recorded and unqueued: too many wait for repair", "domain", domain, "batch_id", id)
+// its token, to the repair loop; false when it is not taken.
+func (s *Service) repairBatch(domain string, id uint64) bool {
+	if !s.repairs.add(repairRef{domain: domain, id: id}) {
+		s.log.Error("batch left recorded and unqueued: its repair is not taken (too many wait, or authz stops)", "domain", domain, "batch_id", id)
+		return false
 	}
+	return true
 }
 
-// repairKeys runs until ctx is done, giving each handed key's head, or
-// batch, its token (ensureHead, ensureQueued), retrying one until it takes.
-func (s *Service) repairKeys(ctx context.Context) {
+// runRepairs runs until ctx is done, giving each handed key's head, or
+// batch, its token (ensureHead, ensureQueued): each due one is tried in
+// turn, and one that fails is tried again after its backoff. Batches
+// still waiting when it stops are logged: nothing else will queue them.
+func (s *Service) runRepairs(ctx context.Context) {
+	rs := &s.repairs
+	rs.mu.Lock()
+	rs.open = true
+	rs.mu.Unlock()
+	defer func() {
+		rs.mu.Lock()
+		defer rs.mu.Unlock()
+		rs.open = false
+		for r := range rs.pending {
+			if r.key == "" {
+				s.log.Error("batch left recorded and unqueued: authz stopped before it could queue it", "domain", r.domain, "batch_id", r.id)
+			}
+		}
+	}()
 	for {
-		var k keyRef
+		now := time.Now()
+		for _, r := range rs.due(now) {
+			if ctx.Err() != nil {
+				return
+			}
+			if err := s.repair(ctx, r); err != nil {
+				wait := rs.later(r, time.Now())
+				if r.key == "" {
+					s.log.Warn("batch not queued yet", "domain", r.domain, "batch_id", r.id, "retry_in", wait, "err", err)
+				} else {
+					s.log.Warn("key head not repaired yet", "domain", r.domain, "key", logging.Capped(r.key), "retry_in", wait, "err", err)
+				}
+				continue
+			}
+			rs.done(r)
+			if r.key == "" {
+				s.log.Info("batch queued after its send failed", "domain", r.domain, "batch_id", r.id)
+			} else {
+				s.log.Info("key head repaired", "domain", r.domain, "key", logging.Capped(r.key))
+			}
+		}
+		var timer <-chan time.Time
+		if at, ok := rs.next(); ok {
+			timer = time.After(time.Until(at))
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case k = <-s.repairs:
-		}
-		for wait := keyRepairFirst; ; wait = min(2*wait, keyRepairMax) {
-			if k.key == "" {
-				err := s.ensureQueued(ctx, k.domain, k.id)
-				if err == nil {
-					s.log.Info("batch queued after its send failed", "domain", k.domain, "batch_id", k.id)
-					break
-				}
-				s.log.Warn("batch not queued yet", "domain", k.domain, "batch_id", k.id, "retry_in", wait, "err", err)
-			} else {
-				err := s.repairHead(ctx, k)
-				if err == nil {
-					s.log.Info("key head repaired", "domain", k.domain, "key", logging.Capped(k.key))
-					break
-				}
-				s.log.Warn("key head not repaired yet", "domain", k.domain, "key", logging.Capped(k.key), "retry_in", wait, "err", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wait):
-			}
+		case <-rs.wake:
+		case <-timer:
 		}
 	}
 }
 
+// repair gives r its token: a key's head, or a batch.
+func (s *Service) repair(ctx context.Context, r repairRef) error {
+	if r.key == "" {
+		return s.ensureQueued(ctx, r.domain, r.id)
+	}
+	return s.repairHead(ctx, r)
+}
+
 // repairHead gives k's current head its token if it never ran.
-func (s *Service) repairHead(ctx context.Context, k keyRef) error {
+func (s *Service) repairHead(ctx context.Context, k repairRef) error {
 	q, err := s.keyOrder.Load(ctx, k.domain, k.key)
 	if err != nil {
 		return err

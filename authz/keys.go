@@ -36,13 +36,21 @@ const maxRelease = 64
 
 // admit queues a batch that was just recorded: an unkeyed batch gets its
 // token, a keyed one joins its key's order and gets its token only as the
-// key's head. headOrFree says the batch has a token now (always, unkeyed).
-// repeat says the batch may have been admitted before (a retried
-// submission, a resumed edit, a replay finished again): then a batch
-// already finished is not listed again, and a head's live token is
-// published rather than its first.
+// key's head. headOrFree says the batch is free to run, unkeyed or its
+// key's head: with a nil error it has its token now; with an error, its
+// token may be missing (the publish failed, or, for a repeat, a read
+// before it), and a keyed one's key is handed to the repair loop. repeat
+// says the batch may have been admitted before (a retried submission, a
+// resumed edit, a replay finished again): then a batch already finished is
+// not listed again, a head's live token is published rather than its
+// first, and a batch that ran, or was removed, gets no first token again
+// (startIfNeverRan): a retry of a cancelled submission must not run it.
 func (s *Service) admit(ctx context.Context, b *pipeline.Batch, repeat bool) (headOrFree bool, err error) {
 	if b.Key == "" {
+		if repeat {
+			_, err := s.startIfNeverRan(ctx, b)
+			return true, err
+		}
 		return true, submit.PublishTokenAcked(ctx, s.js, s.acks, b, 0, 0)
 	}
 	if repeat {

@@ -100,8 +100,9 @@ type Service struct {
 
 	// keyOrder keeps each key's waiting batches (keys.go).
 	keyOrder *streams.KeyQueueStore
-	// repairs are keys whose head may lack its token (keyrepair.go).
-	repairs chan keyRef
+	// repairs are keys whose head, and batches that, may lack their token
+	// (keyrepair.go).
+	repairs repairs
 }
 
 // New binds the service to its buckets and streams, which must have been
@@ -161,7 +162,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 		return nil, bindError("bucket "+streams.BucketKeys, err)
 	}
 	s.keyOrder = streams.NewKeyQueueStore(keys, s.opts.Now)
-	s.repairs = make(chan keyRef, keyRepairs)
+	s.repairs.pending, s.repairs.wake = map[repairRef]*repairWait{}, make(chan struct{}, 1)
 	for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
 		if s.queues[p], err = js.Stream(ctx, streams.QueueStream(p)); err != nil {
 			return nil, bindError("stream "+streams.QueueStream(p), err)
@@ -217,7 +218,7 @@ func (s *Service) Run(ctx context.Context) error {
 	s.resumeKeys(ctx)
 	repairCtx, stopRepairs := context.WithCancel(ctx)
 	repairDone := make(chan struct{})
-	go func() { defer close(repairDone); s.repairKeys(repairCtx) }()
+	go func() { defer close(repairDone); s.runRepairs(repairCtx) }()
 	defer func() { stopRepairs(); <-repairDone }()
 	svc, err := micro.AddService(s.nc, micro.Config{
 		Name:        streams.AuthzService,

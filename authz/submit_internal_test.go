@@ -1,10 +1,15 @@
 package authz
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
+	"github.com/tickflow/tickflow/internal/submit"
+	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
 )
 
 // TestSubmitCutShortAfterItsRecord: authz died (or the token's publish
@@ -69,5 +74,143 @@ func TestIdempotentRetryTakesItsSlot(t *testing.T) {
 	}
 	if got := queuedIDs(ctx, t, s, pipeline.High); len(got) != 1 {
 		t.Fatalf("queued %v, want only the batch holding the slot", got)
+	}
+}
+
+// TestRetryAfterCancelQueuesNothing: a submission cut short after its
+// record, then cancelled by its owner before its callback is applied, is
+// not queued by its retry with the same idempotency key: the retry
+// answers the batch, and the cancelled batch never runs.
+func TestRetryAfterCancelQueuesNothing(t *testing.T) {
+	s, table, ctx := internalService(t, `labels: {jobs: {domain: pay, users: [alice], mode: atomic, priority: high, functions: {noop: {}}}}`)
+	l := table.Labels["jobs"]
+	calls := []CallSpec{{Type: "noop"}}
+	b, err := s.build(ctx, "jobs", l, "alice", calls, "", "order-10", l.Priority, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.cancel(ctx, "alice", &IDRequest{ID: b.batch.ID}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.send(ctx, "alice", &SendRequest{Label: "jobs", Functions: calls, IdempotencyKey: "order-10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rep.(*SendReply); r.ID != b.batch.ID || !r.Duplicate {
+		t.Fatalf("retry answered %+v, want batch %d as a duplicate", r, b.batch.ID)
+	}
+	if n := tokensOf(ctx, t, s, b.batch); n != 0 {
+		t.Fatalf("%d tokens of the cancelled batch after its retry, want none", n)
+	}
+}
+
+// tokensOf counts batch b's tokens in its queue, live or stale.
+func tokensOf(ctx context.Context, t *testing.T, s *Service, b *pipeline.Batch) int {
+	t.Helper()
+	seqs, err := s.tokensOf(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(seqs)
+}
+
+// TestEnsureQueued: the repair loop's queueing of a batch without a key
+// gives a recorded batch that never ran one token, however often it is
+// asked and whether or not the failed publish stored the token after all,
+// and none to a batch cancelled or one that ran.
+func TestEnsureQueued(t *testing.T) {
+	s, table, ctx := internalService(t, `labels: {jobs: {domain: pay, users: [alice], mode: atomic, priority: high, functions: {noop: {}}}}`)
+	l := table.Labels["jobs"]
+	calls := []CallSpec{{Type: "noop"}}
+	record := func() *pipeline.Batch {
+		t.Helper()
+		b, err := s.build(ctx, "jobs", l, "alice", calls, "", "", l.Priority, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.batch
+	}
+	never := record()
+	for range 2 {
+		if err := s.ensureQueued(ctx, "pay", never.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := tokensOf(ctx, t, s, never); n != 1 {
+		t.Fatalf("%d tokens of a batch that never ran, want 1", n)
+	}
+
+	stored := record() // its publish stored the token, but its send failed
+	if err := submit.PublishToken(ctx, s.js, stored, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ensureQueued(ctx, "pay", stored.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := tokensOf(ctx, t, s, stored); n != 1 {
+		t.Fatalf("%d tokens of a batch whose token was stored, want 1", n)
+	}
+
+	cancelled := record()
+	if _, err := s.cancel(ctx, "alice", &IDRequest{ID: cancelled.ID}); err != nil {
+		t.Fatal(err)
+	}
+	ran := record()
+	if err := s.progressStore.Save(ctx, "pay", &streams.ProgressEntry{Progress: streams.Progress{BatchID: ran.ID, State: streams.Queued, Rotation: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []uint64{cancelled.ID, ran.ID, 1 << 40} {
+		if err := s.ensureQueued(ctx, "pay", id); err != nil {
+			t.Fatalf("batch %d: %v", id, err)
+		}
+	}
+	for _, b := range []*pipeline.Batch{cancelled, ran} {
+		if n := tokensOf(ctx, t, s, b); n != 0 {
+			t.Fatalf("%d tokens of batch %d, cancelled or run, want none", n, b.ID)
+		}
+	}
+}
+
+// TestRepairsTakeTurns: the repair loop takes each batch once however
+// often it is handed over, and one it cannot queue yet (its record
+// unreadable) does not hold back the next; once the loop stops, nothing
+// more is taken, and a send says so.
+func TestRepairsTakeTurns(t *testing.T) {
+	s, table, ctx := internalService(t, `labels: {jobs: {domain: pay, users: [alice], mode: atomic, priority: high, functions: {noop: {}}}}`)
+	l := table.Labels["jobs"]
+	if s.repairBatch("pay", 1) {
+		t.Fatal("a batch was taken for repair before the loop runs")
+	}
+	const spoiled = 1 << 40
+	if _, err := s.batches.Put(ctx, streams.BatchKey(spoiled), []byte("not a record")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.build(ctx, "jobs", l, "alice", []CallSpec{{Type: "noop"}}, "", "", l.Priority, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loopCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); s.runRepairs(loopCtx) }()
+	testnats.Eventually(t, 5*time.Second, "the loop takes hand-overs", func() bool { return s.repairBatch("pay", spoiled) })
+	for range 3 {
+		if !s.repairBatch("pay", b.batch.ID) {
+			t.Fatal("a batch was not taken for repair")
+		}
+	}
+	testnats.Eventually(t, 10*time.Second, "the good batch queued past the spoiled one", func() bool {
+		return tokensOf(ctx, t, s, b.batch) == 1
+	})
+	s.repairs.mu.Lock()
+	_, still := s.repairs.pending[repairRef{domain: "pay", id: spoiled}]
+	pending := len(s.repairs.pending)
+	s.repairs.mu.Unlock()
+	if !still || pending != 1 {
+		t.Fatalf("pending %d, the spoiled batch among them %v; want the spoiled one alone", pending, still)
+	}
+	stop()
+	testnats.Stopped(t, "repair loop", done)
+	if s.repairBatch("pay", b.batch.ID) {
+		t.Fatal("a batch was taken for repair after the loop stopped")
 	}
 }
