@@ -54,6 +54,9 @@ type repairs struct {
 type repairWait struct {
 	wait time.Duration
 	at   time.Time
+	// handed counts the hand-overs: one that comes while a try runs makes
+	// the loop try again, since the try may have read the state before it.
+	handed uint64
 }
 
 // add hands r to the loop; false when the loop does not run or too many
@@ -64,7 +67,8 @@ func (rs *repairs) add(r repairRef) bool {
 	if !rs.open {
 		return false
 	}
-	if _, ok := rs.pending[r]; ok {
+	if w, ok := rs.pending[r]; ok {
+		w.handed++
 		return true
 	}
 	n := &rs.keys
@@ -83,11 +87,17 @@ func (rs *repairs) add(r repairRef) bool {
 	return true
 }
 
-// done takes r off the pending set.
-func (rs *repairs) done(r repairRef) {
+// done takes r off the pending set after a try that began when r had been
+// handed over handed times; handed over again since, it is tried again now.
+func (rs *repairs) done(r repairRef, handed uint64) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	if _, ok := rs.pending[r]; !ok {
+	w, ok := rs.pending[r]
+	if !ok {
+		return
+	}
+	if w.handed != handed {
+		w.at, w.wait = time.Now(), keyRepairFirst
 		return
 	}
 	delete(rs.pending, r)
@@ -98,13 +108,19 @@ func (rs *repairs) done(r repairRef) {
 	}
 }
 
+// dueRepair is one key or batch due, and its hand-overs when it was found.
+type dueRepair struct {
+	repairRef
+	handed uint64
+}
+
 // due returns what is due now.
-func (rs *repairs) due(now time.Time) (due []repairRef) {
+func (rs *repairs) due(now time.Time) (due []dueRepair) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	for r, w := range rs.pending {
 		if !w.at.After(now) {
-			due = append(due, r)
+			due = append(due, dueRepair{r, w.handed})
 		}
 	}
 	return due
@@ -173,10 +189,11 @@ func (s *Service) runRepairs(ctx context.Context) {
 	}()
 	for {
 		now := time.Now()
-		for _, r := range rs.due(now) {
+		for _, d := range rs.due(now) {
 			if ctx.Err() != nil {
 				return
 			}
+			r := d.repairRef
 			if err := s.repair(ctx, r); err != nil {
 				wait := rs.later(r, time.Now())
 				if r.key == "" {
@@ -186,7 +203,7 @@ func (s *Service) runRepairs(ctx context.Context) {
 				}
 				continue
 			}
-			rs.done(r)
+			rs.done(r, d.handed)
 			if r.key == "" {
 				s.log.Info("batch queued after its send failed", "domain", r.domain, "batch_id", r.id)
 			} else {
