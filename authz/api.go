@@ -103,7 +103,11 @@ func (s *Service) submit(ctx context.Context, name string, l *Label, user string
 			// Recorded, and first in its key's order if it has one, but its
 			// token not published: the repair loop publishes it (admit
 			// handed it a key already).
-			if b.batch.Key == "" && !s.repairBatch(b.batch.Domain, b.batch.ID) {
+			handed := !errors.Is(err, errNotHanded)
+			if b.batch.Key == "" {
+				handed = s.repairBatch(b.batch.Domain, b.batch.ID)
+			}
+			if !handed {
 				return nil, fmt.Errorf("authz: batch %d is recorded, but its token could not be published (%w), nor handed to be published later: send it again only with the same idempotency key", b.batch.ID, err)
 			}
 			return nil, fmt.Errorf("authz: batch %d is recorded, but its token could not be published yet (%w); authz publishes it as soon as it can: send it again only with the same idempotency key", b.batch.ID, err)

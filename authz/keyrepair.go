@@ -27,6 +27,10 @@ import (
 // batch stays recorded and unqueued, and its send says so.
 const repairBound = 1024
 
+// repairTry bounds one try of the repair loop, so that a key or batch
+// whose stream does not answer holds back the others at most this long.
+const repairTry = 10 * time.Second
+
 // Backoff of the repair loop, per key or batch: from keyRepairFirst
 // doubling to keyRepairMax.
 const (
@@ -57,6 +61,13 @@ type repairWait struct {
 	// handed counts the hand-overs: one that comes while a try runs makes
 	// the loop try again, since the try may have read the state before it.
 	handed uint64
+}
+
+// setOpen says whether the loop takes hand-overs.
+func (rs *repairs) setOpen(open bool) {
+	rs.mu.Lock()
+	rs.open = open
+	rs.mu.Unlock()
 }
 
 // add hands r to the loop; false when the loop does not run or too many
@@ -151,11 +162,18 @@ func (rs *repairs) later(r repairRef, now time.Time) time.Duration {
 	return wait
 }
 
-// repairKey hands a key whose head may lack its token to the repair loop.
-func (s *Service) repairKey(domain, key string) {
+// errNotHanded marks an error after which the repair loop did not take
+// what it should repair.
+var errNotHanded = errors.New("not handed to the repair loop")
+
+// repairKey hands a key whose head may lack its token to the repair loop;
+// false when it is not taken.
+func (s *Service) repairKey(domain, key string) bool {
 	if !s.repairs.add(repairRef{domain: domain, key: key}) {
 		s.log.Error("key left for the next start: its repair is not taken (too many wait, or authz stops)", "domain", domain, "key", logging.Capped(key))
+		return false
 	}
+	return true
 }
 
 // repairBatch hands a batch without a key, recorded and perhaps without
@@ -174,9 +192,7 @@ func (s *Service) repairBatch(domain string, id uint64) bool {
 // still waiting when it stops are logged: nothing else will queue them.
 func (s *Service) runRepairs(ctx context.Context) {
 	rs := &s.repairs
-	rs.mu.Lock()
-	rs.open = true
-	rs.mu.Unlock()
+	rs.setOpen(true)
 	defer func() {
 		rs.mu.Lock()
 		defer rs.mu.Unlock()
@@ -184,8 +200,12 @@ func (s *Service) runRepairs(ctx context.Context) {
 		for r := range rs.pending {
 			if r.key == "" {
 				s.log.Error("batch left recorded and unqueued: authz stopped before it could queue it", "domain", r.domain, "batch_id", r.id)
+			} else {
+				s.log.Warn("key left for the next start: authz stopped before it could repair it", "domain", r.domain, "key", logging.Capped(r.key))
 			}
 		}
+		clear(rs.pending)
+		rs.keys, rs.batches = 0, 0
 	}()
 	for {
 		now := time.Now()
@@ -194,7 +214,13 @@ func (s *Service) runRepairs(ctx context.Context) {
 				return
 			}
 			r := d.repairRef
-			if err := s.repair(ctx, r); err != nil {
+			tctx, cancel := context.WithTimeout(ctx, repairTry)
+			err := s.repair(tctx, r)
+			cancel()
+			if ctx.Err() != nil {
+				return // the try may have been cut short: say nothing of it
+			}
+			if err != nil {
 				wait := rs.later(r, time.Now())
 				if r.key == "" {
 					s.log.Warn("batch not queued yet", "domain", r.domain, "batch_id", r.id, "retry_in", wait, "err", err)

@@ -82,7 +82,9 @@ func (s *Service) admit(ctx context.Context, b *pipeline.Batch, repeat bool) (he
 	if err != nil {
 		// The batch is its key's head without a token: the repair loop
 		// gives it one, so the key does not wait for the next start.
-		s.repairKey(b.Domain, b.Key)
+		if !s.repairKey(b.Domain, b.Key) {
+			err = fmt.Errorf("%w; %w", err, errNotHanded)
+		}
 	}
 	return true, err
 }
@@ -205,7 +207,8 @@ func (s *Service) doneHead(ctx context.Context, b *pipeline.Batch, st *streams.P
 
 // resumeKeys gives every key's head its token again: a submission or a
 // release cut short by a crash may have left a head without one. A key it
-// cannot repair is logged and left to the next start or release.
+// cannot repair now (its queue's stream unavailable) is handed to the
+// repair loop.
 func (s *Service) resumeKeys(ctx context.Context) {
 	qs, err := s.keyOrder.ListAll(ctx)
 	if err != nil {
@@ -214,7 +217,8 @@ func (s *Service) resumeKeys(ctx context.Context) {
 	}
 	for _, q := range qs {
 		if err := s.ensureHead(ctx, q.Domain, q.Key, q.Head()); err != nil {
-			s.log.Warn("key head not repaired", "domain", q.Domain, "key", logging.Capped(q.Key), "batch_id", q.Head(), "err", err)
+			s.log.Warn("key head not repaired at start: handed to the repair loop", "domain", q.Domain, "key", logging.Capped(q.Key), "batch_id", q.Head(), "err", err)
+			s.repairKey(q.Domain, q.Key)
 		}
 	}
 }

@@ -215,11 +215,14 @@ func (s *Service) Run(ctx context.Context) error {
 	if err := s.resumeEdits(ctx); err != nil {
 		return err
 	}
-	s.resumeKeys(ctx)
-	repairCtx, stopRepairs := context.WithCancel(ctx)
+	// The repair loop outlives ctx until the drain below is over: a send
+	// drained after ctx ended may still hand it a batch or a key.
+	repairCtx, stopRepairs := context.WithCancel(context.WithoutCancel(ctx))
 	repairDone := make(chan struct{})
+	s.repairs.setOpen(true)
 	go func() { defer close(repairDone); s.runRepairs(repairCtx) }()
 	defer func() { stopRepairs(); <-repairDone }()
+	s.resumeKeys(ctx)
 	svc, err := micro.AddService(s.nc, micro.Config{
 		Name:        streams.AuthzService,
 		Version:     Version,
