@@ -48,16 +48,21 @@ func TestCluster(t *testing.T) {
 	settings := streams.DefaultSettings()
 	settings.Replicas, settings.AckWait = 3, 2*time.Second
 	admin := js("admin")
-	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+	pctx, pcancel := context.WithTimeout(ctx, 90*time.Second)
 	defer pcancel()
 	// A just-formed cluster may still count a peer offline for placement
 	// (no suitable peers, JetStream error 10005) until its first report
-	// reaches the meta leader: provisioning is tried again until it takes.
+	// reaches the meta leader, and an API request made while the cluster
+	// settles may go unanswered: provisioning (idempotent) is tried again,
+	// each try bounded, until it takes.
 	var perr error
-	testnats.Eventually(t, 30*time.Second, "resources provisioned", func() bool {
-		perr = streams.Provision(pctx, admin, settings, domain)
+	testnats.Eventually(t, 90*time.Second, "resources provisioned", func() bool {
+		actx, acancel := context.WithTimeout(pctx, 15*time.Second)
+		defer acancel()
+		perr = streams.Provision(actx, admin, settings, domain)
 		var apiErr *jetstream.APIError
-		if errors.As(perr, &apiErr) && apiErr.ErrorCode == errCodeNoSuitablePeers {
+		if errors.As(perr, &apiErr) && apiErr.ErrorCode == errCodeNoSuitablePeers || errors.Is(perr, context.DeadlineExceeded) && pctx.Err() == nil {
+			t.Logf("provisioning tried again: %v", perr)
 			return false
 		}
 		return true
