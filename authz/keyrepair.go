@@ -48,11 +48,10 @@ type repairRef struct {
 // each with its own backoff, so that one that cannot be repaired yet does
 // not hold back the others.
 type repairs struct {
-	mu            sync.Mutex
-	open          bool // the loop runs: hand-overs are taken
-	pending       map[repairRef]*repairWait
-	keys, batches int
-	wake          chan struct{}
+	mu      sync.Mutex
+	open    bool // the loop runs: hand-overs are taken
+	pending map[repairRef]*repairWait
+	wake    chan struct{}
 }
 
 type repairWait struct {
@@ -82,14 +81,17 @@ func (rs *repairs) add(r repairRef) bool {
 		w.handed++
 		return true
 	}
-	n := &rs.keys
-	if r.key == "" {
-		n = &rs.batches
+	// Hand-overs follow failures only: counting them here costs nothing
+	// on the way of a send that succeeds.
+	n := 0
+	for p := range rs.pending {
+		if (p.key == "") == (r.key == "") {
+			n++
+		}
 	}
-	if *n >= repairBound {
+	if n >= repairBound {
 		return false
 	}
-	*n++
 	rs.pending[r] = &repairWait{wait: keyRepairFirst, at: time.Now()}
 	select {
 	case rs.wake <- struct{}{}:
@@ -112,11 +114,6 @@ func (rs *repairs) done(r repairRef, handed uint64) {
 		return
 	}
 	delete(rs.pending, r)
-	if r.key == "" {
-		rs.batches--
-	} else {
-		rs.keys--
-	}
 }
 
 // dueRepair is one key or batch due, and its hand-overs when it was found.
@@ -205,7 +202,6 @@ func (s *Service) runRepairs(ctx context.Context) {
 			}
 		}
 		clear(rs.pending)
-		rs.keys, rs.batches = 0, 0
 	}()
 	for {
 		now := time.Now()

@@ -19,15 +19,10 @@ import (
 // idempotency key answers the same id as a duplicate and publishes the
 // token; a further retry adds no second one.
 func TestSubmitCutShortAfterItsRecord(t *testing.T) {
-	s, table, ctx := internalService(t, `labels: {jobs: {domain: pay, users: [alice], mode: atomic, priority: high, functions: {noop: {}}}}`)
-	l := table.Labels["jobs"]
+	s, ctx := jobsService(t)
 	calls := []CallSpec{{Type: "noop"}}
 	// The submission up to its record, and then the crash.
-	b, err := s.build(ctx, "jobs", l, "alice", calls, "", "order-7", l.Priority, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := b.batch.ID
+	id := cutShort(ctx, t, s, "order-7").ID
 	queued := func() []uint64 { return queuedIDs(ctx, t, s, pipeline.High) }
 	if got := queued(); len(got) != 0 {
 		t.Fatalf("queued %v before the retry, want nothing", got)
@@ -82,26 +77,42 @@ func TestIdempotentRetryTakesItsSlot(t *testing.T) {
 // not queued by its retry with the same idempotency key: the retry
 // answers the batch, and the cancelled batch never runs.
 func TestRetryAfterCancelQueuesNothing(t *testing.T) {
-	s, table, ctx := internalService(t, `labels: {jobs: {domain: pay, users: [alice], mode: atomic, priority: high, functions: {noop: {}}}}`)
-	l := table.Labels["jobs"]
+	s, ctx := jobsService(t)
 	calls := []CallSpec{{Type: "noop"}}
-	b, err := s.build(ctx, "jobs", l, "alice", calls, "", "order-10", l.Priority, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.cancel(ctx, "alice", &IDRequest{ID: b.batch.ID}); err != nil {
+	b := cutShort(ctx, t, s, "order-10")
+	if _, err := s.cancel(ctx, "alice", &IDRequest{ID: b.ID}); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := s.send(ctx, "alice", &SendRequest{Label: "jobs", Functions: calls, IdempotencyKey: "order-10"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := rep.(*SendReply); r.ID != b.batch.ID || !r.Duplicate {
-		t.Fatalf("retry answered %+v, want batch %d as a duplicate", r, b.batch.ID)
+	if r := rep.(*SendReply); r.ID != b.ID || !r.Duplicate {
+		t.Fatalf("retry answered %+v, want batch %d as a duplicate", r, b.ID)
 	}
-	if n := tokensOf(ctx, t, s, b.batch); n != 0 {
+	if n := tokensOf(ctx, t, s, b); n != 0 {
 		t.Fatalf("%d tokens of the cancelled batch after its retry, want none", n)
 	}
+}
+
+// jobsService is an authz service whose label jobs lets alice submit noop
+// calls to domain pay at high priority.
+func jobsService(t *testing.T) (*Service, context.Context) {
+	s, _, ctx := internalService(t, `labels: {jobs: {domain: pay, users: [alice], mode: atomic, priority: high, functions: {noop: {}}}}`)
+	return s, ctx
+}
+
+// cutShort records alice's submission of one noop under jobs, with
+// idempotency key idem, up to its record: as if authz died before its
+// token.
+func cutShort(ctx context.Context, t *testing.T, s *Service, idem string) *pipeline.Batch {
+	t.Helper()
+	l := s.Table().Labels["jobs"]
+	b, err := s.build(ctx, "jobs", l, "alice", []CallSpec{{Type: "noop"}}, "", idem, l.Priority, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.batch
 }
 
 // tokensOf counts batch b's tokens in its queue, live or stale.
@@ -119,17 +130,8 @@ func tokensOf(ctx context.Context, t *testing.T, s *Service, b *pipeline.Batch) 
 // asked and whether or not the failed publish stored the token after all,
 // and none to a batch cancelled or one that ran.
 func TestEnsureQueued(t *testing.T) {
-	s, table, ctx := internalService(t, `labels: {jobs: {domain: pay, users: [alice], mode: atomic, priority: high, functions: {noop: {}}}}`)
-	l := table.Labels["jobs"]
-	calls := []CallSpec{{Type: "noop"}}
-	record := func() *pipeline.Batch {
-		t.Helper()
-		b, err := s.build(ctx, "jobs", l, "alice", calls, "", "", l.Priority, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b.batch
-	}
+	s, ctx := jobsService(t)
+	record := func() *pipeline.Batch { return cutShort(ctx, t, s, "") }
 	never := record()
 	for range 2 {
 		if err := s.ensureQueued(ctx, "pay", never.ID); err != nil {
@@ -176,8 +178,7 @@ func TestEnsureQueued(t *testing.T) {
 // unreadable) does not hold back the next; once the loop stops, nothing
 // more is taken, and a send says so.
 func TestRepairsTakeTurns(t *testing.T) {
-	s, table, ctx := internalService(t, `labels: {jobs: {domain: pay, users: [alice], mode: atomic, priority: high, functions: {noop: {}}}}`)
-	l := table.Labels["jobs"]
+	s, ctx := jobsService(t)
 	if s.repairBatch("pay", 1) {
 		t.Fatal("a batch was taken for repair before the loop runs")
 	}
@@ -185,21 +186,18 @@ func TestRepairsTakeTurns(t *testing.T) {
 	if _, err := s.batches.Put(ctx, streams.BatchKey(spoiled), []byte("not a record")); err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.build(ctx, "jobs", l, "alice", []CallSpec{{Type: "noop"}}, "", "", l.Priority, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	good := cutShort(ctx, t, s, "")
 	loopCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); s.runRepairs(loopCtx) }()
 	testnats.Eventually(t, 5*time.Second, "the loop takes hand-overs", func() bool { return s.repairBatch("pay", spoiled) })
 	for range 3 {
-		if !s.repairBatch("pay", b.batch.ID) {
+		if !s.repairBatch("pay", good.ID) {
 			t.Fatal("a batch was not taken for repair")
 		}
 	}
 	testnats.Eventually(t, 10*time.Second, "the good batch queued past the spoiled one", func() bool {
-		return tokensOf(ctx, t, s, b.batch) == 1
+		return tokensOf(ctx, t, s, good) == 1
 	})
 	// A hand-over that came during a try makes the loop try again: the
 	// good batch leaves the pending set once a try outlasts its hand-overs.
@@ -209,12 +207,12 @@ func TestRepairsTakeTurns(t *testing.T) {
 		_, still := s.repairs.pending[repairRef{domain: "pay", id: spoiled}]
 		return still && len(s.repairs.pending) == 1
 	})
-	if n := tokensOf(ctx, t, s, b.batch); n != 1 {
+	if n := tokensOf(ctx, t, s, good); n != 1 {
 		t.Fatalf("%d tokens of the good batch, want 1", n)
 	}
 	stop()
 	testnats.Stopped(t, "repair loop", done)
-	if s.repairBatch("pay", b.batch.ID) {
+	if s.repairBatch("pay", good.ID) {
 		t.Fatal("a batch was taken for repair after the loop stopped")
 	}
 }
