@@ -93,8 +93,9 @@ func (s *Service) submit(ctx context.Context, name string, l *Label, user string
 	if err != nil {
 		return nil, err
 	}
-	// A repeated submission publishes the (deduplicated) token again only
-	// while the first never finished: it may have been cut short by a crash.
+	// A repeated submission publishes the (deduplicated) first token again
+	// only while the batch never ran (admit's repeat): the first may have
+	// been cut short by a crash.
 	if !b.dup || !b.terminal {
 		if head, err := s.admit(ctx, b.batch, b.dup); err != nil {
 			if !head {
