@@ -12,7 +12,9 @@ import (
 )
 
 // A batch that needs a sender holds one of its domain's pool until it is
-// terminal (streams.AcquireSender). Every terminal outcome reaches authz as
+// terminal (streams.AcquireSender), so a label that leases a sender bounds
+// its batches' size (Label.MaxFunctions) and the processor keeps each
+// submitter to its share of the pool. Every terminal outcome reaches authz as
 // a callback (the owner's evict publishes one too), and Apply releases the
 // sender there before the callback is acknowledged, so a release that
 // failed is done again with the redelivered callback.
@@ -51,6 +53,9 @@ type SenderState struct {
 	For pipeline.Duration `json:"for"`
 	// Processor is the replica that leased it.
 	Processor string `json:"processor,omitempty"`
+	// Submitter is who submitted the batch holding it: a submitter's
+	// batches hold at most its share of the pool.
+	Submitter string `json:"submitter,omitempty"`
 }
 
 // Sender states in a SendersReply.
@@ -79,7 +84,7 @@ func (s *Service) listSenders(ctx context.Context, _ string, req *SendersRequest
 	for _, snd := range pool.Senders {
 		st := SenderState{Name: snd.Name, State: SenderFree, Since: snd.Since, For: pipeline.Duration(now.Sub(snd.Since).Round(time.Millisecond))}
 		if !snd.Free() {
-			st.State, st.Key, st.Batch, st.Processor = SenderLeased, snd.Holder(), snd.Batch, snd.Processor
+			st.State, st.Key, st.Batch, st.Processor, st.Submitter = SenderLeased, snd.Holder(), snd.Batch, snd.Processor, snd.Submitter
 		}
 		out.Senders = append(out.Senders, st)
 	}

@@ -2,7 +2,9 @@ package authz_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,11 +43,18 @@ func (pendingTx) Poll(context.Context, *pipeline.Call, string) (bool, error) { r
 // transactions and a processor (ticked by the test) with one sender, s1.
 func setupSenders(t *testing.T) *bundle {
 	t.Helper()
+	return setupSendersWith(t, senderTable, pendingTx{}, "s1")
+}
+
+// setupSendersWith runs authz with table, a worker serving chain.dispatch
+// with h and a processor (ticked by the test) with the senders named.
+func setupSendersWith(t *testing.T, tableYAML string, h pipeline.Handler, senders ...string) *bundle {
+	t.Helper()
 	env := testnats.Start(t, []string{domain}, testnats.WithSettings(func(s *streams.Settings) { s.AckWait = time.Second }))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	b := &bundle{env: env, ctx: ctx, calls: &counter{n: map[string]int{}}}
-	table, err := authz.ParseTable([]byte(senderTable))
+	table, err := authz.ParseTable([]byte(tableYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +63,7 @@ func setupSenders(t *testing.T) *bundle {
 		t.Fatal(err)
 	}
 	mux := pipeline.NewServeMux()
-	mux.Register("chain.dispatch", pendingTx{})
+	mux.Register("chain.dispatch", h)
 	w, err := worker.New(ctx, env.Conn(t, "worker"), mux, worker.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +75,7 @@ func setupSenders(t *testing.T) *bundle {
 		t.Cleanup(func() { rcancel(); testnats.Stopped(t, "authz or worker", done) })
 	}
 	b.svc = svc
-	if b.proc, err = processor.New(ctx, env.Conn(t, "processor"), processor.Options{Domain: domain, Senders: []string{"s1"}, SenderWait: 20 * time.Millisecond}); err != nil {
+	if b.proc, err = processor.New(ctx, env.Conn(t, "processor"), processor.Options{Domain: domain, Senders: senders, SenderWait: 20 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	return b
@@ -239,4 +248,143 @@ func TestConfirmInclusion(t *testing.T) {
 		s := b.senders(t)
 		return len(s) == 1 && s[0].State == authz.SenderFree
 	})
+}
+
+// heldTx dispatches a transaction per call that polls find included once
+// the submitter is let through: bob's at once, alice's after release.
+type heldTx struct {
+	mu       sync.Mutex
+	released bool
+}
+
+func (*heldTx) Handle(_ context.Context, call *pipeline.Call) (pipeline.Result, error) {
+	return pipeline.Result{Ref: fmt.Sprintf("tx-%d-%d-%d", call.BatchID, call.Index, call.Attempt)}, nil
+}
+
+func (h *heldTx) Poll(_ context.Context, call *pipeline.Call, _ string) (bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return call.Submitter == "bob" || h.released, nil
+}
+
+func (h *heldTx) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.released = true
+}
+
+const sharedPoolTable = `
+labels:
+  chain:
+    domain: pay
+    users: [alice, bob]
+    mode: non_atomic
+    priority: med
+    functions:
+      chain.dispatch:
+        sender: true
+        inclusion: {poll_every: 20ms, max_wait: 1m, by: [oracle]}
+`
+
+func dispatches(n int) []authz.CallSpec {
+	calls := make([]authz.CallSpec, n)
+	for i := range calls {
+		calls[i] = authz.CallSpec{Type: "chain.dispatch"}
+	}
+	return calls
+}
+
+// One submitter cannot hold every sender of a pool: alice's two long
+// batches, whose dispatches are not included until the test says so, get
+// one sender of two between them (the other waits for her share), and
+// bob's one-function batch takes the other and is executed while both of
+// alice's are still in process. Then alice's finish, one after the other.
+func TestOneSubmitterCannotHoldEverySender(t *testing.T) {
+	h := &heldTx{}
+	b := setupSendersWith(t, sharedPoolTable, h, "s1", "s2")
+	alice := []uint64{b.send(t, "alice", "chain", dispatches(5)...), b.send(t, "alice", "chain", dispatches(5)...)}
+	testnats.Eventually(t, 10*time.Second, "a batch of alice's parked with a sender", func() bool {
+		b.proc.Tick(b.ctx, 8)
+		return b.progressState(t, alice[0]) == streams.Parked || b.progressState(t, alice[1]) == streams.Parked
+	})
+	bob := b.send(t, "bob", "chain", dispatches(1)...)
+	testnats.Eventually(t, 15*time.Second, "bob's batch executed while alice's wait", func() bool {
+		b.proc.Tick(b.ctx, 8)
+		return b.record(t, bob).Status == pipeline.Executed
+	})
+	for _, id := range alice {
+		if rec := b.record(t, id); rec.Status.Terminal() {
+			t.Fatalf("alice's batch %d is %s: the test holds her dispatches", id, rec.Status)
+		}
+	}
+	aliceHeld := 0
+	for _, s := range b.senders(t) {
+		if s.State == authz.SenderLeased && s.Submitter == "alice" {
+			aliceHeld++
+		}
+	}
+	if aliceHeld != 1 {
+		t.Fatalf("alice holds %d senders of 2, want her share of 1: %+v", aliceHeld, b.senders(t))
+	}
+	h.release()
+	testnats.Eventually(t, 20*time.Second, "alice's batches executed", func() bool {
+		b.proc.Tick(b.ctx, 8)
+		return b.record(t, alice[0]).Status == pipeline.Executed && b.record(t, alice[1]).Status == pipeline.Executed
+	})
+	testnats.Eventually(t, 10*time.Second, "every sender free", func() bool {
+		for _, s := range b.senders(t) {
+			if s.State != authz.SenderFree {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// A batch that needs a sender holds it until it ends, so its label bounds
+// its size: by default DefaultSenderMaxFunctions, or max_functions. A
+// batch over the bound is refused with a 400 that names it, and nothing of
+// it is queued.
+func TestSenderBatchSizeBound(t *testing.T) {
+	const table = senderTable + `  short:
+    domain: pay
+    users: [alice]
+    mode: non_atomic
+    priority: med
+    max_functions: 2
+    functions:
+      chain.dispatch: {sender: true}
+      noop: {}
+`
+	b := setupSendersWith(t, table, pendingTx{}, "s1")
+	tests := []struct {
+		name, label string
+		calls       []authz.CallSpec
+		want        string // empty: accepted
+	}{
+		{name: "default bound", label: "chain", calls: dispatches(authz.DefaultSenderMaxFunctions + 1),
+			want: fmt.Sprintf(`at most %d functions under label "chain" (max_functions; got %d)`, authz.DefaultSenderMaxFunctions, authz.DefaultSenderMaxFunctions+1)},
+		{name: "at the default bound", label: "chain", calls: dispatches(authz.DefaultSenderMaxFunctions)},
+		{name: "max_functions", label: "short", calls: dispatches(3), want: `at most 2 functions under label "short" (max_functions; got 3)`},
+		{name: "max_functions without a sender", label: "short", calls: []authz.CallSpec{noop(), noop(), noop()}, want: `at most 2 functions under label "short"`},
+		{name: "at max_functions", label: "short", calls: dispatches(2)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(b.queue(t, pipeline.Med))
+			var rep authz.SendReply
+			e := b.call(t, "alice", "send", authz.SendRequest{Label: tt.label, Functions: tt.calls}, &rep)
+			switch {
+			case tt.want == "" && e != nil:
+				t.Fatalf("send: %+v, want accepted", e)
+			case tt.want == "":
+				return
+			case e == nil || e.Code != "400" || !strings.Contains(e.Msg, tt.want):
+				t.Fatalf("send: %+v (batch %d), want 400 saying %q", e, rep.ID, tt.want)
+			}
+			if after := len(b.queue(t, pipeline.Med)); after != before {
+				t.Fatalf("the refused batch was queued: %d batches, were %d", after, before)
+			}
+		})
+	}
 }

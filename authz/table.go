@@ -37,7 +37,18 @@ type Label struct {
 	Expiry pipeline.Duration `yaml:"expiry,omitempty" json:"expiry,omitempty"`
 	// MaxConcurrent bounds the label's batches in process at once; 0: no bound.
 	MaxConcurrent int `yaml:"max_concurrent,omitempty" json:"max_concurrent,omitempty"`
+	// MaxFunctions bounds the functions of one batch under the label; 0:
+	// DefaultSenderMaxFunctions for a batch with a function that needs a
+	// sender (it holds the sender until it ends), else only
+	// pipeline.MaxFunctions.
+	MaxFunctions int `yaml:"max_functions,omitempty" json:"max_functions,omitempty"`
 }
+
+// DefaultSenderMaxFunctions is the most functions a batch that needs a
+// sender may hold under a label that sets no max_functions: the batch
+// holds its sender from its first step until it ends, so its size bounds
+// how long the others wait for that sender.
+const DefaultSenderMaxFunctions = 100
 
 // FunctionRule is how one function type runs under a label.
 type FunctionRule struct {
@@ -163,8 +174,24 @@ func (t *Table) Validate() error {
 		if l.MaxConcurrent < 0 {
 			return fail("max_concurrent", errors.New("must not be negative"))
 		}
+		if l.MaxFunctions < 0 || l.MaxFunctions > pipeline.MaxFunctions {
+			return fail("max_functions", fmt.Errorf("must be between 1 and %d, or 0 for the default (got %d)", pipeline.MaxFunctions, l.MaxFunctions))
+		}
 	}
 	return t.validateDomains()
+}
+
+// functionBound is the most functions a batch under the label may hold:
+// MaxFunctions, or by default DefaultSenderMaxFunctions for a batch that
+// needs a sender and pipeline.MaxFunctions for any other.
+func (l *Label) functionBound(needsSender bool) int {
+	switch {
+	case l.MaxFunctions > 0:
+		return l.MaxFunctions
+	case needsSender:
+		return DefaultSenderMaxFunctions
+	}
+	return pipeline.MaxFunctions
 }
 
 // Allows reports whether user may submit under the label.
@@ -251,6 +278,13 @@ func (l *Label) Build(label, user string, calls []CallSpec, key string, now time
 			f.Confirm = &pipeline.Confirmation{Expect: c.Expect, Timeout: rule.Confirm.Timeout, By: rule.Confirm.By}
 		}
 		b.Functions = append(b.Functions, f)
+	}
+	if bound := l.functionBound(b.NeedsSender()); bound < pipeline.MaxFunctions && len(b.Functions) > bound {
+		rule := fmt.Sprintf("must hold at most %d functions under label %q (max_functions; got %d)", bound, label, len(b.Functions))
+		if b.NeedsSender() {
+			rule += ": a batch that needs a sender holds it until the batch ends, and the bound keeps the wait of the others short; split the batch"
+		}
+		return nil, &pipeline.ValidationError{Field: "functions", Rule: rule}
 	}
 	if err := b.Validate(); err != nil {
 		return nil, err

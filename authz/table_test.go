@@ -31,6 +31,8 @@ func TestParseTableRejects(t *testing.T) {
 		{name: "inclusion without max wait", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: non_atomic, priority: high, functions: {tx: {inclusion: {poll_every: 1s}}}}", want: "max_wait"},
 		{name: "inclusion and confirm", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: non_atomic, priority: high, functions: {tx: {confirm: {timeout: 1s}, inclusion: {max_wait: 1s}}}}", want: "together with confirm"},
 		{name: "no functions", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: atomic, priority: high}", want: "labels.x.functions"},
+		{name: "negative max_functions", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: non_atomic, priority: high, max_functions: -1, functions: {tx: {sender: true}}}", want: "labels.x.max_functions: must be between 1 and 1000"},
+		{name: "max_functions over the batch bound", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: non_atomic, priority: high, max_functions: 1001, functions: {tx: {sender: true}}}", want: "labels.x.max_functions"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,6 +119,7 @@ labels:
     users: [bob]
     mode: non_atomic
     priority: med
+    max_functions: 20
     functions:
       http.post:
         retry: {times: indefinitely, backoff: {kind: linear, initial: 1s, increment: 500ms}}
@@ -144,6 +147,9 @@ labels:
 	if f.Retry == nil || f.Retry.Times != pipeline.Forever || f.Retry.Backoff.Kind != pipeline.Linear || f.Retry.Backoff.Increment.D() != 500*time.Millisecond ||
 		f.Confirm == nil || f.Confirm.Timeout.D() != time.Minute || !slices.Equal(f.Confirm.By, []string{"oracle"}) {
 		t.Fatalf("function rule %+v", f)
+	}
+	if s.MaxFunctions != 20 {
+		t.Fatalf("max_functions %d, want 20", s.MaxFunctions)
 	}
 	if d := s.Functions["chain.dispatch"]; !d.Sender || d.Inclusion == nil || d.Inclusion.PollEvery.D() != 2*time.Second ||
 		d.Inclusion.MaxWait.D() != time.Minute || !slices.Equal(d.Inclusion.By, []string{"oracle"}) {

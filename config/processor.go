@@ -59,6 +59,11 @@ type Processor struct {
 	// sender holds one of its domain's from its first step until it is
 	// terminal. Names only; the workers hold the secrets. Default none.
 	Senders []string `yaml:"senders"`
+	// SenderShare is the most senders of a domain's pool that one
+	// submitter's batches hold at once; a batch of a submitter at its share
+	// waits as for a free sender (processor.Options.SenderShare). Default
+	// 0: all but one of each pool, so no submitter holds every sender.
+	SenderShare int `yaml:"sender_share"`
 	// Provision creates this processor's consumers at start, which needs
 	// admin rights on the account. Default false: the consumers must exist
 	// already (authz provisions them for its domains).
@@ -119,11 +124,14 @@ func (p *Processor) Validate() error {
 	if p.PoisonRetries < 1 {
 		errs = append(errs, invalid("poison_retries", "must be ≥ 1 (got %d)", p.PoisonRetries))
 	}
+	if p.SenderShare < 0 {
+		errs = append(errs, invalid("sender_share", "must be ≥ 0, 0 meaning all but one sender of each pool (got %d)", p.SenderShare))
+	}
 	return under(p.Section(), errors.Join(errs...))
 }
 
 // Flags registers -domain, -name, -max-steps, -concurrency,
-// -work-timeout, -max-wait, -poison-retries, -provision, -provision-only
+// -work-timeout, -max-wait, -poison-retries, -sender-share, -provision, -provision-only
 // and the NATS and log flags on fs, writing into p.
 func (p *Processor) Flags(fs *flag.FlagSet) {
 	domainsFlag(fs, &p.Domains, "`domains` to serve")
@@ -133,6 +141,7 @@ func (p *Processor) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&p.WorkTimeout, "work-timeout", p.WorkTimeout, "deadline of one worker request")
 	fs.DurationVar(&p.MaxWait, "max-wait", p.MaxWait, "how long a step may go unattempted by any worker before its function fails")
 	fs.IntVar(&p.PoisonRetries, "poison-retries", p.PoisonRetries, "`retries` of a token that does not match its batch's records before the batch is dead-lettered")
+	fs.IntVar(&p.SenderShare, "sender-share", p.SenderShare, "most `senders` of a pool one submitter's batches hold at once (0: all but one)")
 	fs.BoolVar(&p.Provision, "provision", p.Provision, "create streams and consumers at start (needs admin rights)")
 	fs.BoolVar(&p.ProvisionOnly, "provision-only", p.ProvisionOnly, "create streams and consumers, then exit without serving (needs admin rights)")
 	p.NATS.Flags(fs)

@@ -342,6 +342,9 @@ func TestSendersValidate(t *testing.T) {
 			field: "processor.senders[0]", rule: "secret references belong in the worker section"},
 		{name: "repeated", mutate: func(p *Processor) { p.Senders = []string{"chain/s1", "chain/s1"} },
 			field: "processor.senders[1]", rule: "chain/s1 repeats senders[0]"},
+		{name: "share", mutate: func(p *Processor) { p.SenderShare = 1 }},
+		{name: "negative share", mutate: func(p *Processor) { p.SenderShare = -1 },
+			field: "processor.sender_share", rule: "must be ≥ 0"},
 	})
 	runValidate(t, DefaultWorker, (*Worker).Validate, []validateCase[Worker]{
 		{name: "references", mutate: func(w *Worker) { w.Senders = []string{"chain/s1=env:S1_KEY", "chain/s2=file:/run/secrets/s2"} }},

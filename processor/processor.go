@@ -107,6 +107,11 @@ type Options struct {
 	// SenderWait is how soon a batch that found every sender leased looks
 	// again. Default DefaultSenderWait (500ms).
 	SenderWait time.Duration
+	// SenderShare is the most senders of the pool that one submitter's
+	// batches hold at once; a batch of a submitter at its share waits as
+	// for a free sender. Default: all but one of the pool (no bound for a
+	// pool of one), so one submitter never holds every sender.
+	SenderShare int
 	// Logger receives the processor's logs. Default: discard.
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.

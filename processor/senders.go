@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -16,7 +17,8 @@ import (
 // in the senders bucket, streams.AcquireSender). Every step asks for the
 // lease again, which finds the one the batch holds by its id, whichever
 // replica took it before whatever crash; only a batch that holds none
-// leases a free one, and with none free it is set aside for
+// leases a free one, and with none free, or with its submitter holding
+// its share of the pool (Options.SenderShare) already, it is set aside for
 // Options.SenderWait without holding up the batches behind it. The sender
 // is released where terminal outcomes are applied (authz's callbacks) and,
 // sooner, by the processor that finishes the batch; both are idempotent.
@@ -68,12 +70,25 @@ func (p *Processor) sender(ctx context.Context, b *pipeline.Batch) (name string,
 	if name, ok := p.leases.get(b.ID); ok {
 		return name, false, nil
 	}
-	name, err = streams.AcquireSender(ctx, p.senders, streams.SenderLease{Domain: b.Domain, Batch: b.ID, Key: b.Key, Processor: p.opts.Name}, p.opts.Senders, p.opts.Now())
+	l := streams.SenderLease{Domain: b.Domain, Batch: b.ID, Key: b.Key, Processor: p.opts.Name, Submitter: b.Submitter, Share: p.senderShare()}
+	name, err = streams.AcquireSender(ctx, p.senders, l, p.opts.Senders, p.opts.Now())
 	if err != nil {
 		return "", false, err
 	}
 	p.leases.put(b.ID, name)
 	return name, true, nil
+}
+
+// senderShare is how many senders of the pool one submitter's batches may
+// hold at once (Options.SenderShare); 0: no bound.
+func (p *Processor) senderShare() int {
+	switch n := len(p.opts.Senders); {
+	case p.opts.SenderShare > 0:
+		return p.opts.SenderShare
+	case n > 1:
+		return n - 1
+	}
+	return 0
 }
 
 // needSender gives the step the sender its batch holds (st.sender). done
@@ -112,6 +127,9 @@ func (p *Processor) needSender(ctx context.Context, b *pipeline.Batch, st *state
 		return act, true, err
 	case errors.Is(err, streams.ErrNoSender):
 		p.log.Debug("every sender leased; batch set aside", "batch_id", b.ID, "wait", p.opts.SenderWait)
+		return ActionSetAside, true, m.NakWithDelay(p.opts.SenderWait)
+	case errors.Is(err, streams.ErrSenderShare):
+		p.log.Debug("submitter holds its share of the senders; batch set aside", "batch_id", b.ID, "submitter", logging.Capped(b.Submitter), "share", p.senderShare(), "wait", p.opts.SenderWait)
 		return ActionSetAside, true, m.NakWithDelay(p.opts.SenderWait)
 	}
 	return "", true, err

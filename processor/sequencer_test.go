@@ -206,7 +206,9 @@ func parked(t *testing.T, b *bundle, id uint64) bool {
 
 func TestSenderExhaustionDelaysAThirdKey(t *testing.T) {
 	b, d := setupSequencer(t)
-	p := b.processor(t, processor.Options{Senders: []string{"s1", "s2"}, SenderWait: 50 * time.Millisecond})
+	// One submitter sends all three: its share is the whole pool here, so
+	// the pool itself runs out.
+	p := b.processor(t, processor.Options{Senders: []string{"s1", "s2"}, SenderShare: 2, SenderWait: 50 * time.Millisecond})
 	included := map[uint64]bool{}
 	var mu sync.Mutex
 	d.setVerdict(func(id uint64, _ int, _ string) (bool, error) {

@@ -18,7 +18,10 @@ import (
 // that record (UpdateKV), so a sender is never leased twice, a batch finds
 // its lease again by its id after any crash, and a release is idempotent.
 // Pools are small (a handful of accounts) and a lease changes twice per
-// batch, so one record per domain is no hot spot worth splitting.
+// batch, so one record per domain is no hot spot worth splitting. Each
+// lease names its batch's submitter, so the compare-and-set that grants a
+// lease also keeps each submitter to its share of the pool
+// (SenderLease.Share): one submitter's batches never hold every sender.
 
 // SenderPool is the value of a domain's key in the senders bucket.
 type SenderPool struct {
@@ -39,6 +42,9 @@ type Sender struct {
 	Since time.Time `msgpack:"since" json:"since"`
 	// Processor is the replica that leased it.
 	Processor string `msgpack:"processor,omitempty" json:"processor,omitempty"`
+	// Submitter is who submitted the holding batch; it counts against
+	// that submitter's share of the pool.
+	Submitter string `msgpack:"submitter,omitempty" json:"submitter,omitempty"`
 }
 
 // Free reports whether no batch holds the sender.
@@ -63,18 +69,25 @@ func (p *SenderPool) setVersion()    { p.V = WireVersion }
 // is leased to another batch.
 var ErrNoSender = errors.New("streams: every sender is leased")
 
-// SenderLease names a lease to take: the batch, its key and the replica.
+// SenderLease names a lease to take: the batch, its key, its submitter
+// and the replica, and the submitter's share of the pool.
 type SenderLease struct {
 	Domain    string
 	Batch     uint64
 	Key       string
 	Processor string
+	Submitter string
+	// Share is the most senders of the pool that batches of Submitter may
+	// hold at once; 0: no bound.
+	Share int
 }
 
 // AcquireSender leases a free sender among names to the batch, or returns
 // the one the batch holds already (whoever leased it, before whatever
 // crash). Names missing from the pool record are added as free. With every
-// sender of names leased to other batches it returns ErrNoSender.
+// sender of names leased to other batches it returns ErrNoSender; with
+// l.Share of them leased to l.Submitter's other batches, ErrSenderShare.
+// Either way nothing is written and the batch may ask again later.
 func AcquireSender(ctx context.Context, kv jetstream.KeyValue, l SenderLease, names []string, now time.Time) (string, error) {
 	if len(names) == 0 {
 		return "", fmt.Errorf("%w: domain %s has no senders configured", ErrNoSender, l.Domain)
@@ -107,7 +120,18 @@ func AcquireSender(ctx context.Context, kv jetstream.KeyValue, l SenderLease, na
 		if pick < 0 {
 			return nil, ErrNoSender
 		}
-		pool.Senders[pick] = Sender{Name: pool.Senders[pick].Name, Batch: l.Batch, Key: l.Key, Since: now.UTC(), Processor: l.Processor}
+		if l.Share > 0 {
+			held := 0
+			for _, s := range pool.Senders {
+				if !s.Free() && s.Submitter == l.Submitter && slices.Contains(names, s.Name) {
+					held++
+				}
+			}
+			if held >= l.Share {
+				return nil, fmt.Errorf("%w: %d of the %d senders of %s", ErrSenderShare, held, len(names), l.Domain)
+			}
+		}
+		pool.Senders[pick] = Sender{Name: pool.Senders[pick].Name, Batch: l.Batch, Key: l.Key, Since: now.UTC(), Processor: l.Processor, Submitter: l.Submitter}
 		got = pool.Senders[pick].Name
 		return Encode(&pool)
 	})

@@ -74,3 +74,80 @@ func TestSenderLeases(t *testing.T) {
 		t.Fatalf("no senders configured: %v, want ErrNoSender", err)
 	}
 }
+
+// A submitter's batches hold at most its share of the pool, however many
+// race for it: the rest are refused with ErrSenderShare while senders are
+// free, and another submitter's batch takes one of those. A batch holding
+// a sender finds it again at its share, and a release makes room.
+func TestSenderShare(t *testing.T) {
+	env := testnats.Start(t, []string{"chain"})
+	ctx := testnats.Context(t, 20*time.Second)
+	kv, err := env.JS(t, "admin").KeyValue(ctx, streams.BucketSenders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"a", "b", "c", "d"}
+	now := time.Now()
+	lease := func(id uint64, who string) streams.SenderLease {
+		return streams.SenderLease{Domain: "chain", Batch: id, Submitter: who, Share: 2}
+	}
+	var mu sync.Mutex
+	won := map[uint64]string{}
+	var wg sync.WaitGroup
+	for id := uint64(1); id <= 8; id++ {
+		wg.Go(func() {
+			name, err := streams.AcquireSender(ctx, kv, lease(id, "alice"), names, now)
+			switch {
+			case errors.Is(err, streams.ErrSenderShare):
+			case err != nil:
+				t.Error(err)
+			default:
+				mu.Lock()
+				won[id] = name
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(won) != 2 {
+		t.Fatalf("alice's batches won %v, want her share of 2 of the 4 senders", won)
+	}
+	var held uint64
+	for id, name := range won {
+		held = id
+		if again, err := streams.AcquireSender(ctx, kv, lease(id, "alice"), names, now); err != nil || again != name {
+			t.Fatalf("batch %d asking again at its submitter's share: %q, %v; want its %q", id, again, err, name)
+		}
+	}
+	if _, err := streams.AcquireSender(ctx, kv, lease(20, "alice"), names, now); !errors.Is(err, streams.ErrSenderShare) || errors.Is(err, streams.ErrNoSender) {
+		t.Fatalf("alice's third batch: %v, want ErrSenderShare", err)
+	}
+	if name, err := streams.AcquireSender(ctx, kv, lease(30, "bob"), names, now); err != nil || name == "" {
+		t.Fatalf("bob's batch with two senders free: %q, %v", name, err)
+	}
+	pool, err := streams.LoadSenders(ctx, kv, "chain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range pool.Senders {
+		want := map[uint64]string{30: "bob"}[s.Batch]
+		if _, ok := won[s.Batch]; ok {
+			want = "alice"
+		}
+		if s.Submitter != want {
+			t.Fatalf("sender %+v: submitter %q, want %q", s, s.Submitter, want)
+		}
+	}
+	if _, err := streams.ReleaseSender(ctx, kv, "chain", held, now); err != nil {
+		t.Fatal(err)
+	}
+	if name, err := streams.AcquireSender(ctx, kv, lease(20, "alice"), names, now); err != nil || name == "" {
+		t.Fatalf("alice's third batch after one of hers ended: %q, %v", name, err)
+	}
+	// No share: one submitter may hold the whole pool.
+	for id := uint64(40); id < 42; id++ {
+		if _, err := streams.AcquireSender(ctx, kv, streams.SenderLease{Domain: "chain", Batch: id, Submitter: "carol"}, []string{"e", "f"}, now); err != nil {
+			t.Fatalf("batch %d without a share: %v", id, err)
+		}
+	}
+}

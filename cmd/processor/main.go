@@ -105,6 +105,7 @@ func run() error {
 func options(cfg config.Processor, d string, log *slog.Logger) processor.Options {
 	return processor.Options{
 		Senders:       cfg.SendersOf(d),
+		SenderShare:   cfg.SenderShare,
 		Domain:        d,
 		Name:          cfg.Name,
 		Concurrency:   cfg.Concurrency,
