@@ -29,7 +29,7 @@ const (
 	// StatusThrottled: the domain's throttle allowed no step this second
 	// (Options.Throttle), so the tick ran none.
 	StatusThrottled = "throttled"
-	StatusError      = "error"
+	StatusError     = "error"
 )
 
 // Action is what one step did to its batch, as a tick report says it.
