@@ -43,7 +43,7 @@ func runShippedPhase(cfg *config, res *results) error {
 			p, sh.drainRate, b2b.drainRate, 100*sh.drainRate/b2b.drainRate, sh.idleCores)
 		res.add(fmt.Sprintf("sh.drain.%d", p), fmt.Sprintf("drain as shipped (ready pace + ticker), %d processor(s) (N = %d)", p, cfg.scaleN), "batches/s", sh.drainRate, m)
 		res.add(fmt.Sprintf("sh.ratio.%d", p), fmt.Sprintf("drain as shipped ÷ back-to-back, %d processor(s)", p), "%", 100*sh.drainRate/b2b.drainRate, m)
-		res.add(fmt.Sprintf("sh.idle.%d", p), fmt.Sprintf("CPU of the whole process once drained, %d idle processor(s) + ticker + server", p), "cores", sh.idleCores, m)
+		res.add(fmt.Sprintf("sh.idle.%d", p), fmt.Sprintf("CPU of the whole process once drained, %d idle processor(s) + ticker + server", p), "% of a core", 100*sh.idleCores, m)
 	}
 	quiet(cfg)
 	m := startMeter()

@@ -473,6 +473,7 @@ func (p *Processor) Tick(ctx context.Context, steps int) Report {
 			// This second's budget is spent: the steps running end, and
 			// the next tick takes from the next second's.
 			throttled = true
+			p.opts.Telemetry.Throttled(p.opts.Domain)
 			break
 		}
 		msgs, err := p.fetch(silent, granted)
