@@ -35,6 +35,10 @@ type DomainInfo struct {
 	Depth map[pipeline.Priority]uint64 `json:"depth"`
 	// DeadLetters counts the domain's dead letters kept.
 	DeadLetters uint64 `json:"dead_letters"`
+	// Throttle, when the domain's processors are throttled, is the last
+	// second's budget they drew from: the steps per second allowed, the
+	// second (Unix time) and the steps taken in it.
+	Throttle *streams.ThrottleWindow `json:"throttle,omitempty"`
 }
 
 // domains answers every domain the table names, sorted: two stream reads
@@ -63,6 +67,11 @@ func (s *Service) domains(ctx context.Context, _ string, _ *struct{}) (any, erro
 			if st, err := streams.DecodeDomainState(e.Value()); err == nil {
 				info.Paused, info.PausedBy, info.At = st.Paused, st.By, st.At
 			}
+		}
+		if w, ok, err := streams.NewThrottleStore(s.locks, time.Now).Window(ctx, d); err != nil {
+			return nil, fmt.Errorf("authz: throttle of %s: %w", d, err)
+		} else if ok {
+			info.Throttle = &w
 		}
 		for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
 			counts, err := subjectCounts(ctx, s.queues[p], streams.QueueFilter(p, d))

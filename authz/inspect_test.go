@@ -110,8 +110,22 @@ func TestDomains(t *testing.T) {
 		t.Fatalf("domains: %+v", rep)
 	}
 	d := rep.Domains[0]
-	if d.Domain != domain || !d.Paused || d.PausedBy != "owner" || d.Depth[pipeline.High] != 2 || d.Depth[pipeline.Med] != 1 || d.DeadLetters != 1 {
+	if d.Domain != domain || !d.Paused || d.PausedBy != "owner" || d.Depth[pipeline.High] != 2 || d.Depth[pipeline.Med] != 1 || d.DeadLetters != 1 || d.Throttle != nil {
 		t.Fatalf("domain: %+v", d)
+	}
+	// A throttled domain shows the budget its processors draw from.
+	locks, err := b.env.JS(t, "processor").KeyValue(b.ctx, streams.BucketLocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := streams.NewThrottleStore(locks, time.Now).Take(b.ctx, domain, 7, 3); err != nil {
+		t.Fatal(err)
+	}
+	if e := b.call(t, "owner", "domains", struct{}{}, &rep); e != nil {
+		t.Fatal(e)
+	}
+	if th := rep.Domains[0].Throttle; th == nil || th.Limit != 7 || th.Used != 3 {
+		t.Fatalf("throttle: %+v", th)
 	}
 	if e := b.call(t, "bob", "domains", struct{}{}, nil); e == nil || e.Code != "403" {
 		t.Fatalf("bob: %+v, want 403", e)

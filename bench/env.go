@@ -283,7 +283,7 @@ func (e *env) waitService(name string, n int) error {
 
 // newProcessors binds n processor replicas of the bench domain, each on its
 // own connection, without ticking them.
-func (e *env) newProcessors(n, concurrency, maxSteps int) error {
+func (e *env) newProcessors(n, concurrency, maxSteps int, pace processor.Pace) error {
 	for i := range n {
 		nc, err := e.connect("processor")
 		if err != nil {
@@ -291,7 +291,7 @@ func (e *env) newProcessors(n, concurrency, maxSteps int) error {
 		}
 		p, err := processor.New(e.ctx, nc, processor.Options{
 			Domain: benchDomain, Name: fmt.Sprintf("bench-proc-%d", i+1),
-			Concurrency: concurrency, MaxSteps: maxSteps,
+			Concurrency: concurrency, MaxSteps: maxSteps, Pace: pace,
 		})
 		if err != nil {
 			return err
@@ -357,8 +357,9 @@ func (e *env) startTicking(steps int, idle time.Duration) {
 }
 
 // startTicker drives the processors the way `tickflow run` does: each
-// serves ticks on the domain's tick subject (processor.Run, one queue group,
-// so a tick reaches one replica), and a real ticker on its own connection
+// runs (processor.Run) in its pace, serving ticks on the domain's tick
+// subject (one queue group, so a tick reaches one replica) and, in the ready
+// pace, taking ready work itself; a real ticker on its own connection
 // publishes a tick asking for steps steps every interval.
 func (e *env) startTicker(every time.Duration, steps int) error {
 	nc, err := e.connect("ticker")

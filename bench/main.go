@@ -111,7 +111,7 @@ func (c *config) asynqConcurrency() int {
 	return c.processors * c.concurrency
 }
 
-var allPhases = []string{"ceiling", "burndown", "ticker", "nonatomic", "asynq", "latency", "scaling", "cluster", "depth", "rtt", "keyed"}
+var allPhases = []string{"ceiling", "burndown", "ticker", "shipped", "nonatomic", "asynq", "latency", "scaling", "cluster", "depth", "rtt", "keyed"}
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == childCommand {

@@ -118,6 +118,11 @@ func run(cfg *config) error {
 			return err
 		}
 	}
+	if cfg.phases["shipped"] {
+		if err := runShippedPhase(cfg, res); err != nil {
+			return err
+		}
+	}
 	if cfg.phases["nonatomic"] {
 		for i := range cfg.reps {
 			quiet(cfg)

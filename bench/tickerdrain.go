@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"time"
+
+	"github.com/tickflow/tickflow/processor"
 )
 
 // tickerBound is the most batches/s the ticker lets the processors drain
@@ -13,8 +15,8 @@ func (c *config) tickerBound() float64 {
 	return float64(min(c.tickerSteps, c.tickSteps)) / c.tickerEvery.Seconds()
 }
 
-// runTickerPhase drains a burn-down with the processors serving the real
-// ticker's ticks, as `tickflow run` wires them, instead of the bench ticking
+// runTickerPhase drains a burn-down with the processors in the tick pace
+// (-pace tick) serving the real ticker's ticks, instead of the bench ticking
 // them back to back, so the ticker's bound shows beside the back-to-back
 // drain. It drains what the bound allows in about -ticker-duration.
 func runTickerPhase(cfg *config, res *results) error {
@@ -23,7 +25,9 @@ func runTickerPhase(cfg *config, res *results) error {
 	logf("ticker: every %s asking %d steps (bound %.0f batches/s), %d batches", cfg.tickerEvery, cfg.tickerSteps, bound, n)
 	quiet(cfg)
 	m := startMeter()
-	r, err := runBurnDown(cfg, burnOptions{spec: cfg.spec(), label: labelAtomic, functions: 1, n: n, units: 1,
+	sp := cfg.spec()
+	sp.pace = processor.PaceTick // the processors take steps only when ticked
+	r, err := runBurnDown(cfg, burnOptions{spec: sp, label: labelAtomic, functions: 1, n: n, units: 1,
 		tickEvery: cfg.tickerEvery, tickerSteps: cfg.tickerSteps})
 	if err != nil {
 		return fmt.Errorf("ticker-driven drain: %w", err)
@@ -32,7 +36,7 @@ func runTickerPhase(cfg *config, res *results) error {
 	res.add("tf.ticker", fmt.Sprintf("tickflow drain driven by the ticker (every %s × %d steps, bound %.0f batches/s; N = %d, one run)",
 		cfg.tickerEvery, cfg.tickerSteps, bound, n), "batches/s", r.drainRate, m)
 	res.tickerBound = bound
-	res.note("Ticker-driven drain: the processors serve ticks on the domain's tick subject (processor Run, one queue group) and a real ticker publishes one every %s asking %d steps, as `tickflow run` configures it; the drain is then bounded by ticks/s × steps per tick = %.0f batches/s, however fast a step is. The back-to-back drain above sends each processor its next tick as soon as the last report is back. The first tick fires one interval after the start.",
+	res.note("Ticker-driven drain: the processors, set to the tick pace (-pace tick), serve ticks on the domain's tick subject (processor Run, one queue group) and a real ticker publishes one every %s asking %d steps; the drain is then bounded by ticks/s × steps per tick = %.0f batches/s, however fast a step is. The back-to-back drain above sends each processor its next tick as soon as the last report is back. The first tick fires one interval after the start.",
 		cfg.tickerEvery.Round(time.Millisecond), cfg.tickerSteps, bound)
 	return nil
 }

@@ -14,7 +14,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/streams"
+
+	tfconfig "github.com/tickflow/tickflow/config"
 )
 
 // envSpec is what a tickflow scenario runs: replicas of each role, on one
@@ -22,6 +25,10 @@ import (
 type envSpec struct {
 	processors, authz, workers int
 	nodes                      int // 0: one server, in-process connections
+	// pace is the processors' Options.Pace: what they do while Run runs
+	// (startTicker); "" is the default, the ready pace. Back-to-back
+	// ticking calls Tick and never Run, so it does not matter there.
+	pace processor.Pace
 }
 
 // spec is the configuration the fixed phases measure.
@@ -56,7 +63,7 @@ func tickflowEnvOf(cfg *config, sp envSpec) (*env, *nats.Conn, error) {
 		e.close()
 		return nil, nil, err
 	}
-	if err := e.newProcessors(sp.processors, cfg.concurrency, cfg.tickSteps); err != nil {
+	if err := e.newProcessors(sp.processors, cfg.concurrency, cfg.tickSteps, sp.pace); err != nil {
 		e.close()
 		return nil, nil, err
 	}
@@ -77,6 +84,7 @@ type burnResult struct {
 	procRate   float64 // the same, to callback published by the processor
 	submitCPU  float64 // CPU-seconds of the process while submitting
 	drainCPU   float64 // CPU-seconds of the process while draining
+	idleCores  float64 // cores the process used once drained (burnOptions.idleFor)
 	submitDur  time.Duration
 	drainDur   time.Duration // to the last callback applied
 }
@@ -93,6 +101,9 @@ type burnOptions struct {
 	// (every tickEvery, asking for tickerSteps steps) instead of back to back.
 	tickEvery   time.Duration
 	tickerSteps int
+	// idleFor, when set, measures the CPU the process uses for this long
+	// once the drain is over, the processors and the ticker still running.
+	idleFor time.Duration
 	// keys, when set, gives batch i the key "k<i mod keys>" (keyed.go).
 	keys int
 }
@@ -157,6 +168,13 @@ func runBurnDown(cfg *config, o burnOptions) (burnResult, error) {
 	}
 	tproc, tapp, err := e.waitCallbacks(start, uint64(n), cfg.stall)
 	r.drainCPU = selfBusy() - cpu0
+	if err == nil && o.idleFor > 0 {
+		// Let the last steps' acknowledgements settle, then measure.
+		time.Sleep(time.Second)
+		c0, t0 := selfBusy(), time.Now()
+		time.Sleep(o.idleFor)
+		r.idleCores = (selfBusy() - c0) / time.Since(t0).Seconds()
+	}
 	e.stopTicking()
 	if err != nil {
 		return r, err
@@ -241,7 +259,14 @@ type latencyResult struct {
 // The first run (first) writes the execution trace and the per-batch log
 // the flags ask for.
 func runLatency(cfg *config, rate float64, d time.Duration, first bool) (*latencyResult, error) {
-	e, alice, err := tickflowEnv(cfg)
+	return runLatencyOf(cfg, cfg.spec(), rate, d, first, false)
+}
+
+// runLatencyOf is runLatency with the replicas of sp, the processors driven
+// back to back, or, when shipped, as `tickflow run` drives them: each
+// serving ticks with Run in its pace (sp.pace), and the run's ticker.
+func runLatencyOf(cfg *config, sp envSpec, rate float64, d time.Duration, first, shipped bool) (*latencyResult, error) {
+	e, alice, err := tickflowEnvOf(cfg, sp)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +304,13 @@ func runLatency(cfg *config, rate float64, d time.Duration, first bool) (*latenc
 		}
 		defer report(rate * d.Seconds())
 	}
-	e.startTicking(cfg.tickSteps, cfg.idle)
+	if shipped {
+		if err := e.startTicker(tfconfig.DefaultRun().TickEvery, runTickerSteps); err != nil {
+			return nil, err
+		}
+	} else {
+		e.startTicking(cfg.tickSteps, cfg.idle)
+	}
 	if first && cfg.tracefile != "" {
 		stop, err := startTrace(cfg.tracefile)
 		if err != nil {

@@ -14,7 +14,7 @@ import (
 // every replica gets <hostname>-<pid>.
 func TestDefaultsAreThePackages(t *testing.T) {
 	t.Parallel()
-	p, w, a := DefaultProcessor(), DefaultWorker(), DefaultAuthz()
+	p, w, a, tk := DefaultProcessor(), DefaultWorker(), DefaultAuthz(), DefaultTick()
 	tests := []struct {
 		name      string
 		got, want any
@@ -24,6 +24,10 @@ func TestDefaultsAreThePackages(t *testing.T) {
 		{"processor.work_timeout", p.WorkTimeout, processor.DefaultWorkTimeout},
 		{"processor.max_wait", p.MaxWait, processor.DefaultMaxWait},
 		{"processor.poison_retries", p.PoisonRetries, processor.DefaultPoisonRetries},
+		{"processor.pace", p.Pace, string(processor.PaceReady)},
+		{"processor.idle_wait", p.IdleWait, processor.DefaultIdleWait},
+		{"processor.throttle", p.Throttle, 0},
+		{"tick.steps", tk.Steps, processor.DefaultMaxSteps},
 		{"worker.concurrency", w.Concurrency, worker.DefaultConcurrency},
 		{"worker.record_window", w.RecordWindow, worker.DefaultRecordWindow},
 		{"authz.owner", a.Owner, authz.DefaultOwner},

@@ -36,9 +36,24 @@ type Processor struct {
 	// MaxSteps is the largest step count one tick may ask for; a tick
 	// asking for more is cut to it. Default processor.DefaultMaxSteps (256).
 	MaxSteps int `yaml:"max_steps"`
-	// Concurrency is how many steps one tick runs at once. Default
+	// Concurrency is how many steps one tick runs at once, and how many
+	// each tick of the ready pace asks for. Default
 	// processor.DefaultConcurrency (128).
 	Concurrency int `yaml:"concurrency"`
+	// Pace says what makes this replica take steps: "ready" (the default)
+	// takes ready work as it becomes ready, up to Concurrency steps at
+	// once, waits on the server when the domain is idle, and serves ticks
+	// too; "tick" takes steps only when ticked, so an outside clock (a cron
+	// or interval ticker) sets the pace. Default processor.PaceReady.
+	Pace string `yaml:"pace"`
+	// IdleWait bounds one wait on the server of an idle replica in the
+	// ready pace; the server ends it as soon as a token is ready. At least
+	// 1ms. Default processor.DefaultIdleWait (1s).
+	IdleWait time.Duration `yaml:"idle_wait"`
+	// Throttle caps each domain served at this many steps per second,
+	// across every replica given the same value (one budget per second in
+	// the locks bucket), ticks included. Default 0: no cap.
+	Throttle int `yaml:"throttle"`
 	// WorkTimeout is the deadline of one request to a worker; at least 1ms.
 	// Default processor.DefaultWorkTimeout (10s).
 	WorkTimeout time.Duration `yaml:"work_timeout"`
@@ -86,6 +101,8 @@ func DefaultProcessor() Processor {
 		Name:          instanceName(), // not processor.DefaultName: each replica needs its own
 		MaxSteps:      processor.DefaultMaxSteps,
 		Concurrency:   processor.DefaultConcurrency,
+		Pace:          string(processor.PaceReady),
+		IdleWait:      processor.DefaultIdleWait,
 		WorkTimeout:   processor.DefaultWorkTimeout,
 		MaxWait:       processor.DefaultMaxWait,
 		PoisonRetries: processor.DefaultPoisonRetries,
@@ -115,6 +132,15 @@ func (p *Processor) Validate() error {
 	if p.Concurrency < 1 {
 		errs = append(errs, invalid("concurrency", "must be ≥ 1 (got %d)", p.Concurrency))
 	}
+	if _, err := processor.ParsePace(p.Pace); err != nil {
+		errs = append(errs, invalid("pace", "must be %q or %q (got %q)", processor.PaceReady, processor.PaceTick, p.Pace))
+	}
+	if p.IdleWait < time.Millisecond {
+		errs = append(errs, invalid("idle_wait", "must be at least 1ms (got %s)", p.IdleWait))
+	}
+	if p.Throttle < 0 {
+		errs = append(errs, invalid("throttle", "must be ≥ 0 steps per second, 0 for none (got %d)", p.Throttle))
+	}
 	if p.WorkTimeout < time.Millisecond {
 		errs = append(errs, invalid("work_timeout", "must be at least 1ms (got %s)", p.WorkTimeout))
 	}
@@ -130,14 +156,17 @@ func (p *Processor) Validate() error {
 	return under(p.Section(), errors.Join(errs...))
 }
 
-// Flags registers -domain, -name, -max-steps, -concurrency,
-// -work-timeout, -max-wait, -poison-retries, -sender-share, -provision, -provision-only
+// Flags registers -domain, -name, -max-steps, -concurrency, -pace,
+// -idle-wait, -throttle, -work-timeout, -max-wait, -poison-retries, -sender-share, -provision, -provision-only
 // and the NATS and log flags on fs, writing into p.
 func (p *Processor) Flags(fs *flag.FlagSet) {
 	domainsFlag(fs, &p.Domains, "`domains` to serve")
 	fs.StringVar(&p.Name, "name", p.Name, "`name` of this replica")
 	fs.IntVar(&p.MaxSteps, "max-steps", p.MaxSteps, "largest step `count` one tick may ask for")
 	fs.IntVar(&p.Concurrency, "concurrency", p.Concurrency, "`steps` one tick runs at once")
+	fs.StringVar(&p.Pace, "pace", p.Pace, "what makes this replica take steps: `ready` (ready work at once, waiting on the server when idle; ticks too) or tick (ticks only)")
+	fs.DurationVar(&p.IdleWait, "idle-wait", p.IdleWait, "with -pace ready: longest wait on the server of an idle replica (the server ends it when work is ready)")
+	fs.IntVar(&p.Throttle, "throttle", p.Throttle, "at most this many `steps` per second per domain, shared by every replica given it; 0 for none")
 	fs.DurationVar(&p.WorkTimeout, "work-timeout", p.WorkTimeout, "deadline of one worker request")
 	fs.DurationVar(&p.MaxWait, "max-wait", p.MaxWait, "how long a step may go unattempted by any worker before its function fails")
 	fs.IntVar(&p.PoisonRetries, "poison-retries", p.PoisonRetries, "`retries` of a token that does not match its batch's records before the batch is dead-lettered")

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+	"github.com/tickflow/tickflow/processor"
 )
 
 // Tick configures the tick command, which publishes the ticks that make
@@ -35,7 +36,8 @@ type Tick struct {
 	// Once sends one tick per domain and exits. Default false.
 	Once bool `yaml:"once"`
 	// Steps is the step count each tick asks for; at least 1. Processors
-	// cut it to their MaxSteps. Default 1.
+	// cut it to their MaxSteps. Default processor.DefaultMaxSteps (256): as
+	// many as a processor takes in one tick.
 	Steps int `yaml:"steps"`
 }
 
@@ -44,7 +46,7 @@ type Tick struct {
 func DefaultTick() Tick {
 	n := DefaultNATS()
 	n.Name = "tickflow-tick"
-	return Tick{NATS: n, Embedded: DefaultEmbedded(), Log: DefaultLog(), Steps: 1}
+	return Tick{NATS: n, Embedded: DefaultEmbedded(), Log: DefaultLog(), Steps: processor.DefaultMaxSteps}
 }
 
 // Section returns "tick".

@@ -73,8 +73,9 @@ type Options struct {
 	// Name identifies this replica in logs and callbacks. Default
 	// DefaultName ("processor").
 	Name string
-	// Concurrency bounds the steps one tick runs at once. Default
-	// DefaultConcurrency (128).
+	// Concurrency bounds the steps one tick runs at once, and the steps
+	// each tick of the ready pace asks for. Default DefaultConcurrency
+	// (128).
 	Concurrency int
 	// MaxSteps caps the steps one tick may ask for. Default
 	// DefaultMaxSteps (256).
@@ -98,6 +99,21 @@ type Options struct {
 	// that the batch is finished failed with a dead letter naming the
 	// reason. Default DefaultPoisonRetries (12, about 5 minutes).
 	PoisonRetries int
+	// Pace says what makes the processor take steps while Run runs:
+	// PaceReady (the default) ticks itself back to back while ready
+	// tokens exist and waits on the server when none do, besides the ticks
+	// it serves; PaceTick takes steps only when ticked.
+	Pace Pace
+	// IdleWait bounds one wait on the server of an idle replica in the
+	// ready pace: the server ends the wait as soon as a token is ready, and
+	// a wait that ends empty is followed by a look at the queues and a new
+	// wait. Default DefaultIdleWait (1s).
+	IdleWait time.Duration
+	// Throttle, when positive, caps the domain's steps per second across
+	// every replica given the same value, ticks from outside included: the
+	// replicas draw from one budget per second kept in the locks bucket, so
+	// it holds across processes and restarts. Default 0: none.
+	Throttle int
 	// Gate decides executability. Default Always.
 	Gate Gate
 	// Senders names the domain's sender pool: a batch with a function
@@ -174,6 +190,9 @@ type Processor struct {
 
 	// pub publishes a step's last write without waiting (deferred).
 	pub *streams.AckPublisher
+
+	// throttle caps the domain's steps per second; nil: no cap.
+	throttle *throttle
 }
 
 // cacheSize bounds the batches kept in memory; their content never changes.
@@ -202,6 +221,17 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 	}
 	if opts.PoisonRetries <= 0 {
 		opts.PoisonRetries = DefaultPoisonRetries
+	}
+	pace, err := ParsePace(string(opts.Pace))
+	if err != nil {
+		return nil, err
+	}
+	opts.Pace = pace
+	if opts.IdleWait <= 0 {
+		opts.IdleWait = DefaultIdleWait
+	}
+	if opts.Throttle < 0 {
+		return nil, fmt.Errorf("%w (got %d)", ErrThrottle, opts.Throttle)
 	}
 	if opts.Gate == nil {
 		opts.Gate = Always{}
@@ -253,6 +283,13 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 		}
 	}
 	p.store = streams.NewProgressStore(p.progress, p.opts.Now)
+	if opts.Throttle > 0 {
+		locks, err := js.KeyValue(ctx, streams.BucketLocks)
+		if err != nil {
+			return nil, fmt.Errorf("processor: bucket %s: %w", streams.BucketLocks, err)
+		}
+		p.throttle = &throttle{store: streams.NewThrottleStore(locks, p.opts.Now), domain: opts.Domain, limit: opts.Throttle, now: p.opts.Now}
+	}
 	if p.pub, err = streams.NewAckPublisher(nc, pubAckTimeout); err != nil {
 		return nil, fmt.Errorf("processor: %w", err)
 	}
@@ -260,11 +297,13 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 	return p, nil
 }
 
-// Run serves ticks and confirmations until ctx is done, then drains: it
-// stops taking ticks, lets the tick in progress run its steps to the end,
-// answers the ticks already on their way "503 shutting down" (the next tick
-// goes to another replica), applies the confirmations already delivered,
-// and returns only when no tick or confirmation handler can run any more.
+// Run serves ticks and confirmations until ctx is done and, in the ready
+// pace (Options.Pace), ticks itself while ready work exists. Then it
+// drains: it stops taking ticks, lets the ticks in progress run their
+// steps to the end, answers the ticks already on their way "503 shutting
+// down" (the next tick goes to another replica), applies the confirmations
+// already delivered, and returns only when no tick or confirmation handler
+// can run any more.
 func (p *Processor) Run(ctx context.Context) error {
 	// A closed gate refuses what a drained subscription still delivers, and
 	// admits nothing that Wait could miss.
@@ -315,8 +354,19 @@ func (p *Processor) Run(ctx context.Context) error {
 		ticks.Wait()
 		return fmt.Errorf("processor: consume confirmations: %w", err)
 	}
-	p.log.Info("processor serving", "tick", streams.TickSubject(p.opts.Domain))
+	paced := make(chan struct{})
+	if p.opts.Pace == PaceReady {
+		go func() {
+			defer close(paced)
+			p.selfTick(ctx)
+		}()
+	} else {
+		close(paced)
+	}
+	p.log.Info("processor serving", "tick", streams.TickSubject(p.opts.Domain), "pace", string(p.opts.Pace), "throttle", p.opts.Throttle)
 	<-ctx.Done()
+	<-paced
+	p.waker.close()
 	if err := sub.Drain(); err != nil {
 		p.log.Warn("tick subscription not drained", "err", err)
 	}
@@ -380,7 +430,8 @@ func (p *Processor) Paused(ctx context.Context) (bool, error) {
 }
 
 // Tick runs up to steps steps: batches from HIGH first, then from MED, at
-// most Options.Concurrency at once.
+// most Options.Concurrency at once, and no more than the domain's throttle
+// (Options.Throttle) leaves of the current second.
 func (p *Processor) Tick(ctx context.Context, steps int) Report {
 	rep := Report{Domain: p.opts.Domain, Status: StatusOK}
 	steps = min(max(steps, 1), p.opts.MaxSteps)
@@ -410,6 +461,7 @@ func (p *Processor) Tick(ctx context.Context, steps int) Report {
 	// The queues whose consumer left a fetch unanswered: not asked again
 	// this tick (each such fetch waits a second).
 	silent := map[pipeline.Priority]bool{}
+	throttled := false
 	for taken := 0; taken < steps && ctx.Err() == nil; { // stopping: take no more
 		mu.Lock()
 		for running > 0 && p.opts.Concurrency-running < min(refill, steps-taken) {
@@ -417,7 +469,24 @@ func (p *Processor) Tick(ctx context.Context, steps int) Report {
 		}
 		want := min(p.opts.Concurrency-running, steps-taken)
 		mu.Unlock()
-		msgs, err := p.fetch(silent, want)
+		granted, second, err := p.throttle.take(ctx, want)
+		if err != nil {
+			rep.Status, rep.Error = StatusError, err.Error()
+			break
+		}
+		if granted == 0 {
+			// This second's budget is spent: the steps running end, and
+			// the next tick takes from the next second's.
+			throttled = true
+			p.opts.Telemetry.Throttled(p.opts.Domain)
+			break
+		}
+		msgs, err := p.fetch(silent, granted)
+		if unused := granted - len(msgs); p.throttle != nil && unused > 0 {
+			if err := p.throttle.giveBack(context.WithoutCancel(ctx), second, unused); err != nil {
+				p.log.Debug("unused throttle budget not given back", "err", err)
+			}
+		}
 		if err != nil {
 			rep.Status, rep.Error = StatusError, err.Error()
 			break
@@ -463,6 +532,9 @@ func (p *Processor) Tick(ctx context.Context, steps int) Report {
 	acks.close()
 	if len(rep.Steps) == 0 && rep.Status == StatusOK {
 		rep.Status = StatusNoMessages
+		if throttled {
+			rep.Status = StatusThrottled
+		}
 	}
 	return rep
 }

@@ -5,7 +5,8 @@ import "github.com/tickflow/tickflow/pipeline"
 // Report says what one tick did.
 type Report struct {
 	Domain string `json:"domain"`
-	// Status is StatusOK, StatusPaused, StatusNoMessages or StatusError.
+	// Status is StatusOK, StatusPaused, StatusNoMessages, StatusThrottled
+	// or StatusError.
 	Status string       `json:"status"`
 	Error  string       `json:"error,omitempty"`
 	Steps  []StepReport `json:"steps,omitempty"`
@@ -25,7 +26,10 @@ const (
 	StatusOK         = "ok"
 	StatusPaused     = "paused"
 	StatusNoMessages = "no messages"
-	StatusError      = "error"
+	// StatusThrottled: the domain's throttle allowed no step this second
+	// (Options.Throttle), so the tick ran none.
+	StatusThrottled = "throttled"
+	StatusError     = "error"
 )
 
 // Action is what one step did to its batch, as a tick report says it.

@@ -121,9 +121,16 @@ func (b *bundle) startWorkerWith(t *testing.T, ctx context.Context, opts worker.
 	})
 }
 
+// processor binds a processor of the domain. Unless opts says otherwise it
+// is tick-only: these tests tick it by hand and expect no step without a
+// tick, even while Run serves its confirmations (pace_test.go tests the
+// ready pace).
 func (b *bundle) processor(t *testing.T, opts processor.Options) *processor.Processor {
 	t.Helper()
 	opts.Domain = domain
+	if opts.Pace == "" {
+		opts.Pace = processor.PaceTick
+	}
 	if opts.WorkTimeout == 0 {
 		opts.WorkTimeout = 5 * time.Second
 	}

@@ -49,7 +49,7 @@ func TestStopUnderLoadAnswersEveryTick(t *testing.T) {
 	pc := b.env.Conn(t, "processor")
 	ctx, cancel := context.WithCancel(b.ctx)
 	t.Cleanup(cancel)
-	p, err := processor.New(ctx, pc, processor.Options{Domain: domain, Concurrency: inFlight, WorkTimeout: 20 * time.Second})
+	p, err := processor.New(ctx, pc, processor.Options{Domain: domain, Concurrency: inFlight, WorkTimeout: 20 * time.Second, Pace: processor.PaceTick})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ func (p *Processor) observe(nc *nats.Conn) {
 	})
 	t.WatchQueues(p.js, d)
 	t.WatchSteps(d)
+	t.ThrottleSet(d, p.opts.Throttle)
 }
 
 // observedStep is step, timed, counted in flight and traced when the

@@ -107,3 +107,13 @@ func (w *waker) answer(m *nats.Msg) {
 		delete(w.waiters, ch)
 	}
 }
+
+// close ends the waits' subscription; a later WaitWork subscribes again.
+func (w *waker) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.sub != nil {
+		_ = w.sub.Unsubscribe()
+		w.sub, w.out = nil, nil
+	}
+}

@@ -149,6 +149,23 @@ func (t *Telemetry) WatchSteps(domain string) {
 	t.steps.watch(domain)
 }
 
+// ThrottleSet reports the steps per second domain's processor allows (0:
+// no throttle).
+func (t *Telemetry) ThrottleSet(domain string, stepsPerSecond int) {
+	if t == nil {
+		return
+	}
+	t.m.throttle.WithLabelValues(domain).Set(float64(stepsPerSecond))
+}
+
+// Throttled counts a tick of domain cut short by its throttle.
+func (t *Telemetry) Throttled(domain string) {
+	if t == nil {
+		return
+	}
+	t.m.throttled.WithLabelValues(domain).Inc()
+}
+
 // FallbackUsed counts a failed function of domain whose fallback handled
 // the failure.
 func (t *Telemetry) FallbackUsed(domain string) {

@@ -28,6 +28,8 @@ type metrics struct {
 	workerBusy  prometheus.Counter
 	ticks       *prometheus.CounterVec
 	fetchErrors *prometheus.CounterVec
+	throttle    *prometheus.GaugeVec
+	throttled   *prometheus.CounterVec
 }
 
 func newMetrics() metrics {
@@ -71,6 +73,14 @@ func newMetrics() metrics {
 			Namespace: namespace, Subsystem: "ticker", Name: "ticks_total",
 			Help: "Ticks published, by result (published or failed).",
 		}, []string{"domain", "result"}),
+		throttle: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: "processor", Name: "throttle_steps_per_second",
+			Help: "The steps per second a processor allows its domain, shared by every replica (0: no throttle).",
+		}, []string{"domain"}),
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "processor", Name: "throttled_total",
+			Help: "Ticks (a replica's own or from outside) cut short because the domain's steps of the second were spent.",
+		}, []string{"domain"}),
 		fetchErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: "telemetry", Name: "fetch_errors_total",
 			Help: "Failed requests for the figures read from the server on a scrape (what: queues, dlq).",
@@ -80,7 +90,7 @@ func newMetrics() metrics {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.submitted, m.finished, m.callbackLag, m.stepSeconds, m.retries,
-		m.fallbacks, m.handler, m.workerBusy, m.ticks, m.fetchErrors}
+		m.fallbacks, m.handler, m.workerBusy, m.ticks, m.fetchErrors, m.throttle, m.throttled}
 }
 
 // Descriptions of the metrics read on a scrape.

@@ -1,9 +1,15 @@
-// Command processor serves domains: each tick on tick.<domain> makes it take
-// the domain's next executable batches (High before Med) and run one step of
-// each through the workers. It serves every domain given, one
+// Command processor serves domains: it takes each domain's executable
+// batches (High before Med) and runs their steps through the workers. By
+// default (-pace ready) it takes ready work as soon as it is ready, up to
+// -concurrency steps at once, and waits on the server while the domain is
+// idle; each tick on tick.<domain> also makes it take steps, and with
+// -pace tick only ticks do. -throttle caps a domain's steps per second
+// across every replica. It serves every domain given, one
 // processor.Processor per domain on one connection.
 //
 //	NATS_USER=processor NATS_PASSWORD=local-processor processor -domain payments,reports
+//	NATS_USER=processor NATS_PASSWORD=local-processor processor -domain reports -pace tick
+//	NATS_USER=processor NATS_PASSWORD=local-processor processor -domain payments -throttle 200
 //	NATS_USER=admin NATS_PASSWORD=local-admin processor -domain payments -provision
 //	NATS_USER=admin NATS_PASSWORD=local-admin processor -domain payments -provision-only
 //
@@ -15,8 +21,9 @@
 // that and exits, a setup step before the processes start.
 //
 // Run as many replicas as you like: the replicas of a domain share its
-// durable consumer proc-<domain> and the tick queue group, so each tick goes
-// to one of them and any of them may die at any moment. SIGINT or SIGTERM
+// durable consumer proc-<domain>, which spreads the ready tokens over them,
+// and the tick queue group, so each tick goes to one of them; any of them
+// may die at any moment. SIGINT or SIGTERM
 // stops taking ticks, lets the steps already taken finish, drains the
 // connection and exits 0. docs/operations.md has the details.
 package main
@@ -47,7 +54,7 @@ func main() { cli.Main("processor", run) }
 func run() error {
 	cfg := config.DefaultProcessor()
 	metricsListen := cli.MetricsFlag("")
-	log, err := cli.Load("Usage: processor -domain DOMAINS [flags]\n\nServes the domains' batches, one step per tick.", &cfg, &cfg.Log)
+	log, err := cli.Load("Usage: processor -domain DOMAINS [flags]\n\nServes the domains' batches: takes ready work at once (-pace ready) or on ticks only (-pace tick).", &cfg, &cfg.Log)
 	if err != nil {
 		return err
 	}
@@ -87,7 +94,7 @@ func run() error {
 		procs = append(procs, p)
 	}
 	log.Info("processor starting", "name", cfg.Name, "domains", cfg.Domains,
-		"concurrency", cfg.Concurrency, "max_steps", cfg.MaxSteps, "work_timeout", cfg.WorkTimeout.String(),
+		"concurrency", cfg.Concurrency, "max_steps", cfg.MaxSteps, "pace", cfg.Pace, "throttle", cfg.Throttle, "work_timeout", cfg.WorkTimeout.String(),
 		"max_wait", cfg.MaxWait.String(), "poison_retries", cfg.PoisonRetries)
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -109,6 +116,9 @@ func options(cfg config.Processor, d string, log *slog.Logger) processor.Options
 		Domain:        d,
 		Name:          cfg.Name,
 		Concurrency:   cfg.Concurrency,
+		Pace:          processor.Pace(cfg.Pace),
+		IdleWait:      cfg.IdleWait,
+		Throttle:      cfg.Throttle,
 		MaxSteps:      cfg.MaxSteps,
 		WorkTimeout:   cfg.WorkTimeout,
 		MaxWait:       cfg.MaxWait,

@@ -15,13 +15,16 @@ func TestOptionsPassEveryKnob(t *testing.T) {
 	cfg := config.DefaultProcessor()
 	cfg.Name, cfg.Concurrency, cfg.MaxSteps = "p-1", 3, 7
 	cfg.WorkTimeout, cfg.MaxWait, cfg.PoisonRetries = 2*time.Second, 3*time.Minute, 4
+	cfg.Pace, cfg.IdleWait, cfg.Throttle = "tick", 5*time.Second, 200
 	log := slog.New(slog.DiscardHandler)
 	got := options(cfg, "payments", log)
 	want := processor.Options{Domain: "payments", Name: "p-1", Concurrency: 3, MaxSteps: 7,
-		WorkTimeout: 2 * time.Second, MaxWait: 3 * time.Minute, PoisonRetries: 4, Logger: log}
+		WorkTimeout: 2 * time.Second, MaxWait: 3 * time.Minute, PoisonRetries: 4, Logger: log,
+		Pace: processor.PaceTick, IdleWait: 5 * time.Second, Throttle: 200}
 	if got.Domain != want.Domain || got.Name != want.Name || got.Concurrency != want.Concurrency ||
 		got.MaxSteps != want.MaxSteps || got.WorkTimeout != want.WorkTimeout || got.MaxWait != want.MaxWait ||
-		got.PoisonRetries != want.PoisonRetries || got.Logger != want.Logger {
+		got.PoisonRetries != want.PoisonRetries || got.Logger != want.Logger ||
+		got.Pace != want.Pace || got.IdleWait != want.IdleWait || got.Throttle != want.Throttle {
 		t.Fatalf("options = %+v, want %+v", got, want)
 	}
 	cfg.Senders = []string{"payments/s1", "chain/s9", "payments/s2"}

@@ -1,11 +1,12 @@
 // Command run runs the whole system on one machine: an embedded nats-server
 // from nats.conf (listening on 127.0.0.1:4222 so the nats CLI can watch),
-// authz, a worker with the example handlers, a processor per domain and a
-// ticker; then, with -demo (the default), a client submits a mixed workload
-// and a table of outcomes is printed. The web dashboard is served on
-// 127.0.0.1:8090 (-dashboard; log in as a nats.conf user). The system keeps
-// running until SIGINT or SIGTERM, so it can be explored with the nats CLI
-// and the dashboard (README.md).
+// authz, a worker with the example handlers, a processor per domain (taking
+// ready work at once: -pace ready, the default) and a ticker; then, with
+// -demo (the default), a client submits a mixed workload and a table of
+// outcomes is printed. The web dashboard is served on 127.0.0.1:8090
+// (-dashboard; log in as a nats.conf user). The system keeps running until
+// SIGINT or SIGTERM, so it can be explored with the nats CLI and the
+// dashboard (README.md).
 //
 //	go run ./cmd/run
 //
@@ -27,6 +28,7 @@ import (
 	"github.com/tickflow/tickflow/internal/cli"
 	"github.com/tickflow/tickflow/internal/demo"
 	"github.com/tickflow/tickflow/internal/system"
+	"github.com/tickflow/tickflow/processor"
 )
 
 // DefaultMetricsListen is where run serves /metrics, /healthz and /readyz
@@ -75,6 +77,7 @@ func run() error {
 
 	err = system.Run(ctx, system.Options{
 		Server: srv, Settings: cfg.Streams.Settings(), Domains: cfg.Domains, TickEvery: cfg.TickEvery,
+		Pace: processor.Pace(cfg.Pace), Throttle: cfg.Throttle,
 		TablePath: *table, Demo: cfg.Demo, Logger: log, Telemetry: obs.Telemetry, Senders: cfg.SenderSecrets(), Dashboard: dash,
 		DashboardPublicURL: *dashPublic,
 		OnDemo: func(rows []demo.Row) {

@@ -1,5 +1,8 @@
 // Command tick publishes the ticks that make processors take steps: every
-// interval, on a cron schedule, or once.
+// interval, on a cron schedule, or once. Each tick asks, unless -steps says
+// otherwise, for as many steps as a processor takes in one tick
+// (processor.DefaultMaxSteps). Processors of the ready pace (the default)
+// take ready work without ticks; ticks pace those set to -pace tick.
 //
 //	tick -domain payments -every 500ms
 //	tick -domain payments,refunds -cron '*/5 * * * * *' -steps 8

@@ -32,8 +32,10 @@ import (
 )
 
 // TickSteps is how many steps each tick asks for: as many as a processor
-// takes (processor.DefaultMaxSteps), so that the ticker bounds the drain at
-// TickSteps per interval per domain, not at a handful.
+// takes (processor.DefaultMaxSteps). In the ready pace the processors take
+// ready work without waiting for ticks, and a tick is one more invitation;
+// in the tick pace the ticker bounds the drain at TickSteps per interval
+// per domain.
 const TickSteps = processor.DefaultMaxSteps
 
 // ChainIncludeAfter is how soon the example chain includes a transaction.
@@ -50,6 +52,11 @@ type Options struct {
 	Domains []string
 	// TickEvery is the ticker's interval.
 	TickEvery time.Duration
+	// Pace, optional, is the processors' pace; default processor.PaceReady.
+	Pace processor.Pace
+	// Throttle, optional, caps each domain's steps per second; default 0:
+	// none.
+	Throttle int
 	// TablePath is the authorization table file.
 	TablePath string
 	// Demo submits the demo workload once everything runs.
@@ -149,7 +156,8 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	for _, d := range o.Domains {
-		p, err := processor.New(ctx, pc, processor.Options{Domain: d, Name: "processor-1", Logger: log, Senders: slices.Sorted(maps.Keys(o.Senders[d])), Telemetry: o.Telemetry})
+		p, err := processor.New(ctx, pc, processor.Options{Domain: d, Name: "processor-1", Logger: log, Senders: slices.Sorted(maps.Keys(o.Senders[d])), Telemetry: o.Telemetry,
+			Pace: o.Pace, Throttle: o.Throttle})
 		if err != nil {
 			return err
 		}
@@ -205,7 +213,7 @@ func Run(ctx context.Context, o Options) error {
 			return nil
 		})
 	}
-	log.Info("tickflow running", "domains", o.Domains, "tick_every", o.TickEvery.String(), "demo", o.Demo)
+	log.Info("tickflow running", "domains", o.Domains, "tick_every", o.TickEvery.String(), "pace", string(o.Pace), "throttle", o.Throttle, "demo", o.Demo)
 	return g.Wait()
 }
 

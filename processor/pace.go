@@ -1,0 +1,101 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Pace says what makes a processor take steps.
+type Pace string
+
+// The paces.
+const (
+	// PaceReady: while Run runs, the processor ticks itself back to back
+	// as long as its queues hold ready tokens, each tick taking up to
+	// Options.Concurrency steps at once, and waits on the server
+	// (WaitWork) when a tick found nothing; ticks from outside still run
+	// steps too. Every replica does so, so ready work is taken by all of
+	// them at once. The default.
+	PaceReady Pace = "ready"
+	// PaceTick: only ticks make the processor take steps, however much
+	// work is ready: the pace of an outside clock (a cron or interval
+	// ticker).
+	PaceTick Pace = "tick"
+)
+
+// ParsePace reads a pace by name: "ready" or "tick" (empty: ready).
+func ParsePace(s string) (Pace, error) {
+	switch Pace(s) {
+	case "", PaceReady:
+		return PaceReady, nil
+	case PaceTick:
+		return PaceTick, nil
+	}
+	return "", fmt.Errorf("%w: %q (expected %q or %q)", ErrPace, s, PaceReady, PaceTick)
+}
+
+// Waits of the ready pace.
+const (
+	// DefaultIdleWait is the default of Options.IdleWait.
+	DefaultIdleWait = time.Second
+	// pausedPoll is how often a paused domain's replica reads the pause
+	// state again in the ready pace.
+	pausedPoll = 500 * time.Millisecond
+	// errorWaitMin and errorWaitMax bound the growing wait after a tick
+	// that failed (the server unreachable, a consumer deleted).
+	errorWaitMin, errorWaitMax = 50 * time.Millisecond, 5 * time.Second
+)
+
+// selfTick runs the ready pace until ctx is done: ticks back to back while
+// they find work, a wait on the server when one found none, a look at the
+// pause state every pausedPoll while the domain is paused, a wait for the
+// next window when the throttle's budget is spent, and a growing wait after
+// a failed tick. Each tick is the same Tick a tick from outside runs, so
+// priorities, retries, expiry, confirmations, per-key order, sender leases
+// and the pause mean what they mean there; a tick asks for Concurrency
+// steps, so a pause stops the replica after at most one round of steps.
+func (p *Processor) selfTick(ctx context.Context) {
+	errWait := time.Duration(0)
+	paused := false
+	for ctx.Err() == nil {
+		rep := p.Tick(ctx, p.opts.Concurrency)
+		if rep.Status != StatusError {
+			errWait = 0
+		}
+		if now := rep.Status == StatusPaused; now != paused {
+			paused = now
+			if paused {
+				p.log.Debug("domain paused; the ready pace waits")
+			} else {
+				p.log.Debug("domain resumed; the ready pace goes on")
+			}
+		}
+		switch rep.Status {
+		case StatusOK:
+		case StatusNoMessages:
+			if err := p.WaitWork(ctx, p.opts.IdleWait); err != nil && ctx.Err() == nil {
+				p.log.Warn("wait for work failed; looking again later", "err", err)
+				sleep(ctx, p.opts.IdleWait)
+			}
+		case StatusPaused:
+			sleep(ctx, pausedPoll)
+		case StatusThrottled:
+			sleep(ctx, p.throttle.untilNext())
+		default:
+			errWait = min(max(2*errWait, errorWaitMin), errorWaitMax)
+			p.log.Warn("a tick of the ready pace failed; trying again", "err", rep.Error, "in", errWait.String())
+			sleep(ctx, errWait)
+		}
+	}
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,333 @@
+package processor_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/processor"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// readyProcessor binds a processor of the ready pace and runs it until the
+// test ends.
+func readyProcessor(t *testing.T, b *bundle, opts processor.Options) *processor.Processor {
+	t.Helper()
+	opts.Pace = processor.PaceReady
+	p := b.processor(t, opts)
+	runProcessor(t, b, p)
+	return p
+}
+
+// idle waits until at least n processors of the domain wait on the
+// server for work on the priority's queue (WaitWork's request is
+// outstanding): the domain is idle and its replicas do not poll.
+func (b *bundle) idle(t *testing.T, prio pipeline.Priority, n int) {
+	t.Helper()
+	testnats.Eventually(t, 10*time.Second, "processors waiting for work", func() bool {
+		w, _, _ := b.waiting(t, prio)
+		return w >= n
+	})
+}
+
+// pending waits until the priority's consumer holds n tokens not yet
+// delivered.
+func (b *bundle) pending(t *testing.T, prio pipeline.Priority, n uint64) {
+	t.Helper()
+	testnats.Eventually(t, 10*time.Second, "tokens pending", func() bool {
+		_, p, _ := b.waiting(t, prio)
+		return p == n
+	})
+}
+
+// TestReadyPaceRunsABatchSentToAnIdleDomain: a replica of the ready pace
+// with nothing to do waits on the server, and a batch sent then runs to its
+// callback without any tick.
+func TestReadyPaceRunsABatchSentToAnIdleDomain(t *testing.T) {
+	b := setup(t)
+	readyProcessor(t, b, processor.Options{})
+	b.idle(t, pipeline.Med, 1)
+	ids := []uint64{
+		b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop()}}),
+		b.enqueue(t, pipeline.Batch{Priority: pipeline.High, Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic},
+			Functions: []pipeline.Function{noop(), noop(), noop()}}),
+	}
+	testnats.Eventually(t, 10*time.Second, "every callback, with no tick", func() bool {
+		cbs := b.callbacks(t)
+		return len(cbs[ids[0]]) > 0 && len(cbs[ids[1]]) > 0
+	})
+	for _, id := range ids {
+		if cb := b.callbacks(t)[id][0]; cb.Outcome.Status != pipeline.Executed {
+			t.Fatalf("batch %d: %s", id, cb.Outcome)
+		}
+	}
+	// Idle again: back to waiting on the server.
+	b.idle(t, pipeline.Med, 1)
+}
+
+// TestReadyPaceEveryReplicaTakesWork: two replicas of concurrency 2 hold
+// four steps at once, which neither could alone.
+func TestReadyPaceEveryReplicaTakesWork(t *testing.T) {
+	b := setup(t)
+	started := make(chan struct{}, 8)
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	b.mux.RegisterFunc("held", func(ctx context.Context, _ *pipeline.Call) (pipeline.Result, error) {
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return pipeline.Result{}, nil
+	})
+	b.startWorker(t, b.ctx)
+	for _, name := range []string{"A", "B"} {
+		readyProcessor(t, b, processor.Options{Name: name, Concurrency: 2})
+	}
+	var ids []uint64
+	for range 4 {
+		ids = append(ids, b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{{Type: "held"}}}))
+	}
+	for i := range 4 {
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d steps held at once, want 4 (2 per replica)", i)
+		}
+	}
+	free()
+	testnats.Eventually(t, 10*time.Second, "every callback", func() bool {
+		cbs := b.callbacks(t)
+		return !slices.ContainsFunc(ids, func(id uint64) bool { return len(cbs[id]) == 0 })
+	})
+}
+
+// TestReadyPacePauseStopsTheLoop: a replica of the ready pace stops taking
+// steps once the domain is paused (the step in progress ends), reports
+// paused to a tick, and goes on when resumed.
+func TestReadyPacePauseStopsTheLoop(t *testing.T) {
+	b := setup(t)
+	started := make(chan string, 8)
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	b.mux.RegisterFunc("held", func(ctx context.Context, c *pipeline.Call) (pipeline.Result, error) {
+		started <- c.IdempotencyKey()
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return pipeline.Result{}, nil
+	})
+	b.startWorker(t, b.ctx)
+	var logs testnats.LogBuffer
+	readyProcessor(t, b, processor.Options{Concurrency: 1, Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	first := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{{Type: "held"}}})
+	second := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{{Type: "held"}}})
+	select {
+	case k := <-started:
+		if k != key(first, 0) {
+			t.Fatalf("first step %s, want %s", k, key(first, 0))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no step started")
+	}
+	kv, err := b.authz.KeyValue(b.ctx, streams.BucketDomainStates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(paused bool) {
+		v, _ := json.Marshal(streams.DomainState{Paused: paused, By: "owner", At: time.Now()})
+		if _, err := kv.Put(b.ctx, domain, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(true)
+	free()
+	testnats.Eventually(t, 10*time.Second, "the loop to see the pause", func() bool {
+		return strings.Contains(logs.String(), "domain paused; the ready pace waits")
+	})
+	if len(b.callbacks(t)[first]) == 0 {
+		t.Fatal("the step in progress at the pause did not end")
+	}
+	if n := runsOf(b, second, 0); n != 0 {
+		t.Fatalf("a step ran while paused: %d", n)
+	}
+	rep := requestTick(t, b, 1)
+	if rep.Status != processor.StatusPaused {
+		t.Fatalf("tick while paused: %+v", rep)
+	}
+	set(false)
+	testnats.Eventually(t, 10*time.Second, "the second batch after the resume", func() bool {
+		return len(b.callbacks(t)[second]) > 0
+	})
+}
+
+// requestTick sends one tick over NATS and returns its report.
+func requestTick(t *testing.T, b *bundle, steps int) processor.Report {
+	t.Helper()
+	nc := b.env.Conn(t, "ticker")
+	m, err := nc.Request(streams.TickSubject(domain), []byte(strconv.Itoa(steps)), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep processor.Report
+	if err := json.Unmarshal(m.Data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// TestReadyPaceHighBeforeMed: with both queues holding ready work, the
+// ready pace takes every High batch before any Med one.
+func TestReadyPaceHighBeforeMed(t *testing.T) {
+	b := setup(t)
+	var mu sync.Mutex
+	var order []pipeline.Priority
+	prio := map[uint64]pipeline.Priority{}
+	b.mux.RegisterFunc("record", func(_ context.Context, c *pipeline.Call) (pipeline.Result, error) {
+		mu.Lock()
+		order = append(order, prio[c.BatchID])
+		mu.Unlock()
+		return pipeline.Result{}, nil
+	})
+	b.startWorker(t, b.ctx)
+	const each = 6
+	mu.Lock()
+	for i := range 2 * each {
+		pr := pipeline.Med
+		if i%2 == 1 {
+			pr = pipeline.High
+		}
+		id := b.enqueue(t, pipeline.Batch{Priority: pr, Functions: []pipeline.Function{{Type: "record"}}})
+		prio[id] = pr
+	}
+	mu.Unlock()
+	b.pending(t, pipeline.High, each)
+	b.pending(t, pipeline.Med, each)
+	readyProcessor(t, b, processor.Options{Concurrency: 1})
+	testnats.Eventually(t, 10*time.Second, "every batch run", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(order) == 2*each
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for i, p := range order {
+		if want := map[bool]pipeline.Priority{true: pipeline.High, false: pipeline.Med}[i < each]; p != want {
+			t.Fatalf("step %d ran a %s batch, want %s (order %v)", i, p, want, order)
+		}
+	}
+}
+
+// TestReadyPaceRetriesWithTheirBackoff: a function that fails twice is
+// retried after its backoff and succeeds, with no tick.
+func TestReadyPaceRetriesWithTheirBackoff(t *testing.T) {
+	b := setup(t)
+	readyProcessor(t, b, processor.Options{})
+	f := fn(handlers.TypeFlaky, handlers.FlakyArgs{FailAttempts: 2})
+	f.Retry = retry(3, 50*time.Millisecond)
+	id := b.enqueue(t, pipeline.Batch{Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic}, Functions: []pipeline.Function{f, noop()}})
+	testnats.Eventually(t, 10*time.Second, "the callback", func() bool { return len(b.callbacks(t)[id]) > 0 })
+	if cb := b.callbacks(t)[id][0]; cb.Outcome.Status != pipeline.Executed {
+		t.Fatalf("outcome %s", cb.Outcome)
+	}
+	if n := runsOf(b, id, 0); n != 3 {
+		t.Fatalf("ran %d times, want 3", n)
+	}
+}
+
+// TestTickOnlyPaceTakesNoStepWithoutATick: a processor set to the tick pace
+// runs nothing until ticked, however long ready work waits.
+func TestTickOnlyPaceTakesNoStepWithoutATick(t *testing.T) {
+	b := setup(t)
+	p := b.processor(t, processor.Options{Pace: processor.PaceTick})
+	runProcessor(t, b, p)
+	id := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop()}})
+	b.pending(t, pipeline.Med, 1)
+	// A tick-only processor leaves no wait for work on the server, and
+	// takes nothing.
+	if w, _, acks := b.waiting(t, pipeline.Med); w != 0 || acks != 0 {
+		t.Fatalf("%d requests waiting, %d tokens taken: want none", w, acks)
+	}
+	if n := b.calls.total(); n != 0 {
+		t.Fatalf("%d calls without a tick", n)
+	}
+	rep := requestTick(t, b, 4)
+	if rep.Status != processor.StatusOK || len(rep.Steps) != 1 || rep.Steps[0].BatchID != id {
+		t.Fatalf("tick report %+v", rep)
+	}
+}
+
+// TestThrottleHoldsAcrossReplicasAndRestarts: three replicas throttled to
+// R steps a second take R steps in a second of their (frozen) clock
+// together, whatever the backlog, ticks from outside included; a replica
+// started in the same second finds the budget spent; the next second opens
+// R more.
+func TestThrottleHoldsAcrossReplicasAndRestarts(t *testing.T) {
+	b := setup(t)
+	const limit = 5
+	var mu sync.Mutex
+	now := time.Unix(1_700_000_000, 500_000_000)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	for _, name := range []string{"A", "B", "C"} {
+		readyProcessor(t, b, processor.Options{Name: name, Throttle: limit, Now: clock})
+	}
+	for range 4 * limit {
+		b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop()}})
+	}
+	testnats.Eventually(t, 10*time.Second, "the second's budget spent", func() bool {
+		return b.calls.total() >= limit && requestTick(t, b, 8).Status == processor.StatusThrottled
+	})
+	if n := b.calls.total(); n != limit {
+		t.Fatalf("%d steps in one second of a throttle of %d", n, limit)
+	}
+	w := throttleWindow(t, b)
+	if w.Used != limit || w.Limit != limit || w.Second != now.Unix() {
+		t.Fatalf("window %+v", w)
+	}
+	// A replica started now (a restart) draws from the same budget.
+	late := b.processor(t, processor.Options{Name: "late", Throttle: limit, Now: clock})
+	if rep := late.Tick(b.ctx, 8); rep.Status != processor.StatusThrottled {
+		t.Fatalf("a new replica's tick in a spent second: %+v", rep)
+	}
+	mu.Lock()
+	now = now.Add(time.Second)
+	mu.Unlock()
+	testnats.Eventually(t, 10*time.Second, "the next second's budget spent", func() bool {
+		return b.calls.total() >= 2*limit && requestTick(t, b, 8).Status == processor.StatusThrottled
+	})
+	if n := b.calls.total(); n != 2*limit {
+		t.Fatalf("%d steps in two seconds of a throttle of %d", n, limit)
+	}
+}
+
+// throttleWindow reads the domain's throttle window, as admin.
+func throttleWindow(t *testing.T, b *bundle) streams.ThrottleWindow {
+	t.Helper()
+	kv, err := b.admin.KeyValue(b.ctx, streams.BucketLocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, ok, err := streams.NewThrottleStore(kv, time.Now).Window(b.ctx, domain)
+	if err != nil || !ok {
+		t.Fatalf("throttle window: %v (found %v)", err, ok)
+	}
+	return w
+}
