@@ -26,7 +26,7 @@ func (b *bundle) call(t *testing.T, method, path string, cookie *http.Cookie, cs
 		req.Header.Set("X-Tickflow-Csrf", csrf)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
+		setHeader(req, header[i], header[i+1])
 	}
 	resp, err := browserless.Do(req)
 	if err != nil {
@@ -37,6 +37,16 @@ func (b *bundle) call(t *testing.T, method, path string, cookie *http.Cookie, cs
 	var out map[string]any
 	_ = json.Unmarshal(data, &out)
 	return resp.StatusCode, out
+}
+
+// setHeader sets a request header; Host is the request's Host, which the
+// client sends in place of the header map's.
+func setHeader(req *http.Request, name, value string) {
+	if http.CanonicalHeaderKey(name) == "Host" {
+		req.Host = value
+		return
+	}
+	req.Header.Set(name, value)
 }
 
 func (b *bundle) session(t *testing.T, cookie *http.Cookie) dashboard.SessionInfo {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,7 +30,10 @@ const (
 	// DefaultMaxSessionsPerUser is the default of Config.MaxSessionsPerUser.
 	DefaultMaxSessionsPerUser = 4
 	// DefaultMaxLogins is the default of Config.MaxLogins.
-	DefaultMaxLogins = 4
+	DefaultMaxLogins = 8
+	// DefaultMaxLoginsPerClient is the default of Config.MaxLoginsPerClient
+	// (MaxLogins when that is smaller).
+	DefaultMaxLoginsPerClient = 2
 	// DefaultRefresh is the default of Config.Refresh.
 	DefaultRefresh = 2 * time.Second
 )
@@ -60,14 +64,24 @@ type Config struct {
 	MaxSessionsPerUser int
 	// MaxLogins bounds the login attempts under way at once (each a NATS
 	// connection whose password the server checks against a bcrypt hash);
-	// one past it is answered 503 at once. Default DefaultMaxLogins (4).
+	// one past it is answered 503 at once. Default DefaultMaxLogins (8).
 	MaxLogins int
-	// ClientAddr names the client a request comes from, whose failed
-	// logins make it wait before it may try again (429 meanwhile): after 3
-	// failures in a row, 1s, doubling up to 5m. Default: the host of the
-	// request's remote address. Behind a reverse proxy that is the proxy,
-	// shared by every client: return the address the proxy forwards (only
-	// when the dashboard cannot be reached but through the proxy).
+	// MaxLoginsPerClient bounds the login attempts of one client
+	// (ClientAddr) under way at once, so that one client cannot take the
+	// places of MaxLogins that another's login needs; one past it is
+	// answered 503 at once. At most MaxLogins. Default
+	// DefaultMaxLoginsPerClient (2).
+	MaxLoginsPerClient int
+	// ClientAddr names the client a request comes from. Its failed logins
+	// make it wait before it may try again (429 meanwhile): after 3
+	// failures, 1s, doubling up to 5m; failures at one account count the
+	// same way for the account, from whatever client, except for a login
+	// from a client the account logged in from before. A good login
+	// forgives its client's failures at its account only. Default: the
+	// host of the request's remote address, for IPv6 its /64. Behind a
+	// reverse proxy that is the proxy, shared by every client: return the
+	// address the proxy forwards (only when the dashboard cannot be
+	// reached but through the proxy).
 	ClientAddr func(r *http.Request) string
 	// PublicURL, when set, is the https origin the browser uses to reach
 	// the dashboard (https://host[:port], no path), as where a reverse
@@ -75,7 +89,17 @@ type Config struct {
 	// __Host-tickflow_session, and a POST's Origin must be this origin.
 	// Unset, the cookie is Secure only for a request that came over TLS to
 	// the dashboard itself, and an Origin must name the request's Host.
+	//
+	// Its host is one the dashboard answers to (see Hosts).
 	PublicURL string
+	// Hosts names the hosts the dashboard answers to besides the address
+	// a request reached it at and localhost, at that address's port, and
+	// PublicURL's host: each a name or IP address as a browser writes it
+	// in the Host header, with a port (dash.lan:8090) or without one, for
+	// any port (dash.lan). A request for any other host is answered 421
+	// before anything else, so that a page of a name that an attacker's
+	// DNS points at the dashboard (DNS rebinding) cannot use it.
+	Hosts []string
 	// Refresh is how often an open page reloads its data. Default
 	// DefaultRefresh (2s).
 	Refresh time.Duration
@@ -96,6 +120,10 @@ type Server struct {
 	// origin is PublicURL's origin, "" when unset; cookie is the session
 	// cookie's name.
 	origin, cookie string
+	// hosts is Hosts parsed; public is PublicURL's host as the browser
+	// writes it in Host, with its port where not the default.
+	hosts  []hostEntry
+	public string
 }
 
 // New returns a server; it listens nowhere until Serve or Run. Errors
@@ -105,10 +133,14 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: Dial is required", ErrConfig)
 	}
 	if cfg.Timeout < 0 || cfg.IdleTimeout < 0 || cfg.MaxLifetime < 0 || cfg.Refresh < 0 ||
-		cfg.MaxSessions < 0 || cfg.MaxSessionsPerUser < 0 || cfg.MaxLogins < 0 {
+		cfg.MaxSessions < 0 || cfg.MaxSessionsPerUser < 0 || cfg.MaxLogins < 0 || cfg.MaxLoginsPerClient < 0 {
 		return nil, fmt.Errorf("%w: durations and bounds must not be negative", ErrConfig)
 	}
 	origin, err := publicOrigin(cfg.PublicURL)
+	if err != nil {
+		return nil, err
+	}
+	hosts, err := parseHosts(cfg.Hosts)
 	if err != nil {
 		return nil, err
 	}
@@ -130,6 +162,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxLogins == 0 {
 		cfg.MaxLogins = DefaultMaxLogins
 	}
+	if cfg.MaxLoginsPerClient == 0 {
+		cfg.MaxLoginsPerClient = min(DefaultMaxLoginsPerClient, cfg.MaxLogins)
+	}
+	if cfg.MaxLoginsPerClient > cfg.MaxLogins {
+		return nil, fmt.Errorf("%w: MaxLoginsPerClient %d is over MaxLogins %d: one client's share must fit in the whole", ErrConfig, cfg.MaxLoginsPerClient, cfg.MaxLogins)
+	}
 	if cfg.ClientAddr == nil {
 		cfg.ClientAddr = remoteHost
 	}
@@ -147,9 +185,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "dashboard"), static: static, origin: origin,
-		cookie:   cookieName,
+		cookie: cookieName, hosts: hosts, public: strings.TrimPrefix(origin, "https://"),
 		sessions: newSessions(sessionLimits{max: cfg.MaxSessions, perUser: cfg.MaxSessionsPerUser, idle: cfg.IdleTimeout, lifetime: cfg.MaxLifetime}, cfg.Now),
-		logins:   newLoginGate(cfg.MaxLogins, cfg.Now)}
+		logins:   newLoginGate(cfg.MaxLogins, cfg.MaxLoginsPerClient, cfg.Now)}
 	if origin != "" {
 		s.cookie = secureCookieName
 	}
@@ -158,7 +196,10 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Handler is the dashboard as an http.Handler, for a server of the
-// caller's (tests, or another mux). Sessions end with Close.
+// caller's (tests, or another mux). Sessions end with Close. The address
+// a request reached is the one its server puts in the request's context
+// (http.LocalAddrContextKey, as net/http's does); without it only Hosts
+// and PublicURL's host are answered.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Close ends every session and closes its connection.

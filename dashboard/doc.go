@@ -16,7 +16,15 @@
 // bounded in number, per user, in idle time and in age; every POST must
 // carry the session's CSRF token in a header and come from the dashboard's
 // own origin; request bodies are bounded, and nothing a user typed is
-// logged whole. Login attempts are bounded too: a few at once, and a client
-// whose logins keep failing must wait longer and longer, for each is a
-// bcrypt check on the NATS server.
+// logged whole. Login attempts are bounded too, for each is a bcrypt check
+// on the NATS server: a few at once, fewer from one client, so that one
+// cannot take every place; and a client, or an account, whose logins keep
+// failing must wait longer and longer, which a good login at another
+// account does not clear.
+//
+// The dashboard answers only to the address a request reached it at and to
+// localhost, at that port, and to the hosts of Config.PublicURL and
+// Config.Hosts: any other Host, such as an attacker's name that resolves to
+// the dashboard's address (DNS rebinding), is answered 421 before anything
+// else.
 package dashboard

@@ -33,10 +33,11 @@ func (s *Server) renderLogin(w http.ResponseWriter, code int, msg string) {
 
 // login opens a NATS connection as the user with the password given: the
 // server, not the dashboard, checks them, and the session then speaks to
-// authz as that user only. The login gate comes first: a client that
-// failed too often lately waits (429), and past MaxLogins attempts under
-// way the server is not asked at all (503). A login ends the session the
-// browser still carries.
+// authz as that user only. The login gate comes first: a client, or an
+// account, that failed too often lately waits (429), and past MaxLogins
+// attempts under way, or MaxLoginsPerClient of this client's, the server
+// is not asked at all (503). A login ends the session the browser still
+// carries.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if !s.sameOrigin(r) {
 		s.renderLogin(w, http.StatusForbidden, "This login did not come from the dashboard's own page.")
@@ -53,26 +54,30 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	from := s.cfg.ClientAddr(r)
-	if wait := s.logins.wait(from); wait > 0 {
+	if wait := s.logins.wait(from, user); wait > 0 {
 		secs := int((wait + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		s.renderLogin(w, http.StatusTooManyRequests, fmt.Sprintf("Too many failed logins from here; try again in %d s.", secs))
+		s.renderLogin(w, http.StatusTooManyRequests, fmt.Sprintf("Too many failed logins from here or for this user; try again in %d s.", secs))
 		return
 	}
-	if !s.logins.enter() {
+	if ok, mine := s.logins.enter(from); !ok {
+		msg := "Too many logins under way; try again in a moment."
+		if mine {
+			msg = "Too many logins under way from here; try again in a moment."
+		}
 		w.Header().Set("Retry-After", "1")
-		s.renderLogin(w, http.StatusServiceUnavailable, "Too many logins under way; try again in a moment.")
+		s.renderLogin(w, http.StatusServiceUnavailable, msg)
 		return
 	}
 	nc, err := s.cfg.Dial(user, password)
-	s.logins.leave()
+	s.logins.leave(from)
 	if err != nil {
-		s.logins.failed(from)
+		s.logins.failed(from, user)
 		s.log.Info("dashboard login refused", "user", logging.Capped(user), "client", logging.Capped(from), "err", logging.Cap(err.Error(), 256))
 		s.renderLogin(w, http.StatusUnauthorized, "Wrong user or password.")
 		return
 	}
-	s.logins.succeeded(from)
+	s.logins.succeeded(from, user)
 	c, err := client.New(nc, user, client.Config{Timeout: s.cfg.Timeout})
 	if err != nil {
 		nc.Close()

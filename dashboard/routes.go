@@ -49,7 +49,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /api/resume", s.action(s.resume))
 	mux.HandleFunc("POST /api/replay", s.action(s.replay))
 	mux.HandleFunc("POST /api/cancel", s.action(s.cancel))
-	return secure(mux)
+	return secure(s.hostGate(mux))
 }
 
 // secure sets the headers every answer carries: only the dashboard's own

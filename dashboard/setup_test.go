@@ -181,7 +181,7 @@ func (b *bundle) loginWith(t *testing.T, user, password string, extra ...any) (*
 		case *http.Cookie:
 			req.AddCookie(v)
 		case string:
-			req.Header.Set(v, extra[i+1].(string))
+			setHeader(req, v, extra[i+1].(string))
 			i++
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/tickflow/tickflow/config"
@@ -42,7 +43,8 @@ func run() error {
 	table := flag.String("table", "authz.yaml", "authorization table `file`")
 	metricsListen := cli.MetricsFlag(DefaultMetricsListen)
 	dashAddr := flag.String("dashboard", "127.0.0.1:8090", "listen `address` of the web dashboard; empty for none")
-	dashPublic := flag.String("dashboard-public-url", "", "the https `origin` browsers reach the dashboard at, through a TLS-terminating proxy (https://host[:port]): the session cookie is then Secure and a POST must come from it")
+	dashPublic := flag.String("dashboard-public-url", "", "the https `origin` browsers reach the dashboard at, through a TLS-terminating proxy (https://host[:port]): the session cookie is then Secure, a POST must come from it, and the dashboard answers to its host")
+	dashHosts := flag.String("dashboard-hosts", "", "comma-separated `hosts` the dashboard answers to besides the address it is reached at and localhost (name or name:port, e.g. dash.lan); any other Host is refused with 421")
 	log, err := cli.Load("Usage: run [flags]\n\nRuns the whole system on this machine with an embedded nats-server.", &cfg, &cfg.Log)
 	if err != nil {
 		return err
@@ -79,7 +81,7 @@ func run() error {
 		Server: srv, Settings: cfg.Streams.Settings(), Domains: cfg.Domains, TickEvery: cfg.TickEvery,
 		Pace: processor.Pace(cfg.Pace), Throttle: cfg.Throttle,
 		TablePath: *table, Demo: cfg.Demo, Logger: log, Telemetry: obs.Telemetry, Senders: cfg.SenderSecrets(), Dashboard: dash,
-		DashboardPublicURL: *dashPublic,
+		DashboardPublicURL: *dashPublic, DashboardHosts: hostList(*dashHosts),
 		OnDemo: func(rows []demo.Row) {
 			fmt.Println()
 			demo.Print(os.Stdout, rows)
@@ -92,6 +94,17 @@ func run() error {
 	})
 	log.Info("tickflow stopped")
 	return err
+}
+
+// hostList splits the value of -dashboard-hosts; nil when empty.
+func hostList(s string) []string {
+	var hosts []string
+	for h := range strings.SplitSeq(s, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts
 }
 
 // listenDashboard listens on addr for the dashboard; nil when addr is empty.

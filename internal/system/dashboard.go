@@ -13,11 +13,11 @@ import (
 
 // dashboardRun returns the run of the dashboard on ln. Each login dials
 // the server as the user logging in, over TCP where the server listens (a
-// refused login then ends at once) and in-process otherwise. publicURL is
-// dashboard.Config.PublicURL.
-func dashboardRun(srv *embedded.Server, ln net.Listener, publicURL string, log *slog.Logger) (func(context.Context) error, error) {
+// refused login then ends at once) and in-process otherwise. publicURL and
+// hosts are dashboard.Config.PublicURL and Hosts.
+func dashboardRun(srv *embedded.Server, ln net.Listener, publicURL string, hosts []string, log *slog.Logger) (func(context.Context) error, error) {
 	d, err := dashboard.New(dashboard.Config{
-		Logger: log, PublicURL: publicURL,
+		Logger: log, PublicURL: publicURL, Hosts: hosts,
 		Dial: func(user, password string) (*nats.Conn, error) {
 			c := streams.Credentials{URL: srv.URL(), User: user, Password: password, Name: "dashboard-" + user}
 			if c.URL == "" {

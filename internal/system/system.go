@@ -78,6 +78,9 @@ type Options struct {
 	// DashboardPublicURL, optional, is the https origin the browser uses
 	// to reach the dashboard (dashboard.Config.PublicURL).
 	DashboardPublicURL string
+	// DashboardHosts, optional, names further hosts the dashboard answers
+	// to (dashboard.Config.Hosts).
+	DashboardHosts []string
 }
 
 // Run provisions the resources, runs every component until ctx is done,
@@ -175,7 +178,7 @@ func Run(ctx context.Context, o Options) error {
 	runs = append(runs, tk.Run)
 
 	if o.Dashboard != nil {
-		run, err := dashboardRun(srv, o.Dashboard, o.DashboardPublicURL, log)
+		run, err := dashboardRun(srv, o.Dashboard, o.DashboardPublicURL, o.DashboardHosts, log)
 		if err != nil {
 			return err
 		}
