@@ -37,6 +37,9 @@ type Label struct {
 	Expiry pipeline.Duration `yaml:"expiry,omitempty" json:"expiry,omitempty"`
 	// MaxConcurrent bounds the label's batches in process at once; 0: no bound.
 	MaxConcurrent int `yaml:"max_concurrent,omitempty" json:"max_concurrent,omitempty"`
+	// MaxPerKey bounds each submitter's unfinished batches on one key under
+	// the label; 0: DefaultMaxPerKey (Label.KeyBound).
+	MaxPerKey int `yaml:"max_per_key,omitempty" json:"max_per_key,omitempty"`
 }
 
 // FunctionRule is how one function type runs under a label.
@@ -162,6 +165,9 @@ func (t *Table) Validate() error {
 		}
 		if l.MaxConcurrent < 0 {
 			return fail("max_concurrent", errors.New("must not be negative"))
+		}
+		if l.MaxPerKey < 0 {
+			return fail("max_per_key", errors.New("must not be negative"))
 		}
 	}
 	return t.validateDomains()
