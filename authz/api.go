@@ -97,7 +97,14 @@ func (s *Service) submit(ctx context.Context, name string, l *Label, user string
 	// only while the batch never ran (admit's repeat): the first may have
 	// been cut short by a crash.
 	if !b.dup || !b.terminal {
-		if head, err := s.admit(ctx, b.batch, b.dup); err != nil {
+		bound := 0
+		if !b.dup {
+			bound = l.KeyBound()
+		}
+		if head, err := s.admit(ctx, b.batch, b.dup, bound); err != nil {
+			if errors.Is(err, errJoinLater) {
+				return nil, fmt.Errorf("authz: batch %d is recorded, but has not joined the order of its key yet (%w); authz adds it as soon as it can: send it again only with the same idempotency key", b.batch.ID, err)
+			}
 			if !head {
 				return nil, err
 			}
@@ -144,6 +151,11 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 				return nil, err
 			}
 			return &built{batch: &rec.Batch, dup: true, terminal: rec.Status.Terminal()}, nil
+		}
+	}
+	if key != "" && !force {
+		if err := s.checkKeyBound(ctx, name, l, user, b.Domain, key); err != nil {
+			return nil, err
 		}
 	}
 	id, dup, err := s.assignID(ctx, user, idem)

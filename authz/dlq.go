@@ -287,7 +287,7 @@ func (s *Service) replayBatch(ctx context.Context, it deadLetter) (uint64, error
 	if err != nil {
 		return 0, err
 	}
-	if _, err := s.admit(ctx, first, true); err != nil {
+	if _, err := s.admit(ctx, first, true, 0); err != nil {
 		return 0, err
 	}
 	s.opts.Telemetry.BatchSubmitted(ctx, first)

@@ -21,6 +21,12 @@ import (
 // resumeKeys; a batch without a key has no such index, and stays recorded
 // and unqueued, as one does whose authz died between its record and its
 // token.
+//
+// A keyed batch whose join of its key's order failed (the keys bucket
+// unavailable, or the request's time out while the key was contended) is
+// handed over as well, and joined (admit, as a repeat) with the same
+// backoff: it is recorded, and must not stay outside every order holding
+// its label's slot.
 
 // repairBound bounds the keys, and apart from them the batches, waiting for
 // repair in one replica: beyond it a key waits for the next start, and a
@@ -38,10 +44,11 @@ const (
 	keyRepairMax   = 5 * time.Second
 )
 
-// repairRef names one key's order or, with no key, one batch.
+// repairRef names one key's order or, with no key, one batch; with both,
+// a batch to join its key's order.
 type repairRef struct {
 	domain, key string
-	id          uint64 // the batch, when key is empty
+	id          uint64 // the batch, when key is empty or it is to join
 }
 
 // repairs holds what waits for the repair loop: each key or batch once,
@@ -163,6 +170,20 @@ func (rs *repairs) later(r repairRef, now time.Time) time.Duration {
 // what it should repair.
 var errNotHanded = errors.New("not handed to the repair loop")
 
+// errJoinLater marks an error after which a keyed batch, recorded, has not
+// joined its key's order, and the repair loop joins it.
+var errJoinLater = errors.New("handed to the repair loop to join its key's order")
+
+// repairJoin hands a keyed batch that may not have joined its key's order
+// to the repair loop; false when it is not taken.
+func (s *Service) repairJoin(domain, key string, id uint64) bool {
+	if !s.repairs.add(repairRef{domain: domain, key: key, id: id}) {
+		s.log.Error("batch left recorded and outside its key's order: its repair is not taken (too many wait, or authz stops)", "domain", domain, "key", logging.Capped(key), "batch_id", id)
+		return false
+	}
+	return true
+}
+
 // repairKey hands a key whose head may lack its token to the repair loop;
 // false when it is not taken.
 func (s *Service) repairKey(domain, key string) bool {
@@ -195,9 +216,12 @@ func (s *Service) runRepairs(ctx context.Context) {
 		defer rs.mu.Unlock()
 		rs.open = false
 		for r := range rs.pending {
-			if r.key == "" {
+			switch {
+			case r.key == "":
 				s.log.Error("batch left recorded and unqueued: authz stopped before it could queue it", "domain", r.domain, "batch_id", r.id)
-			} else {
+			case r.id != 0:
+				s.log.Error("batch left recorded and outside its key's order: authz stopped before it could join it", "domain", r.domain, "key", logging.Capped(r.key), "batch_id", r.id)
+			default:
 				s.log.Warn("key left for the next start: authz stopped before it could repair it", "domain", r.domain, "key", logging.Capped(r.key))
 			}
 		}
@@ -218,17 +242,23 @@ func (s *Service) runRepairs(ctx context.Context) {
 			}
 			if err != nil {
 				wait := rs.later(r, time.Now())
-				if r.key == "" {
+				switch {
+				case r.key == "":
 					s.log.Warn("batch not queued yet", "domain", r.domain, "batch_id", r.id, "retry_in", wait, "err", err)
-				} else {
+				case r.id != 0:
+					s.log.Warn("batch not in its key's order yet", "domain", r.domain, "key", logging.Capped(r.key), "batch_id", r.id, "retry_in", wait, "err", err)
+				default:
 					s.log.Warn("key head not repaired yet", "domain", r.domain, "key", logging.Capped(r.key), "retry_in", wait, "err", err)
 				}
 				continue
 			}
 			rs.done(r, d.handed)
-			if r.key == "" {
+			switch {
+			case r.key == "":
 				s.log.Info("batch queued after its send failed", "domain", r.domain, "batch_id", r.id)
-			} else {
+			case r.id != 0:
+				s.log.Info("batch joined its key's order after its send failed", "domain", r.domain, "key", logging.Capped(r.key), "batch_id", r.id)
+			default:
 				s.log.Info("key head repaired", "domain", r.domain, "key", logging.Capped(r.key))
 			}
 		}
@@ -245,12 +275,33 @@ func (s *Service) runRepairs(ctx context.Context) {
 	}
 }
 
-// repair gives r its token: a key's head, or a batch.
+// repair gives r its token: a key's head, or a batch; or joins a batch to
+// its key's order.
 func (s *Service) repair(ctx context.Context, r repairRef) error {
-	if r.key == "" {
+	switch {
+	case r.key == "":
 		return s.ensureQueued(ctx, r.domain, r.id)
+	case r.id != 0:
+		return s.rejoin(ctx, r)
 	}
 	return s.repairHead(ctx, r)
+}
+
+// rejoin joins batch r.id to its key's order as a repeated admission
+// does: a batch finished meanwhile (a cancel) is not listed, one listed
+// already keeps its place, and the key's head gets its token.
+func (s *Service) rejoin(ctx context.Context, r repairRef) error {
+	rec, err := s.record(ctx, r.id)
+	var ae *Error
+	switch {
+	case errors.As(err, &ae) && ae.Code == CodeNotFound:
+		s.log.Error("a batch to join its key's order has no record: nothing to join", "domain", r.domain, "batch_id", r.id)
+		return nil
+	case err != nil:
+		return err
+	}
+	_, err = s.admit(ctx, &rec.Batch, true, 0)
+	return err
 }
 
 // repairHead gives k's current head its token if it never ran.

@@ -19,7 +19,11 @@ import (
 // if it became the head. When a batch is terminal its callback reaches
 // authz (the owner's evict publishes one too), and Apply takes it off its
 // key's order and publishes the next head's token before the callback is
-// acknowledged.
+// acknowledged. Joining is one compare-and-set of the key's entry, which
+// the key order's store makes wait its turn and retries until it lands
+// (streams.KeyQueueStore); it also enforces each submitter's bound on the
+// key (Label.KeyBound). A join that fails all the same is handed to the
+// repair loop (keyrepair.go).
 //
 // Crash safety: releasing is idempotent. A release that finds its batch no
 // longer listed (the callback redelivered after a crash between the
@@ -45,7 +49,13 @@ const maxRelease = 64
 // not listed again, a head's live token is published rather than its
 // first, and a batch that ran, or was removed, gets no first token again
 // (startIfNeverRan): a retry of a cancelled submission must not run it.
-func (s *Service) admit(ctx context.Context, b *pipeline.Batch, repeat bool) (headOrFree bool, err error) {
+//
+// bound, when positive, refuses a batch whose submitter has bound batches
+// in its key's order already (Label.KeyBound): the batch, recorded, is
+// finished as removed and the error is a 429 (refuseOverBound). A join
+// that fails otherwise, or whose outcome is unknown, hands the batch to the
+// repair loop, which joins it (errJoinLater).
+func (s *Service) admit(ctx context.Context, b *pipeline.Batch, repeat bool, bound int) (headOrFree bool, err error) {
 	if b.Key == "" {
 		if repeat {
 			_, err := s.startIfNeverRan(ctx, b)
@@ -58,9 +68,16 @@ func (s *Service) admit(ctx context.Context, b *pipeline.Batch, repeat bool) (he
 			return false, err
 		}
 	}
-	q, added, err := s.keyOrder.Append(ctx, b.Domain, b.Key, b.ID)
+	q, added, err := s.keyOrder.AppendBy(ctx, b.Domain, b.Key, b.ID, b.Submitter, bound)
+	if errors.Is(err, streams.ErrKeyBound) {
+		return false, s.refuseOverBound(ctx, b, bound, q.CountBy(b.Submitter))
+	}
 	if err != nil {
-		return false, fmt.Errorf("authz: batch %d joins the order of its key: %w", b.ID, err)
+		err = fmt.Errorf("authz: batch %d joins the order of its key: %w", b.ID, err)
+		if !s.repairJoin(b.Domain, b.Key, b.ID) {
+			return false, fmt.Errorf("%w; %w", err, errNotHanded)
+		}
+		return false, fmt.Errorf("%w; %w", err, errJoinLater)
 	}
 	if repeat && added {
 		// It may have run and been released between the read above and
@@ -87,6 +104,61 @@ func (s *Service) admit(ctx context.Context, b *pipeline.Batch, repeat bool) (he
 		}
 	}
 	return true, err
+}
+
+// DefaultMaxPerKey is Label.KeyBound when the label sets no max_per_key.
+const DefaultMaxPerKey = 10
+
+// KeyBound bounds the batches one submitter may have unfinished on one key
+// under the label: waiting in the key's order or running as its head. A
+// key is shared by every submitter of its domain, and without a bound one
+// of them could queue enough batches on it to hold every other's back for
+// hours. The owner's insert and replay are not bounded.
+func (l *Label) KeyBound() int {
+	if l.MaxPerKey > 0 {
+		return l.MaxPerKey
+	}
+	return DefaultMaxPerKey
+}
+
+// checkKeyBound refuses, with a 429 naming the bound, a submission of user
+// on key under label when user's batches in the key's order reach the
+// label's bound already. It runs before anything is recorded; the join
+// checks the bound again in its compare-and-set (admit), for submissions
+// racing past this read.
+func (s *Service) checkKeyBound(ctx context.Context, label string, l *Label, user, domain, key string) error {
+	q, err := s.keyOrder.Load(ctx, domain, key)
+	if err != nil {
+		return err
+	}
+	if n := q.CountBy(user); n >= l.KeyBound() {
+		return overBound(label, l, user, key, n)
+	}
+	return nil
+}
+
+func overBound(label string, l *Label, user, key string, n int) *Error {
+	return errf(CodeTooManyRequests, "authz: %q has %d unfinished batches on key %q, the bound of label %q (max_per_key %d): wait for one to finish", user, n, logging.Capped(key), logging.Capped(label), l.KeyBound())
+}
+
+// refuseOverBound finishes batch b, recorded but refused a place in its
+// key's order for its submitter's n batches there (bound), as removed: it
+// then holds no slot of its label and is never queued. The answer is a 429
+// naming the bound, or, when the removal fails, an error that says the
+// batch is recorded.
+func (s *Service) refuseOverBound(ctx context.Context, b *pipeline.Batch, bound, n int) error {
+	reason := fmt.Sprintf("refused: its submitter had %d unfinished batches on its key, the bound", n)
+	st, err := s.progressStore.Load(ctx, b.Domain, b.ID)
+	if err == nil && !removed(st) {
+		err = s.markRemoved(ctx, b, st, reason)
+	}
+	if err == nil {
+		_, err = s.retireRemoved(ctx, b, st, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("authz: batch %d is over the bound of its key (%d of its submitter's batches) and recorded, but could not be removed (%w): cancel it", b.ID, bound, err)
+	}
+	return errf(CodeTooManyRequests, "authz: %q has %d unfinished batches on key %q, the bound of label %q (max_per_key %d): batch %d is not queued, and is recorded as removed", b.Submitter, n, logging.Capped(b.Key), logging.Capped(b.Label), bound, b.ID)
 }
 
 // finished says whether batch id's record is terminal.

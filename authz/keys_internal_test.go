@@ -1,8 +1,13 @@
 package authz
 
 import (
+	"context"
+	"errors"
+	"slices"
 	"testing"
+	"time"
 
+	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
@@ -40,5 +45,64 @@ func TestReleaseRepeatedAfterCrash(t *testing.T) {
 		if got := queued(); len(got) != 2 || got[1] != k2 {
 			t.Fatalf("queued %v after the repeated release, want [%d %d]", got, k1, k2)
 		}
+	}
+}
+
+// TestJoinRepairedAfterAFailedJoin: a keyed send whose batch was recorded
+// but whose join of its key's order failed (here its request ended) is
+// handed to the repair loop, which joins it: it becomes its key's head and
+// gets one token. One cancelled before its join failed is taken off its
+// key's order again and never queued.
+func TestJoinRepairedAfterAFailedJoin(t *testing.T) {
+	s, table, ctx := internalService(t, `labels: {seq: {domain: pay, users: [alice], mode: atomic, priority: med, functions: {noop: {}}}}`)
+	loopCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); s.runRepairs(loopCtx) }()
+	defer func() { stop(); testnats.Stopped(t, "repair loop", done) }()
+	testnats.Eventually(t, 5*time.Second, "the loop takes hand-overs", func() bool {
+		s.repairs.mu.Lock()
+		defer s.repairs.mu.Unlock()
+		return s.repairs.open
+	})
+	l := table.Labels["seq"]
+	ended, end := context.WithCancel(ctx)
+	end()
+	record := func(key string) *pipeline.Batch {
+		t.Helper()
+		b, err := s.build(ctx, "seq", l, "alice", []CallSpec{{Type: "noop"}}, key, "", pipeline.Med, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.batch
+	}
+	failJoin := func(b *pipeline.Batch) {
+		t.Helper()
+		if head, err := s.admit(ended, b, false, l.KeyBound()); head || !errors.Is(err, errJoinLater) {
+			t.Fatalf("a join whose request ended: head %v, %v; want it handed to the repair loop", head, err)
+		}
+	}
+
+	joined := record("k")
+	failJoin(joined)
+	testnats.Eventually(t, 10*time.Second, "the batch joined its key and queued", func() bool {
+		q, err := s.keyOrder.Load(ctx, "pay", "k")
+		return err == nil && slices.Equal(q.IDs, []uint64{joined.ID}) && tokensOf(ctx, t, s, joined) == 1
+	})
+
+	cancelled := record("c")
+	if _, err := s.cancel(ctx, "alice", &IDRequest{ID: cancelled.ID}); err != nil {
+		t.Fatal(err)
+	}
+	failJoin(cancelled)
+	testnats.Eventually(t, 10*time.Second, "the cancelled batch's join repaired", func() bool {
+		s.repairs.mu.Lock()
+		defer s.repairs.mu.Unlock()
+		return len(s.repairs.pending) == 0
+	})
+	if q, err := s.keyOrder.Load(ctx, "pay", "c"); err != nil || len(q.IDs) != 0 {
+		t.Fatalf("key c after its cancelled batch's join was repaired: %+v, %v; want nobody waiting", q, err)
+	}
+	if n := tokensOf(ctx, t, s, cancelled); n != 0 {
+		t.Fatalf("%d tokens of the cancelled batch, want none", n)
 	}
 }

@@ -109,14 +109,22 @@ type keyedBundle struct {
 	// fails permanently.
 	failing  atomic.Bool
 	attempts atomic.Int32
+	// table is the authorization table authz runs with.
+	table string
 }
 
 func keyedSetup(t *testing.T, replicas int) *keyedBundle {
 	t.Helper()
+	return keyedSetupWith(t, replicas, keyedTable)
+}
+
+// keyedSetupWith is keyedSetup with authz running table.
+func keyedSetupWith(t *testing.T, replicas int, table string) *keyedBundle {
+	t.Helper()
 	env := testnats.Start(t, []string{domain}, testnats.WithSettings(func(s *streams.Settings) { s.AckWait = time.Second }))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	b := &keyedBundle{bundle: &bundle{env: env, ctx: ctx}, rec: &recorder{inflight: map[string]int{}}}
+	b := &keyedBundle{bundle: &bundle{env: env, ctx: ctx}, rec: &recorder{inflight: map[string]int{}}, table: table}
 	b.failing.Store(true)
 	b.startKeyedAuthz(t)
 	mux := pipeline.NewServeMux()
@@ -162,7 +170,7 @@ func keyedSetup(t *testing.T, replicas int) *keyedBundle {
 
 func (b *keyedBundle) startKeyedAuthz(t *testing.T) {
 	t.Helper()
-	table, err := authz.ParseTable([]byte(keyedTable))
+	table, err := authz.ParseTable([]byte(b.table))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,6 +56,9 @@ const (
 // KeysRequest lists the keys of a domain with a batch waiting.
 type KeysRequest struct {
 	Domain string `json:"domain"`
+	// Key, when set, lists that key alone, with the batches of its order
+	// (KeyState.Batches); After is then ignored.
+	Key string `json:"key,omitempty"`
 	// After, when set, lists only the keys after it in byte order: the next
 	// page after a reply with More.
 	After string `json:"after,omitempty"`
@@ -71,6 +74,9 @@ const (
 	// MaxKeysLimit is the largest page: each key listed costs two reads.
 	MaxKeysLimit = 1000
 )
+
+// maxKeyBytes is the longest key a batch may carry (pipeline's rule).
+const maxKeyBytes = 128
 
 // KeyState is one key: its running batch (the head) and how many wait
 // behind it.
@@ -101,6 +107,21 @@ type KeyState struct {
 	// Sender is the sender leased to the key's head while it runs, empty
 	// when it holds none.
 	Sender string `json:"sender,omitempty"`
+	// Submitter is the head's submitter.
+	Submitter string `json:"submitter"`
+	// WaitingBy counts the batches behind the head by submitter ("" for
+	// one listed before submitters were kept).
+	WaitingBy map[string]int `json:"waiting_by,omitempty"`
+	// Batches, only when the request names the key, are the batches of its
+	// order, the head first, at most the request's limit: the owner
+	// cancels one by its id.
+	Batches []KeyBatch `json:"batches,omitempty"`
+}
+
+// KeyBatch is one batch of a key's order and who submitted it.
+type KeyBatch struct {
+	ID        uint64 `json:"id"`
+	Submitter string `json:"submitter"`
 }
 
 // KeysReply is a page of a domain's keys, in byte order.
@@ -120,8 +141,20 @@ func (s *Service) keys(ctx context.Context, _ string, req *KeysRequest) (any, er
 	if err != nil {
 		return nil, err
 	}
-	qs, err := s.keyOrder.List(ctx, req.Domain)
-	if err != nil {
+	var qs []streams.KeyQueue
+	if len(req.Key) > maxKeyBytes {
+		return nil, errf(CodeBadRequest, "authz: key must be at most %d bytes (got %d)", maxKeyBytes, len(req.Key))
+	}
+	if req.Key != "" {
+		q, err := s.keyOrder.Load(ctx, req.Domain, req.Key)
+		if err != nil {
+			return nil, err
+		}
+		if q.Head() != 0 {
+			qs = append(qs, q)
+		}
+		req.After = ""
+	} else if qs, err = s.keyOrder.List(ctx, req.Domain); err != nil {
 		return nil, err
 	}
 	sort.Slice(qs, func(i, j int) bool { return qs[i].Key < qs[j].Key })
@@ -150,6 +183,11 @@ func (s *Service) keys(ctx context.Context, _ string, req *KeysRequest) (any, er
 			return nil, err
 		}
 		ks.Sender = bound[ks.Head]
+		if req.Key != "" {
+			for i, id := range q.IDs[:min(len(q.IDs), limit)] {
+				ks.Batches = append(ks.Batches, KeyBatch{ID: id, Submitter: q.SubmitterOf(i)})
+			}
+		}
 		rep.Keys = append(rep.Keys, ks)
 	}
 	return rep, nil
@@ -163,7 +201,13 @@ func (s *Service) keyState(ctx context.Context, q *streams.KeyQueue, now time.Ti
 	if err != nil {
 		return ks, err
 	}
-	ks.Priority = rec.Batch.Priority
+	ks.Priority, ks.Submitter = rec.Batch.Priority, rec.Batch.Submitter
+	for i := 1; i < len(q.IDs); i++ {
+		if ks.WaitingBy == nil {
+			ks.WaitingBy = map[string]int{}
+		}
+		ks.WaitingBy[q.SubmitterOf(i)]++
+	}
 	st, err := s.progressStore.Load(ctx, q.Domain, ks.Head)
 	if err != nil {
 		return ks, err

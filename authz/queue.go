@@ -258,7 +258,7 @@ func (s *Service) applyEdit(ctx context.Context, e *edit) (placed bool, err erro
 	if err != nil {
 		return false, err
 	}
-	if placed, err = s.admit(ctx, &rec.Batch, true); err != nil {
+	if placed, err = s.admit(ctx, &rec.Batch, true, 0); err != nil {
 		return false, err
 	}
 	for _, it := range e.Tail {

@@ -339,6 +339,9 @@ const (
 	// CodeUnavailable answers a request that reached a replica as it was
 	// stopping: nothing was done, and trying again reaches another replica.
 	CodeUnavailable = 503
+	// CodeTooManyRequests refuses a request over a bound of its caller's;
+	// the message names the bound.
+	CodeTooManyRequests = 429
 )
 
 type endpoint struct {

@@ -42,6 +42,9 @@ type Label struct {
 	// sender (it holds the sender until it ends), else only
 	// pipeline.MaxFunctions.
 	MaxFunctions int `yaml:"max_functions,omitempty" json:"max_functions,omitempty"`
+	// MaxPerKey bounds each submitter's unfinished batches on one key under
+	// the label; 0: DefaultMaxPerKey (Label.KeyBound).
+	MaxPerKey int `yaml:"max_per_key,omitempty" json:"max_per_key,omitempty"`
 }
 
 // DefaultSenderMaxFunctions is the most functions a batch that needs a
@@ -176,6 +179,9 @@ func (t *Table) Validate() error {
 		}
 		if l.MaxFunctions < 0 || l.MaxFunctions > pipeline.MaxFunctions {
 			return fail("max_functions", fmt.Errorf("must be between 1 and %d, or 0 for the default (got %d)", pipeline.MaxFunctions, l.MaxFunctions))
+		}
+		if l.MaxPerKey < 0 {
+			return fail("max_per_key", errors.New("must not be negative"))
 		}
 	}
 	return t.validateDomains()

@@ -33,7 +33,9 @@ const (
 
 // benchTable lets alice submit no-op batches, atomic (high) and non-atomic
 // (med), without a concurrency limit: the limit's slot record would be a
-// per-label CAS hot spot that measures contention, not the pipeline.
+// per-label CAS hot spot that measures contention, not the pipeline; and
+// with a per-key bound above any run's batches, since the keyed burn-down
+// submits many batches of one submitter on each key.
 const benchTable = `
 labels:
   ` + labelAtomic + `:
@@ -41,6 +43,7 @@ labels:
     users: [alice]
     mode: atomic
     priority: high
+    max_per_key: 1000000
     functions:
       noop: {}
   ` + labelSteps + `:
@@ -48,6 +51,7 @@ labels:
     users: [alice]
     mode: non_atomic
     priority: med
+    max_per_key: 1000000
     functions:
       noop: {}
 `

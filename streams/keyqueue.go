@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,6 +23,9 @@ type KeyQueue struct {
 	Key    string `msgpack:"key" json:"key"`
 	// IDs are the waiting batches, the head first.
 	IDs []uint64 `msgpack:"ids" json:"ids"`
+	// By are the submitters of IDs, one for one; "" for a batch listed
+	// before submitters were kept, or joined without one (AppendBy).
+	By []string `msgpack:"by,omitempty" json:"by,omitempty"`
 	// HeadSince is when IDs[0] became the head.
 	HeadSince time.Time `msgpack:"head_since" json:"head_since"`
 	// Released are the ids removed last, at most MaxReleased, newest last:
@@ -41,14 +45,54 @@ func (q *KeyQueue) Head() uint64 {
 	return q.IDs[0]
 }
 
+// CountBy counts the batches of submitter by in the key's order, the head
+// included.
+func (q *KeyQueue) CountBy(by string) int {
+	n := 0
+	for _, b := range q.By {
+		if b == by {
+			n++
+		}
+	}
+	return n
+}
+
+// SubmitterOf returns the submitter of the batch at place i of IDs.
+func (q *KeyQueue) SubmitterOf(i int) string {
+	if i < len(q.By) {
+		return q.By[i]
+	}
+	return ""
+}
+
+// aligned makes By as long as IDs: an order written before submitters were
+// kept has none.
+func (q *KeyQueue) aligned() {
+	switch {
+	case len(q.By) < len(q.IDs):
+		q.By = append(q.By, make([]string, len(q.IDs)-len(q.By))...)
+	case len(q.By) > len(q.IDs):
+		q.By = q.By[:len(q.IDs)]
+	}
+}
+
 func (q *KeyQueue) version() uint8 { return q.V }
 func (q *KeyQueue) setVersion()    { q.V = WireVersion }
 
 // KeyQueueStore keeps the keys bucket: the one home of the per-key order's
 // compare-and-set protocol. It is safe for concurrent use.
+//
+// Writes of one key take turns within a store (keyTurns): a burst of
+// joins on one key would otherwise make every writer of the replica but
+// one lose each compare-and-set, and the losers run out of tries under
+// load the system itself makes. Taking turns leaves a write to contend
+// only with the other replicas' writers of the key, one each at most, and
+// a write tries again until it lands or its context ends: one that loses
+// lost to a write that landed, so the key's order always moves on.
 type KeyQueueStore struct {
-	kv  jetstream.KeyValue
-	now func() time.Time
+	kv    jetstream.KeyValue
+	now   func() time.Time
+	turns keyTurns
 }
 
 // NewKeyQueueStore returns a store over the keys bucket; now stamps
@@ -57,26 +101,44 @@ func NewKeyQueueStore(kv jetstream.KeyValue, now func() time.Time) *KeyQueueStor
 	if now == nil {
 		now = time.Now
 	}
-	return &KeyQueueStore{kv: kv, now: now}
+	return &KeyQueueStore{kv: kv, now: now, turns: keyTurns{lines: map[string]*keyTurn{}}}
 }
 
 // Append lists batch id behind the batches waiting on key of domain and
 // returns the queue as it stands; id is the head when q.Head() == id. It
-// is idempotent: added is false for an id listed already, which keeps its
-// place, and for one among the recently released, which is not listed
-// again.
+// is AppendBy with no submitter and no bound.
 func (s *KeyQueueStore) Append(ctx context.Context, domain, key string, id uint64) (q KeyQueue, added bool, err error) {
+	return s.AppendBy(ctx, domain, key, id, "", 0)
+}
+
+// AppendBy lists batch id of submitter by behind the batches waiting on key
+// of domain and returns the queue as it stands; id is the head when
+// q.Head() == id. It is idempotent: added is false for an id listed
+// already, which keeps its place, and for one among the recently
+// released, which is not listed again. With bound > 0, an id that by's
+// batches listed already reach bound is not listed: the error matches
+// ErrKeyBound, and q is the order that refused it. The bound is checked in
+// the same compare-and-set as the append, so concurrent joins cannot
+// exceed it.
+func (s *KeyQueueStore) AppendBy(ctx context.Context, domain, key string, id uint64, by string, bound int) (q KeyQueue, added bool, err error) {
+	full := false
 	q, err = s.update(ctx, domain, key, func(q *KeyQueue) bool {
 		added = !slices.Contains(q.IDs, id) && !slices.Contains(q.Released, id)
-		if !added {
+		full = added && bound > 0 && q.CountBy(by) >= bound
+		if !added || full {
+			added = false
 			return false
 		}
 		if len(q.IDs) == 0 {
 			q.HeadSince = s.now().UTC()
 		}
 		q.IDs = append(q.IDs, id)
+		q.By = append(q.By, by)
 		return true
 	})
+	if err == nil && full {
+		err = fmt.Errorf("%w: %q has %d batches on key %q, its bound", ErrKeyBound, by, q.CountBy(by), key)
+	}
 	return q, added, err
 }
 
@@ -91,6 +153,7 @@ func (s *KeyQueueStore) Remove(ctx context.Context, domain, key string, id uint6
 			return false
 		}
 		q.IDs = slices.Delete(q.IDs, i, i+1)
+		q.By = slices.Delete(q.By, i, i+1)
 		if i == 0 {
 			q.HeadSince = s.now().UTC()
 		}
@@ -142,6 +205,7 @@ func (s *KeyQueueStore) list(ctx context.Context, filter string) ([]KeyQueue, er
 			if err != nil || len(q.IDs) == 0 {
 				continue
 			}
+			q.aligned()
 			out = append(out, q)
 		}
 	}
@@ -163,6 +227,7 @@ func (s *KeyQueueStore) load(ctx context.Context, domain, key string) (KeyQueue,
 	if got.Domain != domain || got.Key != key {
 		return q, 0, fmt.Errorf("%w: the order stored under %s names key %q of %q", ErrDecode, KeyQueueKey(domain, key), got.Key, got.Domain)
 	}
+	got.aligned()
 	return got, e.Revision(), nil
 }
 
@@ -172,11 +237,17 @@ const KeyOrderMarkerTTL = time.Second
 
 // update applies change to key's order with compare-and-set, as UpdateKV
 // does, deleting the entry when no id is left. change reports whether it
-// changed anything worth writing, and may run more than once.
+// changed anything worth writing, and may run more than once. The store's
+// writes of one key take turns, and a write lost to another replica's is
+// tried again, with a short random pause, until it lands or ctx ends.
 func (s *KeyQueueStore) update(ctx context.Context, domain, key string, change func(*KeyQueue) bool) (KeyQueue, error) {
 	k := KeyQueueKey(domain, key)
-	var last error
-	for attempt := range CASAttempts {
+	done, err := s.turns.take(ctx, k)
+	if err != nil {
+		return KeyQueue{Domain: domain, Key: key}, fmt.Errorf("streams: wait for a turn to write the order of key %q: %w", key, err)
+	}
+	defer done()
+	for attempt := 0; ; attempt++ {
 		q, rev, err := s.load(ctx, domain, key)
 		if err != nil {
 			return q, err
@@ -212,13 +283,54 @@ func (s *KeyQueueStore) update(ctx context.Context, domain, key string, change f
 		if !isConflict(err) {
 			return q, fmt.Errorf("streams: write the order of key %q: %w", key, err)
 		}
-		last = err
-		pause := time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 5)))
+		pause := time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, keyPauseDoublings)))
 		select {
 		case <-ctx.Done():
-			return q, ctx.Err()
+			return KeyQueue{Domain: domain, Key: key}, fmt.Errorf("%w: %s, %d attempts before the request ended: %w; %w", ErrConflict, k, attempt+1, ctx.Err(), err)
 		case <-time.After(pause):
 		}
 	}
-	return KeyQueue{Domain: domain, Key: key}, fmt.Errorf("%w: %s after %d attempts: %w", ErrConflict, k, CASAttempts, last)
+}
+
+// keyPauseDoublings bounds the pause after a lost write of a key's order
+// at a random part of 1ms << keyPauseDoublings: only the other replicas'
+// writers of the key compete, so the pause need not grow long.
+const keyPauseDoublings = 4
+
+// keyTurns lets the writes of one key in a store take turns, first come
+// first served; a key nobody writes has no entry.
+type keyTurns struct {
+	mu    sync.Mutex
+	lines map[string]*keyTurn
+}
+
+type keyTurn struct {
+	turn  chan struct{} // holds a value while a write runs
+	users int           // writes running or waiting
+}
+
+// take waits for k's turn; done ends it.
+func (t *keyTurns) take(ctx context.Context, k string) (done func(), err error) {
+	t.mu.Lock()
+	l := t.lines[k]
+	if l == nil {
+		l = &keyTurn{turn: make(chan struct{}, 1)}
+		t.lines[k] = l
+	}
+	l.users++
+	t.mu.Unlock()
+	leave := func() {
+		t.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(t.lines, k)
+		}
+		t.mu.Unlock()
+	}
+	select {
+	case l.turn <- struct{}{}:
+		return func() { <-l.turn; leave() }, nil
+	case <-ctx.Done():
+		leave()
+		return nil, ctx.Err()
+	}
 }

@@ -1,8 +1,10 @@
 package streams_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,4 +119,82 @@ func TestKeyOrderLeavesNothing(t *testing.T) {
 		info, err := st.Info(ctx)
 		return err == nil && info.State.Msgs == 0
 	})
+}
+
+// TestKeyQueueBound: AppendBy lists a submitter's batches on a key up to
+// the bound asked for and refuses the next with ErrKeyBound, leaving the
+// order as it was; other submitters are counted apart, a listed id is
+// listed once whatever the bound, and a removal makes room again.
+func TestKeyQueueBound(t *testing.T) {
+	env := testnats.Start(t, []string{"pay"})
+	ctx := testnats.Context(t, 10*time.Second)
+	kv, err := env.JS(t, "admin").KeyValue(ctx, streams.BucketKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := streams.NewKeyQueueStore(kv, nil)
+	for _, j := range []struct {
+		id uint64
+		by string
+	}{{1, "alice"}, {2, "alice"}, {3, "bob"}, {2, "alice"}} {
+		if _, _, err := s.AppendBy(ctx, "pay", "k", j.id, j.by, 2); err != nil {
+			t.Fatalf("append %d of %s: %v", j.id, j.by, err)
+		}
+	}
+	q, added, err := s.AppendBy(ctx, "pay", "k", 4, "alice", 2)
+	if !errors.Is(err, streams.ErrKeyBound) || added || !slices.Equal(q.IDs, []uint64{1, 2, 3}) || q.CountBy("alice") != 2 {
+		t.Fatalf("alice's third batch on a key bound at 2: %+v added %v, %v; want ErrKeyBound and the order unchanged", q, added, err)
+	}
+	if q, _, err := s.Remove(ctx, "pay", "k", 1); err != nil || !slices.Equal(q.By, []string{"alice", "bob"}) {
+		t.Fatalf("remove alice's head: %+v, %v", q, err)
+	}
+	q, added, err = s.AppendBy(ctx, "pay", "k", 4, "alice", 2)
+	if err != nil || !added || q.SubmitterOf(2) != "alice" || q.CountBy("alice") != 2 {
+		t.Fatalf("alice's batch once one of hers left: %+v added %v, %v", q, added, err)
+	}
+}
+
+// TestKeyQueueJoinsUnderContention: 256 joins of one key at once, through
+// two stores as two authz replicas would, all land, each exactly once.
+func TestKeyQueueJoinsUnderContention(t *testing.T) {
+	env := testnats.Start(t, []string{"pay"})
+	ctx := testnats.Context(t, 60*time.Second)
+	var stores []*streams.KeyQueueStore
+	for range 2 {
+		kv, err := env.JS(t, "authz").KeyValue(ctx, streams.BucketKeys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores = append(stores, streams.NewKeyQueueStore(kv, nil))
+	}
+	const joins = 256
+	errs := make(chan error, joins)
+	var wg sync.WaitGroup
+	for i := range joins {
+		wg.Go(func() {
+			_, added, err := stores[i%2].AppendBy(ctx, "pay", "hot", uint64(i+1), "alice", 0)
+			if err == nil && !added {
+				err = fmt.Errorf("batch %d not added", i+1)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	failed := 0
+	var first error
+	for err := range errs {
+		if err != nil {
+			if failed++; first == nil {
+				first = err
+			}
+		}
+	}
+	if failed > 0 {
+		t.Fatalf("%d of %d joins of one key failed, the first: %v", failed, joins, first)
+	}
+	q, err := stores[0].Load(ctx, "pay", "hot")
+	if err != nil || len(q.IDs) != joins || q.CountBy("alice") != joins {
+		t.Fatalf("the key's order after %d joins: %d listed, %v", joins, len(q.IDs), err)
+	}
 }
