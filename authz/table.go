@@ -37,6 +37,10 @@ type Label struct {
 	Expiry pipeline.Duration `yaml:"expiry,omitempty" json:"expiry,omitempty"`
 	// MaxConcurrent bounds the label's batches in process at once; 0: no bound.
 	MaxConcurrent int `yaml:"max_concurrent,omitempty" json:"max_concurrent,omitempty"`
+	// MaxPerSubmitter bounds the unfinished batches one submitter has under
+	// the label: one more is refused with 429 until one of them finishes.
+	// 0: no bound.
+	MaxPerSubmitter int `yaml:"max_per_submitter,omitempty" json:"max_per_submitter,omitempty"`
 }
 
 // FunctionRule is how one function type runs under a label.
@@ -66,6 +70,9 @@ type Table struct {
 	Labels map[string]*Label `yaml:"labels" json:"labels"`
 	// Domains, optional, holds per-domain rules (DomainRule).
 	Domains map[string]*DomainRule `yaml:"domains,omitempty" json:"domains,omitempty"`
+	// Callers, optional, bounds what each caller may cost the others
+	// (Caller); "*" holds everyone's defaults.
+	Callers map[string]*Caller `yaml:"callers,omitempty" json:"callers,omitempty"`
 }
 
 // LoadTable reads and validates a YAML authorization table. Unknown keys
@@ -163,6 +170,12 @@ func (t *Table) Validate() error {
 		if l.MaxConcurrent < 0 {
 			return fail("max_concurrent", errors.New("must not be negative"))
 		}
+		if l.MaxPerSubmitter < 0 {
+			return fail("max_per_submitter", errors.New("must not be negative"))
+		}
+	}
+	if err := t.validateCallers(); err != nil {
+		return err
 	}
 	return t.validateDomains()
 }

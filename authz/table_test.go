@@ -31,6 +31,12 @@ func TestParseTableRejects(t *testing.T) {
 		{name: "inclusion without max wait", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: non_atomic, priority: high, functions: {tx: {inclusion: {poll_every: 1s}}}}", want: "max_wait"},
 		{name: "inclusion and confirm", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: non_atomic, priority: high, functions: {tx: {confirm: {timeout: 1s}, inclusion: {max_wait: 1s}}}}", want: "together with confirm"},
 		{name: "no functions", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: atomic, priority: high}", want: "labels.x.functions"},
+		{name: "negative per-submitter bound", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: atomic, priority: high, max_per_submitter: -1, functions: {noop: {}}}", want: "labels.x.max_per_submitter"},
+		{name: "caller not a user name", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: atomic, priority: high, functions: {noop: {}}}\ncallers:\n  a.b: {max_requests: 1}", want: "callers.a.b"},
+		{name: "no requests at all", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: atomic, priority: high, functions: {noop: {}}}\ncallers:\n  alice: {max_requests: 0}", want: "callers.alice.max_requests: must be at least 1"},
+		{name: "negative send rate", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: atomic, priority: high, functions: {noop: {}}}\ncallers:\n  '*': {send_rate: -1}", want: "callers.*.send_rate"},
+		{name: "burst without a rate", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: atomic, priority: high, functions: {noop: {}}}\ncallers:\n  alice: {send_burst: 5}", want: "callers.alice.send_burst: applies only with a send_rate"},
+		{name: "unknown caller field", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: atomic, priority: high, functions: {noop: {}}}\ncallers:\n  alice: {max_rps: 5}", want: "max_rps"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
