@@ -238,3 +238,37 @@ func recv[T any](ch <-chan T, d time.Duration) (T, bool) {
 		return zero, false
 	}
 }
+
+// TestCallerLimitsResolve: a named caller's keys win, "*" fills the rest,
+// and the built-in defaults what neither sets.
+func TestCallerLimitsResolve(t *testing.T) {
+	table, err := ParseTable([]byte(fairTable + `callers:
+  "*": {max_requests: 8, send_rate: 2.5}
+  alice: {max_requests: 3, send_burst: 20}
+  bob: {send_rate: 0}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noCallers, err := ParseTable([]byte(fairTable))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		table *Table
+		user  string
+		want  callerLimits
+	}{
+		{name: "own keys over everyone's", table: table, user: "alice", want: callerLimits{maxRequests: 3, sendRate: 2.5, sendBurst: 20}},
+		{name: "everyone's, burst from the rate", table: table, user: "carol", want: callerLimits{maxRequests: 8, sendRate: 2.5, sendBurst: 3}},
+		{name: "a rate of 0 is no bound", table: table, user: "bob", want: callerLimits{maxRequests: 8}},
+		{name: "built-in defaults", table: noCallers, user: "alice", want: callerLimits{maxRequests: 16}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.table.limits(tc.user, 16); got != tc.want {
+				t.Fatalf("limits of %s = %+v, want %+v", tc.user, got, tc.want)
+			}
+		})
+	}
+}

@@ -118,6 +118,7 @@ labels:
     functions: {ledger.transfer: {}}
     expiry: 1h
     max_concurrent: 4
+    max_per_submitter: 2
   stepwise:
     domain: pay
     users: [bob]
@@ -130,6 +131,9 @@ labels:
       chain.dispatch:
         sender: true
         inclusion: {poll_every: 2s, max_wait: 1m, by: [oracle]}
+callers:
+  "*": {max_requests: 8, send_rate: 2.5}
+  alice: {max_requests: 3, send_rate: 10, send_burst: 20}
 `
 	tbl, err := authz.ParseTable([]byte(doc))
 	if err != nil {
@@ -138,8 +142,14 @@ labels:
 	a, s := tbl.Labels["atomic"], tbl.Labels["stepwise"]
 	r := a.Retry
 	if a.Domain != "pay" || len(a.Users) != 2 || a.Mode != pipeline.Atomic || a.Priority != pipeline.High ||
-		a.Expiry.D() != time.Hour || a.MaxConcurrent != 4 || r == nil {
+		a.Expiry.D() != time.Hour || a.MaxConcurrent != 4 || a.MaxPerSubmitter != 2 || r == nil {
 		t.Fatalf("label %+v", a)
+	}
+	if c := tbl.Callers["alice"]; c == nil || *c.MaxRequests != 3 || *c.SendRate != 10 || *c.SendBurst != 20 {
+		t.Fatalf("caller alice %+v", c)
+	}
+	if c := tbl.Callers["*"]; c == nil || *c.MaxRequests != 8 || *c.SendRate != 2.5 || c.SendBurst != nil {
+		t.Fatalf("caller * %+v", c)
 	}
 	if r.Times != 3 || r.Backoff.Kind != pipeline.Exponential || r.Backoff.Initial.D() != 100*time.Millisecond ||
 		r.Backoff.Multiplier != 2 || r.Backoff.Max.D() != time.Second || r.Jitter.D() != 10*time.Millisecond ||
