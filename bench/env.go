@@ -33,8 +33,13 @@ const (
 
 // benchTable lets alice submit no-op batches, atomic (high) and non-atomic
 // (med), without a concurrency limit: the limit's slot record would be a
-// per-label CAS hot spot that measures contention, not the pipeline.
+// per-label CAS hot spot that measures contention, not the pipeline. alice
+// is the one bulk submitter, so she may keep every request of -inflight in
+// flight (her requests still run on at most three quarters of a replica's
+// workers).
 const benchTable = `
+callers:
+  alice: {max_requests: 1000000}
 labels:
   ` + labelAtomic + `:
     domain: ` + benchDomain + `
