@@ -72,6 +72,9 @@ func (s *Service) sendBody(ctx context.Context, user string, body []byte) (any, 
 
 func (s *Service) send(ctx context.Context, user string, req *SendRequest) (any, error) {
 	t := s.Table()
+	if lim := t.limits(user, 0); !s.rates.allow(user, lim, s.opts.Now()) {
+		return nil, errf(CodeTooManyRequests, "authz: %s sends more than %v per second (send_rate %v, send_burst %d); try again", user, lim.sendRate, lim.sendRate, lim.sendBurst)
+	}
 	l, ok := t.Labels[req.Label]
 	if !ok {
 		return nil, errf(CodeNotFound, "authz: unknown label %q", logging.Capped(req.Label))
@@ -165,10 +168,8 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 	b.ID, b.CreatedAt = id, now.UTC()
 	// A duplicate takes its slot too: the submission it repeats may have
 	// died before it took one (reserve keeps a slot already held).
-	if l.MaxConcurrent > 0 {
-		if err := s.reserve(ctx, name, l.MaxConcurrent, id, force); err != nil {
-			return nil, err
-		}
+	if err := s.reserveSlots(ctx, name, l, user, id, force); err != nil {
+		return nil, err
 	}
 	// Indexed only once admitted: a submission refused for its label's
 	// concurrency leaves no index key behind.
@@ -216,6 +217,30 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 		s.log.Debug("batch accepted", "batch_id", first.ID, "label", name, "user", user, "domain", first.Domain, "priority", first.Priority)
 	}
 	return &built{batch: first, dup: dup}, nil
+}
+
+// reserveSlots takes the slots batch id needs under label l: one of the
+// submitter's own (Label.MaxPerSubmitter) and one of the label's
+// (Label.MaxConcurrent). A refusal gives back what it took, so a refused
+// submission holds nothing.
+func (s *Service) reserveSlots(ctx context.Context, label string, l *Label, user string, id uint64, force bool) error {
+	if l.MaxPerSubmitter > 0 {
+		if err := s.reserve(ctx, submitterSlots(label, user), l.MaxPerSubmitter, id, force); err != nil {
+			return err
+		}
+	}
+	if l.MaxConcurrent > 0 {
+		if err := s.reserve(ctx, labelSlots(label), l.MaxConcurrent, id, force); err != nil {
+			if l.MaxPerSubmitter > 0 {
+				if rerr := s.release(ctx, submitterSlots(label, user), id); rerr != nil {
+					// Reclaimed once the submitter is at its bound.
+					s.log.Warn("slot not given back", "batch_id", id, "label", logging.Capped(label), "err", rerr)
+				}
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // assignID takes the batch's id: from this replica's reserved block, or,

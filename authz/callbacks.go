@@ -123,7 +123,9 @@ type callbackChange struct {
 	// finishedLabel and key are the batch's label and key once the record
 	// is terminal: what releaseFinished releases.
 	finishedLabel string
-	key           keyed
+	// finishedBy is the batch's submitter, with finishedLabel.
+	finishedBy string
+	key        keyed
 }
 
 func (s *Service) callbackChange(cb *streams.Callback) callbackChange {
@@ -138,13 +140,13 @@ func (s *Service) callbackChange(cb *streams.Callback) callbackChange {
 // to a record already terminal (a repeated callback) or of another domain.
 func (c *callbackChange) change(rec *streams.BatchRecord) (bool, error) {
 	cb := c.cb
-	c.batchDomain, c.finishedLabel, c.key = "", "", keyed{}
+	c.batchDomain, c.finishedLabel, c.finishedBy, c.key = "", "", "", keyed{}
 	c.recorded = rec.Batch.Domain == cb.Domain
 	c.sender = rec.Batch.NeedsSender() && c.recorded
 	if rec.Status.Terminal() {
 		// Applied before: a repeated callback. Its slot release may be
 		// what failed the first time, so it is done again.
-		c.finishedLabel, c.key = rec.Batch.Label, keyOf(&rec.Batch)
+		c.finishedLabel, c.finishedBy, c.key = rec.Batch.Label, rec.Batch.Submitter, keyOf(&rec.Batch)
 		return false, nil
 	}
 	if rec.Batch.Domain != cb.Domain {
@@ -167,7 +169,7 @@ func (s *Service) noteFinished(ctx context.Context, c *callbackChange, rec *stre
 		s.log.Debug("batch finished", "batch_id", c.cb.BatchID, "outcome", c.cb.Outcome.String(), "domain", c.cb.Domain)
 	}
 	s.opts.Telemetry.BatchFinished(ctx, &rec.Batch, c.cb.Outcome)
-	c.finishedLabel, c.key = rec.Batch.Label, keyOf(&rec.Batch)
+	c.finishedLabel, c.finishedBy, c.key = rec.Batch.Label, rec.Batch.Submitter, keyOf(&rec.Batch)
 }
 
 // releasing says whether releaseFinished has anything to release.
@@ -176,7 +178,7 @@ func (s *Service) releasing(c *callbackChange) bool {
 		return true
 	}
 	l, ok := s.Table().Labels[c.finishedLabel]
-	return ok && l.MaxConcurrent > 0
+	return ok && (l.MaxConcurrent > 0 || l.MaxPerSubmitter > 0)
 }
 
 // releaseFinished frees what the batch of a terminal record held.
@@ -187,8 +189,13 @@ func (s *Service) releaseFinished(ctx context.Context, c *callbackChange) error 
 	// (or a crash right after the record's write) is tried again with the
 	// redelivered callback, which finds the record terminal and comes here.
 	if l, ok := s.Table().Labels[c.finishedLabel]; ok && l.MaxConcurrent > 0 {
-		if err := s.release(ctx, c.finishedLabel, id); err != nil {
+		if err := s.release(ctx, labelSlots(c.finishedLabel), id); err != nil {
 			return fmt.Errorf("authz: release the slot of batch %d: %w", id, err)
+		}
+	}
+	if l, ok := s.Table().Labels[c.finishedLabel]; ok && l.MaxPerSubmitter > 0 {
+		if err := s.release(ctx, submitterSlots(c.finishedLabel, c.finishedBy), id); err != nil {
+			return fmt.Errorf("authz: release the submitter's slot of batch %d: %w", id, err)
 		}
 	}
 	if c.sender {

@@ -56,7 +56,9 @@ type Options struct {
 	// Concurrency bounds the requests served at once, and separately the
 	// callbacks applied at once: the callbacks of a group, whose record
 	// writes are sent together, and those applied one by one. Default
-	// DefaultConcurrency (64).
+	// DefaultConcurrency (64). One caller's requests are served on at most
+	// three quarters of it at once, and a caller holds at most a quarter of
+	// it in flight unless the table says otherwise (Caller.MaxRequests).
 	Concurrency int
 	// CallbackBackoff lists the delays before each new attempt to apply a
 	// callback that failed. A callback whose batch record (or itself)
@@ -97,6 +99,12 @@ type Service struct {
 	callbacks     jetstream.Consumer
 
 	editMu sync.Mutex // serialises this replica's queue edits
+
+	// senders' send rates, by caller (sendRate).
+	rates rateLimits
+	// holdRequest, set by tests only, runs before each request's handler:
+	// a request it holds keeps its worker busy.
+	holdRequest func(user, op string)
 
 	// keyOrder keeps each key's waiting batches (keys.go).
 	keyOrder *streams.KeyQueueStore
@@ -239,7 +247,7 @@ func (s *Service) Run(ctx context.Context) error {
 	// refusing at the gate is what stops a request queued in the client
 	// from running after Run.
 	var requests, applying drain.Gate
-	reqWorkers := startWorkers(s.opts.Concurrency)
+	reqWorkers := startFairPool(s.opts.Concurrency, callerShare(s.opts.Concurrency))
 	var cc jetstream.ConsumeContext
 	stop := func() {
 		if err := svc.Stop(); err != nil {
@@ -272,10 +280,17 @@ func (s *Service) Run(ctx context.Context) error {
 				s.refuse(req)
 				return
 			}
-			reqWorkers.do(func() {
+			// Queued, never waited for here: a wait would hold up every
+			// later request to this endpoint, whoever sent it.
+			user, _, _ := streams.ParseAuthzSubject(req.Subject())
+			limit := s.Table().limits(user, defaultMaxRequests(s.opts.Concurrency)).maxRequests
+			if !reqWorkers.add(user, limit, func() {
 				defer requests.Leave()
 				s.serve(ctx, req, e)
-			})
+			}) {
+				requests.Leave()
+				s.tooMany(req, user, limit)
+			}
 		}), micro.WithEndpointSubject(streams.AuthzSubject("*", e.name)),
 			micro.WithEndpointMetadata(map[string]string{"description": doc}))
 		if err != nil {
@@ -316,6 +331,24 @@ func (s *Service) refuse(req micro.Request) {
 	_ = streams.Reply(s.nc, req.Reply(), nil, strconv.Itoa(CodeUnavailable), "authz: shutting down; try again")
 }
 
+// tooMany answers a request its caller had no room for: 429, naming the
+// bound, into the caller's own inbox only, as serve does.
+func (s *Service) tooMany(req micro.Request, user string, limit int) {
+	if !streams.IsInboxOf(req.Reply(), user) {
+		return
+	}
+	_ = streams.Reply(s.nc, req.Reply(), nil, strconv.Itoa(CodeTooManyRequests),
+		fmt.Sprintf("authz: too many requests in flight for %s (limit %d); try again", user, limit))
+}
+
+// defaultMaxRequests is the built-in Caller.MaxRequests: a quarter of the
+// workers, so that no one caller's requests take them all.
+func defaultMaxRequests(concurrency int) int { return max(concurrency/4, 1) }
+
+// callerShare is how many workers one caller's requests may run on at
+// once, whatever its MaxRequests: all but a quarter, left to the others.
+func callerShare(concurrency int) int { return max(concurrency-concurrency/4, 1) }
+
 // Error is an API error: a code and a message that says what was wrong.
 type Error struct {
 	Code    int
@@ -336,12 +369,13 @@ const (
 	CodeConflict    = 409
 	CodeOutOfBounds = 416
 	CodeInternal    = 500
+	// CodeTooManyRequests answers a caller over one of its bounds (Caller,
+	// Label.MaxPerSubmitter, Label.MaxPerKey): nothing was done, the message names the
+	// bound, and trying again later may succeed.
+	CodeTooManyRequests = 429
 	// CodeUnavailable answers a request that reached a replica as it was
 	// stopping: nothing was done, and trying again reaches another replica.
 	CodeUnavailable = 503
-	// CodeTooManyRequests refuses a request over a bound of its caller's;
-	// the message names the bound.
-	CodeTooManyRequests = 429
 )
 
 type endpoint struct {
@@ -382,6 +416,9 @@ func (s *Service) serve(ctx context.Context, req micro.Request, e endpoint) {
 	err := error(nil)
 	if e.ownerOnly {
 		err = s.owner(user)
+	}
+	if err == nil && s.holdRequest != nil {
+		s.holdRequest(user, e.name)
 	}
 	if err == nil {
 		var span trace.Span

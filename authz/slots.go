@@ -26,12 +26,41 @@ type slots struct {
 	IDs map[uint64]time.Time `json:"ids"`
 }
 
-// reserve takes a slot for id under label, refusing with CodeConflict when
-// max batches are in process; force takes it regardless (the owner). A slot
-// id already holds is kept as it is: a retried submission of the same
-// batch takes one slot, however many times it is retried.
-func (s *Service) reserve(ctx context.Context, label string, max int, id uint64, force bool) error {
-	_, err := s.updateSlots(ctx, label, func(sl *slots) (bool, error) {
+// A submitter's unfinished batches under a label that bounds them
+// (Label.MaxPerSubmitter) are counted the same way, in a record of their
+// own per label and submitter.
+
+// slotSet names one record of slots: its key in the locks bucket, what
+// it counts (for errors), and the refusal of a submission that finds it
+// full.
+type slotSet struct {
+	key, what string
+	full      func(max int) *Error
+}
+
+// labelSlots are label's batches in process (Label.MaxConcurrent).
+func labelSlots(label string) slotSet {
+	return slotSet{key: streams.SlotKey(label), what: fmt.Sprintf("label %q", logging.Capped(label)),
+		full: func(max int) *Error {
+			return errf(CodeConflict, "authz: label %q has %d batches in process, its limit", logging.Capped(label), max)
+		}}
+}
+
+// submitterSlots are user's unfinished batches under label
+// (Label.MaxPerSubmitter).
+func submitterSlots(label, user string) slotSet {
+	return slotSet{key: streams.SubmitterSlotKey(label, user), what: fmt.Sprintf("%s's batches under label %q", user, logging.Capped(label)),
+		full: func(max int) *Error {
+			return errf(CodeTooManyRequests, "authz: %s has %d unfinished batches under label %q, its limit (max_per_submitter %d); try again once one has finished", user, max, logging.Capped(label), max)
+		}}
+}
+
+// reserve takes a slot of set for id, refusing with set.full when max
+// batches hold one; force takes it regardless (the owner). A slot id
+// already holds is kept as it is: a retried submission of the same batch
+// takes one slot, however many times it is retried.
+func (s *Service) reserve(ctx context.Context, set slotSet, max int, id uint64, force bool) error {
+	_, err := s.updateSlots(ctx, set, func(sl *slots) (bool, error) {
 		if _, held := sl.IDs[id]; held {
 			return false, nil
 		}
@@ -39,20 +68,20 @@ func (s *Service) reserve(ctx context.Context, label string, max int, id uint64,
 			s.reclaim(ctx, sl)
 		}
 		if !force && len(sl.IDs) >= max {
-			return false, errf(CodeConflict, "authz: label %q has %d batches in process, its limit", logging.Capped(label), max)
+			return false, set.full(max)
 		}
 		sl.IDs[id] = s.opts.Now().UTC()
 		return true, nil
 	})
 	if errors.Is(err, streams.ErrConflict) {
-		return errf(CodeConflict, "authz: label %q is too busy to count; try again", logging.Capped(label))
+		return errf(CodeConflict, "authz: %s are too busy to count; try again", set.what)
 	}
 	return err
 }
 
-// release frees id's slot under label, if it holds one.
-func (s *Service) release(ctx context.Context, label string, id uint64) error {
-	_, err := s.updateSlots(ctx, label, func(sl *slots) (bool, error) {
+// release frees id's slot of set, if it holds one.
+func (s *Service) release(ctx context.Context, set slotSet, id uint64) error {
+	_, err := s.updateSlots(ctx, set, func(sl *slots) (bool, error) {
 		_, held := sl.IDs[id]
 		delete(sl.IDs, id)
 		return held, nil
@@ -63,14 +92,14 @@ func (s *Service) release(ctx context.Context, label string, id uint64) error {
 	return nil
 }
 
-// updateSlots applies change to label's slots with compare-and-set; change
+// updateSlots applies change to set's slots with compare-and-set; change
 // reports whether it changed anything worth writing.
-func (s *Service) updateSlots(ctx context.Context, label string, change func(*slots) (bool, error)) (uint64, error) {
-	return streams.UpdateKV(ctx, s.locks, streams.SlotKey(label), func(cur []byte, exists bool) ([]byte, error) {
+func (s *Service) updateSlots(ctx context.Context, set slotSet, change func(*slots) (bool, error)) (uint64, error) {
+	return streams.UpdateKV(ctx, s.locks, set.key, func(cur []byte, exists bool) ([]byte, error) {
 		sl := &slots{IDs: map[uint64]time.Time{}}
 		if exists {
 			if err := json.Unmarshal(cur, sl); err != nil {
-				return nil, fmt.Errorf("authz: slots of %q: %w", logging.Capped(label), err)
+				return nil, fmt.Errorf("authz: slots of %s: %w", set.what, err)
 			}
 			if sl.IDs == nil {
 				sl.IDs = map[uint64]time.Time{}

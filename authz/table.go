@@ -45,6 +45,10 @@ type Label struct {
 	// MaxPerKey bounds each submitter's unfinished batches on one key under
 	// the label; 0: DefaultMaxPerKey (Label.KeyBound).
 	MaxPerKey int `yaml:"max_per_key,omitempty" json:"max_per_key,omitempty"`
+	// MaxPerSubmitter bounds the unfinished batches one submitter has under
+	// the label: one more is refused with 429 until one of them finishes.
+	// 0: no bound.
+	MaxPerSubmitter int `yaml:"max_per_submitter,omitempty" json:"max_per_submitter,omitempty"`
 }
 
 // DefaultSenderMaxFunctions is the most functions a batch that needs a
@@ -80,6 +84,9 @@ type Table struct {
 	Labels map[string]*Label `yaml:"labels" json:"labels"`
 	// Domains, optional, holds per-domain rules (DomainRule).
 	Domains map[string]*DomainRule `yaml:"domains,omitempty" json:"domains,omitempty"`
+	// Callers, optional, bounds what each caller may cost the others
+	// (Caller); "*" holds everyone's defaults.
+	Callers map[string]*Caller `yaml:"callers,omitempty" json:"callers,omitempty"`
 }
 
 // LoadTable reads and validates a YAML authorization table. Unknown keys
@@ -183,6 +190,12 @@ func (t *Table) Validate() error {
 		if l.MaxPerKey < 0 {
 			return fail("max_per_key", errors.New("must not be negative"))
 		}
+		if l.MaxPerSubmitter < 0 {
+			return fail("max_per_submitter", errors.New("must not be negative"))
+		}
+	}
+	if err := t.validateCallers(); err != nil {
+		return err
 	}
 	return t.validateDomains()
 }

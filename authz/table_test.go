@@ -33,6 +33,12 @@ func TestParseTableRejects(t *testing.T) {
 		{name: "no functions", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: atomic, priority: high}", want: "labels.x.functions"},
 		{name: "negative max_functions", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: non_atomic, priority: high, max_functions: -1, functions: {tx: {sender: true}}}", want: "labels.x.max_functions: must be between 1 and 1000"},
 		{name: "max_functions over the batch bound", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: non_atomic, priority: high, max_functions: 1001, functions: {tx: {sender: true}}}", want: "labels.x.max_functions"},
+		{name: "negative per-submitter bound", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: atomic, priority: high, max_per_submitter: -1, functions: {noop: {}}}", want: "labels.x.max_per_submitter"},
+		{name: "caller not a user name", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: atomic, priority: high, functions: {noop: {}}}\ncallers:\n  a.b: {max_requests: 1}", want: "callers.a.b"},
+		{name: "no requests at all", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: atomic, priority: high, functions: {noop: {}}}\ncallers:\n  alice: {max_requests: 0}", want: "callers.alice.max_requests: must be at least 1"},
+		{name: "negative send rate", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: atomic, priority: high, functions: {noop: {}}}\ncallers:\n  '*': {send_rate: -1}", want: "callers.*.send_rate"},
+		{name: "burst without a rate", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: atomic, priority: high, functions: {noop: {}}}\ncallers:\n  alice: {send_burst: 5}", want: "callers.alice.send_burst: applies only with a send_rate"},
+		{name: "unknown caller field", yaml: "labels:\n  x: {domain: d, users: ['*'], mode: atomic, priority: high, functions: {noop: {}}}\ncallers:\n  alice: {max_rps: 5}", want: "max_rps"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -114,6 +120,7 @@ labels:
     functions: {ledger.transfer: {}}
     expiry: 1h
     max_concurrent: 4
+    max_per_submitter: 2
   stepwise:
     domain: pay
     users: [bob]
@@ -127,6 +134,9 @@ labels:
       chain.dispatch:
         sender: true
         inclusion: {poll_every: 2s, max_wait: 1m, by: [oracle]}
+callers:
+  "*": {max_requests: 8, send_rate: 2.5}
+  alice: {max_requests: 3, send_rate: 10, send_burst: 20}
 `
 	tbl, err := authz.ParseTable([]byte(doc))
 	if err != nil {
@@ -135,8 +145,14 @@ labels:
 	a, s := tbl.Labels["atomic"], tbl.Labels["stepwise"]
 	r := a.Retry
 	if a.Domain != "pay" || len(a.Users) != 2 || a.Mode != pipeline.Atomic || a.Priority != pipeline.High ||
-		a.Expiry.D() != time.Hour || a.MaxConcurrent != 4 || r == nil {
+		a.Expiry.D() != time.Hour || a.MaxConcurrent != 4 || a.MaxPerSubmitter != 2 || r == nil {
 		t.Fatalf("label %+v", a)
+	}
+	if c := tbl.Callers["alice"]; c == nil || *c.MaxRequests != 3 || *c.SendRate != 10 || *c.SendBurst != 20 {
+		t.Fatalf("caller alice %+v", c)
+	}
+	if c := tbl.Callers["*"]; c == nil || *c.MaxRequests != 8 || *c.SendRate != 2.5 || c.SendBurst != nil {
+		t.Fatalf("caller * %+v", c)
 	}
 	if r.Times != 3 || r.Backoff.Kind != pipeline.Exponential || r.Backoff.Initial.D() != 100*time.Millisecond ||
 		r.Backoff.Multiplier != 2 || r.Backoff.Max.D() != time.Second || r.Jitter.D() != 10*time.Millisecond ||

@@ -33,10 +33,14 @@ const (
 
 // benchTable lets alice submit no-op batches, atomic (high) and non-atomic
 // (med), without a concurrency limit: the limit's slot record would be a
-// per-label CAS hot spot that measures contention, not the pipeline; and
-// with a per-key bound above any run's batches, since the keyed burn-down
-// submits many batches of one submitter on each key.
+// per-label CAS hot spot that measures contention, not the pipeline; with a
+// per-key bound above any run's batches, since the keyed burn-down submits
+// many batches of one submitter on each key. alice is the one bulk
+// submitter, so she may keep every request of -inflight in flight (her
+// requests still run on at most three quarters of a replica's workers).
 const benchTable = `
+callers:
+  alice: {max_requests: 1000000}
 labels:
   ` + labelAtomic + `:
     domain: ` + benchDomain + `

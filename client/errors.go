@@ -40,6 +40,10 @@ var (
 	ErrConflict = errors.New("client: conflict")
 	// ErrOutOfBounds: 416, a position past the end of a queue.
 	ErrOutOfBounds = errors.New("client: index out of bounds")
+	// ErrTooManyRequests: 429, the caller is over one of its bounds (requests
+	// in flight, send rate, unfinished batches under a label): nothing was
+	// done, the message names the bound, and trying again later may succeed.
+	ErrTooManyRequests = errors.New("client: too many requests")
 	// ErrInternal: 500, something failed inside authz.
 	ErrInternal = errors.New("client: internal error")
 	// ErrUnavailable: 503, the request reached a replica as it was stopping;
@@ -48,13 +52,14 @@ var (
 )
 
 var codeErrors = map[int]error{
-	authz.CodeBadRequest:  ErrBadRequest,
-	authz.CodeForbidden:   ErrForbidden,
-	authz.CodeNotFound:    ErrNotFound,
-	authz.CodeConflict:    ErrConflict,
-	authz.CodeOutOfBounds: ErrOutOfBounds,
-	authz.CodeInternal:    ErrInternal,
-	authz.CodeUnavailable: ErrUnavailable,
+	authz.CodeBadRequest:      ErrBadRequest,
+	authz.CodeForbidden:       ErrForbidden,
+	authz.CodeNotFound:        ErrNotFound,
+	authz.CodeConflict:        ErrConflict,
+	authz.CodeOutOfBounds:     ErrOutOfBounds,
+	authz.CodeTooManyRequests: ErrTooManyRequests,
+	authz.CodeInternal:        ErrInternal,
+	authz.CodeUnavailable:     ErrUnavailable,
 }
 
 // Error is an error reply of authz: the operation, the code (HTTP-like, see

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,15 @@ func TestErrorReplies(t *testing.T) {
 			_, err := b.owner.Evict(b.ctx, authz.PositionRequest{Domain: domain, Priority: pipeline.High, Position: 5})
 			return err
 		}},
+		{name: "over the submitter's bound", op: "send", code: 429, is: client.ErrTooManyRequests, call: func() error {
+			// Nothing ticks the processor here: the first stays unfinished.
+			req := authz.SendRequest{Label: "capped", Functions: authz.Calls{noop()}}
+			if _, err := b.bob.Send(b.ctx, req); err != nil {
+				return fmt.Errorf("the first send under the bound: %w", err)
+			}
+			_, err := b.bob.Send(b.ctx, req)
+			return err
+		}},
 		{name: "replay of no dead letter", op: "replay", code: 404, is: client.ErrNotFound, call: func() error {
 			_, err := b.owner.Replay(b.ctx, authz.ReplayRequest{Seq: 12345})
 			return err
@@ -71,7 +81,7 @@ func TestErrorReplies(t *testing.T) {
 			if !errors.Is(err, tc.is) {
 				t.Fatalf("%v does not match %v", err, tc.is)
 			}
-			for _, other := range []error{client.ErrBadRequest, client.ErrForbidden, client.ErrNotFound, client.ErrOutOfBounds, client.ErrConflict} {
+			for _, other := range []error{client.ErrBadRequest, client.ErrForbidden, client.ErrNotFound, client.ErrOutOfBounds, client.ErrConflict, client.ErrTooManyRequests} {
 				if other != tc.is && errors.Is(err, other) {
 					t.Fatalf("%v also matches %v", err, other)
 				}

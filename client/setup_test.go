@@ -40,6 +40,14 @@ labels:
     priority: med
     functions:
       noop: {confirm: {timeout: 1m, by: [oracle]}}
+  capped:
+    domain: pay
+    users: [bob]
+    mode: non_atomic
+    priority: med
+    max_per_submitter: 1
+    functions:
+      noop: {}
 `
 
 // bundle is a server with authz, a worker and a processor of domain pay,

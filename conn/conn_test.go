@@ -26,6 +26,7 @@ func TestDial(t *testing.T) {
 	if !strings.Contains(logs.String(), "server=in-process") || !strings.Contains(logs.String(), `auth="user worker"`) {
 		t.Fatalf("connect log: %s", logs.String())
 	}
+	env.ExpectViolation("worker", `Permissions Violation for Publish to "batches.high.x"`)
 	if err := c.Publish("batches.high.x", nil); err != nil { // a worker may not enqueue
 		t.Fatal(err)
 	}

@@ -324,6 +324,12 @@ func KeyQueueFilter(domain string) string { return domain + ".*" }
 // SlotKey is the locks-bucket key holding the concurrency slots of label.
 func SlotKey(label string) string { return "label." + label }
 
+// SubmitterSlotKey is the locks-bucket key holding the unfinished batches
+// submitter has under label, when the label bounds them.
+func SubmitterSlotKey(label, submitter string) string {
+	return "unfinished." + label + "." + submitter
+}
+
 // FallbackResultKey is the results-bucket key of the fallback of function
 // index of batch id, in round.
 func FallbackResultKey(id uint64, index, round int) string {

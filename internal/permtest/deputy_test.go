@@ -214,8 +214,10 @@ func (s *suite) deniedOrRefused(t *testing.T, r *role, subject, reply string, re
 		case v := <-r.violations:
 			switch {
 			case strings.Contains(v, pubViolation(subject)):
+				r.env.ExpectViolation(r.user, pubViolation(subject))
 				return subjectDenied
 			case strings.Contains(v, fmt.Sprintf("Publish with Reply of %q", reply)):
+				r.env.ExpectViolation(r.user, fmt.Sprintf("Permissions Violation for Publish with Reply of %q", reply))
 				return replyDenied
 			}
 			t.Fatalf("%s: unexpected %q", r.user, v)
@@ -230,7 +232,7 @@ func (s *suite) deniedOrRefused(t *testing.T, r *role, subject, reply string, re
 // anonymous connects without credentials, as nats.conf's "anyone".
 func (s *suite) anonymous(t *testing.T) *role {
 	t.Helper()
-	r := &role{user: "anyone", violations: make(chan string, 64)}
+	r := &role{env: s.env, user: "anyone", violations: make(chan string, 64)}
 	nc, err := streams.Connect(streams.Credentials{Name: "anonymous"}, s.env.Server.InProcess(),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			if errors.Is(err, nats.ErrPermissionViolation) {

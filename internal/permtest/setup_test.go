@@ -53,6 +53,7 @@ func start(t *testing.T) *suite {
 // role is a connection as one nats.conf user that collects the permission
 // violations the server reports to it.
 type role struct {
+	env        *testnats.Env
 	user       string
 	nc         *nats.Conn
 	js         jetstream.JetStream
@@ -63,7 +64,7 @@ type role struct {
 // violation the server reports on this connection.
 func (s *suite) as(t *testing.T, user string) *role {
 	t.Helper()
-	r := &role{user: user, violations: make(chan string, 64)}
+	r := &role{env: s.env, user: user, violations: make(chan string, 64)}
 	r.nc = s.env.Conn(t, user, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		if errors.Is(err, nats.ErrPermissionViolation) {
 			select {
@@ -99,6 +100,7 @@ func (r *role) wantViolation(t *testing.T, want string) {
 		select {
 		case v := <-r.violations:
 			if strings.Contains(v, want) {
+				r.env.ExpectViolation(r.user, want) // provoked: the server's log shows it too
 				return
 			}
 			t.Errorf("%s: unexpected %q while waiting for %q", r.user, v, want)

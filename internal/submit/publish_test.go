@@ -105,6 +105,7 @@ func TestPublishAnswersAsPublishMsg(t *testing.T) {
 // own publish does, instead of waiting for ever.
 func TestPublishWithoutDeadlineIsBounded(t *testing.T) {
 	env := testnats.Start(t, []string{"pay"})
+	env.ExpectViolation("authz", `Permissions Violation for Publish to "not.for.authz"`)
 	js, err := jetstream.New(env.Conn(t, "authz"), jetstream.WithDefaultTimeout(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)

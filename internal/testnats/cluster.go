@@ -71,6 +71,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	wg.Wait()
 	for _, s := range c.Servers {
 		if s != nil {
+			watchViolations(t, s, &violationLog{})
 			t.Cleanup(s.Close)
 		}
 	}

@@ -23,6 +23,8 @@ type Env struct {
 	Server   *embedded.Server
 	Settings streams.Settings
 	Dir      string
+	// violations holds the server's denials, checked when the test ends.
+	violations *violationLog
 }
 
 // ConfigPath finds the repository's nats.conf from the test's working directory.
@@ -80,7 +82,8 @@ func WithUser(user string, publish ...string) Option {
 
 // Start runs a server from nats.conf with a temp store dir and no TCP
 // listener, provisions every resource for domains as admin, and stops it
-// when the test ends.
+// when the test ends. The test fails then if the server denied one of
+// tickflow's own roles anything it did not expect (ExpectViolation).
 func Start(t testing.TB, domains []string, opts ...Option) *Env {
 	t.Helper()
 	dir := t.TempDir()
@@ -93,7 +96,8 @@ func Start(t testing.TB, domains []string, opts ...Option) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &Env{Server: srv, Settings: s, Dir: dir}
+	env := &Env{Server: srv, Settings: s, Dir: dir, violations: &violationLog{}}
+	watchViolations(t, srv, env.violations)
 	t.Cleanup(srv.Close)
 	if domains != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -114,6 +118,7 @@ func (e *Env) Restart(t testing.TB) {
 		t.Fatal(err)
 	}
 	e.Server = srv
+	srv.SetLoggerV2(e.violations, false, false, false)
 	t.Cleanup(srv.Close)
 }
 
