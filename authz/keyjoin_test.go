@@ -43,7 +43,11 @@ labels:
 // order; none is left InProcess.
 func TestKeyJoinsUnderContention(t *testing.T) {
 	const senders, each = 64, 12
-	b := keyedSetupWith(t, 2, strings.Replace(sharedKeyTable, "    priority: med\n", "    priority: med\n    max_per_key: 1000\n", 1))
+	// Both may keep every send in flight: the contention is on the key,
+	// not on the callers' share of authz's workers.
+	table := strings.Replace(sharedKeyTable, "    priority: med\n", "    priority: med\n    max_per_key: 1000\n", 1) +
+		"callers:\n  alice: {max_requests: 1000}\n  bob: {max_requests: 1000}\n"
+	b := keyedSetupWith(t, 2, table)
 	b.startKeyedAuthz(t) // a second replica: joins race across replicas too
 	body, err := json.Marshal(authz.SendRequest{Label: "seq", Key: "hot", Functions: authz.Calls{{Type: "seq.step"}}})
 	if err != nil {
