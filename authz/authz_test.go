@@ -106,21 +106,13 @@ func TestConcurrencyLimit(t *testing.T) {
 	if e == nil || e.Code != "409" {
 		t.Fatalf("third batch over the limit: %+v", e)
 	}
-	// The refused submission left no trace in alice's index of batches.
-	kv, err := b.env.JS(t, "admin").KeyValue(b.ctx, streams.BucketBatches)
-	if err != nil {
-		t.Fatal(err)
+	// The refused submission left no trace in alice's listing.
+	var list authz.ListReply
+	if e := b.call(t, "alice", "list", authz.ListRequest{}, &list); e != nil {
+		t.Fatal(e)
 	}
-	lister, err := kv.ListKeysFiltered(b.ctx, streams.SubmitterFilter("alice"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var indexed []string
-	for k := range lister.Keys() {
-		indexed = append(indexed, k)
-	}
-	if len(indexed) != 1 || indexed[0] != streams.SubmitterKey("alice", first) {
-		t.Fatalf("alice's index %v, want only batch %d", indexed, first)
+	if len(list.Items) != 1 || list.Items[0].ID != first {
+		t.Fatalf("alice's listing %+v, want only batch %d", list.Items, first)
 	}
 	// The owner's insert bypasses the limit.
 	var ins authz.InsertReply

@@ -2,9 +2,14 @@ package authz
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -16,116 +21,230 @@ import (
 )
 
 // A submitter's own batches: listed newest first through the submitter
-// index (a batches-bucket key streams.SubmitterKey per submitter and
-// window of streams.SubmitterWindow batch ids holding one of theirs,
-// written before the first of them is accepted), and cancelled by id.
+// index (streams.StreamSubmitted: a subject per submitter whose entries
+// name their batches in the order accepted, each written before its
+// batches are answered), and cancelled by id.
 
-// indexMarks remembers the index keys this replica wrote or is writing,
-// so that the submissions of one window share a write: a submitter's
-// batches in a row take ids of one block, and most of them find their
-// window's key stored a moment ago. A key stored is trusted for
-// indexMarkTTL only, so that a key lost afterwards (purged by hand, a
-// store restored from a backup) is written again by the next submission
-// in its window. Forgetting one costs a second write of the same key,
-// nothing more; so does a window shared with another replica.
+// indexMarks appends this replica's submissions to the submitter index: a
+// submitter's batches accepted while their previous entry is being written
+// share the next entry (at most streams.SubmittedGroup), so a busy
+// submitter costs far fewer writes than batches, and a sparse one one
+// write per batch. Per submitter it keeps the entries waiting and, between
+// writes, the subject's last entry as this replica knows it (its sequence,
+// the compare-and-set of the next write, and the sequences it names): a
+// write that finds another replica's entry last reads the last entry and
+// tries again. Bounded: past maxIndexUsers, submitters with nothing being
+// written are forgotten (their last entry is read again when needed).
 type indexMarks struct {
 	mu    sync.Mutex
-	marks map[indexMark]*indexWrite
+	users map[string]*indexLog
 }
 
-type indexMark struct {
-	user   string
-	window uint64
+// indexLog is one submitter's appends. tail and known are the flusher's
+// alone (one at a time, handed on under indexMarks.mu).
+type indexLog struct {
+	waiting  []*indexWrite // oldest first; only the last takes more ids
+	flushing bool
+	known    bool
+	tail     indexTail
+	// contended is until when the tail is read before each write: another
+	// replica appended meanwhile, and trusting the tail of one's own last
+	// write would win every race against a replica that must read it
+	// first, and starve it.
+	contended time.Time
 }
 
-// indexWrite is one index key's write: done is closed once it is stored
-// (err nil, at stored) or failed.
+// indexTail is the last entry of a submitter's subject: seq 0 for none.
+type indexTail struct {
+	seq  uint64
+	back []uint64
+}
+
+// indexWrite is one entry's write: done is closed once it is stored (err
+// nil) or given up.
 type indexWrite struct {
-	done   chan struct{}
-	err    error
-	stored time.Time
+	ids  []uint64
+	done chan struct{}
+	err  error
 }
 
 const (
-	// indexMarkTTL is how long a stored index key is taken as stored
-	// without writing it again: a busy submitter fills a window well
-	// within it, and a sparse one writes its key with each batch, as
-	// every submission did before keys stood for windows.
-	indexMarkTTL = time.Second
-	// maxIndexMarks bounds indexMarks: past it, the writes that ended
-	// and are no longer trusted are forgotten.
-	maxIndexMarks = 4096
+	// maxIndexUsers bounds the submitters indexMarks keeps.
+	maxIndexUsers = 4096
+	// indexAttempts bounds the tries of one entry's write: each lost race
+	// to another replica, or failed publish, costs one.
+	indexAttempts = 50
+	// indexContention is how long a replica that lost a race reads the
+	// tail before each write.
+	indexContention = time.Second
 )
 
-// startIndex makes sure the index key of batch id's window is written,
-// without waiting for it, so that the write overlaps the record's; wait
-// with indexed. A window whose key this replica is storing, or stored
-// within indexMarkTTL, is not written again; one whose write failed is.
+// startIndex adds batch id to user's next index entry, without waiting
+// for it to be written, so that the write overlaps the record's; wait with
+// indexed.
 func (s *Service) startIndex(user string, id uint64) (*indexWrite, error) {
-	k := indexMark{user: user, window: streams.SubmitterWindowOf(id)}
-	now := s.opts.Now()
 	m := &s.indexMarks
 	m.mu.Lock()
-	if w := m.marks[k]; w != nil && w.trusted(now) {
-		m.mu.Unlock()
-		return w, nil
+	defer m.mu.Unlock()
+	if m.users == nil {
+		m.users = make(map[string]*indexLog)
 	}
-	if m.marks == nil {
-		m.marks = make(map[indexMark]*indexWrite)
-	}
-	if len(m.marks) >= maxIndexMarks {
-		for k, w := range m.marks {
-			if w.ended() && !w.trusted(now) {
-				delete(m.marks, k)
+	l := m.users[user]
+	if l == nil {
+		if len(m.users) >= maxIndexUsers {
+			for u, l := range m.users {
+				if !l.flushing {
+					delete(m.users, u)
+				}
 			}
 		}
+		l = &indexLog{}
+		m.users[user] = l
 	}
-	w := &indexWrite{done: make(chan struct{})}
-	m.marks[k] = w
-	m.mu.Unlock()
-	pa, err := s.acks.Publish(&nats.Msg{Subject: indexSubject(user, id)})
-	if err != nil {
-		w.err = err
-		close(w.done)
-		return nil, fmt.Errorf("authz: index the batch under its submitter: %w", err)
+	var w *indexWrite
+	if n := len(l.waiting); n > 0 && len(l.waiting[n-1].ids) < streams.SubmittedGroup {
+		w = l.waiting[n-1]
+	} else {
+		w = &indexWrite{done: make(chan struct{})}
+		l.waiting = append(l.waiting, w)
 	}
-	// Its own wait, bounded by the publisher's timeout: the submissions
-	// sharing it each wait as long as their own context allows.
-	go func() {
-		if _, w.err = pa.Wait(context.Background()); w.err == nil {
-			w.stored = s.opts.Now()
-		}
-		close(w.done)
-	}()
+	w.ids = append(w.ids, id)
+	if !l.flushing {
+		l.flushing = true
+		go s.flushIndex(user, l)
+	}
 	return w, nil
 }
 
-func (w *indexWrite) ended() bool {
-	select {
-	case <-w.done:
-		return true
-	default:
-		return false
+// flushIndex writes user's waiting entries, one after another, until none
+// waits. Each write is bounded (indexAttempts tries, each bounded by the
+// publisher's timeout), so it ends on its own.
+func (s *Service) flushIndex(user string, l *indexLog) {
+	m := &s.indexMarks
+	for {
+		m.mu.Lock()
+		if len(l.waiting) == 0 {
+			l.flushing = false
+			m.mu.Unlock()
+			return
+		}
+		w := l.waiting[0]
+		l.waiting = l.waiting[1:]
+		m.mu.Unlock()
+		w.err = s.appendIndex(user, l, w.ids)
+		close(w.done)
 	}
 }
 
-// trusted: still being written, or stored less than indexMarkTTL ago.
-func (w *indexWrite) trusted(now time.Time) bool {
-	return !w.ended() || w.err == nil && now.Sub(w.stored) < indexMarkTTL
+// appendIndex appends an entry of ids to user's subject, after the last
+// one. A try that finds another entry last (another replica's) reads it
+// and tries again; every try of one entry carries the same message id, so
+// a try that was stored though its answer was lost is not stored twice:
+// the server answers the next as a duplicate.
+func (s *Service) appendIndex(user string, l *indexLog, ids []uint64) error {
+	ctx := context.Background() // each wait is bounded by the publisher's timeout
+	msgID := indexMsgID(user, ids)
+	var last error
+	for range indexAttempts {
+		if !l.known || s.opts.Now().Before(l.contended) {
+			tail, err := s.indexTail(ctx, user)
+			if err != nil {
+				last = err
+				continue
+			}
+			l.tail, l.known = tail, true
+		}
+		e := streams.SubmittedEntry{IDs: ids}
+		if l.tail.seq != 0 {
+			e.Back = append([]uint64{l.tail.seq}, l.tail.back[:min(len(l.tail.back), streams.SubmittedBack-1)]...)
+		}
+		data, err := streams.Encode(&e)
+		if err != nil {
+			return err
+		}
+		msg := nats.NewMsg(streams.SubmittedSubject(user))
+		msg.Data = data
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(l.tail.seq, 10))
+		msg.Header.Set(jetstream.MsgIDHeader, msgID)
+		pa, err := s.acks.Publish(msg)
+		if err != nil {
+			return fmt.Errorf("authz: index the batch under its submitter: %w", err)
+		}
+		ack, err := pa.WaitPubAck(ctx)
+		if err == nil {
+			// A duplicate was stored by an earlier try, before the entry
+			// now last: read that one before the next write.
+			l.tail, l.known = indexTail{seq: ack.Seq, back: e.Back}, !ack.Duplicate
+			return nil
+		}
+		last, l.known = err, false
+		if isWrongLastSeq(err) {
+			// Another replica's entry came first: read it, after a random
+			// moment, so that racing replicas take turns.
+			l.contended = s.opts.Now().Add(indexContention)
+			time.Sleep(time.Duration(rand.Int64N(int64(time.Millisecond))))
+		}
+	}
+	return fmt.Errorf("authz: index the batch under its submitter: %d tries: %w", indexAttempts, last)
 }
 
-// indexed waits until the index key of batch id's window is stored, by w
-// (from startIndex). When w failed, it was shared by the submissions of
-// the window, so each of them writes the key once more on its own before
-// giving up: one lost publish fails none of them.
-func (s *Service) indexed(ctx context.Context, user string, id uint64, w *indexWrite) error {
-	err := waitIndex(ctx, w)
-	if err == nil || ctx.Err() != nil {
-		return err
+func isWrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// indexMsgID names an entry's write, the same for each of its tries.
+func indexMsgID(user string, ids []uint64) string {
+	h := sha256.New()
+	h.Write([]byte(user))
+	for _, id := range ids {
+		_ = binary.Write(h, binary.BigEndian, id)
 	}
-	if w, err = s.startIndex(user, id); err != nil {
-		return err
+	return "ix-" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// indexTail reads the last entry of user's subject.
+func (s *Service) indexTail(ctx context.Context, user string) (indexTail, error) {
+	g, err := s.acks.Request(streams.SubmittedLastMsg(user))
+	if err != nil {
+		return indexTail{}, err
 	}
+	seq, e, err := readEntry(ctx, g, user)
+	if errors.Is(err, streams.ErrNoValue) {
+		return indexTail{}, nil
+	}
+	if err != nil {
+		return indexTail{}, err
+	}
+	return indexTail{seq: seq, back: e.Back}, nil
+}
+
+// readEntry reads the answer to a direct get of an index entry, which must
+// be of user's subject: an entry of another's is no entry (ErrNoValue), as
+// a missing one is.
+func readEntry(ctx context.Context, g *streams.PendingAck, user string) (uint64, *streams.SubmittedEntry, error) {
+	if _, err := g.Wait(ctx); err != nil {
+		return 0, nil, fmt.Errorf("authz: read the submitter index: %w", err)
+	}
+	m := g.Msg()
+	data, seq, err := streams.ReadDirectGet(m)
+	if err != nil {
+		return 0, nil, err
+	}
+	if m.Header.Get(jetstream.SubjectHeader) != streams.SubmittedSubject(user) {
+		return 0, nil, streams.ErrNoValue
+	}
+	e, err := streams.Decode[streams.SubmittedEntry](data)
+	if err != nil {
+		return 0, nil, fmt.Errorf("authz: read the submitter index: entry %d: %w", seq, err)
+	}
+	return seq, &e, nil
+}
+
+// indexed waits until the index entry of batch id is stored, by w (from
+// startIndex).
+func (s *Service) indexed(ctx context.Context, _ string, _ uint64, w *indexWrite) error {
 	return waitIndex(ctx, w)
 }
 
@@ -141,7 +260,7 @@ func waitIndex(ctx context.Context, w *indexWrite) error {
 	}
 }
 
-// index writes the submitter index key of batch id and waits for it.
+// index writes the submitter index entry of batch id and waits for it.
 func (s *Service) index(ctx context.Context, user string, id uint64) error {
 	w, err := s.startIndex(user, id)
 	if err != nil {
@@ -150,19 +269,15 @@ func (s *Service) index(ctx context.Context, user string, id uint64) error {
 	return s.indexed(ctx, user, id, w)
 }
 
-func indexSubject(user string, id uint64) string {
-	return "$KV." + streams.BucketBatches + "." + streams.SubmitterKey(user, id)
-}
-
 // Bounds of a listing of one's own batches.
 const (
 	// DefaultListLimit is the page size of a ListRequest without a limit.
 	DefaultListLimit = 50
 	// MaxListLimit is the largest page size of a ListRequest.
 	MaxListLimit = 500
-	// listReadsPerItem bounds the windows of ids (streams.SubmitterWindow
-	// records each) a page reads, per item asked for: past it the page
-	// comes back short, with Next to go on.
+	// listReadsPerItem bounds the batches a page looks at, per item asked
+	// for: past it the page comes back short, with Next to go on, so that
+	// a rare status cannot make one page read everything.
 	listReadsPerItem = 4
 )
 
@@ -171,8 +286,8 @@ type ListRequest struct {
 	// Status, when set, keeps only batches in that status (InProcess,
 	// Executed, Rejected, PartiallyExecuted, RemovedByOwner, Expired).
 	Status pipeline.Status `json:"status,omitempty"`
-	// Before is the cursor: only batches with a smaller id, 0 for the
-	// newest. Pass the previous page's Next.
+	// Before is the cursor: 0 for the newest, else the previous page's
+	// Next, as it was (a position in the listing, not a batch id).
 	Before uint64 `json:"before,omitempty"`
 	// Limit is the page size: 1 to MaxListLimit, 0 for DefaultListLimit.
 	Limit int `json:"limit,omitempty"`
@@ -208,12 +323,97 @@ type ListReply struct {
 var statuses = []pipeline.Status{pipeline.InProcess, pipeline.Executed, pipeline.Rejected,
 	pipeline.PartiallyExecuted, pipeline.RemovedByOwner, pipeline.Expired}
 
-// list answers a page of the caller's batches. It reads the caller's index
-// keys (one subject-filtered listing of the batches bucket: its cost grows
-// with the caller's windows of ids, not with everyone's batches), then the
-// records of the windows, newest first, each window's read together; at
-// most listReadsPerItem windows per item asked for, so that a rare status
-// cannot make one page read everything.
+// A cursor is a position in a listing: the index entry at stream
+// sequence seq, of which the first rest ids are still to list (restAll:
+// every one); or, with cursorLegacy set, a batch id of the index keys of
+// earlier versions (their batches are listed after the index's, by id).
+const (
+	cursorLegacy = uint64(1) << 63
+	restAll      = 0xff
+)
+
+func entryCursor(seq uint64, rest int) uint64 { return seq<<8 | uint64(rest) }
+
+// listed is a batch id found in the index and the cursor just past it.
+type listed struct {
+	id, next uint64
+}
+
+// indexReader walks a submitter's index entries newest first, reading at
+// most ahead entries at once: each names the sequences of the ones before
+// it (streams.SubmittedBack), so they are read together.
+type indexReader struct {
+	s     *Service
+	user  string
+	ids   []listed // found, not yet taken, newest first
+	older []uint64 // sequences of the entries before those read, newest first
+	reads int      // entries read
+}
+
+// add takes entry e at seq, of which the first rest ids are to list.
+func (r *indexReader) add(seq uint64, e *streams.SubmittedEntry, rest int) {
+	rest = min(rest, len(e.IDs))
+	for i := rest - 1; i >= 0; i-- {
+		next := entryCursor(seq, i)
+		if i == 0 {
+			next = 0
+			if len(e.Back) > 0 {
+				next = entryCursor(e.Back[0], restAll)
+			}
+		}
+		r.ids = append(r.ids, listed{id: e.IDs[i], next: next})
+	}
+	r.older = e.Back
+}
+
+// fill reads entries until at least n ids are found or there are no more,
+// at most n entries at once (each names one id at least).
+func (r *indexReader) fill(ctx context.Context, n int) error {
+	for len(r.ids) < n && len(r.older) > 0 {
+		seqs := r.older[:min(len(r.older), n-len(r.ids))]
+		r.older = nil
+		gets := make([]*streams.PendingAck, 0, len(seqs))
+		forget := func() {
+			for _, g := range gets {
+				g.Forget()
+			}
+		}
+		for _, seq := range seqs {
+			g, err := r.s.acks.Request(streams.SubmittedSeqMsg(seq))
+			if err != nil {
+				forget()
+				return fmt.Errorf("authz: read the submitter index: %w", err)
+			}
+			gets = append(gets, g)
+		}
+		for i, g := range gets {
+			r.reads++
+			seq, e, err := readEntry(ctx, g, r.user)
+			if errors.Is(err, streams.ErrNoValue) {
+				// Gone (deleted by hand): the entries it named are out of
+				// reach beyond those read with it.
+				continue
+			}
+			if err != nil {
+				gets = gets[i+1:]
+				forget()
+				return err
+			}
+			if seq != seqs[i] {
+				continue
+			}
+			r.add(seq, e, restAll)
+		}
+	}
+	return nil
+}
+
+// list answers a page of the caller's batches, newest first by the order
+// they were accepted in. From its cursor it reads the caller's index
+// entries and the records of the batches they name, the page's worth and
+// no more: whatever the caller's history, a page reads at most
+// listReadsPerItem records and as many entries per item asked for, plus
+// one.
 func (s *Service) list(ctx context.Context, user string, req *ListRequest) (any, error) {
 	who := user
 	if req.Submitter != "" && req.Submitter != user {
@@ -232,7 +432,157 @@ func (s *Service) list(ctx context.Context, user string, req *ListRequest) (any,
 	if req.Limit, err = pageLimit(req.Limit, DefaultListLimit, MaxListLimit); err != nil {
 		return nil, err
 	}
-	windows, err := s.submitted(ctx, who, req.Before)
+	if req.Before&cursorLegacy != 0 {
+		return s.listLegacy(ctx, who, req, req.Before&^cursorLegacy)
+	}
+	r := &indexReader{s: s, user: who}
+	badCursor := errf(CodeBadRequest, "authz: before %d is not a cursor of this listing: pass the previous page's next as it was, or none for the newest", req.Before)
+	if req.Before == 0 {
+		g, err := s.acks.Request(streams.SubmittedLastMsg(who))
+		if err != nil {
+			return nil, fmt.Errorf("authz: read the submitter index: %w", err)
+		}
+		r.reads++
+		switch seq, e, err := readEntry(ctx, g, who); {
+		case errors.Is(err, streams.ErrNoValue):
+		case err != nil:
+			return nil, err
+		default:
+			r.add(seq, e, restAll)
+		}
+	} else {
+		seq, rest := req.Before>>8, int(req.Before&0xff)
+		if seq == 0 || rest == 0 || (rest > streams.SubmittedGroup && rest != restAll) {
+			return nil, badCursor
+		}
+		r.older = []uint64{seq}
+		if err := r.fill(ctx, 1); err != nil {
+			return nil, err
+		}
+		if len(r.ids) == 0 {
+			return nil, badCursor // no entry of the caller's there
+		}
+		// fill took the whole entry: keep its first rest ids.
+		if rest != restAll {
+			if drop := len(r.ids) - rest; drop > 0 {
+				r.ids = r.ids[drop:]
+			}
+		}
+	}
+	out := &ListReply{Items: []BatchSummary{}}
+	seen := map[uint64]bool{}
+	budget := req.Limit * listReadsPerItem
+	var next uint64 // the cursor past the last batch looked at
+	for len(out.Items) < req.Limit && budget > 0 {
+		want := min(req.Limit-len(out.Items), budget)
+		if err := r.fill(ctx, want); err != nil {
+			return nil, err
+		}
+		if len(r.ids) == 0 {
+			break
+		}
+		chunk := r.ids[:min(want, len(r.ids))]
+		r.ids = r.ids[len(chunk):]
+		budget -= len(chunk)
+		recs, err := s.records(ctx, chunk)
+		if err != nil {
+			return nil, err
+		}
+		for i, rec := range recs {
+			next = chunk[i].next
+			if rec == nil || seen[rec.Batch.ID] || rec.Batch.Submitter != who || (req.Status != "" && rec.Status != req.Status) {
+				continue // not recorded (refused), listed already, another's, or not the status asked for
+			}
+			seen[rec.Batch.ID] = true
+			out.Items = append(out.Items, summary(rec))
+			if len(out.Items) == req.Limit {
+				break
+			}
+		}
+	}
+	if len(out.Items) == req.Limit || budget == 0 {
+		out.Next = next
+	}
+	if out.Next == 0 {
+		// The index is read to its start: the batches indexed by earlier
+		// versions, if any, come after.
+		legacy, err := s.hasLegacyIndex(ctx, who)
+		if err != nil {
+			return nil, err
+		}
+		if legacy {
+			out.Next = cursorLegacy
+		}
+	}
+	return out, nil
+}
+
+// records reads the records of the batches listed, with one pipelined
+// direct get each: nil for an id without a record (refused before its
+// record was written).
+func (s *Service) records(ctx context.Context, ids []listed) ([]*streams.BatchRecord, error) {
+	gets := make([]*streams.PendingAck, 0, len(ids))
+	defer func() {
+		for _, g := range gets {
+			if g != nil {
+				g.Forget()
+			}
+		}
+	}()
+	for _, it := range ids {
+		g, err := s.acks.Request(streams.KVGetMsg(streams.BucketBatches, streams.BatchKey(it.id)))
+		if err != nil {
+			return nil, fmt.Errorf("authz: read batch %d: %w", it.id, err)
+		}
+		gets = append(gets, g)
+	}
+	recs := make([]*streams.BatchRecord, len(ids))
+	for i, g := range gets {
+		gets[i] = nil
+		if _, err := g.Wait(ctx); err != nil {
+			return nil, fmt.Errorf("authz: read batch %d: %w", ids[i].id, err)
+		}
+		data, _, err := streams.ReadKVGet(g.Msg())
+		if errors.Is(err, streams.ErrNoValue) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("authz: read batch %d: %w", ids[i].id, err)
+		}
+		rec, err := streams.Decode[streams.BatchRecord](data)
+		if err != nil {
+			return nil, fmt.Errorf("authz: read batch %d: %w", ids[i].id, err)
+		}
+		recs[i] = &rec
+	}
+	return recs, nil
+}
+
+// hasLegacyIndex says whether user has index keys of earlier versions
+// (streams.SubmitterKey): one direct get of the last of them.
+func (s *Service) hasLegacyIndex(ctx context.Context, user string) (bool, error) {
+	m := nats.NewMsg("$JS.API.DIRECT.GET.KV_" + streams.BucketBatches)
+	m.Data = []byte(`{"last_by_subj":"$KV.` + streams.BucketBatches + "." + streams.SubmitterFilter(user) + `"}`)
+	g, err := s.acks.Request(m)
+	if err != nil {
+		return false, fmt.Errorf("authz: look for index keys of earlier versions: %w", err)
+	}
+	if _, err := g.Wait(ctx); err != nil {
+		return false, fmt.Errorf("authz: look for index keys of earlier versions: %w", err)
+	}
+	_, _, err = streams.ReadKVGet(g.Msg())
+	if errors.Is(err, streams.ErrNoValue) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// listLegacy pages through the batches indexed by the keys of earlier
+// versions, below id before (0: all), newest id first: their keys are
+// listed whole, once per page; they are no longer written, so their number
+// no longer grows.
+func (s *Service) listLegacy(ctx context.Context, who string, req *ListRequest, before uint64) (any, error) {
+	windows, err := s.submitted(ctx, who, before)
 	if err != nil {
 		return nil, err
 	}
@@ -240,21 +590,21 @@ func (s *Service) list(ctx context.Context, user string, req *ListRequest) (any,
 	var seen uint64 // the smallest id looked at
 	for i, w := range windows {
 		if i == req.Limit*listReadsPerItem {
-			out.Next = seen
+			out.Next = cursorLegacy | seen
 			break
 		}
-		recs, err := s.windowRecords(ctx, w, req.Before)
+		recs, err := s.windowRecords(ctx, w, before)
 		if err != nil {
 			return nil, err
 		}
 		for j, rec := range recs {
 			if rec.Batch.Submitter != who || (req.Status != "" && rec.Status != req.Status) {
-				continue // another's in the same window, or not the status asked for
+				continue
 			}
 			out.Items = append(out.Items, summary(rec))
 			if len(out.Items) == req.Limit {
 				if j < len(recs)-1 || i < len(windows)-1 {
-					out.Next = rec.Batch.ID // more may follow: the next page says
+					out.Next = cursorLegacy | rec.Batch.ID
 				}
 				return out, nil
 			}
@@ -264,8 +614,9 @@ func (s *Service) list(ctx context.Context, user string, req *ListRequest) (any,
 	return out, nil
 }
 
-// submitted returns the first ids of the windows holding user's batches
-// below before (0: all), newest first.
+// submitted returns the first ids of the windows of the index keys of
+// earlier versions holding user's batches below before (0: all), newest
+// first.
 func (s *Service) submitted(ctx context.Context, user string, before uint64) ([]uint64, error) {
 	keys, err := s.batches.ListKeysFiltered(ctx, streams.SubmitterFilter(user))
 	if errors.Is(err, jetstream.ErrNoKeysFound) {
@@ -287,48 +638,21 @@ func (s *Service) submitted(ctx context.Context, user string, before uint64) ([]
 
 // windowRecords reads the records of the ids of window w below before (0:
 // all), with one pipelined direct get each, and returns those found,
-// newest first. An id without a record is skipped: one not taken (yet),
-// or one refused before its record was written.
+// newest first.
 func (s *Service) windowRecords(ctx context.Context, w, before uint64) ([]*streams.BatchRecord, error) {
 	last := w + streams.SubmitterWindow - 1
 	if before != 0 && last >= before {
 		last = before - 1
 	}
-	var gets []*streams.PendingAck
-	defer func() {
-		for _, g := range gets {
-			if g != nil {
-				g.Forget()
-			}
-		}
-	}()
+	var ids []listed
 	for id := last; id >= w && id != 0; id-- {
-		g, err := s.acks.Request(streams.KVGetMsg(streams.BucketBatches, streams.BatchKey(id)))
-		if err != nil {
-			return nil, fmt.Errorf("authz: read batch %d: %w", id, err)
-		}
-		gets = append(gets, g)
+		ids = append(ids, listed{id: id})
 	}
-	var recs []*streams.BatchRecord
-	for i, g := range gets {
-		gets[i] = nil
-		if _, err := g.Wait(ctx); err != nil {
-			return nil, fmt.Errorf("authz: read batch %d: %w", last-uint64(i), err)
-		}
-		data, _, err := streams.ReadKVGet(g.Msg())
-		if errors.Is(err, streams.ErrNoValue) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("authz: read batch %d: %w", last-uint64(i), err)
-		}
-		rec, err := streams.Decode[streams.BatchRecord](data)
-		if err != nil {
-			return nil, fmt.Errorf("authz: read batch %d: %w", last-uint64(i), err)
-		}
-		recs = append(recs, &rec)
+	recs, err := s.records(ctx, ids)
+	if err != nil {
+		return nil, err
 	}
-	return recs, nil
+	return slices.DeleteFunc(recs, func(r *streams.BatchRecord) bool { return r == nil }), nil
 }
 
 func summary(rec *streams.BatchRecord) BatchSummary {

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
 
@@ -21,21 +24,6 @@ func sendNoop(ctx context.Context, t *testing.T, s *Service, user string) uint64
 		t.Fatal(err)
 	}
 	return rep.(*SendReply).ID
-}
-
-// indexKeys lists user's submitter index keys.
-func indexKeys(ctx context.Context, t *testing.T, s *Service, user string) []string {
-	t.Helper()
-	lister, err := s.batches.ListKeysFiltered(ctx, streams.SubmitterFilter(user))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // listAll pages through user's listing, limit items a page, and returns
@@ -65,181 +53,253 @@ func listAll(ctx context.Context, t *testing.T, s *Service, user string, limit i
 
 func newestFirst(ids []uint64) []uint64 {
 	out := slices.Clone(ids)
-	slices.SortFunc(out, func(a, b uint64) int { return cmpID(b, a) })
+	slices.Reverse(out)
 	return out
 }
 
-// TestIndexKeyPerWindow: a submitter's batches share one index key per
-// window of streams.SubmitterWindow ids, written once by the replica, and
-// the listing still gives every batch of theirs and no other's, newest
-// first, page after page, across windows shared with other submitters
-// and between two replicas.
-func TestIndexKeyPerWindow(t *testing.T) {
+// TestListInOrderAcceptedAcrossReplicas: two replicas take ids of blocks
+// of their own, so ids are not the order batches were accepted in; the
+// listing is, newest first, page after page, each batch once, whichever
+// replica answers, and another's batches are not in it.
+func TestListInOrderAcceptedAcrossReplicas(t *testing.T) {
 	s, _, ctx := internalService(t, listTable)
+	s2, err := New(ctx, s.nc, Options{Table: s.Table()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var alice, bob []uint64
-	for i := range 3 * streams.SubmitterWindow {
-		alice = append(alice, sendNoop(ctx, t, s, "alice"))
-		if i%5 == 0 {
-			bob = append(bob, sendNoop(ctx, t, s, "bob"))
+	for i := range 40 {
+		on := s
+		if i%3 == 1 {
+			on = s2
+		}
+		alice = append(alice, sendNoop(ctx, t, on, "alice"))
+		if i%7 == 0 {
+			bob = append(bob, sendNoop(ctx, t, s2, "bob"))
 		}
 	}
-	want := map[string]bool{}
-	for _, id := range alice {
-		want[streams.SubmitterKey("alice", id)] = true
+	if slices.IsSorted(alice) {
+		t.Fatalf("ids %v in the order accepted: the two replicas should have taken blocks of their own", alice)
 	}
-	keys := indexKeys(ctx, t, s, "alice")
-	if len(keys) != len(want) || len(keys) >= len(alice)/4 {
-		t.Fatalf("alice's %d batches have index keys %v, want one per window: %d", len(alice), keys, len(want))
-	}
-	for _, k := range keys {
-		if !want[k] {
-			t.Fatalf("index key %s holds none of alice's batches %v", k, alice)
-		}
-	}
-	for _, limit := range []int{1, 7, DefaultListLimit, MaxListLimit} {
-		if got := listAll(ctx, t, s, "alice", limit); !slices.Equal(got, newestFirst(alice)) {
-			t.Fatalf("alice's listing in pages of %d: %v, want %v", limit, got, newestFirst(alice))
+	for _, on := range []*Service{s, s2} {
+		for _, limit := range []int{1, 7, DefaultListLimit, MaxListLimit} {
+			if got := listAll(ctx, t, on, "alice", limit); !slices.Equal(got, newestFirst(alice)) {
+				t.Fatalf("alice's listing in pages of %d: %v, want %v", limit, got, newestFirst(alice))
+			}
 		}
 	}
 	if got := listAll(ctx, t, s, "bob", 2); !slices.Equal(got, newestFirst(bob)) {
 		t.Fatalf("bob's listing: %v, want %v", got, newestFirst(bob))
 	}
+}
 
-	// A second replica takes ids of its own blocks; the listing holds the
-	// batches of both.
+// TestListOfConcurrentSubmissions: batches sent at once, on two
+// replicas, share index entries and race for the subject's end; each is
+// listed exactly once, and a page costs far fewer entries than batches.
+func TestListOfConcurrentSubmissions(t *testing.T) {
+	s, _, ctx := internalService(t, listTable)
 	s2, err := New(ctx, s.nc, Options{Table: s.Table()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 3 {
-		alice = append(alice, sendNoop(ctx, t, s2, "alice"), sendNoop(ctx, t, s, "alice"))
-	}
-	for _, on := range []*Service{s, s2} {
-		if got := listAll(ctx, t, on, "alice", 5); !slices.Equal(got, newestFirst(alice)) {
-			t.Fatalf("alice's listing after a second replica: %v, want %v", got, newestFirst(alice))
+	const senders, each = 8, 25
+	ids := make(chan uint64, senders*each)
+	var wg sync.WaitGroup
+	for g := range senders {
+		on := s
+		if g%2 == 1 {
+			on = s2
 		}
+		wg.Go(func() {
+			for range each {
+				rep, err := on.send(ctx, "alice", &SendRequest{Label: "jobs", Functions: []CallSpec{{Type: "noop"}}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ids <- rep.(*SendReply).ID
+			}
+		})
+	}
+	wg.Wait()
+	close(ids)
+	want := map[uint64]bool{}
+	for id := range ids {
+		want[id] = true
+	}
+	got := listAll(ctx, t, s2, "alice", 9)
+	seen := map[uint64]bool{}
+	for _, id := range got {
+		if seen[id] || !want[id] {
+			t.Fatalf("batch %d listed twice, or not alice's: %v", id, got)
+		}
+		seen[id] = true
+	}
+	if len(seen) != len(want) {
+		t.Fatalf("%d of alice's %d batches listed", len(seen), len(want))
 	}
 }
 
-// TestIndexKeyOfEarlierVersions: an index key written one per batch,
-// under the batch's own id (as earlier versions did), still lists its
-// batch, once, beside the window keys.
-func TestIndexKeyOfEarlierVersions(t *testing.T) {
-	s, _, ctx := internalService(t, listTable)
-	ids := []uint64{sendNoop(ctx, t, s, "carol"), sendNoop(ctx, t, s, "carol")}
-	for _, id := range ids {
-		if _, err := s.batches.Put(ctx, "by.carol."+strconv.FormatUint(id, 10), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := listAll(ctx, t, s, "carol", 1); !slices.Equal(got, newestFirst(ids)) {
-		t.Fatalf("carol's listing: %v, want %v", got, newestFirst(ids))
-	}
-}
-
-// TestIndexWriteFailedIsRetried: a window whose index write failed is
-// written by the next submission in it, not taken as stored; and the
-// writes remembered stay bounded.
-func TestIndexWriteFailedIsRetried(t *testing.T) {
+// TestIndexTailOutOfDateIsReadAgain: a replica whose idea of the index's
+// last entry is out of date (another replica wrote after it, or its write
+// was stored though its answer was lost) loses its compare-and-set, reads
+// the last entry and appends after it: nothing is listed twice or lost.
+func TestIndexTailOutOfDateIsReadAgain(t *testing.T) {
 	s, _, ctx := internalService(t, listTable)
 	first := sendNoop(ctx, t, s, "alice")
-	// The next id is in first's window (a replica's first id starts a
-	// block, and a block holds whole windows): make that window's write a
-	// failed one, and its key gone.
-	failed := &indexWrite{done: make(chan struct{}), err: errors.New("stream unavailable")}
-	close(failed.done)
+	second := sendNoop(ctx, t, s, "alice")
 	s.indexMarks.mu.Lock()
-	for k := range s.indexMarks.marks {
-		s.indexMarks.marks[k] = failed
-	}
+	l := s.indexMarks.users["alice"]
 	s.indexMarks.mu.Unlock()
-	if err := s.batches.Purge(ctx, streams.SubmitterKey("alice", first)); err != nil {
+	l.tail = indexTail{seq: 1} // the first entry: out of date
+	third := sendNoop(ctx, t, s, "alice")
+	// A write stored once already, tried again after the tail moved on:
+	// the server answers it as a duplicate.
+	if err := s.appendIndex("alice", &indexLog{}, []uint64{second}); err != nil {
 		t.Fatal(err)
 	}
-	second := sendNoop(ctx, t, s, "alice")
-	if streams.SubmitterWindowOf(second) != streams.SubmitterWindowOf(first) {
-		t.Fatalf("batches %d and %d in different windows: a replica's first id starts a block", first, second)
-	}
-	if keys := indexKeys(ctx, t, s, "alice"); !slices.Equal(keys, []string{streams.SubmitterKey("alice", first)}) {
-		t.Fatalf("alice's index keys %v after the failed write, want the window's written again", keys)
-	}
-	if got := listAll(ctx, t, s, "alice", 10); !slices.Equal(got, []uint64{second, first}) {
-		t.Fatalf("alice's listing %v, want [%d %d]", got, second, first)
+	if got := listAll(ctx, t, s, "alice", 2); !slices.Equal(got, []uint64{third, second, first}) {
+		t.Fatalf("alice's listing %v, want [%d %d %d]", got, third, second, first)
 	}
 
-	// Bounded: past maxIndexMarks, the writes that ended are forgotten.
+	// Bounded: past maxIndexUsers, the submitters with nothing being
+	// written are forgotten.
 	s.indexMarks.mu.Lock()
-	for w := range uint64(maxIndexMarks) {
-		s.indexMarks.marks[indexMark{user: "bob", window: w * streams.SubmitterWindow}] = failed
+	for i := range maxIndexUsers {
+		s.indexMarks.users[strconv.Itoa(i)] = &indexLog{}
 	}
 	s.indexMarks.mu.Unlock()
 	sendNoop(ctx, t, s, "bob")
 	s.indexMarks.mu.Lock()
-	n := len(s.indexMarks.marks)
+	n := len(s.indexMarks.users)
 	s.indexMarks.mu.Unlock()
 	if n > 2 {
-		t.Fatalf("%d index writes remembered after the bound was reached, want the ended ones forgotten", n)
+		t.Fatalf("%d submitters remembered past the bound, want the idle ones forgotten", n)
 	}
 }
 
-// TestIndexKeyLostIsWrittenAgain: a stored window key is trusted for
-// indexMarkTTL only; a key lost afterwards (purged by hand, say) is
-// written again by the next submission in its window, which is listed.
-func TestIndexKeyLostIsWrittenAgain(t *testing.T) {
+// TestIndexKeyOfEarlierVersions: batches indexed only by the keys of
+// earlier versions (by.<user>.<id>) are listed after the index's, each
+// once, newest id first.
+func TestIndexKeyOfEarlierVersions(t *testing.T) {
 	s, _, ctx := internalService(t, listTable)
-	first := sendNoop(ctx, t, s, "alice")
-	if err := s.batches.Purge(ctx, streams.SubmitterKey("alice", first)); err != nil {
-		t.Fatal(err)
-	}
-	later := time.Now().Add(2 * indexMarkTTL)
-	s.opts.Now = func() time.Time { return later }
-	second := sendNoop(ctx, t, s, "alice")
-	if streams.SubmitterWindowOf(second) != streams.SubmitterWindowOf(first) {
-		t.Fatalf("batches %d and %d in different windows: a replica's first id starts a block", first, second)
-	}
-	if got := listAll(ctx, t, s, "alice", 10); !slices.Equal(got, []uint64{second, first}) {
-		t.Fatalf("alice's listing %v after her window's key was lost, want [%d %d]", got, second, first)
-	}
-}
-
-// TestIndexSharedWriteFailureRetried: a submission that joined its
-// window's write in flight, which then fails, writes the key once more on
-// its own and is answered, and listed.
-func TestIndexSharedWriteFailureRetried(t *testing.T) {
-	s, _, ctx := internalService(t, listTable)
-	first := sendNoop(ctx, t, s, "alice")
-	if err := s.batches.Purge(ctx, streams.SubmitterKey("alice", first)); err != nil {
-		t.Fatal(err)
-	}
-	inFlight := &indexWrite{done: make(chan struct{})}
-	s.indexMarks.mu.Lock()
-	s.indexMarks.marks[indexMark{user: "alice", window: streams.SubmitterWindowOf(first)}] = inFlight
-	s.indexMarks.mu.Unlock()
-	type result struct {
-		id  uint64
-		err error
-	}
-	sent := make(chan result, 1)
-	go func() {
-		rep, err := s.send(ctx, "alice", &SendRequest{Label: "jobs", Functions: []CallSpec{{Type: "noop"}}})
+	now := time.Now().UTC()
+	var old []uint64
+	for _, id := range []uint64{1 << 40, 1<<40 + 1, 1<<40 + 100} {
+		rec := streams.BatchRecord{Batch: pipeline.Batch{ID: id, Label: "jobs", Domain: "pay", Submitter: "carol", CreatedAt: now}, Status: pipeline.InProcess, CreatedAt: now}
+		data, err := streams.Encode(&rec)
 		if err != nil {
-			sent <- result{err: err}
-			return
+			t.Fatal(err)
 		}
-		sent <- result{id: rep.(*SendReply).ID}
-	}()
-	// Once its record is written, the submission waits on the shared write.
-	testnats.Eventually(t, 10*time.Second, "the second batch recorded", func() bool {
-		_, err := s.record(ctx, first+1)
-		return err == nil
-	})
-	inFlight.err = errors.New("publish lost")
-	close(inFlight.done)
-	r := <-sent
-	if r.err != nil || r.id != first+1 {
-		t.Fatalf("send after the shared index write failed: %d, %v; want batch %d answered", r.id, r.err, first+1)
+		if _, err := s.batches.Put(ctx, streams.BatchKey(id), data); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.batches.Put(ctx, "by.carol."+strconv.FormatUint(id, 10), nil); err != nil {
+			t.Fatal(err)
+		}
+		old = append(old, id)
 	}
-	if got := listAll(ctx, t, s, "alice", 10); !slices.Equal(got, []uint64{first + 1, first}) {
-		t.Fatalf("alice's listing %v, want [%d %d]", got, first+1, first)
+	recent := sendNoop(ctx, t, s, "carol")
+	want := append([]uint64{recent}, newestFirst(old)...)
+	for _, limit := range []int{1, 2, 10} {
+		if got := listAll(ctx, t, s, "carol", limit); !slices.Equal(got, want) {
+			t.Fatalf("carol's listing in pages of %d: %v, want %v", limit, got, want)
+		}
+	}
+}
+
+// TestListCursorIsTheCallers: a cursor that is no position of the
+// caller's listing (a batch id, as earlier versions took, or a position
+// in another's) is refused with 400, and shows nothing of another's.
+func TestListCursorIsTheCallers(t *testing.T) {
+	s, _, ctx := internalService(t, listTable)
+	sendNoop(ctx, t, s, "bob")
+	sendNoop(ctx, t, s, "bob")
+	rep, err := s.list(ctx, "bob", &ListRequest{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := rep.(*ListReply).Next
+	if next == 0 {
+		t.Fatal("bob's first page of one has no next")
+	}
+	a := sendNoop(ctx, t, s, "alice")
+	for _, before := range []uint64{next, a, 42, 1<<8 | 200} {
+		_, err := s.list(ctx, "alice", &ListRequest{Before: before})
+		var e *Error
+		if !errors.As(err, &e) || e.Code != CodeBadRequest {
+			t.Fatalf("alice lists before %d: %v, want a 400", before, err)
+		}
+	}
+}
+
+// TestListReadsBoundedByThePage: however many batches a submitter has
+// (each its own idempotent, keyed submission: each takes an id block of
+// its own), a page costs reads in proportion to its limit, not to that
+// history. Counted on the wire: every answer the server sends authz
+// during the listing (direct gets, and a key listing's messages).
+func TestListReadsBoundedByThePage(t *testing.T) {
+	env := testnats.Start(t, []string{"pay"})
+	ctx := testnats.Context(t, 60*time.Second)
+	table, err := ParseTable([]byte(listTable))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, env.Conn(t, "authz"), Options{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const history = 600
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := g; i < history; i += 4 {
+				n := strconv.Itoa(i)
+				if _, err := s.send(ctx, "alice", &SendRequest{Label: "jobs", Functions: []CallSpec{{Type: "noop"}}, Key: "k" + n, IdempotencyKey: "i" + n}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	admin := env.Conn(t, "admin")
+	answers := make(chan *nats.Msg, 1<<16)
+	sub, err := admin.ChanSubscribe(streams.InboxPrefix("authz")+".>", answers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := admin.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	const limit = 10
+	rep, err := s.list(ctx, "alice", &ListRequest{Limit: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rep.(*ListReply).Items); n != limit {
+		t.Fatalf("%d items, want %d", n, limit)
+	}
+	// The server delivers to one connection in order: once a message sent
+	// after the listing arrives, every answer of the listing has.
+	marker := streams.InboxPrefix("authz") + ".marker"
+	if err := admin.Publish(marker, nil); err != nil {
+		t.Fatal(err)
+	}
+	reads := 0
+	for m := range answers {
+		if m.Subject == marker {
+			break
+		}
+		reads++
+	}
+	// The page's entries and records, at most listReadsPerItem each per
+	// item, the last entry, and the look for keys of earlier versions.
+	if bound := 2*listReadsPerItem*limit + 2; reads > bound {
+		t.Fatalf("a page of %d read %d answers, with %d batches recorded; want at most %d", limit, reads, history, bound)
 	}
 }

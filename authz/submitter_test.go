@@ -1,10 +1,15 @@
 package authz_test
 
 import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -131,5 +136,72 @@ func TestCancelParked(t *testing.T) {
 	}
 	if n := info.CachedInfo().State.Msgs; n != 0 {
 		t.Fatalf("%d tokens left in the queue", n)
+	}
+}
+
+// TestListsDoNotStallOthers: while a submitter with a long history (each
+// batch its own keyed, idempotent submission) lists, many pages at once,
+// another user's sends are answered, and every listing is too.
+func TestListsDoNotStallOthers(t *testing.T) {
+	b := setup(t)
+	const history, listers, pages = 300, 16, 4
+	alice, err := client.New(b.conn(t, "alice"), "alice", client.Config{Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := client.New(b.conn(t, "bob"), "bob", client.Config{Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered(t, "send", func() (*authz.SendReply, error) {
+		return alice.Send(b.ctx, authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{noop()}, Key: "k-first", IdempotencyKey: "first"})
+	})
+	var wg sync.WaitGroup
+	errs := make(chan error, history+listers*pages+64)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := g; i < history; i += 8 {
+				n := strconv.Itoa(i)
+				if _, err := alice.Send(b.ctx, authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{noop()}, Key: "k" + n, IdempotencyKey: "i" + n}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	ctx, stop := context.WithCancel(b.ctx)
+	defer stop()
+	for range listers {
+		wg.Go(func() {
+			for range pages {
+				rep, err := alice.List(ctx, authz.ListRequest{Limit: 10})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(rep.Items) != 10 || rep.Next == 0 {
+					errs <- fmt.Errorf("a page of alice's listing: %d items, next %d; want 10 and more", len(rep.Items), rep.Next)
+					return
+				}
+			}
+		})
+	}
+	var sent []uint64
+	for range 10 {
+		rep, err := bob.Send(b.ctx, authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{noop()}})
+		if err != nil {
+			t.Fatalf("bob's send while alice lists: %v", err)
+		}
+		sent = append(sent, rep.ID)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	var rep authz.ListReply
+	if e := b.call(t, "bob", "list", authz.ListRequest{}, &rep); e != nil || len(rep.Items) != len(sent) {
+		t.Fatalf("bob's listing %+v %+v, want his %d batches", rep, e, len(sent))
 	}
 }

@@ -61,7 +61,7 @@ func killServer(ctx context.Context, sys *System, sc Scenario, o Options, admin 
 // before a cluster loses another server: a second loss while one replica
 // still catches up would take the majority.
 var replicatedStreams = []string{
-	streams.StreamHigh, streams.StreamMed, streams.StreamCallbacks, streams.StreamDLQ, streams.StreamIDs,
+	streams.StreamHigh, streams.StreamMed, streams.StreamCallbacks, streams.StreamDLQ, streams.StreamIDs, streams.StreamSubmitted,
 	"KV_" + streams.BucketBatches, "KV_" + streams.BucketProgress, "KV_" + streams.BucketResults, "KV_" + streams.BucketLocks,
 }
 

@@ -25,6 +25,10 @@ const (
 	StreamDLQ = "DLQ"
 	// StreamIDs is the log whose sequence numbers are the global batch ids.
 	StreamIDs = "BATCH_IDS"
+	// StreamSubmitted is the submitter index: one subject per submitter
+	// (SubmittedSubject), whose messages list that submitter's batches in
+	// the order they were accepted.
+	StreamSubmitted = "SUBMITTED"
 )
 
 // KV bucket names.
@@ -261,6 +265,15 @@ func IdempotencyKey(user, key string) string {
 	return "idem." + hex.EncodeToString(h[:16])
 }
 
+// SubmittedSubjects matches every subject of StreamSubmitted.
+const SubmittedSubjects = "submitted.*"
+
+// SubmittedSubject is user's subject of StreamSubmitted: each message is
+// a SubmittedEntry naming batches of theirs, appended after the one before
+// (compare-and-set on the subject's last sequence), so the subject's order
+// is the order the batches were accepted in.
+func SubmittedSubject(user string) string { return "submitted." + user }
+
 // SubmitterWindow is how many consecutive batch ids one submitter index
 // key stands for: SubmitterKey(user, id) is the same key for every id of
 // a window [w, w+SubmitterWindow−1], w a multiple of SubmitterWindow. It
@@ -270,8 +283,9 @@ const SubmitterWindow = 16
 // SubmitterWindowOf is the first id of batch id's window.
 func SubmitterWindowOf(id uint64) uint64 { return id - id%SubmitterWindow }
 
-// SubmitterKey is the batches-bucket key indexing batch id under its
-// submitter: one key per submitter and window of SubmitterWindow ids that
+// SubmitterKey is the batches-bucket key that indexed batch id under its
+// submitter before StreamSubmitted did (still read, never written): one
+// key per submitter and window of SubmitterWindow ids that
 // holds at least one of the submitter's batches, so a submitter's batches
 // are listed by one subject-filtered read (SubmitterFilter) and the
 // records of the windows found, instead of a scan of every record.

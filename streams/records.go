@@ -345,6 +345,26 @@ type WorkReply struct {
 	Included bool `msgpack:"included,omitempty"`
 }
 
+// Bounds of a SubmittedEntry.
+const (
+	// SubmittedGroup is the most batch ids one SubmittedEntry holds.
+	SubmittedGroup = 64
+	// SubmittedBack is how many earlier entries of its subject a
+	// SubmittedEntry names, so that a reader going back reads that many
+	// at once.
+	SubmittedBack = 16
+)
+
+// SubmittedEntry is a message of StreamSubmitted: batches of one
+// submitter, accepted by one authz replica one after another, oldest
+// first, and the stream sequences of the entries of the same subject
+// before it, newest first (at most SubmittedBack; none for the first).
+type SubmittedEntry struct {
+	V    uint8    `msgpack:"v"`
+	IDs  []uint64 `msgpack:"ids"`
+	Back []uint64 `msgpack:"back,omitempty"`
+}
+
 // Encode msgpack-encodes a wire record, stamping it with WireVersion.
 // Records with a hand-written codec (see codec.go) skip msgpack's
 // reflection.
@@ -394,24 +414,26 @@ type versioned interface {
 	setVersion()
 }
 
-func (t *Token) version() uint8        { return t.V }
-func (t *Token) setVersion()           { t.V = WireVersion }
-func (p *Progress) version() uint8     { return p.V }
-func (p *Progress) setVersion()        { p.V = WireVersion }
-func (r *BatchRecord) version() uint8  { return r.V }
-func (r *BatchRecord) setVersion()     { r.V = WireVersion }
-func (c *Callback) version() uint8     { return c.V }
-func (c *Callback) setVersion()        { c.V = WireVersion }
-func (d *DeadLetter) version() uint8   { return d.V }
-func (d *DeadLetter) setVersion()      { d.V = WireVersion }
-func (c *Confirmation) version() uint8 { return c.V }
-func (c *Confirmation) setVersion()    { c.V = WireVersion }
-func (w *WorkRequest) version() uint8  { return w.V }
-func (w *WorkRequest) setVersion()     { w.V = WireVersion }
-func (c *Completion) version() uint8   { return c.V }
-func (c *Completion) setVersion()      { c.V = WireVersion }
-func (w *WorkReply) version() uint8    { return w.V }
-func (w *WorkReply) setVersion()       { w.V = WireVersion }
+func (t *Token) version() uint8          { return t.V }
+func (t *Token) setVersion()             { t.V = WireVersion }
+func (p *Progress) version() uint8       { return p.V }
+func (p *Progress) setVersion()          { p.V = WireVersion }
+func (r *BatchRecord) version() uint8    { return r.V }
+func (r *BatchRecord) setVersion()       { r.V = WireVersion }
+func (c *Callback) version() uint8       { return c.V }
+func (c *Callback) setVersion()          { c.V = WireVersion }
+func (d *DeadLetter) version() uint8     { return d.V }
+func (d *DeadLetter) setVersion()        { d.V = WireVersion }
+func (c *Confirmation) version() uint8   { return c.V }
+func (c *Confirmation) setVersion()      { c.V = WireVersion }
+func (w *WorkRequest) version() uint8    { return w.V }
+func (w *WorkRequest) setVersion()       { w.V = WireVersion }
+func (c *Completion) version() uint8     { return c.V }
+func (c *Completion) setVersion()        { c.V = WireVersion }
+func (w *WorkReply) version() uint8      { return w.V }
+func (w *WorkReply) setVersion()         { w.V = WireVersion }
+func (e *SubmittedEntry) version() uint8 { return e.V }
+func (e *SubmittedEntry) setVersion()    { e.V = WireVersion }
 
 // DomainState is the value of a domain's key in the processors bucket:
 // paused or active, and who changed it. It is JSON, so `nats kv get

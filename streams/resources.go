@@ -125,6 +125,18 @@ func Streams(s Settings) []jetstream.StreamConfig {
 			MaxAge:      s.DLQMaxAge,
 		},
 		{
+			// The submitter index: read newest first, an entry at a time,
+			// through the earlier entries' sequences each entry holds.
+			Name:        StreamSubmitted,
+			Description: "tickflow submitter index: each submitter's batches in the order accepted",
+			Subjects:    []string{SubmittedSubjects},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     s.storage(),
+			Replicas:    s.Replicas,
+			Duplicates:  s.DuplicateWindow,
+			AllowDirect: true,
+		},
+		{
 			Name:        StreamIDs,
 			Description: "tickflow global batch ids: each id is a sequence of this log",
 			Subjects:    []string{IDsSubject},

@@ -27,6 +27,15 @@ func TestAuthz(t *testing.T) {
 				authz.allowed(t, "publish a HIGH token", authz.publishesTo(streams.StreamHigh, highToken()))
 				authz.allowed(t, "publish a MED token", authz.publishesTo(streams.StreamMed, medToken()))
 				authz.allowed(t, "take a batch id", authz.publishesTo(streams.StreamIDs, streams.IDsSubject))
+				authz.allowed(t, "index a batch under its submitter", authz.publishesTo(streams.StreamSubmitted, streams.SubmittedSubject("alice")))
+				authz.allowed(t, "read the submitter index back by sequence", func(ctx context.Context) error {
+					m, err := authz.nc.RequestMsgWithContext(ctx, streams.SubmittedSeqMsg(1))
+					if err != nil {
+						return err
+					}
+					_, _, err = streams.ReadDirectGet(m)
+					return err
+				})
 			},
 			denied: func(t *testing.T) {
 				subj := streams.RequeueSubject(pipeline.High, domain)
