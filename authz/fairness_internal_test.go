@@ -158,14 +158,14 @@ func TestFairPoolTakesCallersInTurn(t *testing.T) {
 	var mu sync.Mutex
 	var order []string
 	started, unblock := make(chan struct{}), make(chan struct{})
-	run := func(name string) func() {
-		return func() {
+	run := func(name string) func(func()) {
+		return func(func()) {
 			mu.Lock()
 			order = append(order, name)
 			mu.Unlock()
 		}
 	}
-	if !p.add("alice", 10, func() { run("a1")(); close(started); <-unblock }) {
+	if !p.add("alice", 10, func(release func()) { run("a1")(release); close(started); <-unblock }) {
 		t.Fatal("a1 refused")
 	}
 	<-started
@@ -200,7 +200,7 @@ func TestFairPoolLimits(t *testing.T) {
 	defer p.stop()
 	unblock := make(chan struct{})
 	running := make(chan string, 8)
-	job := func(name string) func() { return func() { running <- name; <-unblock } }
+	job := func(name string) func(func()) { return func(func()) { running <- name; <-unblock } }
 	for i := range 3 {
 		if !p.add("alice", 3, job("alice")) {
 			t.Fatalf("alice's request %d refused under her limit", i)
@@ -222,6 +222,34 @@ func TestFairPoolLimits(t *testing.T) {
 	}
 	if _, ok := recv(running, 50*time.Millisecond); ok || got["alice"] != 2 || got["bob"] != 1 {
 		t.Fatalf("running %v (and more: %v), want alice on her share of 2 workers and bob on one", got, ok)
+	}
+	close(unblock)
+}
+
+// TestFairPoolReleaseBeforeTheWorkerEnds: a request that released its
+// place (as serve does just before it answers) no longer counts against
+// its caller's limit, although its worker has not finished: a caller that
+// sends its next request as soon as it has an answer is not refused.
+func TestFairPoolReleaseBeforeTheWorkerEnds(t *testing.T) {
+	p := startFairPool(2, 2)
+	defer p.stop()
+	answered, unblock := make(chan struct{}), make(chan struct{})
+	if !p.add("alice", 1, func(release func()) { release(); close(answered); <-unblock }) {
+		t.Fatal("alice's first request refused")
+	}
+	<-answered
+	ran := make(chan struct{})
+	if !p.add("alice", 1, func(func()) { close(ran) }) {
+		t.Fatal("alice's next request refused although her first had answered")
+	}
+	if _, ok := recv(ran, 5*time.Second); !ok {
+		t.Fatal("alice's next request did not run")
+	}
+	if p.add("alice", 1, func(func()) { <-unblock }) != true {
+		t.Fatal("alice refused with nothing held")
+	}
+	if p.add("alice", 1, func(func()) {}) {
+		t.Fatal("alice's request accepted over her limit of 1")
 	}
 	close(unblock)
 }

@@ -26,13 +26,18 @@ type fairPool struct {
 	wg      sync.WaitGroup
 }
 
-// callerQueue is one caller's requests: those waiting, in order, and how
-// many of them run.
+// callerQueue is one caller's requests: those waiting, in order, how many
+// of them run, and how many it holds (queued and not yet released).
 type callerQueue struct {
 	user    string
-	waiting []func()
+	waiting []func(release func())
 	running int
-	inTurn  bool
+	// held counts the requests the caller holds against its limit: each
+	// from add until its release, which the request calls as it answers,
+	// so a caller that sends its next request the moment it has an answer
+	// is not refused for the one still winding down on its worker.
+	held   int
+	inTurn bool
 }
 
 // startFairPool starts n workers; one caller runs at most share requests at
@@ -48,18 +53,21 @@ func startFairPool(n, share int) *fairPool {
 }
 
 // add queues f to run for user, unless user already holds limit requests;
-// it never waits. It reports whether f was queued.
-func (p *fairPool) add(user string, limit int, f func()) bool {
+// it never waits. It reports whether f was queued. f receives release,
+// which gives back the request's place in the caller's limit: f calls it
+// just before it answers, and it is called for f when f returns without.
+func (p *fairPool) add(user string, limit int, f func(release func())) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	q := p.callers[user]
 	if q == nil {
 		q = &callerQueue{user: user}
 	}
-	if q.running+len(q.waiting) >= max(limit, 1) {
+	if q.held >= max(limit, 1) {
 		return false
 	}
 	p.callers[user] = q
+	q.held++
 	q.waiting = append(q.waiting, f)
 	p.enqueue(q)
 	return true
@@ -96,10 +104,21 @@ func (p *fairPool) loop() {
 		q.running++
 		p.enqueue(q) // its next request waits behind the other callers'
 		p.mu.Unlock()
-		f()
+		released := false
+		release := func() {
+			if released {
+				return
+			}
+			released = true
+			p.mu.Lock()
+			q.held--
+			p.mu.Unlock()
+		}
+		f(release)
+		release()
 		p.mu.Lock()
 		q.running--
-		if q.running == 0 && len(q.waiting) == 0 {
+		if q.running == 0 && q.held == 0 && len(q.waiting) == 0 {
 			delete(p.callers, q.user)
 		} else {
 			p.enqueue(q)

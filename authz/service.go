@@ -284,9 +284,9 @@ func (s *Service) Run(ctx context.Context) error {
 			// later request to this endpoint, whoever sent it.
 			user, _, _ := streams.ParseAuthzSubject(req.Subject())
 			limit := s.Table().limits(user, defaultMaxRequests(s.opts.Concurrency)).maxRequests
-			if !reqWorkers.add(user, limit, func() {
+			if !reqWorkers.add(user, limit, func(release func()) {
 				defer requests.Leave()
-				s.serve(ctx, req, e)
+				s.serve(ctx, req, e, release)
 			}) {
 				requests.Leave()
 				s.tooMany(req, user, limit)
@@ -397,9 +397,12 @@ func op[Req any](h func(ctx context.Context, user string, req *Req) (any, error)
 	}
 }
 
-func (s *Service) serve(ctx context.Context, req micro.Request, e endpoint) {
+// serve handles one request on a worker; release gives back the request's
+// place in its caller's limit, and is called just before every answer.
+func (s *Service) serve(ctx context.Context, req micro.Request, e endpoint, release func()) {
 	user, _, ok := streams.ParseAuthzSubject(req.Subject())
 	if !ok {
+		release()
 		_ = streams.Reply(s.nc, req.Reply(), nil, strconv.Itoa(CodeBadRequest), "authz: request subjects are authz.<user>.<operation>")
 		return
 	}
@@ -437,6 +440,7 @@ func (s *Service) serve(ctx context.Context, req micro.Request, e endpoint) {
 			s.log.Error("request failed", "subject", logging.Capped(req.Subject()), "err", logging.Cap(err.Error(), maxMessage))
 			ae = &Error{Code: CodeInternal, Message: err.Error()}
 		}
+		release()
 		_ = streams.Reply(s.nc, req.Reply(), nil, fmt.Sprint(ae.Code), logging.Cap(ae.Message, maxMessage))
 		return
 	}
@@ -447,10 +451,12 @@ func (s *Service) serve(ctx context.Context, req micro.Request, e endpoint) {
 	if !ok {
 		var err error
 		if data, err = json.Marshal(out); err != nil {
+			release()
 			_ = streams.Reply(s.nc, req.Reply(), nil, strconv.Itoa(CodeInternal), "authz: encode reply: "+err.Error())
 			return
 		}
 	}
+	release()
 	_ = streams.Reply(s.nc, req.Reply(), data, "", "")
 }
 
