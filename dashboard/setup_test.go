@@ -134,6 +134,12 @@ func (b *bundle) send(t *testing.T, calls ...authz.CallSpec) uint64 {
 // settled ticks the processor until batch id is finished.
 func (b *bundle) settled(t *testing.T, id uint64) *streams.BatchRecord {
 	t.Helper()
+	return b.settledBy(t, b.proc, id)
+}
+
+// settledBy ticks the processor p until batch id is finished.
+func (b *bundle) settledBy(t *testing.T, p *processor.Processor, id uint64) *streams.BatchRecord {
+	t.Helper()
 	var rec *streams.BatchRecord
 	testnats.Eventually(t, 10*time.Second, "batch settled", func() bool {
 		rep, err := b.owner.Batch(b.ctx, authz.IDRequest{ID: id})
@@ -143,7 +149,7 @@ func (b *bundle) settled(t *testing.T, id uint64) *streams.BatchRecord {
 		if rec = rep.Record; rec.Status.Terminal() {
 			return true
 		}
-		b.proc.Tick(b.ctx, 4)
+		p.Tick(b.ctx, 4)
 		return false
 	})
 	return rec
