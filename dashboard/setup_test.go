@@ -131,12 +131,6 @@ func (b *bundle) send(t *testing.T, calls ...authz.CallSpec) uint64 {
 	return rep.ID
 }
 
-// settled ticks the processor until batch id is finished.
-func (b *bundle) settled(t *testing.T, id uint64) *streams.BatchRecord {
-	t.Helper()
-	return b.settledBy(t, b.proc, id)
-}
-
 // settledBy ticks the processor p until batch id is finished.
 func (b *bundle) settledBy(t *testing.T, p *processor.Processor, id uint64) *streams.BatchRecord {
 	t.Helper()
