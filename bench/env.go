@@ -290,17 +290,16 @@ func (e *env) waitService(name string, n int) error {
 }
 
 // newProcessors binds n processor replicas of the bench domain, each on its
-// own connection, without ticking them.
-func (e *env) newProcessors(n, concurrency, maxSteps int, pace processor.Pace) error {
+// own connection with the options o (its domain and name set here),
+// without ticking them.
+func (e *env) newProcessors(n int, o processor.Options) error {
 	for i := range n {
 		nc, err := e.connect("processor")
 		if err != nil {
 			return err
 		}
-		p, err := processor.New(e.ctx, nc, processor.Options{
-			Domain: benchDomain, Name: fmt.Sprintf("bench-proc-%d", i+1),
-			Concurrency: concurrency, MaxSteps: maxSteps, Pace: pace,
-		})
+		o.Domain, o.Name = benchDomain, fmt.Sprintf("bench-proc-%d", i+1)
+		p, err := processor.New(e.ctx, nc, o)
 		if err != nil {
 			return err
 		}

@@ -1,7 +1,9 @@
 // Command bench measures tickflow against raw JetStream (the ceiling) and
-// asynq on a local Redis, on this machine, in one run: burn-down throughput,
-// non-atomic function throughput, open-loop latency, scaling with replicas,
-// a three-node cluster, and the cost of a tick with a shallow and a deep
+// asynq on a local Redis, on this machine, in one run: the shipped wiring
+// (drain with 1, 2 and 4 replicas beside the back-to-back drain, idle CPU,
+// latency, a throttle shared by replicas), burn-down throughput, non-atomic
+// function throughput, open-loop latency, scaling with replicas, a
+// three-node cluster, and the cost of a tick with a shallow and a deep
 // queue. It prints one table and writes it, with
 // the machine description and the exact command, into docs/benchmarks.md.
 //
@@ -75,6 +77,13 @@ type config struct {
 	tickerSteps      int
 	tickerDur        time.Duration
 	clusterN         int
+	shippedProcList  string
+	shippedProcs     []int
+	shippedN         int
+	shippedReps      int
+	throttleRate     int
+	throttleReplicas int
+	throttleWindow   time.Duration
 }
 
 // workerCount is how many workers run beside p processor replicas.
@@ -111,7 +120,7 @@ func (c *config) asynqConcurrency() int {
 	return c.processors * c.concurrency
 }
 
-var allPhases = []string{"ceiling", "burndown", "ticker", "shipped", "nonatomic", "asynq", "latency", "scaling", "cluster", "depth", "rtt", "keyed"}
+var allPhases = []string{"ceiling", "burndown", "ticker", "shipped", "throttle", "nonatomic", "asynq", "latency", "scaling", "cluster", "depth", "rtt", "keyed"}
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == childCommand {
@@ -160,6 +169,12 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.tickerEvery, "ticker-every", tfconfig.DefaultRun().TickEvery, "interval of the ticker-driven drain (default: tickflow run's)")
 	fs.IntVar(&c.tickerSteps, "ticker-steps", runTickerSteps, "steps each tick of the ticker-driven drain asks for (default: tickflow run's)")
 	fs.DurationVar(&c.tickerDur, "ticker-duration", 10*time.Second, "about how long the ticker-driven drain runs: it drains what the ticker's bound allows in this time")
+	fs.StringVar(&c.shippedProcList, "shipped-processors", "1,2,4", "processor replicas of the shipped phase's drains, comma-separated")
+	fs.IntVar(&c.shippedN, "shipped-n", 20000, "batches of each drain of the shipped phase (as shipped, and its back-to-back baseline), and of its sustained run")
+	fs.IntVar(&c.shippedReps, "shipped-reps", 3, "pairs (back to back, as shipped) per replica count in the shipped phase, in alternating order; the ratio is the median of the pairs'")
+	fs.IntVar(&c.throttleRate, "throttle-rate", 200, "steps per second the throttle phase throttles its domain to")
+	fs.IntVar(&c.throttleReplicas, "throttle-replicas", 3, "processor replicas sharing the throttle phase's throttle")
+	fs.DurationVar(&c.throttleWindow, "throttle-window", 5*time.Second, "whole seconds over which the throttle phase counts the steps run, with a backlog throughout")
 	fs.IntVar(&c.clusterN, "cluster-n", 10000, "batches of each burn-down of the cluster phase (single node and cluster)")
 	fs.DurationVar(&c.stall, "stall", 2*time.Minute, "give up when a drain makes no progress for this long")
 	fs.StringVar(&c.phaseList, "phases", strings.Join(allPhases, ","), "phases to run, comma-separated")
@@ -185,6 +200,7 @@ func parseFlags(args []string) (*config, error) {
 			"n": 10000, "nonatomic": 1000, "latency-duration": 5 * time.Second,
 			"depth-large": 200000, "depth-ticks": 200, "rtt-n": 1000,
 			"scale-n": 5000, "ticker-duration": 5 * time.Second, "cluster-n": 2000,
+			"shipped-n": 5000, "shipped-reps": 2, "throttle-window": 3 * time.Second,
 		} {
 			if set[name] {
 				continue
@@ -218,6 +234,13 @@ func parseFlags(args []string) (*config, error) {
 	if c.scaleN < 1 || c.scaleReps < 1 || c.clusterN < 1 || c.tickerSteps < 1 || c.workers < 0 {
 		return nil, errors.New("-scale-n, -scale-reps, -cluster-n and -ticker-steps must be ≥ 1, -workers ≥ 0")
 	}
+	if c.shippedN < 1 || c.shippedReps < 1 || c.throttleRate < 1 || c.throttleReplicas < 1 {
+		return nil, fmt.Errorf("-shipped-n, -shipped-reps, -throttle-rate and -throttle-replicas must be ≥ 1 (got %d, %d, %d, %d)",
+			c.shippedN, c.shippedReps, c.throttleRate, c.throttleReplicas)
+	}
+	if c.throttleWindow < time.Second || c.throttleWindow%time.Second != 0 {
+		return nil, fmt.Errorf("-throttle-window must be a whole number of seconds, at least 1s (got %s): the throttle's budget is per second of the clock", c.throttleWindow)
+	}
 	if c.tickerEvery < time.Millisecond || c.tickerDur <= 0 {
 		return nil, fmt.Errorf("-ticker-every must be at least 1ms (got %s) and -ticker-duration positive (got %s)", c.tickerEvery, c.tickerDur)
 	}
@@ -226,6 +249,9 @@ func parseFlags(args []string) (*config, error) {
 		return nil, err
 	}
 	if c.scaleAuthz, err = parseCounts("scale-authz", c.scaleAuthzList); err != nil {
+		return nil, err
+	}
+	if c.shippedProcs, err = parseCounts("shipped-processors", c.shippedProcList); err != nil {
 		return nil, err
 	}
 	root, err := repoRoot()

@@ -86,20 +86,29 @@ func renderReport(cfg *config, res *results) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "Run on %s, took %s. Command:\n\n```sh\n%s\n```\n\n", res.started.Format("2006-01-02 15:04 MST"), res.elapsed.Round(time.Second), cfg.commandLine)
 	sb.WriteString(machine(filepath.Dir(cfg.natsConf)))
-	sb.WriteString("\nThe last column is the CPU that other processes of the machine used during the repetitions (machine busy time from /proc/stat less the bench's own): on a 2-core machine anything above ~0.1 core disturbs the figure.\n")
-	fmt.Fprintf(&sb, "\nSettings: N = %d, %d repetitions, %d processor replica(s) × concurrency %d (each tick asks for %d steps, the next tick follows the previous report at once; %s after an empty tick), %d authz replica(s), %d worker(s) of concurrency %d, every replica on its own connection, %d submissions in flight, asynq concurrency %d. Each server is embedded, loaded from nats.conf, file storage, every component in one process on in-process connections (the depth child and the cluster use TCP loopback).\n\n",
-		cfg.n, cfg.reps, cfg.processors, cfg.concurrency, cfg.tickSteps, cfg.idleText(), cfg.authzReplicas, cfg.workerCount(cfg.processors), cfg.workerConcurrency(), cfg.inflight, cfg.asynqConcurrency())
-
-	sb.WriteString("| figure | median | min | max | unit | other processes' CPU (cores, max) |\n|---|---:|---:|---:|---|---:|\n")
+	sb.WriteString("\nThe last column of each table is the CPU that other processes of the machine used during the repetitions (machine busy time from /proc/stat less the bench's own): on a 2-core machine anything above ~0.1 core disturbs the figure.\n")
+	var headline, engine []string
 	for _, k := range res.order {
-		f := res.figs[k]
-		name := f.name
-		if strings.HasPrefix(k, "lat.") && res.latRate > 0 {
-			name += fmt.Sprintf(" (at %.0f batches/s)", res.latRate)
+		if isShipped(k) {
+			headline = append(headline, k)
+		} else {
+			engine = append(engine, k)
 		}
-		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %.2f |\n", name, fmtNum(f.median(), f.unit), fmtNum(f.min(), f.unit), fmtNum(f.max(), f.unit), f.unit, slices.Max(f.others))
 	}
-	sb.WriteString("\nRatios (of medians):\n\n| ratio | value |\n|---|---:|\n")
+	if len(headline) > 0 {
+		fmt.Fprintf(&sb, "\n### As shipped\n\nWhat a deployment runs: the processors with their defaults (the ready pace) beside the ticker `tickflow run` starts, every component with its own defaults; each drain beside the same drain driven back to back by the bench, as pairs in the same run (see the notes).\n\n")
+		writeFigures(&sb, res, headline)
+		writeShippedRatios(&sb, cfg, res)
+	}
+	if len(engine) > 0 {
+		if len(headline) > 0 {
+			sb.WriteString("\n### The engine, driven back to back\n")
+		}
+		fmt.Fprintf(&sb, "\nSettings: N = %d, %d repetitions, %d processor replica(s) × concurrency %d (each tick asks for %d steps, the next tick follows the previous report at once; %s after an empty tick), %d authz replica(s), %d worker(s) of concurrency %d, every replica on its own connection, %d submissions in flight, asynq concurrency %d. Each server is embedded, loaded from nats.conf, file storage, every component in one process on in-process connections (the depth child and the cluster use TCP loopback).\n\n",
+			cfg.n, cfg.reps, cfg.processors, cfg.concurrency, cfg.tickSteps, cfg.idleText(), cfg.authzReplicas, cfg.workerCount(cfg.processors), cfg.workerConcurrency(), cfg.inflight, cfg.asynqConcurrency())
+		writeFigures(&sb, res, engine)
+	}
+	var rb strings.Builder // the ratios, printed when there are any
 	ratio := func(name, a, b string, pct bool) {
 		fa, oka := res.get(a)
 		fb, okb := res.get(b)
@@ -108,9 +117,9 @@ func renderReport(cfg *config, res *results) string {
 		}
 		v := fa.median() / fb.median()
 		if pct {
-			fmt.Fprintf(&sb, "| %s | %.1f%% |\n", name, 100*v)
+			fmt.Fprintf(&rb, "| %s | %.1f%% |\n", name, 100*v)
 		} else {
-			fmt.Fprintf(&sb, "| %s | %.2f× |\n", name, v)
+			fmt.Fprintf(&rb, "| %s | %.2f× |\n", name, v)
 		}
 	}
 	ratio("tickflow drain / ceiling consume+ack", "tf.drain", "ceil.cons", true)
@@ -121,16 +130,16 @@ func renderReport(cfg *config, res *results) string {
 	ratio("tickflow non-atomic functions/s / asynq drain", "tf.fns", "aq.drain", false)
 	ratio("tickflow drain driven by the ticker / back to back", "tf.ticker", "tf.drain", true)
 	if f, ok := res.get("tf.ticker"); ok && res.tickerBound > 0 {
-		fmt.Fprintf(&sb, "| tickflow drain driven by the ticker / the ticker's bound (%.0f batches/s) | %.1f%% |\n", res.tickerBound, 100*f.median()/res.tickerBound)
+		fmt.Fprintf(&rb, "| tickflow drain driven by the ticker / the ticker's bound (%.0f batches/s) | %.1f%% |\n", res.tickerBound, 100*f.median()/res.tickerBound)
 	}
 	if bound, ok := ceilingDrainBound(res); ok {
-		fmt.Fprintf(&sb, "| drain bound from the ceiling: %d cores / (%d stores + %d consumes a batch at the ceiling's CPU each) | %.0f batches/s |\n",
+		fmt.Fprintf(&rb, "| drain bound from the ceiling: %d cores / (%d stores + %d consumes a batch at the ceiling's CPU each) | %.0f batches/s |\n",
 			runtime.GOMAXPROCS(0), drainStores, drainConsumes, bound)
 		if f, ok := res.get("tf.drain"); ok {
-			fmt.Fprintf(&sb, "| tickflow drain / that bound | %.1f%% |\n", 100*f.median()/bound)
+			fmt.Fprintf(&rb, "| tickflow drain / that bound | %.1f%% |\n", 100*f.median()/bound)
 		}
 		if f, ok := res.get("aq.drain"); ok {
-			fmt.Fprintf(&sb, "| 3 × asynq's drain / that bound | %.1f%% |\n", 300*f.median()/bound)
+			fmt.Fprintf(&rb, "| 3 × asynq's drain / that bound | %.1f%% |\n", 300*f.median()/bound)
 		}
 	}
 	ratio("tickflow submit and drain together / drain alone", "tf.both", "tf.drain", true)
@@ -138,6 +147,10 @@ func renderReport(cfg *config, res *results) string {
 	ratio("tick cost deep / shallow queue", "depth.large", "depth.small", false)
 	ratio(fmt.Sprintf("keyed drain over %d keys / unkeyed (keyed phase)", keyedFew), "kd.few", "kd.none", true)
 	ratio("keyed drain over N keys / unkeyed (keyed phase)", "kd.many", "kd.none", true)
+	if rb.Len() > 0 {
+		sb.WriteString("\nRatios (of medians):\n\n| ratio | value |\n|---|---:|\n")
+		sb.WriteString(rb.String())
+	}
 	if len(res.scaling) > 0 {
 		writeScaling(&sb, cfg, res.scaling)
 	}
@@ -163,6 +176,44 @@ func renderReport(cfg *config, res *results) string {
 	return sb.String()
 }
 
+// isShipped says whether the figure key belongs to the shipped wiring's
+// headline (the shipped and throttle phases).
+func isShipped(key string) bool {
+	return strings.HasPrefix(key, "sh.") || strings.HasPrefix(key, "th.")
+}
+
+// writeFigures writes the figures of keys as a table: median, min, max.
+func writeFigures(sb *strings.Builder, res *results, keys []string) {
+	sb.WriteString("| figure | median | min | max | unit | other processes' CPU (cores, max) |\n|---|---:|---:|---:|---|---:|\n")
+	for _, k := range keys {
+		f := res.figs[k]
+		name := f.name
+		if strings.HasPrefix(k, "lat.") && res.latRate > 0 {
+			name += fmt.Sprintf(" (at %.0f batches/s)", res.latRate)
+		}
+		fmt.Fprintf(sb, "| %s | %s | %s | %s | %s | %.2f |\n", name, fmtNum(f.median(), f.unit), fmtNum(f.min(), f.unit), fmtNum(f.max(), f.unit), f.unit, slices.Max(f.others))
+	}
+}
+
+// writeShippedRatios compares the shipped drains of each replica count
+// with the first count's (of medians).
+func writeShippedRatios(sb *strings.Builder, cfg *config, res *results) {
+	if len(cfg.shippedProcs) < 2 {
+		return
+	}
+	base := cfg.shippedProcs[0]
+	fb, ok := res.get(fmt.Sprintf("sh.drain.%d", base))
+	if !ok || fb.median() == 0 {
+		return
+	}
+	sb.WriteString("\n| ratio (of medians) | value |\n|---|---:|\n")
+	for _, p := range cfg.shippedProcs[1:] {
+		if f, ok := res.get(fmt.Sprintf("sh.drain.%d", p)); ok {
+			fmt.Fprintf(sb, "| drain as shipped, %d processors ÷ %d | %.2f× |\n", p, base, f.median()/fb.median())
+		}
+	}
+}
+
 // targets are the project's throughput goals, each judged from the
 // medians of this run; a goal whose figures were not measured says so.
 func targets(cfg *config, res *results) []target {
@@ -173,7 +224,7 @@ func targets(cfg *config, res *results) []target {
 		}
 		return f.median(), true
 	}
-	var ts []target
+	ts := shippedTargets(cfg, res)
 	// ratioTarget compares the medians of a and b against want×.
 	ratioTarget := func(what, a, b string, want float64, pct bool) {
 		va, oka := med(a)
@@ -277,3 +328,94 @@ func ceilingDrainBound(res *results) (float64, bool) {
 	}
 	return float64(runtime.GOMAXPROCS(0)) / perBatch, true
 }
+
+// shippedTargets are the goals of the shipped wiring, judged from the
+// shipped and throttle phases' medians.
+func shippedTargets(cfg *config, res *results) []target {
+	med := func(k string) (float64, bool) {
+		f, ok := res.get(k)
+		if !ok {
+			return 0, false
+		}
+		return f.median(), true
+	}
+	var ts []target
+	t := target{what: "drain as shipped ≥ 90% of back to back (median of the pairs), every replica count", met: true}
+	var parts []string
+	for _, p := range cfg.shippedProcs {
+		v, ok := med(fmt.Sprintf("sh.ratio.%d", p))
+		if !ok {
+			continue
+		}
+		t.known = true
+		t.met = t.met && v >= 90
+		parts = append(parts, fmt.Sprintf("%d: %.1f%%", p, v))
+	}
+	t.measured = strings.Join(parts, ", ")
+	ts = append(ts, t)
+
+	base := 0
+	if len(cfg.shippedProcs) > 0 {
+		base = slices.Min(cfg.shippedProcs)
+	}
+	vb, okb := med(fmt.Sprintf("sh.drain.%d", base))
+	t = target{what: fmt.Sprintf("more replicas as shipped not slower than %d", base), met: true}
+	parts = nil
+	for _, p := range cfg.shippedProcs {
+		v, ok := med(fmt.Sprintf("sh.drain.%d", p))
+		if p == base || !ok || !okb || vb == 0 {
+			continue
+		}
+		t.known = true
+		t.met = t.met && v >= vb
+		parts = append(parts, fmt.Sprintf("%d: %.0f / %.0f = %.2f×", p, v, vb, v/vb))
+	}
+	t.measured = strings.Join(parts, ", ")
+	ts = append(ts, t)
+
+	t = target{what: fmt.Sprintf("on %d cores or more, 4 replicas as shipped ≥ 2× one", manyCores)}
+	v1, ok1 := med("sh.drain.1")
+	v4, ok4 := med("sh.drain.4")
+	switch {
+	case !ok1 || !ok4 || v1 == 0:
+	case runtime.NumCPU() < manyCores:
+		t.measured = fmt.Sprintf("%.2f× here, judged on %d cores or more (this machine has %d)", v4/v1, manyCores, runtime.NumCPU())
+	default:
+		t.known, t.met = true, v4 >= 2*v1
+		t.measured = fmt.Sprintf("%.0f / %.0f = %.2f×", v4, v1, v4/v1)
+	}
+	ts = append(ts, t)
+
+	p50, ok50 := med("sh.lat50.p50")
+	p99, ok99 := med("sh.lat50.p99")
+	t = target{what: fmt.Sprintf("latency as shipped at %d batches/s: p50 ≤ 10 ms, p99 ≤ 50 ms", shippedRate), known: ok50 && ok99}
+	if t.known {
+		t.measured = fmt.Sprintf("p50 %.2f ms, p99 %.2f ms", p50, p99)
+		t.met = p50 <= 10 && p99 <= 50
+	}
+	ts = append(ts, t)
+
+	t = target{what: "a domain with 3 idle replicas (as shipped, the whole process) < 2% of a core"}
+	for _, p := range slices.Backward(slices.Sorted(slices.Values(cfg.shippedProcs))) {
+		if v, ok := med(fmt.Sprintf("sh.idle.%d", p)); ok && p >= 3 {
+			t.known, t.met = true, v < 2
+			t.measured = fmt.Sprintf("%.2f%% with %d idle replicas", v, p)
+			break
+		}
+	}
+	ts = append(ts, t)
+
+	r, okr := med("th.rate")
+	limit := float64(res.throttleLimit)
+	t = target{what: fmt.Sprintf("a domain throttled to %d steps/s with %d replicas runs within ±10%%", cfg.throttleRate, cfg.throttleReplicas), known: okr && limit > 0}
+	if t.known {
+		t.measured = fmt.Sprintf("%.1f steps/s", r)
+		t.met = r >= 0.9*limit && r <= 1.1*limit
+	}
+	ts = append(ts, t)
+	return ts
+}
+
+// manyCores is the machine size from which more replicas are expected to
+// multiply the shipped drain.
+const manyCores = 16

@@ -102,3 +102,57 @@ func TestCeilingDrainBound(t *testing.T) {
 		t.Fatalf("bound %v (%v), want %v", got, ok, want)
 	}
 }
+
+// TestShippedTargets judges the shipped wiring's goals: the ratio at every
+// replica count, more replicas against the fewest, the 16-core goal only
+// on 16 cores or more, the latency at 50/s, the idle CPU of 3 or more
+// replicas and the throttle within 10% of its limit.
+func TestShippedTargets(t *testing.T) {
+	cfg := &config{shippedProcs: []int{1, 2, 4}, throttleRate: 200, throttleReplicas: 3}
+	res := &results{figs: map[string]*figure{}, throttleLimit: 200}
+	for k, v := range map[string]float64{
+		"sh.ratio.1": 95, "sh.ratio.2": 92, "sh.ratio.4": 89,
+		"sh.drain.1": 1000, "sh.drain.2": 1100, "sh.drain.4": 990,
+		"sh.lat50.p50": 2, "sh.lat50.p99": 30,
+		"sh.idle.1": 0.4, "sh.idle.2": 0.5, "sh.idle.4": 2.5,
+		"th.rate": 221,
+	} {
+		res.add(k, k, "", v, cpuMeter{})
+	}
+	got := map[string]target{}
+	for _, tg := range targets(cfg, res) {
+		got[tg.what] = tg
+	}
+	for _, tt := range []struct {
+		what        string
+		known, met  bool
+		measuredHas string
+	}{
+		{what: "drain as shipped ≥ 90% of back to back (median of the pairs), every replica count", known: true, met: false, measuredHas: "4: 89.0%"},
+		{what: "more replicas as shipped not slower than 1", known: true, met: false, measuredHas: "4: 990 / 1000 = 0.99×"},
+		{what: "latency as shipped at 50 batches/s: p50 ≤ 10 ms, p99 ≤ 50 ms", known: true, met: true, measuredHas: "p99 30.00 ms"},
+		{what: "a domain with 3 idle replicas (as shipped, the whole process) < 2% of a core", known: true, met: false, measuredHas: "with 4 idle replicas"},
+		{what: "a domain throttled to 200 steps/s with 3 replicas runs within ±10%", known: true, met: false, measuredHas: "221.0"},
+	} {
+		tg, ok := got[tt.what]
+		if !ok {
+			t.Errorf("no target %q", tt.what)
+			continue
+		}
+		if tg.known != tt.known || tg.met != tt.met || !strings.Contains(tg.measured, tt.measuredHas) {
+			t.Errorf("%s: known %v met %v measured %q; want known %v met %v measured containing %q",
+				tt.what, tg.known, tg.met, tg.measured, tt.known, tt.met, tt.measuredHas)
+		}
+	}
+	many := got["on 16 cores or more, 4 replicas as shipped ≥ 2× one"]
+	if wantKnown := runtime.NumCPU() >= 16; many.known != wantKnown || !strings.Contains(many.measured, "0.99×") {
+		t.Errorf("16-core goal: known %v measured %q; want known %v, measured holding 0.99×", many.known, many.measured, wantKnown)
+	}
+
+	// A run without the shipped phases measures none of them.
+	for _, tg := range shippedTargets(&config{}, &results{figs: map[string]*figure{}}) {
+		if tg.known {
+			t.Errorf("%s: known without figures (%q)", tg.what, tg.measured)
+		}
+	}
+}

@@ -40,11 +40,21 @@ type results struct {
 	latRate     float64
 	scaling     []scaleRow
 	tickerBound float64
-	started     time.Time
-	elapsed     time.Duration
+	// shippedHalf is the offered rate of the shipped phase's second
+	// latency run: half the rate sustained as shipped.
+	shippedHalf float64
+	// throttleLimit is the throttle phase's steps per second.
+	throttleLimit int
+	started       time.Time
+	elapsed       time.Duration
 }
 
 func (r *results) add(key, name, unit string, v float64, m cpuMeter) {
+	r.addOthers(key, name, unit, v, m.others())
+}
+
+// addOthers is add with the other processes' CPU already read.
+func (r *results) addOthers(key, name, unit string, v, others float64) {
 	f, ok := r.figs[key]
 	if !ok {
 		f = &figure{key: key, name: name, unit: unit}
@@ -52,7 +62,7 @@ func (r *results) add(key, name, unit string, v float64, m cpuMeter) {
 		r.order = append(r.order, key)
 	}
 	f.vals = append(f.vals, v)
-	f.others = append(f.others, m.others())
+	f.others = append(f.others, others)
 }
 
 func (r *results) get(key string) (*figure, bool) {
@@ -120,6 +130,11 @@ func run(cfg *config) error {
 	}
 	if cfg.phases["shipped"] {
 		if err := runShippedPhase(cfg, res); err != nil {
+			return err
+		}
+	}
+	if cfg.phases["throttle"] {
+		if err := runThrottlePhase(cfg, res); err != nil {
 			return err
 		}
 	}

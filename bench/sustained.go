@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	tfconfig "github.com/tickflow/tickflow/config"
 )
 
 // sustainedWindow is the bound on batches submitted but not yet called
@@ -13,7 +15,12 @@ import (
 // processor queued, so the processors never wait for work and the queue
 // cannot grow without bound.
 func (c *config) sustainedWindow() int {
-	return c.inflight + c.processors*c.tickSteps
+	return c.sustainedWindowOf(c.spec())
+}
+
+// sustainedWindowOf is sustainedWindow for the replicas of sp.
+func (c *config) sustainedWindowOf(sp envSpec) int {
+	return c.inflight + sp.processors*c.maxStepsOf(sp)
 }
 
 // runSustained measures the rate the system sustains with submit and drain
@@ -24,12 +31,19 @@ func (c *config) sustainedWindow() int {
 // last callback. Submit and drain then go at the same pace and share the
 // machine, which is what an offered load meets in the latency run.
 func runSustained(cfg *config, n int) (float64, error) {
-	e, alice, err := tickflowEnv(cfg)
+	return runSustainedOf(cfg, cfg.spec(), n, false)
+}
+
+// runSustainedOf is runSustained with the replicas of sp, the processors
+// ticked back to back or, when shipped, driven as `tickflow run` drives
+// them (Run in their pace beside the run's ticker).
+func runSustainedOf(cfg *config, sp envSpec, n int, shipped bool) (float64, error) {
+	e, alice, err := tickflowEnvOf(cfg, sp)
 	if err != nil {
 		return 0, err
 	}
 	defer e.close()
-	window := make(chan struct{}, cfg.sustainedWindow())
+	window := make(chan struct{}, cfg.sustainedWindowOf(sp))
 	sub, err := e.admin.Subscribe("callbacks.>", func(*nats.Msg) {
 		select {
 		case <-window:
@@ -50,7 +64,13 @@ func runSustained(cfg *config, n int) (float64, error) {
 	defer scancel()
 	done := make(chan struct{})
 	start := time.Now()
-	e.startTicking(cfg.tickSteps, cfg.idle)
+	if shipped {
+		if err := e.startTicker(tfconfig.DefaultRun().TickEvery, runTickerSteps); err != nil {
+			return 0, err
+		}
+	} else {
+		e.startTicking(cfg.maxStepsOf(sp), cfg.idle)
+	}
 	withRole("alice", func() {
 		go func() {
 			defer close(done)

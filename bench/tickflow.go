@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/worker"
 
 	tfconfig "github.com/tickflow/tickflow/config"
 )
@@ -29,6 +30,35 @@ type envSpec struct {
 	// (startTicker); "" is the default, the ready pace. Back-to-back
 	// ticking calls Tick and never Run, so it does not matter there.
 	pace processor.Pace
+	// throttle is the processors' Options.Throttle: steps per second of
+	// the domain across its replicas; 0: none.
+	throttle int
+	// shipped runs the components with their own defaults (processor
+	// Concurrency and MaxSteps, worker Concurrency) instead of the bench's
+	// -concurrency, -tick-steps and -worker-concurrency.
+	shipped bool
+}
+
+// concurrency, maxSteps and workerConcurrency are the settings sp runs with.
+func (c *config) concurrencyOf(sp envSpec) int {
+	if sp.shipped {
+		return processor.DefaultConcurrency
+	}
+	return c.concurrency
+}
+
+func (c *config) maxStepsOf(sp envSpec) int {
+	if sp.shipped {
+		return processor.DefaultMaxSteps
+	}
+	return c.tickSteps
+}
+
+func (c *config) workerConcurrencyOf(sp envSpec) int {
+	if sp.shipped {
+		return worker.DefaultConcurrency
+	}
+	return c.workerConcurrency()
 }
 
 // spec is the configuration the fixed phases measure.
@@ -59,11 +89,13 @@ func tickflowEnvOf(cfg *config, sp envSpec) (*env, *nats.Conn, error) {
 		e.close()
 		return nil, nil, err
 	}
-	if err := e.startWorkers(sp.workers, cfg.workerConcurrency()); err != nil {
+	if err := e.startWorkers(sp.workers, cfg.workerConcurrencyOf(sp)); err != nil {
 		e.close()
 		return nil, nil, err
 	}
-	if err := e.newProcessors(sp.processors, cfg.concurrency, cfg.tickSteps, sp.pace); err != nil {
+	if err := e.newProcessors(sp.processors, processor.Options{
+		Concurrency: cfg.concurrencyOf(sp), MaxSteps: cfg.maxStepsOf(sp), Pace: sp.pace, Throttle: sp.throttle,
+	}); err != nil {
 		e.close()
 		return nil, nil, err
 	}
@@ -164,7 +196,7 @@ func runBurnDown(cfg *config, o burnOptions) (burnResult, error) {
 			return r, err
 		}
 	} else {
-		e.startTicking(cfg.tickSteps, cfg.idle)
+		e.startTicking(cfg.maxStepsOf(o.spec), cfg.idle)
 	}
 	tproc, tapp, err := e.waitCallbacks(start, uint64(n), cfg.stall)
 	r.drainCPU = selfBusy() - cpu0
@@ -309,7 +341,7 @@ func runLatencyOf(cfg *config, sp envSpec, rate float64, d time.Duration, first,
 			return nil, err
 		}
 	} else {
-		e.startTicking(cfg.tickSteps, cfg.idle)
+		e.startTicking(cfg.maxStepsOf(sp), cfg.idle)
 	}
 	if first && cfg.tracefile != "" {
 		stop, err := startTrace(cfg.tracefile)

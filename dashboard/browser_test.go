@@ -88,7 +88,7 @@ func screenshots(t *testing.T) string {
 // TestBrowser drives the dashboard in headless Chromium as a person would:
 // logs in as the owner, sees a queued batch in flight, replays a dead
 // letter and sees the new batch, opens a batch's page, and pauses the
-// domain; the page's refreshes never overlap, even when authz answers
+// domain; a throttled domain shows its throttle; the page's refreshes never overlap, even when authz answers
 // slower than the refresh period, and back off while they fail; a count of
 // batches in flight not counted in full reads "N+". With TICKFLOW_DOCS_SCREENSHOT set it also writes the overview to
 // docs/dashboard.png.
@@ -99,7 +99,13 @@ func TestBrowser(t *testing.T) {
 	}
 	b := setup(t)
 	failed := b.send(t, fail())
-	rec := b.settled(t, failed)
+	// A replica throttled to 50 steps a second settles the failing batch:
+	// the domain's row shows the throttle its replicas share.
+	throttled, err := processor.New(b.ctx, b.env.Conn(t, "processor"), processor.Options{Domain: domain, Name: "processor-throttled", Throttle: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := b.settledBy(t, throttled, failed)
 	stepped := b.send(t, noop(), noop())
 	// The queue's consumer learns of a token a moment after its publish is
 	// acknowledged, so the first tick may find nothing yet.
@@ -158,6 +164,9 @@ func TestBrowser(t *testing.T) {
 		chromedp.SendKeys(css("#password"), "local-owner"),
 		chromedp.Click(css("#login")),
 		chromedp.WaitVisible(css("#domain-pay")),
+	)
+	run("see the domain's throttle",
+		until(`document.getElementById("throttle-pay").textContent.startsWith("50 steps/s (")`),
 	)
 	run("see the queued batch in flight",
 		chromedp.WaitVisible(css(fmt.Sprintf("#inflight-%d", queued))),

@@ -131,8 +131,8 @@ func (b *bundle) send(t *testing.T, calls ...authz.CallSpec) uint64 {
 	return rep.ID
 }
 
-// settled ticks the processor until batch id is finished.
-func (b *bundle) settled(t *testing.T, id uint64) *streams.BatchRecord {
+// settledBy ticks the processor p until batch id is finished.
+func (b *bundle) settledBy(t *testing.T, p *processor.Processor, id uint64) *streams.BatchRecord {
 	t.Helper()
 	var rec *streams.BatchRecord
 	testnats.Eventually(t, 10*time.Second, "batch settled", func() bool {
@@ -143,7 +143,7 @@ func (b *bundle) settled(t *testing.T, id uint64) *streams.BatchRecord {
 		if rec = rep.Record; rec.Status.Terminal() {
 			return true
 		}
-		b.proc.Tick(b.ctx, 4)
+		p.Tick(b.ctx, 4)
 		return false
 	})
 	return rec

@@ -190,7 +190,7 @@ func TestValidation(t *testing.T) {
 		{name: "schedule and once", nc: nc, opts: Options{Domains: []string{"pay"}, Schedule: every20ms{}, Once: true}, says: "(got Schedule and Once)"},
 		{name: "all three", nc: nc, opts: Options{Domains: []string{"pay"}, Every: time.Second, Schedule: every20ms{}, Once: true}, says: "(got Every and Schedule and Once)"},
 		{name: "negative every", nc: nc, opts: Options{Domains: []string{"pay"}, Every: -time.Second}, says: "Every: must be a positive interval (got -1s)"},
-		{name: "negative steps", nc: nc, opts: Options{Domains: []string{"pay"}, Once: true, Steps: -1}, says: "Steps: must be ≥ 1, or 0 for the default 1 (got -1)"},
+		{name: "negative steps", nc: nc, opts: Options{Domains: []string{"pay"}, Once: true, Steps: -1}, says: "Steps: must be ≥ 1, or 0 for the default 256 (got -1)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/robfig/cron/v3"
 	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/streams"
 	"github.com/tickflow/tickflow/telemetry"
 )
@@ -34,7 +35,10 @@ type Options struct {
 	// Default false.
 	Once bool
 	// Steps is the step count each tick asks for; processors cut it to
-	// their MaxSteps. Default 0, which means 1 (an empty body).
+	// their MaxSteps. Default 0, which means processor.DefaultMaxSteps
+	// (256): as many steps as a processor takes in one tick by default,
+	// what `tick` asks too. A tick pacing a domain of the tick pace then
+	// lets it drain up to 256 batches per fire; set 1 for a single step.
 	Steps int
 	// Logger receives a debug record per fire and a warning per failed
 	// publish. Default: discard.
@@ -66,7 +70,7 @@ func New(nc *nats.Conn, opts Options) (*Ticker, error) {
 	}
 	opts.Domains = slices.Clone(opts.Domains)
 	if opts.Steps == 0 {
-		opts.Steps = 1
+		opts.Steps = processor.DefaultMaxSteps
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -111,7 +115,7 @@ func (o *Options) validate() error {
 		errs = append(errs, fmt.Errorf("%w: set exactly one of Every, Schedule or Once (got %s)", ErrInvalid, got))
 	}
 	if o.Steps < 0 {
-		errs = append(errs, fmt.Errorf("%w: Steps: must be ≥ 1, or 0 for the default 1 (got %d)", ErrInvalid, o.Steps))
+		errs = append(errs, fmt.Errorf("%w: Steps: must be ≥ 1, or 0 for the default %d (got %d)", ErrInvalid, processor.DefaultMaxSteps, o.Steps))
 	}
 	return errors.Join(errs...)
 }

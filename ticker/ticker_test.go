@@ -3,6 +3,7 @@ package ticker
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -68,8 +69,8 @@ func start(t *testing.T, tk *Ticker) (stop func() error) {
 	}
 }
 
-// countUntil reads ticks from ch until every domain has at least n, and
-// fails the test if that takes longer than 5s.
+// countUntil reads ticks from ch until every domain has at least n, each
+// asking the default steps, and fails the test if that takes longer than 5s.
 func countUntil(t *testing.T, ch <-chan *nats.Msg, domains []string, n int) map[string]int {
 	t.Helper()
 	got := map[string]int{}
@@ -86,8 +87,8 @@ func countUntil(t *testing.T, ch <-chan *nats.Msg, domains []string, n int) map[
 		select {
 		case m := <-ch:
 			got[strings.TrimPrefix(m.Subject, "tick.")]++
-			if len(m.Data) != 0 {
-				t.Errorf("tick to %s has body %q, want empty (one step)", m.Subject, m.Data)
+			if want := strconv.Itoa(processor.DefaultMaxSteps); string(m.Data) != want {
+				t.Errorf("tick to %s has body %q, want %q (the default steps)", m.Subject, m.Data, want)
 			}
 		case <-deadline:
 			t.Fatalf("after 5s got ticks %v, want ≥ %d for each of %v", got, n, domains)
@@ -218,32 +219,35 @@ func TestOncePublishesExactlyOneTickPerDomain(t *testing.T) {
 }
 
 func TestStepsBody(t *testing.T) {
+	// A Ticker's default asks as many steps as a processor takes in one
+	// tick; TickOnce and Request send what they are given, 0 as 1 (an
+	// empty body, as `nats pub tick.<domain> ""`).
+	maxSteps := strconv.Itoa(processor.DefaultMaxSteps)
 	tests := []struct {
-		name  string
-		steps int
-		body  string
+		name         string
+		steps        int
+		body         string // what a Ticker sends
+		onceBody     string // what TickOnce sends
+		want, wantOn int
 	}{
-		{name: "default", steps: 0, body: ""},
-		{name: "one", steps: 1, body: ""},
-		{name: "several", steps: 7, body: "7"},
+		{name: "default", steps: 0, body: maxSteps, want: processor.DefaultMaxSteps, onceBody: "", wantOn: 1},
+		{name: "one", steps: 1, body: "", want: 1, onceBody: "", wantOn: 1},
+		{name: "several", steps: 7, body: "7", want: 7, onceBody: "7", wantOn: 7},
 	}
 	b := setup(t)
 	ticks := b.watch(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			want := tt.steps
-			if want == 0 {
-				want = 1
-			}
-			check := func(how string, m *nats.Msg) {
+			checkBody := func(how string, m *nats.Msg, body string, want int) {
 				t.Helper()
-				if string(m.Data) != tt.body {
-					t.Errorf("%s: body %q, want %q", how, m.Data, tt.body)
+				if string(m.Data) != body {
+					t.Errorf("%s: body %q, want %q", how, m.Data, body)
 				}
 				if n, err := processor.ParseTick(m.Data); err != nil || n != want {
 					t.Errorf("%s: processor.ParseTick(%q) = %d, %v; want %d", how, m.Data, n, err, want)
 				}
 			}
+			check := func(how string, m *nats.Msg) { t.Helper(); checkBody(how, m, tt.body, tt.want) }
 
 			tk, err := New(b.ticker, Options{Domains: []string{"pay"}, Once: true, Steps: tt.steps})
 			if err != nil {
@@ -260,7 +264,7 @@ func TestStepsBody(t *testing.T) {
 				t.Fatalf("got %d ticks, want 2 (Run with Once, then TickOnce)", len(got))
 			}
 			check("Run", got[0])
-			check("TickOnce", got[1])
+			checkBody("TickOnce", got[1], tt.onceBody, tt.wantOn)
 
 			// The interval path sends the same body.
 			every, err := New(b.ticker, Options{Domains: []string{"pay"}, Every: 5 * time.Millisecond, Steps: tt.steps})

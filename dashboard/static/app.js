@@ -157,11 +157,21 @@
         el("td", { class: "num depth-high" }, d.depth.high || 0),
         el("td", { class: "num depth-med" }, d.depth.med || 0),
         el("td", { class: "num" }, el("a", { href: "#/dlq" }, d.dead_letters)),
+        throttleCell(d),
         el("td", {},
           d.paused
             ? el("button", { id: "resume-" + d.domain, onclick: () => act((r) => r.domain + " resumed", "/api/resume", { domain: d.domain }) }, "Resume")
             : el("button", { id: "pause-" + d.domain, class: "danger", onclick: () => act((r) => r.domain + " paused", "/api/pause", { domain: d.domain }) }, "Pause"))));
-    return table(["domain", "state", "high queue", "med queue", "dead letters", ""], rows, "No domains in the authorization table.");
+    return table(["domain", "state", "high queue", "med queue", "dead letters", "throttle", ""], rows, "No domains in the authorization table.");
+  }
+
+  // throttleCell shows a throttled domain's steps per second, shared by its
+  // replicas, and the steps taken in the last second they drew from.
+  function throttleCell(d) {
+    const t = d.throttle;
+    if (!t) return el("td", { id: "throttle-" + d.domain, class: "muted" }, "none");
+    const at = new Date(t.second * 1000).toLocaleTimeString();
+    return el("td", { id: "throttle-" + d.domain }, t.steps_per_second + " steps/s", el("span", { class: "muted" }, " (" + t.used + " taken in the second of " + at + ")"));
   }
 
   function inflightTable(f) {
