@@ -33,6 +33,7 @@ func (s *Service) endpoints() []endpoint {
 		{"insert", "insert a batch at a position", owner, op(s.insert)},
 		{"dlq", "list dead letters", owner, op(s.listDLQ)},
 		{"replay", "replay dead letters as new batches", owner, op(s.replay)},
+		{"purge", "remove dead letters: one, a domain's, or those older than a duration", owner, op(s.purge)},
 		{"reload", "reload the authorization table", owner, op(s.reload)},
 		{"keys", "a domain's keys: each one's running batch and how many wait", owner, op(s.keys)},
 		{"senders", "a domain's senders, free or leased", owner, op(s.listSenders)},
@@ -143,17 +144,8 @@ func (s *Service) build(ctx context.Context, name string, l *Label, user string,
 	}
 	b.Priority = prio
 	if idem != "" {
-		if id, ok, err := s.idempotent(ctx, user, idem); err != nil {
-			return nil, err
-		} else if ok {
-			rec, err := s.record(ctx, id)
-			if err != nil {
-				return nil, err
-			}
-			if err := sameSubmission(idem, &rec.Batch, b); err != nil {
-				return nil, err
-			}
-			return &built{batch: &rec.Batch, dup: true, terminal: rec.Status.Terminal()}, nil
+		if rep, err := s.repeated(ctx, user, idem, b); rep != nil || err != nil {
+			return rep, err
 		}
 	}
 	if key != "" && !force {
@@ -241,6 +233,28 @@ func (s *Service) reserveSlots(ctx context.Context, label string, l *Label, user
 		}
 	}
 	return nil
+}
+
+// repeated answers a submission whose idempotency key named a batch
+// already; nil when it named none.
+func (s *Service) repeated(ctx context.Context, user, idem string, b *pipeline.Batch) (*built, error) {
+	id, ok, err := s.idempotent(ctx, user, idem)
+	if err != nil || !ok {
+		return nil, err
+	}
+	rec, err := s.record(ctx, id)
+	if ae := (*Error)(nil); errors.As(err, &ae) && ae.Code == CodeNotFound {
+		// Its batch finished and its record expired. The key stays as
+		// long as the id log would give the resend the same id (expiry).
+		return nil, errf(CodeConflict, "authz: batch %d, sent with this idempotency key, finished and its record expired; send it with a new idempotency key", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := sameSubmission(idem, &rec.Batch, b); err != nil {
+		return nil, err
+	}
+	return &built{batch: &rec.Batch, dup: true, terminal: rec.Status.Terminal()}, nil
 }
 
 // assignID takes the batch's id: from this replica's reserved block, or,
@@ -337,6 +351,9 @@ type BatchReply struct {
 
 func (s *Service) batch(ctx context.Context, user string, req *IDRequest) (any, error) {
 	rec, err := s.record(ctx, req.ID)
+	if ae := (*Error)(nil); errors.As(err, &ae) && ae.Code == CodeNotFound {
+		return nil, s.notFound(ctx, req.ID)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -126,6 +126,9 @@ type callbackChange struct {
 	// finishedBy is the batch's submitter, with finishedLabel.
 	finishedBy string
 	key        keyed
+	// expire, once the record is terminal, is what its keys need to
+	// expire with it (releaseFinished writes them).
+	expire *expiry
 }
 
 func (s *Service) callbackChange(cb *streams.Callback) callbackChange {
@@ -140,13 +143,16 @@ func (s *Service) callbackChange(cb *streams.Callback) callbackChange {
 // to a record already terminal (a repeated callback) or of another domain.
 func (c *callbackChange) change(rec *streams.BatchRecord) (bool, error) {
 	cb := c.cb
-	c.batchDomain, c.finishedLabel, c.finishedBy, c.key = "", "", "", keyed{}
+	c.batchDomain, c.finishedLabel, c.finishedBy, c.key, c.expire = "", "", "", keyed{}, nil
 	c.recorded = rec.Batch.Domain == cb.Domain
 	c.sender = rec.Batch.NeedsSender() && c.recorded
 	if rec.Status.Terminal() {
 		// Applied before: a repeated callback. Its slot release may be
 		// what failed the first time, so it is done again.
 		c.finishedLabel, c.finishedBy, c.key = rec.Batch.Label, rec.Batch.Submitter, keyOf(&rec.Batch)
+		if c.recorded {
+			c.expire = c.s.expiryOf(rec)
+		}
 		return false, nil
 	}
 	if rec.Batch.Domain != cb.Domain {
@@ -157,6 +163,8 @@ func (c *callbackChange) change(rec *streams.BatchRecord) (bool, error) {
 	rec.Status, rec.Outcome, rec.Attempts = o.Status, &o, cb.Attempts
 	rec.Fallback, rec.DeadLetter = cb.Fallback, cb.DeadLetter
 	rec.UpdatedAt = c.s.opts.Now().UTC()
+	rec.FinishedAt = c.at.UTC()
+	c.expire = c.s.expiryOf(rec)
 	rec.History = append(rec.History, streams.Event{At: c.at.UTC(), What: "callback",
 		Detail: o.String() + " from " + cb.Processor + " after " + strconv.Itoa(cb.Attempts) + " attempts"})
 	return true, nil
@@ -174,7 +182,7 @@ func (s *Service) noteFinished(ctx context.Context, c *callbackChange, rec *stre
 
 // releasing says whether releaseFinished has anything to release.
 func (s *Service) releasing(c *callbackChange) bool {
-	if c.sender || c.key.key != "" {
+	if c.sender || c.key.key != "" || s.writes(c.expire) {
 		return true
 	}
 	l, ok := s.Table().Labels[c.finishedLabel]
@@ -200,6 +208,12 @@ func (s *Service) releaseFinished(ctx context.Context, c *callbackChange) error 
 	}
 	if c.sender {
 		if err := s.releaseSender(ctx, c.cb.Domain, id); err != nil {
+			return err
+		}
+	}
+	// Its index and idempotency keys go with its record.
+	if c.expire != nil {
+		if err := s.expireKeys(ctx, c.expire); err != nil {
 			return err
 		}
 	}

@@ -268,7 +268,11 @@ func (b *callbackBatcher) send(it *groupItem, rev uint64) bool {
 	if err != nil {
 		return false
 	}
-	ack, err := s.acks.Publish(streams.KVUpdateMsg(streams.BucketBatches, streams.BatchKey(it.cb.BatchID), data, rev))
+	m := streams.KVUpdateMsg(streams.BucketBatches, streams.BatchKey(it.cb.BatchID), data, rev)
+	if ttl := s.recordTTL(&it.rec); ttl > 0 {
+		streams.SetTTL(m, ttl)
+	}
+	ack, err := s.acks.Publish(m)
 	if err != nil {
 		return false
 	}

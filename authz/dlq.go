@@ -241,7 +241,7 @@ func (s *Service) replayBatch(ctx context.Context, it deadLetter) (uint64, error
 			// on the original is written last, so that replay is queued.
 			rr = &replayRecord{ID: rec.ReplayedAs, Queued: true}
 			v, _ := json.Marshal(rr)
-			if _, err := s.batches.Create(ctx, streams.ReplayKey(seq), v); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			if _, err := s.createReplay(ctx, seq, v); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 				return 0, fmt.Errorf("authz: record replay of dead letter %d: %w", seq, err)
 			}
 			return rr.ID, nil
@@ -253,7 +253,7 @@ func (s *Service) replayBatch(ctx context.Context, it deadLetter) (uint64, error
 			return 0, err
 		}
 		v, _ := json.Marshal(replayRecord{ID: id})
-		rev, err = s.batches.Create(ctx, streams.ReplayKey(seq), v)
+		rev, err = s.createReplay(ctx, seq, v)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyExists): // a concurrent replay claimed it first
 			if rr, rev, err = s.replayed(ctx, seq); err != nil {
@@ -292,8 +292,30 @@ func (s *Service) replayBatch(ctx context.Context, it deadLetter) (uint64, error
 	}
 	s.opts.Telemetry.BatchSubmitted(ctx, first)
 	v, _ := json.Marshal(replayRecord{ID: rr.ID, Queued: true})
-	if _, err := s.batches.Update(ctx, streams.ReplayKey(seq), v, rev); err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+	if err := s.updateReplay(ctx, seq, v, rev); err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, streams.ErrConflict) {
 		return 0, fmt.Errorf("authz: mark replay of dead letter %d queued: %w", seq, err)
 	}
 	return rr.ID, nil
+}
+
+// A replay record lives as long as its dead letter: written with the dead
+// letters' age as its time to live, which outlasts the dead letter, written
+// before it. It is what makes a second replay of the dead letter give the
+// same batch, so it must not go first.
+
+func (s *Service) createReplay(ctx context.Context, seq uint64, v []byte) (uint64, error) {
+	if ttl := s.retention.DeadLetter; s.retention.Enabled() && ttl > 0 {
+		return s.batches.Create(ctx, streams.ReplayKey(seq), v, jetstream.KeyTTL(ttl))
+	}
+	return s.batches.Create(ctx, streams.ReplayKey(seq), v)
+}
+
+func (s *Service) updateReplay(ctx context.Context, seq uint64, v []byte, rev uint64) error {
+	var err error
+	if ttl := s.retention.DeadLetter; s.retention.Enabled() && ttl > 0 {
+		_, err = streams.PutKeyTTL(ctx, s.js, streams.BucketBatches, streams.ReplayKey(seq), v, rev, ttl)
+	} else {
+		_, err = s.batches.Update(ctx, streams.ReplayKey(seq), v, rev)
+	}
+	return err
 }

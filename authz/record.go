@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -28,24 +29,26 @@ func (s *Service) updateRecord(ctx context.Context, id uint64, change func(*stre
 		return written, err
 	}
 	var written *streams.BatchRecord
-	_, err := streams.UpdateKV(ctx, s.batches, streams.BatchKey(id), func(cur []byte, exists bool) ([]byte, error) {
+	// A finished batch's record is written with what is left of its age
+	// (recordTTL): a write without one would keep it for ever.
+	_, err := streams.UpdateKVTTL(ctx, s.js, s.batches, streams.BatchKey(id), func(cur []byte, exists bool) ([]byte, time.Duration, error) {
 		written = nil
 		if !exists {
-			return nil, fmt.Errorf("%w: %d", errUnrecorded, id)
+			return nil, 0, fmt.Errorf("%w: %d", errUnrecorded, id)
 		}
 		rec, err := streams.Decode[streams.BatchRecord](cur)
 		if err != nil {
-			return nil, unreadable(fmt.Sprintf("record of batch %d", id), rec.V, err)
+			return nil, 0, unreadable(fmt.Sprintf("record of batch %d", id), rec.V, err)
 		}
 		if write, err := change(&rec); err != nil || !write {
-			return nil, err
+			return nil, 0, err
 		}
 		data, err := streams.Encode(&rec)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		written = &rec
-		return data, nil
+		return data, s.recordTTL(&rec), nil
 	})
 	if err != nil {
 		return nil, err
@@ -140,8 +143,13 @@ func (s *Service) updateRecent(ctx context.Context, id uint64, change func(*stre
 	if err != nil {
 		return nil, true, err
 	}
-	if _, err := s.batches.Update(ctx, streams.BatchKey(id), data, rev); err != nil {
-		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+	if ttl := s.recordTTL(&rec); ttl > 0 {
+		_, err = streams.PutKeyTTL(ctx, s.js, streams.BucketBatches, streams.BatchKey(id), data, rev, ttl)
+	} else {
+		_, err = s.batches.Update(ctx, streams.BatchKey(id), data, rev)
+	}
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, streams.ErrConflict) {
 			return nil, false, nil
 		}
 		return nil, true, err

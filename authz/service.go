@@ -82,8 +82,14 @@ type Service struct {
 	progress jetstream.KeyValue
 	// recent remembers the records this replica created (updateRecent).
 	recent recentRecords
-	// indexMarks remembers the submitter index keys this replica wrote.
+	// indexMarks appends this replica's submissions to the submitter index.
 	indexMarks indexMarks
+	// retention is how long a finished batch's records are kept
+	// (retention.go).
+	retention streams.Retention
+	// idsWindow is the id log's duplicate window: how long an
+	// idempotency key gives its batch's id again.
+	idsWindow time.Duration
 	// ids hands out batch ids from blocks this replica reserved.
 	ids *submit.IDs
 	// acks publishes pipelined writes and reads their PubAcks (callback
@@ -165,6 +171,9 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 		}
 	}
 	s.progressStore = streams.NewProgressStore(s.progress, s.opts.Now)
+	if err := s.readRetention(ctx); err != nil {
+		return nil, err
+	}
 	keys, err := js.KeyValue(ctx, streams.BucketKeys)
 	if err != nil {
 		return nil, bindError("bucket "+streams.BucketKeys, err)

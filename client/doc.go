@@ -29,7 +29,7 @@
 // operation. After ErrNoAnswer the request may or may not have been done:
 // Send with an IdempotencyKey is safe to retry (the repeat returns the same
 // batch, with Duplicate set), and so are Batch, Queue, DLQ, Pause, Resume,
-// Reload, Domains, InFlight, List and Replay (a dead letter replays as the
+// Reload, Domains, InFlight, List, Purge and Replay (a dead letter replays as the
 // same new batch), and Cancel (a repeat answers as the first did); Evict
 // and Insert act on positions and are not.
 package client

@@ -141,6 +141,35 @@ func (c *Client) Replay(ctx context.Context, req authz.ReplayRequest) (*authz.Re
 	return call[authz.ReplayReply](ctx, c, "replay", req)
 }
 
+// Purge removes dead letters for good: the one at Seq; every one of
+// Domain (all domains when empty) with All; or, with OlderThan, those of
+// Domain (or all domains) dead-lettered longer ago than that. It says how
+// many went. Owner only (ErrForbidden); ErrNotFound for no dead letter at
+// Seq.
+func (c *Client) Purge(ctx context.Context, req authz.PurgeRequest) (*authz.PurgeReply, error) {
+	named := 0
+	for _, set := range []bool{req.Seq != 0, req.All, req.OlderThan != 0} {
+		if set {
+			named++
+		}
+	}
+	switch {
+	case named == 0:
+		return nil, invalid("purge", "nothing named; expected a dead letter's seq, all, or older_than (the last two with a domain or none)")
+	case named > 1:
+		return nil, invalid("purge", "more than one of seq, all and older_than; expected one")
+	case req.Seq != 0 && req.Domain != "":
+		return nil, invalid("purge", "both a seq and a domain; a seq names one dead letter")
+	case req.OlderThan < 0:
+		return nil, invalid("purge", fmt.Sprintf("older_than is %s; expected a positive duration", req.OlderThan))
+	case req.Domain != "":
+		if err := checkDomain("purge", req.Domain); err != nil {
+			return nil, err
+		}
+	}
+	return call[authz.PurgeReply](ctx, c, "purge", req)
+}
+
 // Reload makes authz read its authorization table file again; a table that
 // does not validate is refused (ErrBadRequest) and the old one stays. Owner
 // only (ErrForbidden). Each replica reloads its own: with several, the one

@@ -235,14 +235,15 @@ func TestLoadEnv(t *testing.T) {
 	t.Parallel()
 	p := DefaultProcessor()
 	err := Load("", &p, fakeEnv(map[string]string{
-		"TICKFLOW_PROCESSOR_DOMAINS":             " payments, reports ,",
-		"TICKFLOW_PROCESSOR_CONCURRENCY":         "7",
-		"TICKFLOW_PROCESSOR_WORK_TIMEOUT":        "250ms",
-		"TICKFLOW_PROCESSOR_PROVISION":           "true",
-		"TICKFLOW_PROCESSOR_NAME":                "proc-a",
-		"TICKFLOW_PROCESSOR_LOG_LEVEL":           "debug",
-		"TICKFLOW_PROCESSOR_STREAMS_ACK_WAIT":    "1m",
-		"TICKFLOW_PROCESSOR_STREAMS_REPLICAS":    "3",
+		"TICKFLOW_PROCESSOR_DOMAINS":                  " payments, reports ,",
+		"TICKFLOW_PROCESSOR_CONCURRENCY":              "7",
+		"TICKFLOW_PROCESSOR_WORK_TIMEOUT":             "250ms",
+		"TICKFLOW_PROCESSOR_PROVISION":                "true",
+		"TICKFLOW_PROCESSOR_NAME":                     "proc-a",
+		"TICKFLOW_PROCESSOR_LOG_LEVEL":                "debug",
+		"TICKFLOW_PROCESSOR_STREAMS_ACK_WAIT":         "1m",
+		"TICKFLOW_PROCESSOR_STREAMS_REPLICAS":         "3",
+		"TICKFLOW_PROCESSOR_STREAMS_FINISHED_MAX_AGE": "5s",
 		"NATS_URL":                               "nats://from-standard:4222",
 		"NATS_USER":                              "proc",
 		"NATS_PASSWORD":                          "s3cret",
@@ -261,6 +262,7 @@ func TestLoadEnv(t *testing.T) {
 	want.Log.Level = "debug"
 	want.Streams.AckWait = time.Minute
 	want.Streams.Replicas = 3
+	want.Streams.FinishedMaxAge = 5 * time.Second
 	want.NATS.URL = "nats://from-standard:4222"
 	want.NATS.User = "proc"
 	want.NATS.Password = "s3cret"

@@ -34,6 +34,14 @@ type Streams struct {
 	// ResultsMaxAge is how long completion records and step-pipeline runs
 	// are kept after their last write. Default 168h (7 days).
 	ResultsMaxAge time.Duration `yaml:"results_max_age"`
+	// FinishedMaxAge is how long every record of a finished batch (its
+	// batch record, progress, submitter index and idempotency key) is kept
+	// after it finished; the server removes each when it is due. A batch
+	// with a dead letter keeps its record as long as the dead letter if
+	// that is longer. At least 1s. Default 168h (7 days). It is
+	// provisioned with the buckets, and read by authz and the processors
+	// at their start.
+	FinishedMaxAge time.Duration `yaml:"finished_max_age"`
 	// AckWait is how long a processor may hold a token before it is
 	// redelivered to another replica; at least 1s. Default 30s.
 	AckWait time.Duration `yaml:"ack_wait"`
@@ -57,6 +65,7 @@ func DefaultStreams() Streams {
 		CallbackMaxAge:  d.CallbackMaxAge,
 		DLQMaxAge:       d.DLQMaxAge,
 		ResultsMaxAge:   d.ResultsMaxAge,
+		FinishedMaxAge:  d.FinishedMaxAge,
 		AckWait:         d.AckWait,
 		MaxAckPending:   d.MaxAckPending,
 	}
@@ -71,6 +80,7 @@ func (s Streams) Settings() streams.Settings {
 		CallbackMaxAge:  s.CallbackMaxAge,
 		DLQMaxAge:       s.DLQMaxAge,
 		ResultsMaxAge:   s.ResultsMaxAge,
+		FinishedMaxAge:  s.FinishedMaxAge,
 		AckWait:         s.AckWait,
 		MaxAckPending:   s.MaxAckPending,
 	}

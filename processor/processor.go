@@ -283,6 +283,11 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 		}
 	}
 	p.store = streams.NewProgressStore(p.progress, p.opts.Now)
+	retention, err := streams.ReadRetention(ctx, p.progress)
+	if err != nil {
+		return nil, fmt.Errorf("processor: %w", err)
+	}
+	p.store.Expire(js, retention)
 	if opts.Throttle > 0 {
 		locks, err := js.KeyValue(ctx, streams.BucketLocks)
 		if err != nil {

@@ -31,9 +31,15 @@ func (p *Processor) publishToken(ctx context.Context, b *pipeline.Batch, prog *s
 
 // callbackMsg is the terminal callback, deduplicated by batch id.
 func (p *Processor) callbackMsg(b *pipeline.Batch, prog *streams.Progress, dlSeq uint64) (*nats.Msg, error) {
+	at := prog.UpdatedAt
+	if at.IsZero() {
+		// A batch that succeeded at its first step wrote no progress
+		// (finish skips it): it finished now.
+		at = p.opts.Now().UTC()
+	}
 	cb := &streams.Callback{
 		BatchID: b.ID, Domain: b.Domain, Priority: b.Priority, Outcome: *prog.Outcome,
-		Attempts: prog.Attempts(b.Subroutine.Mode == pipeline.Atomic), At: prog.UpdatedAt, Processor: p.opts.Name,
+		Attempts: prog.Attempts(b.Subroutine.Mode == pipeline.Atomic), At: at, Processor: p.opts.Name,
 		Fallback: len(prog.Fallbacks) > 0, DeadLetter: dlSeq,
 	}
 	return streams.CallbackMsg(cb)

@@ -95,7 +95,7 @@ func (r *BatchRecord) DecodeMsgpack(dec *msgpack.Decoder) error { return wire.De
 // AppendMsgpack appends the batch record's msgpack encoding to b.
 func (r *BatchRecord) AppendMsgpack(b []byte) []byte {
 	b = wire.AppendMapHeader(b, 6+wire.Count(r.Outcome != nil, r.IdempotencyKey != "", r.Fallback, r.DeadLetter != 0,
-		r.ReplayedAs != 0, len(r.History) > 0))
+		r.ReplayedAs != 0, !r.FinishedAt.IsZero(), len(r.History) > 0))
 	b = wire.AppendUint8(wire.AppendString(b, "v"), r.V)
 	b = r.Batch.AppendMsgpack(wire.AppendString(b, "batch"))
 	b = wire.AppendString(wire.AppendString(b, "status"), string(r.Status))
@@ -117,6 +117,9 @@ func (r *BatchRecord) AppendMsgpack(b []byte) []byte {
 	}
 	b = wire.AppendTime(wire.AppendString(b, "created_at"), r.CreatedAt)
 	b = wire.AppendTime(wire.AppendString(b, "updated_at"), r.UpdatedAt)
+	if !r.FinishedAt.IsZero() {
+		b = wire.AppendTime(wire.AppendString(b, "finished_at"), r.FinishedAt)
+	}
 	if len(r.History) > 0 {
 		b = wire.AppendSlice(wire.AppendString(b, "history"), r.History)
 	}
@@ -149,6 +152,8 @@ func (r *BatchRecord) ReadMsgpack(b []byte) ([]byte, error) {
 			r.CreatedAt, b, err = wire.ReadTime(b)
 		case "updated_at":
 			r.UpdatedAt, b, err = wire.ReadTime(b)
+		case "finished_at":
+			r.FinishedAt, b, err = wire.ReadTime(b)
 		case "history":
 			r.History, b, err = wire.ReadSlice[Event](b)
 		default:

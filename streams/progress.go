@@ -58,6 +58,10 @@ func (p *Progress) Live(tok Token) bool {
 type ProgressStore struct {
 	kv  jetstream.KeyValue
 	now func() time.Time
+	// js and retention, when set (Expire), give a done record its time
+	// to live.
+	js        jetstream.JetStream
+	retention Retention
 }
 
 // NewProgressStore returns a store over the progress bucket; now stamps
@@ -67,6 +71,13 @@ func NewProgressStore(kv jetstream.KeyValue, now func() time.Time) *ProgressStor
 		now = time.Now
 	}
 	return &ProgressStore{kv: kv, now: now}
+}
+
+// Expire makes every record this store writes done expire after r's age
+// (ReadRetention of the progress bucket), written through js; call it
+// before the store is used.
+func (s *ProgressStore) Expire(js jetstream.JetStream, r Retention) {
+	s.js, s.retention = js, r
 }
 
 // Load reads the progress of batch id of domain. A batch without a record
@@ -100,12 +111,13 @@ func (s *ProgressStore) Save(ctx context.Context, domain string, e *ProgressEntr
 		return err
 	}
 	key := ProgressKey(domain, e.BatchID)
-	var rev uint64
-	if e.Rev == 0 {
-		rev, err = s.kv.Create(ctx, key, v)
-	} else {
-		rev, err = s.kv.Update(ctx, key, v, e.Rev)
+	var ttl time.Duration
+	if e.State == Done && s.js != nil {
+		// The batch finished now: its progress goes with the rest of
+		// its records. No write follows a done one but another done one.
+		ttl = s.retention.TTL(e.UpdatedAt, e.UpdatedAt, false)
 	}
+	rev, err := writeKV(ctx, s.js, s.kv, key, v, e.Rev, ttl)
 	if isConflict(err) {
 		return fmt.Errorf("%w: progress of batch %d: %w", ErrConflict, e.BatchID, err)
 	}
@@ -119,7 +131,21 @@ func (s *ProgressStore) Save(ctx context.Context, domain string, e *ProgressEntr
 // isConflict reports whether err is a compare-and-set that lost: the key
 // exists already (a create), or its revision moved on (an update).
 func isConflict(err error) bool {
-	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, ErrConflict)
+}
+
+// writeKV writes key with compare-and-set on rev (0: create), with a
+// time to live when ttl > 0 (through js, which must then be set).
+func writeKV(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, key string, v []byte, rev uint64, ttl time.Duration) (uint64, error) {
+	switch {
+	case rev == 0 && ttl > 0:
+		return kv.Create(ctx, key, v, jetstream.KeyTTL(ttl))
+	case rev == 0:
+		return kv.Create(ctx, key, v)
+	case ttl > 0:
+		return PutKeyTTL(ctx, js, kv.Bucket(), key, v, rev, ttl)
+	}
+	return kv.Update(ctx, key, v, rev)
 }
 
 // CASAttempts is how often UpdateKV tries before it gives up: enough for
@@ -137,6 +163,15 @@ const CASAttempts = 20
 // written). When every attempt lost, the error matches ErrConflict; an
 // error from change is returned as it is.
 func UpdateKV(ctx context.Context, kv jetstream.KeyValue, key string, change func(cur []byte, exists bool) ([]byte, error)) (uint64, error) {
+	return UpdateKVTTL(ctx, nil, kv, key, func(cur []byte, exists bool) ([]byte, time.Duration, error) {
+		next, err := change(cur, exists)
+		return next, 0, err
+	})
+}
+
+// UpdateKVTTL is UpdateKV whose change also says the written value's time
+// to live (0: none), written through js (needed only for a ttl).
+func UpdateKVTTL(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, key string, change func(cur []byte, exists bool) ([]byte, time.Duration, error)) (uint64, error) {
 	var last error
 	for attempt := range CASAttempts {
 		var cur []byte
@@ -149,15 +184,11 @@ func UpdateKV(ctx context.Context, kv jetstream.KeyValue, key string, change fun
 		default:
 			cur, rev = e.Value(), e.Revision()
 		}
-		next, err := change(cur, rev != 0)
+		next, ttl, err := change(cur, rev != 0)
 		if err != nil || next == nil {
 			return 0, err
 		}
-		if rev == 0 {
-			rev, err = kv.Create(ctx, key, next)
-		} else {
-			rev, err = kv.Update(ctx, key, next, rev)
-		}
+		rev, err = writeKV(ctx, js, kv, key, next, rev, ttl)
 		if err == nil {
 			return rev, nil
 		}

@@ -187,6 +187,9 @@ type BatchRecord struct {
 	ReplayedAs uint64    `msgpack:"replayed_as,omitempty" json:"replayed_as,omitempty"`
 	CreatedAt  time.Time `msgpack:"created_at" json:"created_at"`
 	UpdatedAt  time.Time `msgpack:"updated_at" json:"updated_at"`
+	// FinishedAt is when the batch finished (its callback's time), set
+	// with its terminal status: its records expire Retention's age after.
+	FinishedAt time.Time `msgpack:"finished_at,omitempty" json:"finished_at,omitzero"`
 	History    []Event   `msgpack:"history,omitempty" json:"history,omitempty"`
 }
 

@@ -28,6 +28,13 @@ type Settings struct {
 	// batch's progress moves past the function, so this bounds the buckets'
 	// growth without bounding any batch. Default 7 days.
 	ResultsMaxAge time.Duration
+	// FinishedMaxAge is how long a finished batch's records (its batch
+	// record, progress, submitter index and idempotency keys) are kept
+	// after it finished: the server removes each on its own (a per-message
+	// TTL on the record's last write). A batch with a dead letter keeps
+	// its record as long as the dead letter (DLQMaxAge) if that is longer.
+	// At least 1s. Default 7 days.
+	FinishedMaxAge time.Duration
 	// AckWait is how long a processor may hold a token before it is
 	// redelivered to another replica. Default 30s.
 	AckWait time.Duration
@@ -44,6 +51,7 @@ func DefaultSettings() Settings {
 		CallbackMaxAge:  7 * 24 * time.Hour,
 		DLQMaxAge:       30 * 24 * time.Hour,
 		ResultsMaxAge:   7 * 24 * time.Hour,
+		FinishedMaxAge:  7 * 24 * time.Hour,
 		AckWait:         30 * time.Second,
 		MaxAckPending:   10000,
 	}
@@ -62,6 +70,8 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("%w: dlq max age must be positive (got %s)", ErrSettings, s.DLQMaxAge)
 	case s.ResultsMaxAge < time.Hour:
 		return fmt.Errorf("%w: results max age must be at least 1h (got %s)", ErrSettings, s.ResultsMaxAge)
+	case s.FinishedMaxAge < time.Second:
+		return fmt.Errorf("%w: finished max age must be at least 1s (got %s)", ErrSettings, s.FinishedMaxAge)
 	case s.AckWait < time.Second:
 		return fmt.Errorf("%w: ack wait must be at least 1s (got %s)", ErrSettings, s.AckWait)
 	case s.MaxAckPending < 1:
@@ -135,6 +145,7 @@ func Streams(s Settings) []jetstream.StreamConfig {
 			Replicas:    s.Replicas,
 			Duplicates:  s.DuplicateWindow,
 			AllowDirect: true,
+			MaxAge:      s.SubmittedMaxAge(),
 		},
 		{
 			Name:        StreamIDs,
@@ -163,7 +174,7 @@ func Buckets(s Settings) []jetstream.KeyValueConfig {
 	// Batch records, progress, pause state and locks live as long as they
 	// are needed; completion records and runs expire.
 	expiring := func(c jetstream.KeyValueConfig) jetstream.KeyValueConfig {
-		c.TTL = s.ResultsMaxAge
+		c.TTL = s.resultsAge()
 		return c
 	}
 	// Keys come and go with callers' choices: an emptied key's order is
@@ -174,8 +185,8 @@ func Buckets(s Settings) []jetstream.KeyValueConfig {
 		return c
 	}
 	return []jetstream.KeyValueConfig{
-		kv(BucketBatches, "tickflow batch records, authoritative for authz", 1),
-		kv(BucketProgress, "tickflow execution progress, authoritative for processors", 1),
+		s.retained(kv(BucketBatches, "tickflow batch records, authoritative for authz", 1)),
+		s.retained(kv(BucketProgress, "tickflow execution progress, authoritative for processors", 1)),
 		kv(BucketDomainStates, "tickflow processors paused or active, per domain", 5),
 		kv(BucketLocks, "tickflow per-key and sender leases", 1),
 		markers(kv(BucketKeys, "tickflow per-key order: the batches waiting per domain and key", 1)),
@@ -257,7 +268,16 @@ func Provision(ctx context.Context, js jetstream.JetStream, s Settings, domains 
 		}
 	}
 	for _, cfg := range Buckets(s) {
-		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
+		var err error
+		if _, ok := cfg.Metadata[MetaFinishedMaxAge]; ok {
+			// A bucket whose records expire one by one: its stream allows
+			// a per-message TTL, which the KV configuration cannot say
+			// without also asking for a marker at every expiry.
+			_, err = js.CreateOrUpdateStream(ctx, KVStreamConfig(cfg))
+		} else {
+			_, err = js.CreateOrUpdateKeyValue(ctx, cfg)
+		}
+		if err != nil {
 			return fmt.Errorf("streams: provision bucket %s: %w", cfg.Bucket, err)
 		}
 	}

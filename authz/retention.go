@@ -1,0 +1,130 @@
+package authz
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/internal/submit"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// A finished batch's records expire on their own (streams.Retention): the
+// terminal write of its record carries what is left of its age as a
+// per-message TTL, and so does every later write of it (a replay's link);
+// its idempotency key is written again with a TTL once it finished, before
+// its callback is acknowledged; its submitter index entry expires with the
+// index's stream.
+
+// readRetention reads the retention provisioned on the batches and
+// progress buckets.
+func (s *Service) readRetention(ctx context.Context) error {
+	r, err := streams.ReadRetention(ctx, s.batches)
+	if err != nil {
+		return fmt.Errorf("authz: %w", err)
+	}
+	s.retention = r
+	pr, err := streams.ReadRetention(ctx, s.progress)
+	if err != nil {
+		return fmt.Errorf("authz: %w", err)
+	}
+	s.progressStore.Expire(s.js, pr)
+	ids, err := s.js.Stream(ctx, streams.StreamIDs)
+	if err != nil {
+		return bindError("stream "+streams.StreamIDs, err)
+	}
+	s.idsWindow = ids.CachedInfo().Config.Duplicates
+	return nil
+}
+
+// recordTTL is the time to live of rec written now: none while it runs;
+// once finished, what is left of its age.
+func (s *Service) recordTTL(rec *streams.BatchRecord) time.Duration {
+	if !rec.Status.Terminal() {
+		return 0
+	}
+	return s.retention.TTL(rec.FinishedAt, s.opts.Now(), rec.DeadLetter != 0)
+}
+
+// expiry is what a finished batch's keys need: its idempotency key, and
+// the time to live of its record. (Its submitter index entry expires with
+// the index's stream, streams.Settings.SubmittedMaxAge.)
+type expiry struct {
+	user string
+	id   uint64
+	idem string
+	ttl  time.Duration
+	// idemTTL is the idempotency key's: at least ttl, and at least until
+	// the id log forgets the key (its duplicate window from the
+	// submission), which would give a resend the same id again.
+	idemTTL time.Duration
+}
+
+// expiryOf is the expiry of the keys of rec, terminal; nil when records
+// do not expire.
+func (s *Service) expiryOf(rec *streams.BatchRecord) *expiry {
+	ttl := s.recordTTL(rec)
+	if ttl == 0 {
+		return nil
+	}
+	e := &expiry{user: rec.Batch.Submitter, id: rec.Batch.ID, idem: rec.IdempotencyKey, ttl: ttl, idemTTL: ttl}
+	if w := s.idsWindow - s.opts.Now().Sub(rec.CreatedAt); w > e.idemTTL {
+		e.idemTTL = w
+	}
+	return e
+}
+
+// writes says whether expireKeys has anything to write for e.
+func (s *Service) writes(e *expiry) bool {
+	return e != nil && e.idem != ""
+}
+
+// expireKeys writes e's idempotency key again with a time to live at least
+// its record's, and waits for it.
+func (s *Service) expireKeys(ctx context.Context, e *expiry) error {
+	if e.idem == "" {
+		return nil
+	}
+	m := &nats.Msg{Subject: "$KV." + streams.BucketBatches + "." + streams.IdempotencyKey(e.user, e.idem), Data: []byte(strconv.FormatUint(e.id, 10))}
+	streams.SetTTL(m, e.idemTTL)
+	p, err := s.acks.Publish(m)
+	if err != nil {
+		return fmt.Errorf("authz: expire the idempotency key of batch %d: %w", e.id, err)
+	}
+	if _, err := p.Wait(ctx); err != nil {
+		return fmt.Errorf("authz: expire the idempotency key of batch %d: %w", e.id, err)
+	}
+	return nil
+}
+
+// notFound is the answer about batch id, which has no record: one whose
+// id the id log handed out may have finished and expired.
+func (s *Service) notFound(ctx context.Context, id uint64) *Error {
+	if s.retention.Enabled() {
+		if top, err := s.idsTop(ctx); err == nil && id <= top {
+			return errf(CodeNotFound, "authz: no batch %d: it does not exist, or it finished and its record expired (records are kept %s)", id, formatAge(s.retention.Finished))
+		}
+	}
+	return errf(CodeNotFound, "authz: no batch %d", id)
+}
+
+// idsTop is the largest batch id the id log handed out so far: the last
+// id of the block of its last sequence.
+func (s *Service) idsTop(ctx context.Context) (uint64, error) {
+	st, err := s.js.Stream(ctx, streams.StreamIDs)
+	if err != nil {
+		return 0, err
+	}
+	return st.CachedInfo().State.LastSeq*submit.IDsPerSequence + submit.IDsPerSequence - 1, nil
+}
+
+// formatAge writes d in days when it is whole days ("7d"), as time.Duration
+// does otherwise.
+func formatAge(d time.Duration) string {
+	if d >= 24*time.Hour && d%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+	}
+	return d.String()
+}

@@ -1,0 +1,197 @@
+package streams
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A finished batch's records expire on their own: the last write of each
+// (the terminal batch record, the done progress record, the submitter's
+// index key and the idempotency key rewritten then) carries a per-message
+// TTL, and the server removes it when it runs out. No sweeper writes a
+// delete per batch, and nothing else is written for it: a batch costs
+// only the index and idempotency keys' rewrites. The time to live is
+// provisioned with the buckets (their stream's metadata), so every writer
+// reads the same one at its start.
+
+// Metadata keys of the batches and progress buckets' streams.
+const (
+	// MetaFinishedMaxAge holds Settings.FinishedMaxAge in seconds.
+	MetaFinishedMaxAge = "tickflow_finished_max_age_s"
+	// MetaDeadLetterMaxAge holds Settings.DLQMaxAge in seconds.
+	MetaDeadLetterMaxAge = "tickflow_dead_letter_max_age_s"
+)
+
+// Retention says how long a finished batch's records are kept, as
+// provisioned on its bucket (ReadRetention). The zero value keeps them
+// for ever: a bucket provisioned by a version without retention, whose
+// stream does not take a per-message TTL.
+type Retention struct {
+	// Finished is how long after it finished a batch's records are kept.
+	Finished time.Duration
+	// DeadLetter is how long a dead letter is kept: a batch with one
+	// keeps its record that long, if it is longer than Finished.
+	DeadLetter time.Duration
+}
+
+// Enabled says whether records expire.
+func (r Retention) Enabled() bool { return r.Finished > 0 }
+
+// Age is how long after it finished a batch's records are kept: Finished,
+// or DeadLetter for a batch with a dead letter if that is longer.
+func (r Retention) Age(deadLetter bool) time.Duration {
+	if deadLetter && r.DeadLetter > r.Finished {
+		return r.DeadLetter
+	}
+	return r.Finished
+}
+
+// TTL is the time to live of a record of a batch that finished at
+// finished, written at now: what is left of its age, at least the
+// server's minimum of one second; 0 when records do not expire.
+func (r Retention) TTL(finished, now time.Time, deadLetter bool) time.Duration {
+	if !r.Enabled() {
+		return 0
+	}
+	left := r.Age(deadLetter)
+	if !finished.IsZero() {
+		left -= now.Sub(finished)
+	}
+	return max(left, MinTTL)
+}
+
+// MinTTL is the shortest per-message TTL the server takes.
+const MinTTL = time.Second
+
+// retained marks c as a bucket of records that expire after their batch
+// finished: its metadata carries the retention.
+func (s Settings) retained(c jetstream.KeyValueConfig) jetstream.KeyValueConfig {
+	c.Metadata = map[string]string{
+		MetaFinishedMaxAge:   strconv.FormatInt(int64(s.FinishedMaxAge.Seconds()), 10),
+		MetaDeadLetterMaxAge: strconv.FormatInt(int64(s.DLQMaxAge.Seconds()), 10),
+	}
+	return c
+}
+
+// SubmittedMaxAge is how long an entry of the submitter index is kept
+// after it was written, at the batches' submission: FinishedMaxAge, plus
+// as long again (at least a minute) for the batches to run. An entry names
+// up to 64 batches by id and holds nothing else of them; a batch that is
+// still unfinished when its entry expires drops out of its submitter's
+// listing (not out of batch or inflight), and the listing leaves out the
+// ids whose records expired before their entry. It is never shorter than
+// the stream's duplicate window, which the server requires.
+func (s Settings) SubmittedMaxAge() time.Duration {
+	return max(s.FinishedMaxAge+max(s.FinishedMaxAge, time.Minute), s.DuplicateWindow)
+}
+
+// resultsAge is how long completion records and runs are kept after their
+// last write: ResultsMaxAge, or FinishedMaxAge if that is shorter but not
+// below an hour. A completion record is what answers a token that comes
+// back after a crash or an outage without running its function again, so
+// it outlives the redelivery of any token of its batch by a wide margin.
+func (s Settings) resultsAge() time.Duration {
+	return min(s.ResultsMaxAge, max(s.FinishedMaxAge, MinResultsAge))
+}
+
+// MinResultsAge is the shortest time completion records are kept.
+const MinResultsAge = time.Hour
+
+// KVStreamConfig is the stream of KV bucket c, as jetstream would make it,
+// with per-message TTLs allowed and no marker left at an expiry. The
+// server lets an existing stream turn AllowMsgTTL on (never off), so an
+// older deployment's bucket is upgraded in place by provisioning.
+func KVStreamConfig(c jetstream.KeyValueConfig) jetstream.StreamConfig {
+	history := int64(max(c.History, 1))
+	dup := 2 * time.Minute
+	if c.TTL > 0 && c.TTL < dup {
+		dup = c.TTL
+	}
+	return jetstream.StreamConfig{
+		Name:              "KV_" + c.Bucket,
+		Description:       c.Description,
+		Subjects:          []string{"$KV." + c.Bucket + ".>"},
+		MaxMsgsPerSubject: history,
+		MaxBytes:          -1,
+		MaxAge:            c.TTL,
+		MaxMsgSize:        -1,
+		Storage:           c.Storage,
+		Replicas:          max(c.Replicas, 1),
+		AllowRollup:       true,
+		DenyDelete:        true,
+		Duplicates:        dup,
+		MaxMsgs:           -1,
+		MaxConsumers:      -1,
+		AllowDirect:       true,
+		Discard:           jetstream.DiscardNew,
+		AllowMsgTTL:       true,
+		Metadata:          c.Metadata,
+	}
+}
+
+// ReadRetention reads the retention provisioned on bucket kv (the batches
+// or progress bucket); a bucket without one gives the zero Retention.
+func ReadRetention(ctx context.Context, kv jetstream.KeyValue) (Retention, error) {
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return Retention{}, fmt.Errorf("streams: read the retention of bucket %s: %w", kv.Bucket(), err)
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok || bs.StreamInfo() == nil {
+		return Retention{}, nil
+	}
+	cfg := bs.StreamInfo().Config
+	if !cfg.AllowMsgTTL {
+		return Retention{}, nil
+	}
+	secs := func(k string) time.Duration {
+		n, err := strconv.ParseInt(cfg.Metadata[k], 10, 64)
+		if err != nil || n < 0 {
+			return 0
+		}
+		return time.Duration(n) * time.Second
+	}
+	return Retention{Finished: secs(MetaFinishedMaxAge), DeadLetter: secs(MetaDeadLetterMaxAge)}, nil
+}
+
+// TTLValue is the Nats-TTL header value of ttl, in whole seconds rounded
+// up, at least MinTTL.
+func TTLValue(ttl time.Duration) string {
+	s := int64((max(ttl, MinTTL) + time.Second - 1) / time.Second)
+	return strconv.FormatInt(s, 10) + "s"
+}
+
+// SetTTL sets m's time to live, ttl > 0; the stream must allow it.
+func SetTTL(m *nats.Msg, ttl time.Duration) {
+	if m.Header == nil {
+		m.Header = nats.Header{}
+	}
+	m.Header.Set(jetstream.MsgTTLHeader, TTLValue(ttl))
+}
+
+// PutKeyTTL writes key of KV bucket bucket with a time to live, through
+// js: kv.Put and kv.Update cannot carry one, and a key's last write
+// decides when it goes. rev > 0 writes with compare-and-set on that
+// revision (a lost race matches ErrConflict); rev 0 writes whatever is
+// there.
+func PutKeyTTL(ctx context.Context, js jetstream.JetStream, bucket, key string, value []byte, rev uint64, ttl time.Duration) (uint64, error) {
+	m := nats.NewMsg("$KV." + bucket + "." + key)
+	m.Data = value
+	SetTTL(m, ttl)
+	if rev > 0 {
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
+	}
+	ack, err := js.PublishMsg(ctx, m)
+	if err != nil {
+		if IsRevisionConflict(err) {
+			return 0, fmt.Errorf("%w: %s: %w", ErrConflict, key, err)
+		}
+		return 0, fmt.Errorf("streams: write %s of bucket %s: %w", key, bucket, err)
+	}
+	return ack.Sequence, nil
+}
