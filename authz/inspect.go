@@ -150,6 +150,9 @@ type InFlightItem struct {
 	// NotBefore is when a batch waiting on a retry delay runs again.
 	NotBefore time.Time `json:"not_before,omitzero"`
 	LastError string    `json:"last_error,omitempty"`
+	// Waiting says why no worker attempts the batch's next call, and
+	// since when (e.g. no worker serves its function type).
+	Waiting *streams.Waiting `json:"waiting,omitempty"`
 }
 
 // InFlightReply lists a domain's unfinished batches, oldest first.
@@ -223,7 +226,7 @@ func (s *Service) inflight(ctx context.Context, _ string, req *InFlightRequest) 
 		if pr.Rev != 0 {
 			it.Since = pr.UpdatedAt
 		}
-		it.NotBefore, it.LastError = pr.NotBefore, pr.LastError
+		it.NotBefore, it.LastError, it.Waiting = pr.NotBefore, pr.LastError, pr.Waiting
 		out.Items = append(out.Items, it)
 	}
 	return out, nil

@@ -159,6 +159,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 	s := &Service{opts: opts, log: opts.Logger.With("component", "authz"), nc: nc, js: js, ids: submit.NewIDs(js),
 		queues: map[pipeline.Priority]jetstream.Stream{}}
 	s.table.Store(opts.Table)
+	s.watchDomains(opts.Table)
 	if s.acks, err = streams.NewAckPublisher(nc, pubAckWait); err != nil {
 		return nil, fmt.Errorf("authz: %w", err)
 	}
@@ -204,6 +205,14 @@ func bindError(what string, err error) error {
 	return fmt.Errorf("authz: %s: %w", what, err)
 }
 
+// watchDomains has the metrics report the queues of every domain of t,
+// with the age of their oldest tokens, which authz may read.
+func (s *Service) watchDomains(t *Table) {
+	for _, l := range t.Labels {
+		s.opts.Telemetry.WatchQueueFronts(s.js, l.Domain)
+	}
+}
+
 // Table returns the authorization table in force.
 func (s *Service) Table() *Table { return s.table.Load() }
 
@@ -217,6 +226,7 @@ func (s *Service) Reload() error {
 		return err
 	}
 	s.table.Store(t)
+	s.watchDomains(t)
 	s.log.Info("authorization table reloaded", "labels", len(t.Labels))
 	return nil
 }

@@ -140,6 +140,7 @@ func (p *Processor) wait(ctx context.Context, b *pipeline.Batch, st *state, m je
 	if now.Sub(h.since) < p.opts.MaxWait {
 		delay := p.backoff(h.tries, waitBase, waitCeiling)
 		p.log.Debug("call not attempted; tried again later", "batch_id", b.ID, "tries", h.tries, "delay", delay, "reason", cause)
+		p.recordWaiting(ctx, b, st, cause, h.since, now)
 		return ActionBusy, m.NakWithDelay(delay)
 	}
 	p.holds.forget(m)
@@ -155,6 +156,68 @@ func (p *Processor) wait(ctx context.Context, b *pipeline.Batch, st *state, m je
 		return p.settle(ctx, b, st, failure{index: 0, msg: msg}, m)
 	}
 	return p.functionFailed(ctx, b, st, failure{index: prog.Next, msg: msg}, m)
+}
+
+// busyUnrecorded is how long the workers may be busy, or silent, before
+// a batch's progress says it waits for them: a short wait under load is
+// normal and costs no write, a batch that no worker serves says so at once.
+const busyUnrecorded = waitCeiling
+
+// waitingOf says why the workers did not attempt b's next call, or nil
+// while that is not worth a record yet. The reason holds no count nor
+// duration, so that a batch that keeps waiting for the same reason is
+// written once.
+func waitingOf(b *pipeline.Batch, prog *streams.Progress, cause error, held time.Duration) *streams.Waiting {
+	var typ, what string
+	switch {
+	case prog.FallbackDue != nil && prog.FallbackDue.Index < len(b.Functions):
+		typ = b.Functions[prog.FallbackDue.Index].Type
+		what = "the fallback of `" + typ + "`"
+	case b.Subroutine.Mode == pipeline.Atomic:
+		what = "atomic units"
+	case prog.Next < len(b.Functions):
+		typ = b.Functions[prog.Next].Type
+		what = "`" + typ + "`"
+	default:
+		return nil
+	}
+	var reason string
+	switch {
+	case errors.Is(cause, errNoWorker):
+		reason = "no worker serves " + what
+	case held < busyUnrecorded:
+		return nil
+	case errors.Is(cause, errNoAnswer):
+		reason = "no worker answered a call of " + what
+	default:
+		reason = "every worker of " + what + " is busy"
+	}
+	return &streams.Waiting{Reason: reason, Type: typ}
+}
+
+// recordWaiting writes in b's progress why no worker attempts its call,
+// once per reason: a batch that waits on writes nothing more until the
+// reason changes or the batch moves on (the next progress write clears
+// it). The first record of a reason is logged and counted. A write that
+// fails is not the step's failure: the token is put back all the same, and
+// a later put-back tries again.
+func (p *Processor) recordWaiting(ctx context.Context, b *pipeline.Batch, st *state, cause error, since, now time.Time) {
+	w := waitingOf(b, &st.Progress, cause, now.Sub(since))
+	if w == nil || (st.Waiting != nil && st.Waiting.Reason == w.Reason) {
+		return
+	}
+	w.Since = since.UTC()
+	prev := st.Waiting
+	st.Waiting, st.waiting = w, true
+	err := p.save(ctx, st)
+	st.waiting = false
+	if err != nil {
+		st.Waiting = prev
+		p.log.Debug("waiting reason not recorded", "batch_id", b.ID, "err", err)
+		return
+	}
+	p.log.Warn("batch waits for a worker", "batch_id", b.ID, "domain", b.Domain, "type", w.Type, "reason", w.Reason, "since", w.Since)
+	p.opts.Telemetry.WaitingForWorker(b.Domain, w.Type)
 }
 
 // Bounds of the delays of a poison token.

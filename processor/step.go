@@ -25,6 +25,9 @@ type state struct {
 	noWait bool
 	// sender is the sender the batch holds, for functions that need one.
 	sender string
+	// waiting says this write records why the batch waits for a worker:
+	// every other write clears that reason.
+	waiting bool
 }
 
 // failure is a failed attempt of function index (an atomic batch: of its
@@ -567,5 +570,8 @@ func (p *Processor) load(ctx context.Context, id uint64) (*state, error) {
 // read; a lost race matches streams.ErrConflict.
 func (p *Processor) save(ctx context.Context, st *state) error {
 	st.By = p.opts.Name
+	if !st.waiting {
+		st.Waiting = nil
+	}
 	return p.store.Save(ctx, p.opts.Domain, &st.ProgressEntry)
 }

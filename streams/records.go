@@ -61,6 +61,15 @@ type ParkedFunction struct {
 	Included bool `msgpack:"included,omitempty" json:"included,omitempty"`
 }
 
+// Waiting says why no worker attempts a batch's next call, and since when.
+type Waiting struct {
+	// Reason names what is missing, e.g. "no worker serves `greet`".
+	Reason string    `msgpack:"reason" json:"reason"`
+	Since  time.Time `msgpack:"since" json:"since"`
+	// Type is the function type asked for (empty for an atomic unit).
+	Type string `msgpack:"type,omitempty" json:"type,omitempty"`
+}
+
 // DueFallback is a function given up on whose fallback no worker has
 // attempted yet.
 type DueFallback struct {
@@ -106,6 +115,11 @@ type Progress struct {
 	// to attempt its fallback: the next step asks for the fallback again
 	// instead of running the function.
 	FallbackDue *DueFallback `msgpack:"fallback_due,omitempty" json:"fallback_due,omitempty"`
+	// Waiting is set while the next step waits for a worker to attempt its
+	// call (none serves the function type, or none answered for long): why,
+	// and since when. The processor writes it once per reason and clears it
+	// with the batch's next progress write.
+	Waiting *Waiting `msgpack:"waiting,omitempty" json:"waiting,omitempty"`
 	// Outputs are the results of the functions that took effect.
 	Outputs []pipeline.Output `msgpack:"outputs,omitempty" json:"outputs,omitempty"`
 	// Outcome is set once State is Done.

@@ -83,6 +83,7 @@ func progressFixture() streams.Progress {
 		FailedIndex: 2,
 		Fallbacks:   []int{1},
 		FallbackDue: &streams.DueFallback{Index: 2, Exhausted: true, Reason: "declined"},
+		Waiting:     &streams.Waiting{Reason: "no worker serves `greet`", Since: at(4), Type: "greet"},
 		Outputs:     fullOutputs(),
 		Outcome:     fullOutcome(),
 		UpdatedAt:   at(7),

@@ -68,6 +68,9 @@ func (t *Telemetry) BatchFinished(ctx context.Context, b *pipeline.Batch, o pipe
 		return
 	}
 	t.m.finished.WithLabelValues(b.Domain, b.Label, string(o.Status)).Inc()
+	if !b.CreatedAt.IsZero() {
+		t.m.outcome.WithLabelValues(b.Domain, string(o.Status)).Observe(max(0, time.Since(b.CreatedAt).Seconds()))
+	}
 	if t.tracer != nil {
 		trace.SpanFromContext(ctx).SetAttributes(attrBatchID.Int64(int64(b.ID)), attrDomain.String(b.Domain),
 			attrLabel.String(b.Label), attrOutcome.String(string(o.Status)))
@@ -164,6 +167,15 @@ func (t *Telemetry) Throttled(domain string) {
 		return
 	}
 	t.m.throttled.WithLabelValues(domain).Inc()
+}
+
+// WaitingForWorker counts a batch of domain that began to wait for a
+// worker to attempt its call of function type typ (empty: an atomic unit).
+func (t *Telemetry) WaitingForWorker(domain, typ string) {
+	if t == nil {
+		return
+	}
+	t.m.waiting.WithLabelValues(domain, typ).Inc()
 }
 
 // FallbackUsed counts a failed function of domain whose fallback handled

@@ -13,6 +13,9 @@ var (
 	latencyBuckets = prometheus.ExponentialBuckets(0.0005, 2, 16)
 	// lagBuckets cover a callback's wait for authz: 1ms to about 65s.
 	lagBuckets = prometheus.ExponentialBuckets(0.001, 2, 17)
+	// outcomeBuckets cover a batch from its send to its outcome: 10ms to
+	// about 12h, by fourfold steps.
+	outcomeBuckets = prometheus.ExponentialBuckets(0.01, 4, 12)
 )
 
 // metrics are the metrics whose values the components' hooks set; the ones
@@ -30,6 +33,8 @@ type metrics struct {
 	fetchErrors *prometheus.CounterVec
 	throttle    *prometheus.GaugeVec
 	throttled   *prometheus.CounterVec
+	outcome     *prometheus.HistogramVec
+	waiting     *prometheus.CounterVec
 }
 
 func newMetrics() metrics {
@@ -81,6 +86,15 @@ func newMetrics() metrics {
 			Namespace: namespace, Subsystem: "processor", Name: "throttled_total",
 			Help: "Ticks (a replica's own or from outside) cut short because the domain's steps of the second were spent.",
 		}, []string{"domain"}),
+		outcome: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "batch_outcome_seconds",
+			Help:    "Time from a batch's send (its acceptance by authz) to authz recording its terminal outcome, by outcome status.",
+			Buckets: outcomeBuckets,
+		}, []string{"domain", "outcome"}),
+		waiting: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "processor", Name: "waits_for_worker_total",
+			Help: "Batches that began to wait for a worker to attempt their call (no worker serves the type, or none attempted it for long), by function type; the reason is in the batch's progress.",
+		}, []string{"domain", "type"}),
 		fetchErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: "telemetry", Name: "fetch_errors_total",
 			Help: "Failed requests for the figures read from the server on a scrape (what: queues, dlq).",
@@ -90,7 +104,7 @@ func newMetrics() metrics {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.submitted, m.finished, m.callbackLag, m.stepSeconds, m.retries,
-		m.fallbacks, m.handler, m.workerBusy, m.ticks, m.fetchErrors, m.throttle, m.throttled}
+		m.fallbacks, m.handler, m.workerBusy, m.ticks, m.fetchErrors, m.throttle, m.throttled, m.outcome, m.waiting}
 }
 
 // Descriptions of the metrics read on a scrape.
@@ -109,6 +123,11 @@ var (
 	descQueueUnacked = prometheus.NewDesc(namespace+"_queue_unacked",
 		"The part of queue_depth delivered to a processor and not acknowledged: steps running, retries and confirmations waited for.",
 		[]string{"domain", "priority"}, nil)
+	descQueueOldest = prometheus.NewDesc(namespace+"_queue_oldest_seconds",
+		"Age of the oldest token in a domain's queue of a priority (0 when empty): how long its front batch has waited, for its turn, a worker, a retry or a confirmation; it grows while the domain is paused.",
+		[]string{"domain", "priority"}, nil)
+	descPaused = prometheus.NewDesc(namespace+"_domain_paused",
+		"1 while a domain is paused, 0 otherwise.", []string{"domain"}, nil)
 	descDLQ = prometheus.NewDesc(namespace+"_dlq_messages",
 		"Dead letters of a domain in the DLQ stream.", []string{"domain"}, nil)
 )

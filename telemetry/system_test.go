@@ -126,6 +126,7 @@ func TestScrapeCountsBatches(t *testing.T) {
 		series("tickflow_batches_submitted_total", "domain", "payments", "label", "jobs", "priority", "med"):           executed + rejected + 1,
 		series("tickflow_batches_finished_total", "domain", "payments", "label", "jobs", "outcome", "Executed"):        executed + 1,
 		series("tickflow_batches_finished_total", "domain", "payments", "label", "jobs", "outcome", "Rejected"):        rejected,
+		series("tickflow_batch_outcome_seconds_count", "domain", "payments", "outcome", "Executed"):                    executed + 1,
 		series("tickflow_callback_apply_lag_seconds_count", "domain", "payments"):                                      executed + rejected + 1,
 		series("tickflow_processor_fallbacks_total", "domain", "payments"):                                             1,
 		series("tickflow_worker_handler_seconds_count", "type", "noop", "kind", "function", "result", "ok"):            executed,
@@ -160,5 +161,36 @@ func TestScrapeCountsBatches(t *testing.T) {
 	}
 	if code, body := get(t, "GET", url+"/readyz"); code != 200 {
 		t.Fatalf("readyz of a running system: %d %s", code, body)
+	}
+}
+
+// TestPausedQueueAges: a paused domain's queued batch shows in the metrics
+// as a queue whose oldest token ages, beside the domain's pause, although
+// no step runs.
+func TestPausedQueueAges(t *testing.T) {
+	tel := telemetry.New(telemetry.Options{CacheTTL: time.Nanosecond})
+	c, env := runSystemEnv(t, tel)
+	owner, err := client.New(env.Conn(t, "owner"), "owner", client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testnats.Eventually(t, 10*time.Second, "the pause", func() bool {
+		_, err := owner.Pause(context.Background(), authz.DomainRequest{Domain: "payments"})
+		return err == nil
+	})
+	url := serve(t, tel)
+	send(t, c, "jobs", call(handlers.TypeNoop, nil))
+	oldest := series("tickflow_queue_oldest_seconds", "domain", "payments", "priority", "med")
+	paused := series("tickflow_domain_paused", "domain", "payments")
+	var got map[string]float64
+	testnats.Eventually(t, 10*time.Second, "the paused queue's age", func() bool {
+		got = scrape(t, url)
+		return got[oldest] > 0 && got[paused] == 1
+	})
+	if v, ok := got[series("tickflow_domain_paused", "domain", "reports")]; !ok || v != 0 {
+		t.Fatalf("reports paused = %v (reported: %v), want 0", v, ok)
+	}
+	if v, ok := got[series("tickflow_queue_oldest_seconds", "domain", "reports", "priority", "high")]; !ok || v != 0 {
+		t.Fatalf("empty queue's oldest = %v (reported: %v), want 0", v, ok)
 	}
 }

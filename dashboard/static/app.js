@@ -65,6 +65,9 @@
   }
 
   const badge = (text, cls) => el("span", { class: "badge " + (cls || text) }, text);
+  // waitingText says why no worker attempts a batch's next call, and since
+  // when: "no worker serves `greet` since 12:03:01".
+  const waitingText = (w) => (w ? w.reason + " since " + new Date(w.since).toLocaleTimeString() : "");
   const batchLink = (id) => el("a", { href: "#/batch/" + id, class: "batch-link" }, "#" + id);
   const time = (t) => (t && !t.startsWith("0001") ? new Date(t).toLocaleTimeString() : "");
 
@@ -187,7 +190,7 @@
         el("td", {}, it.holder || el("span", { class: "muted" }, "not picked up")),
         el("td", {}, time(it.since)),
         ageCell(it.created_at),
-        el("td", { class: "error" }, it.last_error || "")));
+        el("td", { class: "error" }, waitingText(it.waiting) || it.last_error || "")));
     return table(["batch", "label", "submitter", "queue", "state", "step", "attempts", "moved by", "since", "age", "last error"], rows, "Nothing in flight.");
   }
 
@@ -230,7 +233,8 @@
     if (p) {
       out.push(el("h2", {}, "Progress"),
         el("dl", { id: "progress" },
-          ["state", "next", "step", "last_error", "by", "updated_at"].map((k) => [el("dt", {}, k), el("dd", {}, p[k] ?? "")])),
+          ["state", "next", "step", "last_error", "by", "updated_at"].map((k) => [el("dt", {}, k), el("dd", {}, p[k] ?? "")])
+            .concat(p.waiting ? [[el("dt", {}, "waiting"), el("dd", { class: "error" }, waitingText(p.waiting))]] : [])),
         el("h2", {}, "Outputs"),
         table(["#", "type", "data"], (p.outputs || []).map((o) => el("tr", {}, el("td", { class: "num" }, o.index), el("td", {}, o.type), el("td", {}, el("pre", {}, JSON.stringify(o, null, 1))))), "No outputs yet."));
     }
