@@ -341,7 +341,9 @@ type BatchReply struct {
 
 // Terminal says whether the batch finished: its record holds its outcome
 // and outputs for good.
-func (r *BatchReply) Terminal() bool { return r != nil && r.Record != nil && r.Record.Status.Terminal() }
+func (r *BatchReply) Terminal() bool {
+	return r != nil && r.Record != nil && r.Record.Status.Terminal()
+}
 
 func (s *Service) batch(ctx context.Context, user string, req *IDRequest) (any, error) {
 	rec, err := s.record(ctx, req.ID)

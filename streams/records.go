@@ -191,8 +191,8 @@ type BatchRecord struct {
 	// its index and type only (Trimmed).
 	Outputs   []pipeline.Output `msgpack:"outputs,omitempty" json:"outputs,omitempty"`
 	CreatedAt time.Time         `msgpack:"created_at" json:"created_at"`
-	UpdatedAt  time.Time `msgpack:"updated_at" json:"updated_at"`
-	History    []Event   `msgpack:"history,omitempty" json:"history,omitempty"`
+	UpdatedAt time.Time         `msgpack:"updated_at" json:"updated_at"`
+	History   []Event           `msgpack:"history,omitempty" json:"history,omitempty"`
 }
 
 // Callback is what a processor tells authz about a batch's terminal outcome.
