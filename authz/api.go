@@ -347,6 +347,16 @@ type IDRequest struct {
 type BatchReply struct {
 	Record   *streams.BatchRecord `json:"record"`
 	Progress *streams.Progress    `json:"progress,omitempty"`
+	// Outputs are the results of the functions that took effect, in
+	// order: the record's once the batch finished, the progress's while it
+	// runs (every function's but the one running).
+	Outputs []pipeline.Output `json:"outputs"`
+}
+
+// Terminal says whether the batch finished: its record holds its outcome
+// and outputs for good.
+func (r *BatchReply) Terminal() bool {
+	return r != nil && r.Record != nil && r.Record.Status.Terminal()
 }
 
 func (s *Service) batch(ctx context.Context, user string, req *IDRequest) (any, error) {
@@ -361,9 +371,17 @@ func (s *Service) batch(ctx context.Context, user string, req *IDRequest) (any, 
 		// Do not tell others whether the batch exists.
 		return nil, errf(CodeNotFound, "authz: no batch %d", req.ID)
 	}
-	rep := &BatchReply{Record: rec}
+	rep := &BatchReply{Record: rec, Outputs: rec.Outputs}
 	if st, err := s.progressStore.Load(ctx, rec.Batch.Domain, rec.Batch.ID); err == nil && st.Rev != 0 {
 		rep.Progress = &st.Progress
+		if !rec.Status.Terminal() || (len(rec.Outputs) == 0 && rec.Outcome != nil && rec.Outcome.Executed > 0) {
+			// Running; or finished by a callback that carried no
+			// outputs (of an older processor): the progress has them.
+			rep.Outputs = st.Outputs
+		}
+	}
+	if rep.Outputs == nil {
+		rep.Outputs = []pipeline.Output{}
 	}
 	return rep, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/logging"
+	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
 
@@ -167,7 +168,50 @@ func (c *callbackChange) change(rec *streams.BatchRecord) (bool, error) {
 	c.expire = c.s.expiryOf(rec)
 	rec.History = append(rec.History, streams.Event{At: c.at.UTC(), What: "callback",
 		Detail: o.String() + " from " + cb.Processor + " after " + strconv.Itoa(cb.Attempts) + " attempts"})
+	c.s.keepOutputs(rec, cb.Outputs)
 	return true, nil
+}
+
+// outputsHeadroom is kept free of max_payload beside a batch record for
+// the message's headers.
+const outputsHeadroom = 4 << 10
+
+// keepOutputs puts a terminal callback's outputs in rec, for the
+// submitter. They fitted beside the batch in the processor's progress
+// record, but the batch record also holds its history: should the whole
+// not fit in the server's max_payload, the outputs keep their index and
+// type, their data is left out, and the history says so. The record is
+// encoded here only when a cheap upper bound says it might not fit.
+func (s *Service) keepOutputs(rec *streams.BatchRecord, outs []pipeline.Output) {
+	rec.Outputs = outs
+	if len(outs) == 0 {
+		return
+	}
+	limit := int(s.nc.MaxPayload()) - outputsHeadroom
+	est := 1<<10 + len(rec.IdempotencyKey) + len(rec.Batch.Key)
+	for _, f := range rec.Batch.Functions {
+		est += len(f.Payload) + len(f.Type) + 256
+	}
+	for _, e := range rec.History {
+		est += len(e.What) + len(e.Detail) + 32
+	}
+	for _, o := range outs {
+		est += len(o.Data) + len(o.Type) + len(o.Ref) + 48
+	}
+	if est <= limit {
+		return
+	}
+	data, err := streams.Encode(rec)
+	if err == nil && len(data) <= limit {
+		return
+	}
+	trimmed := make([]pipeline.Output, len(outs))
+	for i, o := range outs {
+		trimmed[i] = pipeline.Output{Index: o.Index, Type: o.Type, Ref: o.Ref}
+	}
+	rec.Outputs = trimmed
+	rec.History = append(rec.History, streams.Event{At: rec.UpdatedAt, What: "outputs trimmed",
+		Detail: fmt.Sprintf("the outputs' data is left out: the record would take %d bytes, and the server's max_payload of %d bytes leaves room for %d", len(data), s.nc.MaxPayload(), limit)})
 }
 
 // noteFinished notes that the callback made rec terminal.
@@ -178,6 +222,21 @@ func (s *Service) noteFinished(ctx context.Context, c *callbackChange, rec *stre
 	}
 	s.opts.Telemetry.BatchFinished(ctx, &rec.Batch, c.cb.Outcome)
 	c.finishedLabel, c.finishedBy, c.key = rec.Batch.Label, rec.Batch.Submitter, keyOf(&rec.Batch)
+	s.announceOutcome(rec)
+}
+
+// announceOutcome tells the submitter's waiters (client.Wait) that the
+// batch of rec finished: a core NATS message on its OutcomeSubject, the
+// outcome as its body. It is a hint, at most once: the record, written
+// before, is what a waiter reads, and a waiter that missed the message
+// (a reconnect) reads the record again.
+func (s *Service) announceOutcome(rec *streams.BatchRecord) {
+	if rec.Outcome == nil || pipeline.ValidateDomain(rec.Batch.Submitter) != nil {
+		return // no subject names this submitter
+	}
+	if err := s.nc.Publish(streams.OutcomeSubject(rec.Batch.Submitter, rec.Batch.ID), []byte(rec.Outcome.String())); err != nil {
+		s.log.Warn("outcome not announced; waiters read it from the record", "batch_id", rec.Batch.ID, "err", err)
+	}
 }
 
 // releasing says whether releaseFinished has anything to release.

@@ -139,7 +139,8 @@ func (s *Service) replayCallback(ctx context.Context, it deadLetter) (uint64, er
 			return 0, errf(CodeNotFound, "authz: dead letter %d: its callback (%s sequence %d) is gone and was never read", it.item.Seq, o.Stream, o.Seq)
 		}
 		cb = streams.Callback{BatchID: it.dl.Batch.ID, Domain: it.dl.Domain, Priority: it.dl.Batch.Priority,
-			Outcome: it.dl.Outcome, Attempts: it.dl.Attempts, At: it.dl.At, Processor: "a replayed dead letter"}
+			Outcome: it.dl.Outcome, Attempts: it.dl.Attempts, At: it.dl.At, Processor: "a replayed dead letter",
+			Outputs: it.dl.Outputs}
 	case err != nil:
 		return 0, fmt.Errorf("authz: read callback %d: %w", o.Seq, err)
 	default:

@@ -76,7 +76,8 @@ func deleteToken(ctx context.Context, st jetstream.Stream, seq uint64) error {
 // it is built from the same progress, like its deduplication id.
 func removedCallback(b *pipeline.Batch, st *streams.ProgressEntry) *streams.Callback {
 	return &streams.Callback{BatchID: b.ID, Domain: b.Domain, Priority: b.Priority, Outcome: *st.Outcome,
-		Attempts: st.Attempts(b.Subroutine.Mode == pipeline.Atomic), At: st.UpdatedAt, Processor: streams.AuthzService}
+		Attempts: st.Attempts(b.Subroutine.Mode == pipeline.Atomic), At: st.UpdatedAt, Processor: streams.AuthzService,
+		Outputs: st.Outputs}
 }
 
 // tokensOf returns the stream sequences of every token of batch b in its

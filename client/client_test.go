@@ -159,7 +159,7 @@ func TestReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, err := b.owner.Reload(b.ctx)
-	if err != nil || rep.Labels != 4 {
+	if err != nil || rep.Labels != 5 {
 		t.Fatalf("reload: %+v %v", rep, err)
 	}
 	if sent, err := b.alice.Send(b.ctx, extra); err != nil || sent.Priority != pipeline.High {

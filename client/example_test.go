@@ -20,9 +20,10 @@ import (
 	"github.com/tickflow/tickflow/worker"
 )
 
-// alice submits a batch through the client and follows it to its end; the
-// owner lists the domain's queue; a batch nobody knows is ErrNotFound. All
-// on an embedded nats-server, with authz, a processor and a worker.
+// alice submits a batch through the client and waits for its outcome and
+// output; the owner lists the domain's queue; a batch nobody knows is
+// ErrNotFound. All on an embedded nats-server, with authz, a processor and
+// a worker.
 func Example() {
 	dir, _ := os.MkdirTemp("", "tickflow-client-example")
 	defer os.RemoveAll(dir)
@@ -53,7 +54,7 @@ func Example() {
 	}
 	mux := pipeline.NewServeMux()
 	mux.RegisterFunc("invoice", func(ctx context.Context, call *pipeline.Call) (pipeline.Result, error) {
-		return pipeline.Result{}, nil
+		return pipeline.Result{Data: pipeline.MustPayload("INV-001")}, nil
 	})
 	wc, ac, pc := dial("worker"), dial("authz"), dial("processor")
 	defer wc.Close()
@@ -120,19 +121,31 @@ func Example() {
 	}
 	fmt.Println("queue length", q.Length, "first is ours:", q.Items[0].ID == sent.ID)
 
-	// Tick until the batch is finished (a ticker process does this on an interval).
-	for {
-		p.Tick(ctx, 1)
-		rep, err := alice.Batch(ctx, authz.IDRequest{ID: sent.ID})
-		if err != nil {
-			fmt.Println(err)
-			return
-		}
-		if rep.Record.Status.Terminal() {
-			fmt.Println(rep.Record.Outcome)
-			break
+	// Wait for the outcome without polling, while the processor ticks (a
+	// ticker process does this on an interval): Wait returns the batch's
+	// record and every function's output once it finished.
+	waited := make(chan error, 1)
+	var rep *authz.BatchReply
+	go func() {
+		var err error
+		rep, err = alice.Wait(ctx, sent.ID)
+		waited <- err
+	}()
+	for ticking := true; ticking; {
+		select {
+		case err := <-waited:
+			if err != nil {
+				fmt.Println(err)
+				return
+			}
+			ticking = false
+		default:
+			p.Tick(ctx, 1)
 		}
 	}
+	var invoice string
+	_ = rep.Outputs[0].Data.Decode(&invoice)
+	fmt.Println(rep.Record.Outcome, invoice)
 
 	// A submitter pages through their own batches, newest first.
 	page, err := alice.List(ctx, authz.ListRequest{Status: pipeline.Executed, Limit: 10})
@@ -152,7 +165,7 @@ func Example() {
 	// Output:
 	// sent to billing med
 	// queue length 1 first is ours: true
-	// Executed
+	// Executed INV-001
 	// alice's executed batches: 1 more: false
 	// batch 404 true
 	// alice pauses: true

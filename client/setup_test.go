@@ -33,6 +33,14 @@ labels:
     functions:
       noop: {}
       fail: {}
+      flaky: {}
+  units:
+    domain: pay
+    users: [alice]
+    mode: atomic
+    priority: med
+    functions:
+      flaky: {}
   confirmed:
     domain: pay
     users: [alice]
@@ -130,6 +138,11 @@ func (b *bundle) settled(t *testing.T, id uint64) *streams.BatchRecord {
 }
 
 func noop() authz.CallSpec { return authz.CallSpec{Type: handlers.TypeNoop} }
+
+// flaky succeeds at once, its output its attempt: 1.
+func flaky() authz.CallSpec {
+	return authz.CallSpec{Type: handlers.TypeFlaky, Payload: pipeline.MustPayload(handlers.FlakyArgs{})}
+}
 
 func fail() authz.CallSpec {
 	return authz.CallSpec{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})}

@@ -106,6 +106,9 @@ func TestBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := b.settledBy(t, throttled, failed)
+	// A one-function batch keeps its output for its page.
+	produced := b.send(t, flaky())
+	b.settledBy(t, throttled, produced)
 	stepped := b.send(t, noop(), noop())
 	// The queue's consumer learns of a token a moment after its publish is
 	// acknowledged, so the first tick may find nothing yet.
@@ -206,6 +209,12 @@ func TestBrowser(t *testing.T) {
 		chromedp.WaitVisible(css(fmt.Sprintf("#inflight-%d", replayed))),
 	)
 
+	run("a finished batch's page shows its output",
+		chromedp.Navigate(fmt.Sprintf("%s/#/batch/%d", b.url, produced)),
+		until(`(document.getElementById("output-0") || {}).textContent === "0flaky1"`),
+		chromedp.Navigate(b.url+"/"),
+		chromedp.WaitVisible(css("#domain-pay")),
+	)
 	run("open a batch's page",
 		chromedp.Click(css(fmt.Sprintf("#inflight-%d .batch-link", stepped))),
 		chromedp.WaitVisible(css("#progress")),

@@ -38,6 +38,7 @@ labels:
     functions:
       noop: {}
       fail: {}
+      flaky: {}
 `
 
 // bundle is a server with authz (owner "owner"), a worker, a processor of
@@ -150,6 +151,11 @@ func (b *bundle) settledBy(t *testing.T, p *processor.Processor, id uint64) *str
 }
 
 func noop() authz.CallSpec { return authz.CallSpec{Type: handlers.TypeNoop} }
+
+// flaky succeeds at once, its output its attempt: 1.
+func flaky() authz.CallSpec {
+	return authz.CallSpec{Type: handlers.TypeFlaky, Payload: pipeline.MustPayload(handlers.FlakyArgs{})}
+}
 
 func fail() authz.CallSpec {
 	return authz.CallSpec{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})}

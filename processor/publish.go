@@ -29,7 +29,11 @@ func (p *Processor) publishToken(ctx context.Context, b *pipeline.Batch, prog *s
 	return nil
 }
 
-// callbackMsg is the terminal callback, deduplicated by batch id.
+// callbackMsg is the terminal callback, deduplicated by batch id. It
+// carries the outputs, which authz keeps in the batch record for the
+// submitter: a batch that finished at its first step has them nowhere else
+// authz may read. They fit: fits bounds them below max_payload beside the
+// batch.
 func (p *Processor) callbackMsg(b *pipeline.Batch, prog *streams.Progress, dlSeq uint64) (*nats.Msg, error) {
 	at := prog.UpdatedAt
 	if at.IsZero() {
@@ -40,7 +44,7 @@ func (p *Processor) callbackMsg(b *pipeline.Batch, prog *streams.Progress, dlSeq
 	cb := &streams.Callback{
 		BatchID: b.ID, Domain: b.Domain, Priority: b.Priority, Outcome: *prog.Outcome,
 		Attempts: prog.Attempts(b.Subroutine.Mode == pipeline.Atomic), At: at, Processor: p.opts.Name,
-		Fallback: len(prog.Fallbacks) > 0, DeadLetter: dlSeq,
+		Fallback: len(prog.Fallbacks) > 0, DeadLetter: dlSeq, Outputs: prog.Outputs,
 	}
 	return streams.CallbackMsg(cb)
 }

@@ -95,7 +95,7 @@ func (r *BatchRecord) DecodeMsgpack(dec *msgpack.Decoder) error { return wire.De
 // AppendMsgpack appends the batch record's msgpack encoding to b.
 func (r *BatchRecord) AppendMsgpack(b []byte) []byte {
 	b = wire.AppendMapHeader(b, 6+wire.Count(r.Outcome != nil, r.IdempotencyKey != "", r.Fallback, r.DeadLetter != 0,
-		r.ReplayedAs != 0, !r.FinishedAt.IsZero(), len(r.History) > 0))
+		r.ReplayedAs != 0, len(r.Outputs) > 0, !r.FinishedAt.IsZero(), len(r.History) > 0))
 	b = wire.AppendUint8(wire.AppendString(b, "v"), r.V)
 	b = r.Batch.AppendMsgpack(wire.AppendString(b, "batch"))
 	b = wire.AppendString(wire.AppendString(b, "status"), string(r.Status))
@@ -114,6 +114,9 @@ func (r *BatchRecord) AppendMsgpack(b []byte) []byte {
 	}
 	if r.ReplayedAs != 0 {
 		b = wire.AppendUint64(wire.AppendString(b, "replayed_as"), r.ReplayedAs)
+	}
+	if len(r.Outputs) > 0 {
+		b = wire.AppendSlice(wire.AppendString(b, "outputs"), r.Outputs)
 	}
 	b = wire.AppendTime(wire.AppendString(b, "created_at"), r.CreatedAt)
 	b = wire.AppendTime(wire.AppendString(b, "updated_at"), r.UpdatedAt)
@@ -148,6 +151,8 @@ func (r *BatchRecord) ReadMsgpack(b []byte) ([]byte, error) {
 			r.DeadLetter, b, err = wire.ReadUnsigned[uint64](b)
 		case "replayed_as":
 			r.ReplayedAs, b, err = wire.ReadUnsigned[uint64](b)
+		case "outputs":
+			r.Outputs, b, err = wire.ReadSlice[pipeline.Output](b)
 		case "created_at":
 			r.CreatedAt, b, err = wire.ReadTime(b)
 		case "updated_at":
@@ -171,7 +176,7 @@ func (c *Callback) DecodeMsgpack(dec *msgpack.Decoder) error { return wire.Decod
 
 // AppendMsgpack appends the callback's msgpack encoding to b.
 func (c *Callback) AppendMsgpack(b []byte) []byte {
-	b = wire.AppendMapHeader(b, 7+wire.Count(c.Processor != "", c.Fallback, c.DeadLetter != 0))
+	b = wire.AppendMapHeader(b, 7+wire.Count(c.Processor != "", c.Fallback, c.DeadLetter != 0, len(c.Outputs) > 0))
 	b = wire.AppendUint8(wire.AppendString(b, "v"), c.V)
 	b = wire.AppendUint64(wire.AppendString(b, "id"), c.BatchID)
 	b = wire.AppendString(wire.AppendString(b, "domain"), c.Domain)
@@ -187,6 +192,9 @@ func (c *Callback) AppendMsgpack(b []byte) []byte {
 	}
 	if c.DeadLetter != 0 {
 		b = wire.AppendUint64(wire.AppendString(b, "dead_letter"), c.DeadLetter)
+	}
+	if len(c.Outputs) > 0 {
+		b = wire.AppendSlice(wire.AppendString(b, "outputs"), c.Outputs)
 	}
 	return b
 }
@@ -215,6 +223,8 @@ func (c *Callback) ReadMsgpack(b []byte) ([]byte, error) {
 			c.Fallback, b, err = wire.ReadBool(b)
 		case "dead_letter":
 			c.DeadLetter, b, err = wire.ReadUnsigned[uint64](b)
+		case "outputs":
+			c.Outputs, b, err = wire.ReadSlice[pipeline.Output](b)
 		default:
 			b, err = wire.Skip(b)
 		}

@@ -203,6 +203,18 @@ const WorkQueueGroup = "workers"
 // authz learns the caller from the subject.
 func AuthzSubject(user, op string) string { return "authz." + user + "." + op }
 
+// OutcomeSubject is the core NATS subject on which authz announces that
+// batch id of submitter user finished, once its record says so: the body
+// is the outcome (pipeline.Outcome.String), the record is read with the
+// batch operation. nats.conf lets each user subscribe only under its own
+// name (OutcomeFilter), so nobody learns of another's batches.
+func OutcomeSubject(user string, id uint64) string {
+	return "outcomes." + user + "." + strconv.FormatUint(id, 10)
+}
+
+// OutcomeFilter matches every OutcomeSubject of user.
+func OutcomeFilter(user string) string { return "outcomes." + user + ".>" }
+
 // ParseAuthzSubject splits an AuthzSubject into the caller and the
 // operation; ok is false for a subject of another shape.
 func ParseAuthzSubject(subject string) (user, op string, ok bool) {

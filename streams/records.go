@@ -198,9 +198,14 @@ type BatchRecord struct {
 	// DeadLetter is the DLQ sequence of the batch's dead letter, if any.
 	DeadLetter uint64 `msgpack:"dead_letter,omitempty" json:"dead_letter,omitempty"`
 	// ReplayedAs is the id of the batch this one's dead letter was replayed as.
-	ReplayedAs uint64    `msgpack:"replayed_as,omitempty" json:"replayed_as,omitempty"`
-	CreatedAt  time.Time `msgpack:"created_at" json:"created_at"`
-	UpdatedAt  time.Time `msgpack:"updated_at" json:"updated_at"`
+	ReplayedAs uint64 `msgpack:"replayed_as,omitempty" json:"replayed_as,omitempty"`
+	// Outputs are the results of the functions that took effect, as the
+	// terminal callback carried them: set once the batch finished. An
+	// output whose data did not fit beside the rest of the record keeps
+	// its index and type only (Trimmed).
+	Outputs   []pipeline.Output `msgpack:"outputs,omitempty" json:"outputs,omitempty"`
+	CreatedAt time.Time         `msgpack:"created_at" json:"created_at"`
+	UpdatedAt time.Time         `msgpack:"updated_at" json:"updated_at"`
 	// FinishedAt is when the batch finished (its callback's time), set
 	// with its terminal status: its records expire Retention's age after.
 	FinishedAt time.Time `msgpack:"finished_at,omitempty" json:"finished_at,omitzero"`
@@ -221,6 +226,9 @@ type Callback struct {
 	Fallback bool `msgpack:"fallback,omitempty" json:"fallback,omitempty"`
 	// DeadLetter is the DLQ sequence of the batch's dead letter, if any.
 	DeadLetter uint64 `msgpack:"dead_letter,omitempty" json:"dead_letter,omitempty"`
+	// Outputs are the results of the functions that took effect, in
+	// order: what authz keeps in the batch record for the submitter.
+	Outputs []pipeline.Output `msgpack:"outputs,omitempty" json:"outputs,omitempty"`
 }
 
 // Origin says where a dead letter came from.

@@ -95,7 +95,7 @@ func batchRecordFixture() streams.BatchRecord {
 	return streams.BatchRecord{
 		Batch: fullBatch(), Status: pipeline.PartiallyExecuted, Outcome: fullOutcome(),
 		IdempotencyKey: "idem-1", Attempts: 4, Fallback: true, DeadLetter: 17, ReplayedAs: 43,
-		CreatedAt: at(1), UpdatedAt: at(8), FinishedAt: at(8),
+		Outputs: fullOutputs(), CreatedAt: at(1), UpdatedAt: at(8), FinishedAt: at(8),
 		History: []streams.Event{{At: at(1), What: "accepted", Detail: "by alice"}, {At: at(8), What: "callback", Detail: "PartiallyExecuted(2)"}},
 	}
 }
@@ -104,6 +104,7 @@ func callbackFixture() streams.Callback {
 	return streams.Callback{
 		BatchID: 42, Domain: "payments", Priority: pipeline.Med, Outcome: *fullOutcome(),
 		Attempts: 4, At: at(9), Processor: "proc-1", Fallback: true, DeadLetter: 17,
+		Outputs: fullOutputs(),
 	}
 }
 

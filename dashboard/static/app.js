@@ -234,10 +234,13 @@
       out.push(el("h2", {}, "Progress"),
         el("dl", { id: "progress" },
           ["state", "next", "step", "last_error", "by", "updated_at"].map((k) => [el("dt", {}, k), el("dd", {}, p[k] ?? "")])
-            .concat(p.waiting ? [[el("dt", {}, "waiting"), el("dd", { class: "error" }, waitingText(p.waiting))]] : [])),
-        el("h2", {}, "Outputs"),
-        table(["#", "type", "data"], (p.outputs || []).map((o) => el("tr", {}, el("td", { class: "num" }, o.index), el("td", {}, o.type), el("td", {}, el("pre", {}, JSON.stringify(o, null, 1))))), "No outputs yet."));
+            .concat(p.waiting ? [[el("dt", {}, "waiting"), el("dd", { class: "error" }, waitingText(p.waiting))]] : [])));
     }
+    // Every function's output: the record's once the batch finished, the
+    // progress's while it runs.
+    out.push(el("h2", {}, "Outputs"),
+      table(["#", "type", "data"], (b.outputs || []).map((o, i) => el("tr", { id: "output-" + i }, el("td", { class: "num" }, o.index), el("td", {}, o.type),
+        el("td", {}, el("pre", {}, JSON.stringify(o.data ?? null, null, 1) + (o.ref ? "\nref " + o.ref : ""))))), r.status === "InProcess" ? "No outputs yet." : "No outputs."));
     return out;
   }
 
