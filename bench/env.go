@@ -64,7 +64,9 @@ labels:
 // its own temporary store, provisioned for the bench domain, with the
 // tickflow components a scenario starts on it.
 type env struct {
-	cfg      *config
+	cfg *config
+	// table is the authorization table authz starts with; "": benchTable.
+	table    string
 	srv      *embedded.Server   // the server, or the cluster's first node
 	nodes    []*embedded.Server // every node of a cluster; nil on one server
 	dir      string
@@ -190,7 +192,11 @@ func (e *env) err() error {
 // startAuthz runs n authz replicas, each on its own connection; they share
 // the micro service's queue group and the callbacks consumer.
 func (e *env) startAuthz(n int) error {
-	table, err := authz.ParseTable([]byte(benchTable))
+	src := benchTable
+	if e.table != "" {
+		src = e.table
+	}
+	table, err := authz.ParseTable([]byte(src))
 	if err != nil {
 		return err
 	}
