@@ -116,7 +116,11 @@ func startEnv(cfg *config, listen bool) (*env, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	return newEnv(cfg, dir, srv, nil, streams.DefaultSettings())
+	settings := streams.DefaultSettings()
+	if cfg.finishedAge > 0 {
+		settings.FinishedMaxAge = cfg.finishedAge
+	}
+	return newEnv(cfg, dir, srv, nil, settings)
 }
 
 // newEnv wraps running servers: it connects as admin and provisions the

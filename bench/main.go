@@ -52,6 +52,11 @@ type config struct {
 	depthWarmup      int
 	rttN             int
 	fairnessN        int
+	// finishedAge, when set, is streams.Settings.FinishedMaxAge of every
+	// server the bench starts (the soak phase sets it).
+	finishedAge      time.Duration
+	soakDuration     time.Duration
+	soakRetention    time.Duration
 	stall            time.Duration
 	phases           map[string]bool
 	natsConf         string
@@ -123,7 +128,7 @@ func (c *config) asynqConcurrency() int {
 }
 
 // optionalPhases run only when -phases names them.
-var optionalPhases = []string{"fairness"}
+var optionalPhases = []string{"fairness", "soak"}
 
 var allPhases = []string{"ceiling", "burndown", "ticker", "shipped", "throttle", "nonatomic", "asynq", "latency", "scaling", "cluster", "depth", "rtt", "keyed"}
 
@@ -166,6 +171,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.depthLarge, "depth-large", 1000000, "deep queue depth of the tick-cost comparison")
 	fs.IntVar(&c.depthTicks, "depth-ticks", 300, "timed one-step ticks per child run")
 	fs.IntVar(&c.depthWarmup, "depth-warmup", 30, "untimed ticks before them")
+	fs.DurationVar(&c.soakDuration, "soak-duration", 10*time.Minute, "how long the soak phase runs at full speed")
+	fs.DurationVar(&c.soakRetention, "soak-retention", 10*time.Second, "how long the soak phase keeps finished batches (streams.finished_max_age)")
 	fs.IntVar(&c.fairnessN, "fairness-n", 20000, "keyed idempotent batches alice records before the fairness phase's listings")
 	fs.IntVar(&c.rttN, "rtt-n", 2000, "batches of the message-count run (round trips per batch)")
 	fs.StringVar(&c.scaleProcList, "scale-processors", "1,2,4", "processor replicas of the scaling phase, comma-separated")

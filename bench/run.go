@@ -138,6 +138,11 @@ func run(cfg *config) error {
 			return err
 		}
 	}
+	if cfg.phases["soak"] {
+		if err := runSoakPhase(cfg, res); err != nil {
+			return err
+		}
+	}
 	if cfg.phases["fairness"] {
 		if err := runFairnessPhase(cfg, res); err != nil {
 			return err
