@@ -82,6 +82,17 @@ func (s *Server) replay(r *http.Request, ss *session, body []byte) (any, error) 
 	return ss.c.Replay(r.Context(), authz.ReplayRequest{Seq: req.Seq})
 }
 
+// purge removes dead letters, as the owner's purge does: one by its seq,
+// every one (of a domain, or of all) with all, or those older than
+// older_than (a duration such as "24h"). authz refuses anyone but the owner.
+func (s *Server) purge(r *http.Request, ss *session, body []byte) (any, error) {
+	var req authz.PurgeRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return ss.c.Purge(r.Context(), req)
+}
+
 func (s *Server) cancel(r *http.Request, ss *session, body []byte) (any, error) {
 	var req authz.IDRequest
 	if err := decode(body, &req); err != nil {

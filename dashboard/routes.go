@@ -48,6 +48,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /api/pause", s.action(s.pause))
 	mux.HandleFunc("POST /api/resume", s.action(s.resume))
 	mux.HandleFunc("POST /api/replay", s.action(s.replay))
+	mux.HandleFunc("POST /api/purge", s.action(s.purge))
 	mux.HandleFunc("POST /api/cancel", s.action(s.cancel))
 	return secure(s.hostGate(mux))
 }

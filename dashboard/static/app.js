@@ -140,7 +140,7 @@
 
     async dlq() {
       const q = await get("/api/dlq?limit=200");
-      return { data: q, build: () => [el("h1", {}, "Dead letters"), dlqTable(q.items)] };
+      return { data: q, build: () => [el("h1", {}, "Dead letters"), purgeBar(q.items), dlqTable(q.items)] };
     },
 
     async mine(params) {
@@ -207,8 +207,30 @@
         el("td", {},
           d.replayed_as
             ? el("span", { class: "replayed" }, "replayed as ", batchLink(d.replayed_as))
-            : el("button", { id: "replay-" + d.seq, onclick: () => act((r) => "dead letter " + d.seq + " replayed as batch #" + r.replayed[0].as, "/api/replay", { seq: d.seq }) }, "Replay"))));
+            : el("button", { id: "replay-" + d.seq, onclick: () => act((r) => "dead letter " + d.seq + " replayed as batch #" + r.replayed[0].as, "/api/replay", { seq: d.seq }) }, "Replay"),
+          " ",
+          el("button", { id: "purge-" + d.seq, class: "danger", onclick: () => purge("dead letter " + d.seq + " of batch #" + d.batch_id, { seq: d.seq }) }, "Purge"))));
     return table(["seq", "batch", "domain", "outcome", "error", "attempts", "at", ""], rows, "No dead letters.");
+  }
+
+  // purge removes dead letters once the owner confirms: they cannot be
+  // replayed afterwards.
+  function purge(what, body) {
+    if (!window.confirm("Purge " + what + "? Purged dead letters cannot be replayed.")) return;
+    act((r) => r.purged + " dead letter(s) purged", "/api/purge", body);
+  }
+
+  // purgeBar offers to purge every dead letter, or those older than a
+  // duration, with a confirmation.
+  function purgeBar(items) {
+    if (!items.length) return el("p", {});
+    return el("p", {},
+      el("button", { id: "purge-all", class: "danger", onclick: () => purge("every dead letter", { all: true }) }, "Purge all"),
+      " ",
+      el("button", { id: "purge-older", class: "danger", onclick: () => {
+        const d = window.prompt("Purge the dead letters older than (a duration, e.g. 24h or 30m):", "24h");
+        if (d) purge("the dead letters older than " + d, { older_than: d });
+      } }, "Purge older than…"));
   }
 
   function batchView(b) {
