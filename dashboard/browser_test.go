@@ -6,9 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/internal/testnats"
@@ -87,7 +89,8 @@ func screenshots(t *testing.T) string {
 
 // TestBrowser drives the dashboard in headless Chromium as a person would:
 // logs in as the owner, sees a queued batch in flight, replays a dead
-// letter and sees the new batch, opens a batch's page, and pauses the
+// letter and sees the new batch, purges the dead letter once it confirms
+// (and keeps it when it does not), opens a batch's page, and pauses the
 // domain; a throttled domain shows its throttle; the page's refreshes never overlap, even when authz answers
 // slower than the refresh period, and back off while they fail; a count of
 // batches in flight not counted in full reads "N+". With TICKFLOW_DOCS_SCREENSHOT set it also writes the overview to
@@ -144,6 +147,57 @@ func TestBrowser(t *testing.T) {
 	// deadline of its own, and the first run's context owns the browser.
 	if err := chromedp.Do(bctx); err != nil {
 		t.Fatalf("start %s: %v", path, err)
+	}
+
+	// The page asks before it purges (window.confirm): each dialog is
+	// answered with the next of answers, and its message sent on asked.
+	answers, asked := make(chan bool, 1), make(chan string, 1)
+	dialogs := chromedp.Events(bctx, page.JavascriptDialogOpening)
+	dialogsDone := make(chan struct{})
+	go func() {
+		defer close(dialogsDone)
+		for ev, err := range dialogs {
+			if err != nil {
+				return
+			}
+			var accept bool
+			select {
+			case accept = <-answers:
+			case <-bctx.Done():
+				return
+			}
+			select {
+			case asked <- ev.Message:
+			case <-bctx.Done():
+				return
+			}
+			if _, err := chromedp.Call(bctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: accept}); err != nil {
+				return
+			}
+		}
+	}()
+	defer func() { bcancel(); <-dialogsDone }()
+	// ask answers the next dialog with accept, and checks it said want.
+	ask := func(accept bool, want string, click chromedp.Action[chromedp.Void]) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			select {
+			case answers <- accept:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if _, err := click(ctx, tg); err != nil {
+				return err
+			}
+			select {
+			case msg := <-asked:
+				if !strings.Contains(msg, want) {
+					return fmt.Errorf("the dialog said %q, want %q in it", msg, want)
+				}
+				return nil
+			case <-ctx.Done():
+				return fmt.Errorf("no dialog asked: %w", ctx.Err())
+			}
+		})
 	}
 
 	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
@@ -215,7 +269,22 @@ func TestBrowser(t *testing.T) {
 		chromedp.Navigate(b.url+"/"),
 		chromedp.WaitVisible(css("#domain-pay")),
 	)
+	run("keep the dead letters when the purge is not confirmed, then purge one",
+		chromedp.Click(css("#nav-dlq")),
+		chromedp.WaitVisible(css("#purge-all-pay")),
+		ask(false, "every dead letter of pay", chromedp.Click(css("#purge-all-pay"))),
+		chromedp.WaitVisible(css(fmt.Sprintf("#purge-%d", rec.DeadLetter))),
+		ask(true, fmt.Sprintf("dead letter %d of batch #%d", rec.DeadLetter, failed), chromedp.Click(css(fmt.Sprintf("#purge-%d", rec.DeadLetter)))),
+		until(fmt.Sprintf(`document.getElementById("dead-%d") === null && document.getElementById("notice").textContent === "1 dead letter(s) purged"`, rec.DeadLetter)),
+		shot("purged.png"),
+	)
+	if dlq, err := b.owner.DLQ(b.ctx, authz.DLQRequest{Domain: domain}); err != nil || len(dlq.Items) != 0 {
+		t.Fatalf("dead letters after the purge: %+v %v", dlq, err)
+	}
+
 	run("open a batch's page",
+		chromedp.Click(css("#nav-overview")),
+		chromedp.WaitVisible(css(fmt.Sprintf("#inflight-%d", stepped))),
 		chromedp.Click(css(fmt.Sprintf("#inflight-%d .batch-link", stepped))),
 		chromedp.WaitVisible(css("#progress")),
 		shot("batch.png"),

@@ -209,7 +209,7 @@
             ? el("span", { class: "replayed" }, "replayed as ", batchLink(d.replayed_as))
             : el("button", { id: "replay-" + d.seq, onclick: () => act((r) => "dead letter " + d.seq + " replayed as batch #" + r.replayed[0].as, "/api/replay", { seq: d.seq }) }, "Replay"),
           " ",
-          el("button", { id: "purge-" + d.seq, class: "danger", onclick: () => purge("dead letter " + d.seq + " of batch #" + d.batch_id, { seq: d.seq }) }, "Purge"))));
+          info.operator ? el("button", { id: "purge-" + d.seq, class: "danger operator", onclick: () => purge("dead letter " + d.seq + " of batch #" + d.batch_id, { seq: d.seq }) }, "Purge") : null)));
     return table(["seq", "batch", "domain", "outcome", "error", "attempts", "at", ""], rows, "No dead letters.");
   }
 
@@ -220,13 +220,17 @@
     act((r) => r.purged + " dead letter(s) purged", "/api/purge", body);
   }
 
-  // purgeBar offers to purge every dead letter, or those older than a
-  // duration, with a confirmation.
+  // purgeBar offers the owner to purge all of a domain's dead letters, for
+  // each domain among those listed, or every one older than a duration,
+  // each with a confirmation.
   function purgeBar(items) {
-    if (!items.length) return el("p", {});
-    return el("p", {},
-      el("button", { id: "purge-all", class: "danger", onclick: () => purge("every dead letter", { all: true }) }, "Purge all"),
-      " ",
+    if (!info.operator || !items.length) return null;
+    const domains = [...new Set(items.map((d) => d.domain))].sort();
+    return el("p", { class: "operator" },
+      domains.map((dom) => [
+        el("button", { id: "purge-all-" + dom, class: "danger", onclick: () => purge("every dead letter of " + dom, { domain: dom, all: true }) }, "Purge all of " + dom),
+        " ",
+      ]),
       el("button", { id: "purge-older", class: "danger", onclick: () => {
         const d = window.prompt("Purge the dead letters older than (a duration, e.g. 24h or 30m):", "24h");
         if (d) purge("the dead letters older than " + d, { older_than: d });
