@@ -96,7 +96,10 @@ func describe(p Payload, v any, err error) string {
 	if msgpack.Unmarshal(p, &m) != nil {
 		return msg + " (the payload is not a map, and " + t.Elem().String() + " is a struct)"
 	}
-	fields := fieldNames(t.Elem())
+	fields, ok := fieldNames(t.Elem())
+	if !ok {
+		return msg
+	}
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -117,13 +120,17 @@ func describe(p Payload, v any, err error) string {
 }
 
 // fieldNames maps the names msgpack reads a struct's exported fields under
-// (its tag, else the json tag, else the Go name) to the fields; embedded
-// structs are left out, and describe then falls back to msgpack's message.
-func fieldNames(t reflect.Type) map[string]reflect.StructField {
+// (its tag, else the json tag, else the Go name) to the fields. It does not
+// follow embedded structs, whose fields msgpack may inline: ok is false for
+// a struct that has one, and describe then gives msgpack's own message.
+func fieldNames(t reflect.Type) (_ map[string]reflect.StructField, ok bool) {
 	out := map[string]reflect.StructField{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		if !f.IsExported() || f.Anonymous {
+		if f.Anonymous {
+			return nil, false
+		}
+		if !f.IsExported() {
 			continue
 		}
 		tag := f.Tag.Get("msgpack")
@@ -139,7 +146,7 @@ func fieldNames(t reflect.Type) map[string]reflect.StructField {
 		}
 		out[name] = f
 	}
-	return out
+	return out, true
 }
 
 func sortedKeys(m map[string]reflect.StructField) []string {

@@ -130,3 +130,24 @@ func TestEncodePayloadJSONTags(t *testing.T) {
 		t.Fatalf("round trip: %+v, %v", back, err)
 	}
 }
+
+type embedding struct {
+	msgpackTagged
+	Extra string `json:"extra"`
+}
+
+// An embedded struct's fields are inlined: they decode, and a key none of
+// them names is still refused, in msgpack's words.
+func TestPayloadDecodeEmbedded(t *testing.T) {
+	var got embedding
+	if err := fromJSON(t, `{"customer":"alice","cents":5,"extra":"x"}`).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Customer != "alice" || got.Cents != 5 || got.Extra != "x" {
+		t.Fatalf("decoded %+v", got)
+	}
+	err := fromJSON(t, `{"customer":"alice","other":1}`).Decode(&got)
+	if !errors.Is(err, pipeline.ErrPayload) || !strings.Contains(err.Error(), `unknown field "other"`) {
+		t.Fatalf("error %v, want ErrPayload about the unknown field other", err)
+	}
+}
