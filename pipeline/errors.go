@@ -16,6 +16,11 @@ var ErrPermanent = errors.New("pipeline: permanent failure")
 // ErrNoHandler is returned by a ServeMux for a function type nobody registered.
 var ErrNoHandler = errors.New("pipeline: no handler for function type")
 
+// ErrPayload is matched by every error of Payload.Decode: the payload does
+// not decode into the value the handler gave (a key no field is named for,
+// a value of the wrong type). Such an error is Permanent.
+var ErrPayload = errors.New("pipeline: payload does not decode")
+
 // ValidationError says which field of a batch, function or retry logic broke
 // which rule. It matches ErrInvalid with errors.Is.
 type ValidationError struct {

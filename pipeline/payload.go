@@ -3,9 +3,12 @@ package pipeline
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
+	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -18,13 +21,18 @@ import (
 // equivalent JSON value, so people can type it with `nats req`.
 type Payload []byte
 
-// EncodePayload msgpack-encodes v into a Payload.
+// EncodePayload msgpack-encodes v into a Payload. A struct field is named
+// by its msgpack tag, else by its json tag, else by its Go name, as Decode
+// reads it, so a result struct tagged for JSON reads back in JSON (`nats
+// req`, the dashboard, the client) under its JSON names.
 func EncodePayload(v any) (Payload, error) {
-	b, err := msgpack.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetCustomStructTag("json")
+	if err := enc.Encode(v); err != nil {
 		return nil, fmt.Errorf("pipeline: encode payload: %w", err)
 	}
-	return b, nil
+	return buf.Bytes(), nil
 }
 
 // MustPayload is EncodePayload for values known to encode, such as literals in tests and examples.
@@ -37,6 +45,14 @@ func MustPayload(v any) Payload {
 }
 
 // Decode msgpack-decodes the payload into v. An empty payload leaves v as is.
+//
+// A struct field is matched by its msgpack tag, else by its json tag, else
+// by its Go name (exactly, case included), so a payload struct tagged
+// `json:"amount"` decodes the same as one tagged `msgpack:"amount"`. A key
+// of the payload that matches no field of a struct is an error, not
+// silence, and so is a value of the wrong type: the error names the key and
+// the Go type, wraps ErrPayload and is Permanent, since no retry changes a
+// payload. A handler returns it as it is, or wrapped with %w.
 func (p Payload) Decode(v any) (err error) {
 	if len(p) == 0 {
 		return nil
@@ -45,13 +61,101 @@ func (p Payload) Decode(v any) (err error) {
 	// payload is caller input, so a panic is a decode error like another.
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("pipeline: decode payload into %T: %v", v, r)
+			err = Permanent(fmt.Errorf("%w into %T: %v", ErrPayload, v, r))
 		}
 	}()
-	if err := msgpack.Unmarshal(p, v); err != nil {
-		return fmt.Errorf("pipeline: decode payload into %T: %w", v, err)
+	if err := p.decodeInto(v); err != nil {
+		return Permanent(fmt.Errorf("%w into %T: %s", ErrPayload, v, describe(p, v, err)))
 	}
 	return nil
+}
+
+func (p Payload) decodeInto(v any) error {
+	dec := msgpack.NewDecoder(bytes.NewReader(p))
+	dec.SetCustomStructTag("json")
+	dec.DisallowUnknownFields(true)
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.PeekCode(); err != io.EOF {
+		return errors.New("trailing data after the value")
+	}
+	return nil
+}
+
+// describe says which key of the payload failed to decode into which field
+// of the struct v points to, where it can tell; otherwise msgpack's own
+// message. It looks one level deep, where a handler's mistakes are.
+func describe(p Payload, v any, err error) string {
+	msg := logging.Capped(err.Error())
+	t := reflect.TypeOf(v)
+	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return msg
+	}
+	var m map[string]msgpack.RawMessage
+	if msgpack.Unmarshal(p, &m) != nil {
+		return msg + " (the payload is not a map, and " + t.Elem().String() + " is a struct)"
+	}
+	fields, ok := fieldNames(t.Elem())
+	if !ok {
+		return msg
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		f, ok := fields[k]
+		if !ok {
+			return fmt.Sprintf("payload key %q matches no field of %s (fields: %s); "+
+				"a field is named by its msgpack tag, else its json tag, else its Go name",
+				logging.Capped(k), t.Elem(), strings.Join(sortedKeys(fields), ", "))
+		}
+		if e := Payload(m[k]).decodeInto(reflect.New(f.Type).Interface()); e != nil {
+			return fmt.Sprintf("payload key %q into field %s %s: %s", logging.Capped(k), f.Name, f.Type, logging.Capped(e.Error()))
+		}
+	}
+	return msg
+}
+
+// fieldNames maps the names msgpack reads a struct's exported fields under
+// (its tag, else the json tag, else the Go name) to the fields. It does not
+// follow embedded structs, whose fields msgpack may inline: ok is false for
+// a struct that has one, and describe then gives msgpack's own message.
+func fieldNames(t reflect.Type) (_ map[string]reflect.StructField, ok bool) {
+	out := map[string]reflect.StructField{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Anonymous {
+			return nil, false
+		}
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("msgpack")
+		if tag == "" {
+			tag = f.Tag.Get("json")
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		switch name {
+		case "-":
+			continue
+		case "":
+			name = f.Name
+		}
+		out[name] = f
+	}
+	return out, true
+}
+
+func sortedKeys(m map[string]reflect.StructField) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // EncodeMsgpack embeds the raw msgpack.

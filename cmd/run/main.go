@@ -84,7 +84,13 @@ func run() error {
 		DashboardPublicURL: *dashPublic, DashboardHosts: hostList(*dashHosts),
 		OnDemo: func(rows []demo.Row) {
 			fmt.Println()
-			demo.Print(os.Stdout, rows)
+			if len(rows) == 0 {
+				fmt.Printf("The demo ran in this store before (%s): it submits nothing again, so its batches and dead letters are those of its first run.\n", cfg.Embedded.DataDir)
+				fmt.Println("Start with an empty -data-dir to see it run afresh.")
+			} else {
+				demo.Print(os.Stdout, rows)
+				fmt.Println("EXECUTIONS counts each batch's executions: one per function (an atomic unit counts one), one more per retry.")
+			}
 			fmt.Printf("\nThe system keeps running; nats-server listens on %s. Ctrl-C stops it.\n", srv.URL())
 			fmt.Println("Watch it with the nats CLI as README.md shows, e.g.: nats --user admin --password local-admin stream ls")
 			if dash != nil {

@@ -29,6 +29,14 @@ import (
 	"github.com/tickflow/tickflow/streams"
 )
 
+// IdempotencyKey is the idempotency key of the demo's first submission,
+// which records in the store that the demo ran there.
+const IdempotencyKey = "tickflow-demo"
+
+// ErrRanBefore is returned by Run when the store already holds the demo's
+// work: Run then submits nothing.
+var ErrRanBefore = errors.New("demo: the demo ran in this store before, and submits nothing again")
+
 // Clients are the connections the demo speaks through, one per identity,
 // each made as its user with the user's inbox prefix (streams.Connect).
 type Clients struct {
@@ -45,6 +53,8 @@ type Row struct {
 	Mode     pipeline.Mode
 	Status   pipeline.Status
 	Outcome  string
+	// Attempts counts the batch's executions: a clean batch of two
+	// functions executed two, one retried once three.
 	Attempts int
 }
 
@@ -115,14 +125,27 @@ func Run(ctx context.Context, conns Clients, echo *Echo, log *slog.Logger) ([]Ro
 		}}},
 	}
 	for i, s := range subs {
+		// The first submission's idempotency key marks the store as one
+		// the demo ran in: a second run answers it as a duplicate (or, once
+		// its record expired, as a conflict) and submits nothing more, so
+		// a restart adds no work and no dead letters.
+		if i == 0 {
+			s.req.IdempotencyKey = IdempotencyKey
+		}
 		if s.afterPrevious {
 			if err := waitFinished(ctx, c.owner, subs[i-1].reply.ID); err != nil {
 				return nil, err
 			}
 		}
 		rep, err := whileStarting(ctx, func() (*authz.SendReply, error) { return s.by.Send(ctx, s.req) })
+		if i == 0 && errors.Is(err, client.ErrConflict) {
+			return nil, fmt.Errorf("%w (%v)", ErrRanBefore, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("demo: %s: %w", s.what, err)
+		}
+		if i == 0 && rep.Duplicate {
+			return nil, fmt.Errorf("%w (its first batch is %d)", ErrRanBefore, rep.ID)
 		}
 		s.reply = *rep
 		log.Info("demo: batch submitted", "batch_id", s.reply.ID, "what", s.what, "label", s.req.Label, "user", s.by.User())
@@ -220,7 +243,7 @@ func waitFinished(ctx context.Context, owner *client.Client, id uint64) error {
 // Print writes the summary as a table.
 func Print(w io.Writer, rows []Row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tLABEL\tDOMAIN\tPRIORITY\tMODE\tOUTCOME\tATTEMPTS\tWHAT")
+	fmt.Fprintln(tw, "ID\tLABEL\tDOMAIN\tPRIORITY\tMODE\tOUTCOME\tEXECUTIONS\tWHAT")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Label, r.Domain, r.Priority, r.Mode, r.Outcome, r.Attempts, r.What)
 	}

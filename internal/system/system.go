@@ -65,7 +65,8 @@ type Options struct {
 	// domain and sender name (worker.Options.Senders); each domain's
 	// processor leases its names.
 	Senders map[string]map[string]string
-	// OnDemo, optional, receives the demo's outcomes.
+	// OnDemo, optional, receives the demo's outcomes; none when the demo
+	// ran in this store before and submitted nothing (demo.ErrRanBefore).
 	OnDemo func([]demo.Row)
 	// Logger receives every component's logs.
 	Logger *slog.Logger
@@ -205,6 +206,13 @@ func Run(ctx context.Context, o Options) error {
 		g.Go(func() error {
 			rows, err := demo.Run(gctx, clients, echo, log)
 			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			if errors.Is(err, demo.ErrRanBefore) {
+				log.Info("demo: not submitted again", "reason", err.Error())
+				if o.OnDemo != nil {
+					o.OnDemo(nil)
+				}
 				return nil
 			}
 			if err != nil {

@@ -57,6 +57,7 @@ func TestDemo(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("system: %v", err)
 	}
+	demoRunsOnce(t, env)
 	want := map[string]pipeline.Status{
 		"two transfers, all or nothing":                        pipeline.Executed,
 		"overdraft: rolled back, dead letter":                  pipeline.Rejected,
@@ -89,6 +90,41 @@ func TestDemo(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("no %q in the table:\n%s", want, out.String())
 		}
+	}
+}
+
+// demoRunsOnce restarts the system with the demo on the store the demo
+// ran in: it submits nothing again and says so (OnDemo gets no rows).
+func demoRunsOnce(t *testing.T, env *testnats.Env) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rowsCh := make(chan []demo.Row, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- system.Run(ctx, system.Options{
+			Server: env.Server, Settings: env.Settings, Domains: []string{"payments", "reports", "chain"},
+			Senders:   map[string]map[string]string{"chain": {"sender-a": "env:TICKFLOW_SENDER_A", "sender-b": "env:TICKFLOW_SENDER_B"}},
+			TickEvery: 20 * time.Millisecond, TablePath: filepath.Join(filepath.Dir(testnats.ConfigPath(t)), "authz.yaml"),
+			Demo: true, OnDemo: func(r []demo.Row) { rowsCh <- r },
+			Logger: slog.New(slog.DiscardHandler),
+		})
+	}()
+	select {
+	case rows := <-rowsCh:
+		if len(rows) != 0 {
+			var out bytes.Buffer
+			demo.Print(&out, rows)
+			t.Errorf("the demo ran again in a store it ran in, adding:\n%s", out.String())
+		}
+	case err := <-done:
+		t.Fatalf("system stopped early: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the second demo did not answer in 60s")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("system: %v", err)
 	}
 }
 
