@@ -502,16 +502,25 @@ func contains(list []string, v string) bool {
 	return false
 }
 
-// ReloadReply says how many labels the reloaded table has.
+// ReloadReply says how many labels the reloaded table has, and warns of
+// what in it nothing running serves.
 type ReloadReply struct {
 	Labels int `json:"labels"`
+	// Warnings name each label whose domain no running processor serves
+	// and each function type no running worker serves (Service.Unserved);
+	// empty when everything is served.
+	Warnings []string `json:"warnings"`
 }
 
-func (s *Service) reload(_ context.Context, _ string, _ *struct{}) (any, error) {
+func (s *Service) reload(ctx context.Context, _ string, _ *struct{}) (any, error) {
 	if err := s.Reload(); err != nil {
 		return nil, errf(CodeBadRequest, "%v", err)
 	}
-	return &ReloadReply{Labels: len(s.Table().Labels)}, nil
+	warnings := s.WarnUnserved(ctx, "reload")
+	if warnings == nil {
+		warnings = []string{}
+	}
+	return &ReloadReply{Labels: len(s.Table().Labels), Warnings: warnings}, nil
 }
 
 // recordFor reads batch id's record for a caller that may know of it only

@@ -333,7 +333,10 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("authz: consume callbacks: %w", err)
 	}
 	s.log.Info("authz serving", "owner", s.opts.Owner, "labels", len(s.Table().Labels))
+	warned := make(chan struct{})
+	go func() { defer close(warned); s.warnAtStart(ctx) }()
 	<-ctx.Done()
+	<-warned
 	stop()
 	s.log.Info("authz stopped")
 	return nil

@@ -368,8 +368,19 @@ func (p *Processor) Run(ctx context.Context) error {
 	} else {
 		close(paced)
 	}
+	// The presence record tells authz that the domain is served; it is
+	// deleted as the processor stops.
+	present := make(chan struct{})
+	go func() {
+		defer close(present)
+		key := streams.ProcessorPresenceKey(p.opts.Domain, p.opts.Name, streams.PresenceInstance())
+		streams.KeepPresence(ctx, p.js, key, streams.Presence{
+			Name: p.opts.Name, Kind: streams.PresenceProcessor, Domains: []string{p.opts.Domain}, Since: time.Now().UTC(),
+		}, p.log)
+	}()
 	p.log.Info("processor serving", "tick", streams.TickSubject(p.opts.Domain), "pace", string(p.opts.Pace), "throttle", p.opts.Throttle)
 	<-ctx.Done()
+	<-present
 	<-paced
 	p.waker.close()
 	if err := sub.Drain(); err != nil {

@@ -53,6 +53,11 @@ const (
 	// BucketSenders holds each domain's sender pool and its leases, key
 	// "<domain>".
 	BucketSenders = "senders"
+
+	// BucketPresence holds a Presence record of every running processor
+	// replica (ProcessorPresenceKey) and worker (WorkerPresenceKey); a
+	// record expires PresenceTTL after its last refresh.
+	BucketPresence = "presence"
 )
 
 // Consumer names.

@@ -184,6 +184,12 @@ func Buckets(s Settings) []jetstream.KeyValueConfig {
 		c.LimitMarkerTTL = time.Minute
 		return c
 	}
+	// Presence records are refreshed while their process runs, so one
+	// left by a process that died drops out on its own.
+	present := func(c jetstream.KeyValueConfig) jetstream.KeyValueConfig {
+		c.TTL = PresenceTTL
+		return c
+	}
 	return []jetstream.KeyValueConfig{
 		s.retained(kv(BucketBatches, "tickflow batch records, authoritative for authz", 1)),
 		s.retained(kv(BucketProgress, "tickflow execution progress, authoritative for processors", 1)),
@@ -193,6 +199,7 @@ func Buckets(s Settings) []jetstream.KeyValueConfig {
 		kv(BucketSenders, "tickflow sender pools and their leases, per domain", 1),
 		expiring(kv(BucketResults, "tickflow completion records of workers, per function", 1)),
 		expiring(kv(BucketRuns, "tickflow step-pipeline runs and step outputs", 1)),
+		present(kv(BucketPresence, "tickflow running processors and workers, refreshed while they run", 1)),
 	}
 }
 

@@ -94,6 +94,7 @@ type Worker struct {
 	mux     *pipeline.ServeMux
 	opts    Options
 	log     *slog.Logger
+	js      jetstream.JetStream
 	results jetstream.KeyValue
 	// pub publishes the claims and completion records of a batch of units
 	// pipelined.
@@ -137,7 +138,7 @@ func New(ctx context.Context, nc *nats.Conn, mux *pipeline.ServeMux, opts Option
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	w := &Worker{
-		nc: nc, mux: mux, opts: opts, results: kv, pub: pub,
+		nc: nc, mux: mux, opts: opts, js: js, results: kv, pub: pub,
 		log:     opts.Logger.With("worker", opts.Name),
 		sem:     make(chan struct{}, opts.Concurrency),
 		waiters: make(chan struct{}, 4*opts.Concurrency),
@@ -195,8 +196,18 @@ func (w *Worker) Run(ctx context.Context) error {
 	}), micro.WithEndpointSubject(streams.WorkUnitsSubject)); err != nil {
 		return fmt.Errorf("worker: units endpoint: %w", err)
 	}
+	// The presence record tells authz which function types are served; it
+	// is deleted as the worker stops, before the drain.
+	present := make(chan struct{})
+	go func() {
+		defer close(present)
+		streams.KeepPresence(ctx, w.js, streams.WorkerPresenceKey(w.opts.Name, streams.PresenceInstance()), streams.Presence{
+			Name: w.opts.Name, Kind: streams.PresenceWorker, Types: w.mux.Types(), Since: time.Now().UTC(),
+		}, w.log)
+	}()
 	w.log.Info("worker serving", "types", w.mux.Types(), "concurrency", w.opts.Concurrency)
 	<-ctx.Done()
+	<-present
 	return nil
 }
 

@@ -76,7 +76,9 @@ func run() error {
 		for range hup {
 			if err := svc.Reload(); err != nil {
 				log.Error("authorization table not reloaded; the old one stays", "err", err)
+				continue
 			}
+			svc.WarnUnserved(ctx, "reload")
 		}
 	}()
 	return svc.Run(ctx)
