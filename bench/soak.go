@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"math"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -83,12 +86,18 @@ func runSoakPhase(cfg *config, res *results) error {
 	scancel()
 	<-submitted
 	e.stopTicking()
+	var held []string
 	for name := range e.adminJS.StreamNames(e.ctx).Name() {
 		if st, err := e.adminJS.Stream(e.ctx, name); err == nil {
 			c := st.CachedInfo()
 			logf("soak: stream %s: %d messages, %.1f MiB, max age %s", name, c.State.Msgs, mib(int64(c.State.Bytes)), c.Config.MaxAge)
+			if c.State.Bytes >= 1<<20 {
+				held = append(held, fmt.Sprintf("`%s` %d messages, %.1f MiB (max age %s)", name, c.State.Msgs, mib(int64(c.State.Bytes)), c.Config.MaxAge))
+			}
 		}
 	}
+	slices.Sort(held)
+	res.note("Soak: at its end the streams holding 1 MiB or more: %s.", strings.Join(held, "; "))
 	samples := res.soak
 	third, last := samples[soakThird(len(samples))], samples[len(samples)-1]
 	logf("soak: disk %.1f → %.1f MiB, RSS %.1f → %.1f MiB from a third of the run to its end, while the batches finished went %d → %d",
