@@ -154,6 +154,9 @@ func renderReport(cfg *config, res *results) string {
 	if len(res.scaling) > 0 {
 		writeScaling(&sb, cfg, res.scaling)
 	}
+	if len(res.soak) > 0 {
+		writeSoak(&sb, res)
+	}
 
 	sb.WriteString("\nTargets (benchmark goals, not tests):\n\n| target | measured | met |\n|---|---|---|\n")
 	for _, t := range targets(cfg, res) {
@@ -277,7 +280,106 @@ func targets(cfg *config, res *results) []target {
 	ts = append(ts, t)
 	ratioTarget("burn-down drain ≥ 25% of the ceiling's consume+ack", "tf.drain", "ceil.cons", 0.25, true)
 	ratioTarget("keyed drain over N keys within 2× of unkeyed (≥ 50%)", "kd.many", "kd.none", 0.5, true)
+	ts = append(ts, fairnessTargets(res)...)
+	ts = append(ts, soakTargets(res.soak)...)
 	return ts
+}
+
+// fairnessTargets are the goals of the fairness phase: what alice's
+// history and requests may cost her own listings and bob's sends, and
+// what her large listings may leave in memory.
+func fairnessTargets(res *results) []target {
+	val := func(k string) (float64, bool) {
+		f, ok := res.get(k)
+		if !ok {
+			return 0, false
+		}
+		return f.max(), true
+	}
+	var ts []target
+	failed, okf := val("fair.list.failed")
+	refused, _ := val("fair.list.429")
+	lmax, okm := val("fair.list.max")
+	p99, _ := val("fair.list.p99")
+	t := target{what: fmt.Sprintf("fairness: every one of %d × list {limit 10}, %d at a time, answered within 2 s", fairLists, fairListsAtOnce), known: okf}
+	if t.known {
+		t.measured = fmt.Sprintf("%.0f not answered, %.0f refused 429", failed, refused)
+		if okm {
+			t.measured = fmt.Sprintf("max %.2f ms, p99 %.2f ms; ", lmax, p99) + t.measured
+		}
+		t.met = okm && failed == 0 && lmax <= 2000
+	}
+	ts = append(ts, t)
+	t = target{what: "fairness: every send of bob's meanwhile answered within 1 s"}
+	t.met = true
+	var parts []string
+	for _, st := range []struct{ during, max, failed string }{
+		{"during the listings of 10", "fair.bob.max", "fair.bob.failed"},
+		{"during the listings of 500", "fair.bob.bigmax", "fair.bob.bigfailed"},
+	} {
+		failed, okf := val(st.failed)
+		if !okf {
+			continue
+		}
+		t.known = true
+		bmax, okm := val(st.max)
+		part := fmt.Sprintf("%s: %.0f not answered", st.during, failed)
+		if okm {
+			part = fmt.Sprintf("%s: max %.2f ms, %.0f not answered", st.during, bmax, failed)
+		}
+		parts = append(parts, part)
+		t.met = t.met && okm && failed == 0 && bmax <= 1000
+	}
+	t.measured = strings.Join(parts, "; ")
+	t.met = t.met && t.known
+	ts = append(ts, t)
+	before, okb := val("fair.rss.before")
+	after, oka := val("fair.rss.after")
+	t = target{what: "fairness: RSS after 2,000 × list {limit 500} within 20% of before (the whole bench process)", known: okb && oka && before > 0}
+	if t.known {
+		t.measured = fmt.Sprintf("%.1f → %.1f MiB = %.2f×", before, after, after/before)
+		t.met = after <= 1.2*before
+	}
+	return append(ts, t)
+}
+
+// soakTargets are the goals of the soak phase: the store's bytes on disk
+// and the RSS of its last window within 1.2× of the window a third of the
+// way in. A soak of fewer than 3 windows is not judged.
+func soakTargets(ws []soakWindow) []target {
+	known := len(ws) >= 3
+	disk := target{what: "soak: store on disk levels off (last window ≤ 1.2× the window a third of the way in)", known: known}
+	rss := target{what: "soak: RSS levels off (last window ≤ 1.2× the window a third of the way in; the whole bench process)", known: known}
+	if known {
+		third, last := ws[soakThird(len(ws))], ws[len(ws)-1]
+		disk.measured = fmt.Sprintf("%.1f MiB at %s → %.1f MiB at %s", mib(third.disk), third.at, mib(last.disk), last.at)
+		disk.met = third.disk > 0 && float64(last.disk) <= 1.2*float64(third.disk)
+		rss.measured = fmt.Sprintf("%.1f MiB at %s → %.1f MiB at %s", third.rss, third.at, last.rss, last.at)
+		rss.met = third.rss > 0 && last.rss <= 1.2*third.rss
+		if third.disk > 0 {
+			disk.measured += fmt.Sprintf(" = %.2f×", float64(last.disk)/float64(third.disk))
+		}
+		if third.rss > 0 {
+			rss.measured += fmt.Sprintf(" = %.2f×", last.rss/third.rss)
+		}
+	}
+	return []target{disk, rss}
+}
+
+// writeSoak writes the soak phase's windows as a table.
+func writeSoak(sb *strings.Builder, res *results) {
+	fmt.Fprintf(sb, "\nSoak (finished batches kept %s; every component in the one bench process):\n\n", res.soakRetention)
+	sb.WriteString("| at | batches finished | batches/s in the window | store on disk | streams' bytes | `batches` + `progress` messages | RSS | other processes' CPU (cores) |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	var prev soakWindow
+	for _, w := range res.soak {
+		rate := 0.0
+		if dt := (w.at - prev.at).Seconds(); dt > 0 {
+			rate = float64(w.done-prev.done) / dt
+		}
+		fmt.Fprintf(sb, "| %s | %d | %.0f | %.1f MiB | %.1f MiB | %d | %.1f MiB | %.2f |\n",
+			w.at, w.done, rate, mib(w.disk), mib(int64(w.streams)), w.batches+w.progress, w.rss, w.others)
+		prev = w
+	}
 }
 
 // writeDoc replaces the generated section of path (between the markers)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseCounts(t *testing.T) {
@@ -154,5 +155,168 @@ func TestShippedTargets(t *testing.T) {
 		if tg.known {
 			t.Errorf("%s: known without figures (%q)", tg.what, tg.measured)
 		}
+	}
+}
+
+// TestFairnessTargets judges the fairness phase's goals: every listing
+// answered within 2 s (a refusal is an answer, a timeout is not), every
+// send of bob's within 1 s, and the RSS after the large listings within
+// 20% of before; a run without the phase measures none of them.
+func TestFairnessTargets(t *testing.T) {
+	const (
+		lists = "fairness: every one of 64 × list {limit 10}, 16 at a time, answered within 2 s"
+		bob   = "fairness: every send of bob's meanwhile answered within 1 s"
+		rss   = "fairness: RSS after 2,000 × list {limit 500} within 20% of before (the whole bench process)"
+	)
+	type want struct {
+		known, met  bool
+		measuredHas string
+	}
+	tests := []struct {
+		name string
+		figs map[string]float64
+		want map[string]want
+	}{
+		{
+			name: "all within their goals, some listings refused",
+			figs: map[string]float64{
+				"fair.list.max": 1999, "fair.list.p99": 900, "fair.list.429": 12, "fair.list.failed": 0,
+				"fair.bob.max": 40, "fair.bob.n": 30, "fair.bob.failed": 0,
+				"fair.bob.bigmax": 999, "fair.bob.bign": 80, "fair.bob.bigfailed": 0,
+				"fair.rss.before": 100, "fair.rss.after": 119,
+			},
+			want: map[string]want{
+				lists: {known: true, met: true, measuredHas: "max 1999.00 ms, p99 900.00 ms; 0 not answered, 12 refused 429"},
+				bob:   {known: true, met: true, measuredHas: "during the listings of 10: max 40.00 ms, 0 not answered; during the listings of 500: max 999.00 ms"},
+				rss:   {known: true, met: true, measuredHas: "1.19×"},
+			},
+		},
+		{
+			name: "slow listing, slow send, memory kept",
+			figs: map[string]float64{
+				"fair.list.max": 2001, "fair.list.p99": 2001, "fair.list.429": 0, "fair.list.failed": 0,
+				"fair.bob.max": 5, "fair.bob.n": 30, "fair.bob.failed": 0,
+				"fair.bob.bigmax": 1001, "fair.bob.bign": 80, "fair.bob.bigfailed": 0,
+				"fair.rss.before": 100, "fair.rss.after": 121,
+			},
+			want: map[string]want{
+				lists: {known: true, met: false, measuredHas: "max 2001.00 ms"},
+				bob:   {known: true, met: false, measuredHas: "max 1001.00 ms"},
+				rss:   {known: true, met: false, measuredHas: "1.21×"},
+			},
+		},
+		{
+			name: "fast answers but some timed out",
+			figs: map[string]float64{
+				"fair.list.max": 5, "fair.list.p99": 5, "fair.list.429": 0, "fair.list.failed": 3,
+				"fair.bob.max": 5, "fair.bob.n": 28, "fair.bob.failed": 2,
+			},
+			want: map[string]want{
+				lists: {known: true, met: false, measuredHas: "3 not answered"},
+				bob:   {known: true, met: false, measuredHas: "2 not answered"},
+				rss:   {known: false},
+			},
+		},
+		{
+			name: "nothing answered",
+			figs: map[string]float64{"fair.list.429": 0, "fair.list.failed": 64, "fair.bob.n": 0, "fair.bob.failed": 30},
+			want: map[string]want{
+				lists: {known: true, met: false, measuredHas: "64 not answered"},
+				bob:   {known: true, met: false, measuredHas: "30 not answered"},
+			},
+		},
+		{
+			name: "not run",
+			want: map[string]want{lists: {known: false}, bob: {known: false}, rss: {known: false}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := &results{figs: map[string]*figure{}}
+			for k, v := range tt.figs {
+				res.add(k, k, "", v, cpuMeter{})
+			}
+			got := map[string]target{}
+			for _, tg := range targets(&config{}, res) {
+				got[tg.what] = tg
+			}
+			for what, w := range tt.want {
+				tg, ok := got[what]
+				if !ok {
+					t.Errorf("no target %q", what)
+					continue
+				}
+				if tg.known != w.known || (w.known && tg.met != w.met) || !strings.Contains(tg.measured, w.measuredHas) {
+					t.Errorf("%s: known %v met %v measured %q; want known %v met %v measured containing %q",
+						what, tg.known, tg.met, tg.measured, w.known, w.met, w.measuredHas)
+				}
+			}
+		})
+	}
+}
+
+// TestSoakTargets judges the soak's last window against the one a third of
+// the way in, for the store on disk and the RSS apart; fewer than 3
+// windows are not judged.
+func TestSoakTargets(t *testing.T) {
+	ten := func(disk func(i int) int64, rss func(i int) float64) []soakWindow {
+		ws := make([]soakWindow, 10)
+		for i := range ws {
+			ws[i] = soakWindow{at: time.Duration(i+1) * time.Minute, done: uint64(i+1) * 1000, disk: disk(i), rss: rss(i)}
+		}
+		return ws
+	}
+	flat := func(int) int64 { return 100 << 20 }
+	growing := func(i int) int64 { return int64(i+1) * (50 << 20) }
+	tests := []struct {
+		name                      string
+		ws                        []soakWindow
+		known, diskMet, rssMet    bool
+		diskMeasured, rssMeasured string
+	}{
+		{
+			name:  "level after the first windows",
+			ws:    ten(func(i int) int64 { return min(int64(i+1), 3) * (40 << 20) }, func(i int) float64 { return 300 + float64(min(i, 4))*20 }),
+			known: true, diskMet: true, rssMet: true,
+			// Window 4 of 10 (index 3) is the one a third of the way in.
+			diskMeasured: "120.0 MiB at 4m0s → 120.0 MiB at 10m0s = 1.00×", rssMeasured: "360.0 MiB at 4m0s → 380.0 MiB at 10m0s = 1.06×",
+		},
+		{
+			name:  "disk grows, RSS level",
+			ws:    ten(growing, func(int) float64 { return 400 }),
+			known: true, diskMet: false, rssMet: true,
+			diskMeasured: "200.0 MiB at 4m0s → 500.0 MiB at 10m0s = 2.50×", rssMeasured: "= 1.00×",
+		},
+		{
+			name:  "disk level, RSS grows past 1.2×",
+			ws:    ten(flat, func(i int) float64 { return 100 + 10*float64(i) }),
+			known: true, diskMet: true, rssMet: false,
+			diskMeasured: "= 1.00×", rssMeasured: "130.0 MiB at 4m0s → 190.0 MiB at 10m0s = 1.46×",
+		},
+		{
+			name: "too short to judge",
+			ws:   ten(flat, func(int) float64 { return 1 })[:2],
+		},
+		{
+			name: "not run",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ts := soakTargets(tt.ws)
+			if len(ts) != 2 {
+				t.Fatalf("%d targets, want 2 (disk, RSS)", len(ts))
+			}
+			disk, rss := ts[0], ts[1]
+			if disk.known != tt.known || rss.known != tt.known {
+				t.Fatalf("known: disk %v RSS %v, want %v", disk.known, rss.known, tt.known)
+			}
+			if disk.met != tt.diskMet || !strings.Contains(disk.measured, tt.diskMeasured) {
+				t.Errorf("disk: met %v measured %q; want met %v measured containing %q", disk.met, disk.measured, tt.diskMet, tt.diskMeasured)
+			}
+			if rss.met != tt.rssMet || !strings.Contains(rss.measured, tt.rssMeasured) {
+				t.Errorf("RSS: met %v measured %q; want met %v measured containing %q", rss.met, rss.measured, tt.rssMet, tt.rssMeasured)
+			}
+		})
 	}
 }

@@ -43,6 +43,10 @@ type results struct {
 	// shippedHalf is the offered rate of the shipped phase's second
 	// latency run: half the rate sustained as shipped.
 	shippedHalf float64
+	// soak is the soak phase's windows, in order; soakRetention its
+	// streams.finished_max_age.
+	soak          []soakWindow
+	soakRetention time.Duration
 	// throttleLimit is the throttle phase's steps per second.
 	throttleLimit int
 	started       time.Time

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"math"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -24,12 +26,12 @@ import (
 // first windows instead of growing with the batches done.
 func runSoakPhase(cfg *config, res *results) error {
 	keep := cfg.finishedAge
+	res.soakRetention = cfg.soakRetention
 	cfg.finishedAge = cfg.soakRetention
 	defer func() { cfg.finishedAge = keep }()
 	d, windows := cfg.soakDuration, 10
 	logf("soak: %s at full speed, finished batches kept %s, sampled every %s", d, cfg.soakRetention, d/time.Duration(windows))
 	quiet(cfg)
-	m := startMeter()
 	e, alice, err := tickflowEnvOf(cfg, cfg.shippedSpec(2))
 	if err != nil {
 		return err
@@ -65,23 +67,18 @@ func runSoakPhase(cfg *config, res *results) error {
 			}
 		}()
 	})
-	type sample struct {
-		at                time.Duration
-		done              uint64
-		disk              int64
-		batches, progress uint64
-		rss               float64
-	}
-	var samples []sample
 	start := time.Now()
 	for i := 1; i <= windows; i++ {
+		wm := startMeter()
 		time.Sleep(time.Until(start.Add(d * time.Duration(i) / time.Duration(windows))))
-		s := sample{at: time.Since(start).Round(time.Second), done: done.Load(), disk: dirBytes(e.dir), rss: rssMiB()}
-		s.batches, _ = bucketMsgs(e.ctx, e.adminJS, streams.BucketBatches)
-		s.progress, _ = bucketMsgs(e.ctx, e.adminJS, streams.BucketProgress)
-		samples = append(samples, s)
-		logf("soak: %s: %d batches finished, %.1f MiB on disk, batches %d / progress %d messages, RSS %.1f MiB",
-			s.at, s.done, float64(s.disk)/(1<<20), s.batches, s.progress, s.rss)
+		w := soakWindow{at: time.Since(start).Round(time.Second), done: done.Load(), disk: dirBytes(e.dir), rss: rssMiB()}
+		w.streams, _ = streamBytes(e.ctx, e.adminJS)
+		w.batches, _ = bucketMsgs(e.ctx, e.adminJS, streams.BucketBatches)
+		w.progress, _ = bucketMsgs(e.ctx, e.adminJS, streams.BucketProgress)
+		w.others = wm.others()
+		res.soak = append(res.soak, w)
+		logf("soak: %s: %d batches finished, %.1f MiB on disk (streams %.1f MiB), batches %d / progress %d messages, RSS %.1f MiB, other processes %.2f cores",
+			w.at, w.done, mib(w.disk), mib(int64(w.streams)), w.batches, w.progress, w.rss, w.others)
 		if err := e.err(); err != nil {
 			return err
 		}
@@ -89,24 +86,54 @@ func runSoakPhase(cfg *config, res *results) error {
 	scancel()
 	<-submitted
 	e.stopTicking()
-	for i, s := range samples {
-		w := fmt.Sprintf("at %s (%d of %d)", s.at, i+1, windows)
-		res.add(fmt.Sprintf("soak.done.%02d", i), "soak, batches finished "+w, "batches", float64(s.done), m)
-		res.add(fmt.Sprintf("soak.disk.%02d", i), "soak, **store on disk** "+w, "MiB", float64(s.disk)/(1<<20), m)
-		res.add(fmt.Sprintf("soak.kv.%02d", i), "soak, messages in the batches + progress buckets "+w, "messages", float64(s.batches+s.progress), m)
-		res.add(fmt.Sprintf("soak.rss.%02d", i), "soak, **process RSS** after a GC "+w, "MiB", s.rss, m)
-	}
+	var held []string
 	for name := range e.adminJS.StreamNames(e.ctx).Name() {
 		if st, err := e.adminJS.Stream(e.ctx, name); err == nil {
 			c := st.CachedInfo()
-			logf("soak: stream %s: %d messages, %.1f MiB, max age %s", name, c.State.Msgs, float64(c.State.Bytes)/(1<<20), c.Config.MaxAge)
+			logf("soak: stream %s: %d messages, %.1f MiB, max age %s", name, c.State.Msgs, mib(int64(c.State.Bytes)), c.Config.MaxAge)
+			if c.State.Bytes >= 1<<20 {
+				held = append(held, fmt.Sprintf("`%s` %d messages, %.1f MiB (max age %s)", name, c.State.Msgs, mib(int64(c.State.Bytes)), c.Config.MaxAge))
+			}
 		}
 	}
-	third, last := samples[windows/3], samples[windows-1]
+	slices.Sort(held)
+	res.note("Soak: at its end the streams holding 1 MiB or more: %s.", strings.Join(held, "; "))
+	samples := res.soak
+	third, last := samples[soakThird(len(samples))], samples[len(samples)-1]
 	logf("soak: disk %.1f → %.1f MiB, RSS %.1f → %.1f MiB from a third of the run to its end, while the batches finished went %d → %d",
-		float64(third.disk)/(1<<20), float64(last.disk)/(1<<20), third.rss, last.rss, third.done, last.done)
-	res.note("Soak: the shipped wiring (2 processors in the ready pace beside the run's ticker, one authz) with `streams.finished_max_age` %s, submit and drain together in a closed loop at full speed for %s; every tenth of the run: batches finished (terminal callbacks), the store's bytes on disk (the JetStream directory), the messages in the `batches` and `progress` buckets, the whole process's RSS after a GC. Retention holds when the last window's disk and RSS stay within 1.2× of those a third of the way in.", cfg.soakRetention, d)
+		mib(third.disk), mib(last.disk), third.rss, last.rss, third.done, last.done)
+	res.note("Soak: the shipped wiring (2 processors in the ready pace beside the run's ticker, one authz) with `streams.finished_max_age` %s, submit and drain together in a closed loop at full speed for %s; every tenth of the run: batches finished (terminal callbacks), the store's bytes on disk (the JetStream directory) and the bytes its streams hold (`State.Bytes` summed over every stream, the buckets' included), the messages in the `batches` and `progress` buckets, the RSS after a GC. Every component (server, authz, processors, workers, ticker) runs in the one bench process, so the RSS is theirs together, not any one process's. Retention holds when the last window's disk and RSS stay within 1.2× of the window a third of the way in.", cfg.soakRetention, d)
 	return e.err()
+}
+
+// soakWindow is what the soak phase measured at the end of one window.
+type soakWindow struct {
+	at                time.Duration // since the soak started
+	done              uint64        // batches finished so far
+	disk              int64         // bytes of the store's directory
+	streams           uint64        // State.Bytes summed over every stream
+	batches, progress uint64        // messages in those buckets
+	rss               float64       // MiB, after a GC
+	others            float64       // cores other processes used during the window
+}
+
+// soakThird is the index of the window a third of the way into a soak of n
+// windows: the one the last is judged against.
+func soakThird(n int) int { return n / 3 }
+
+// mib converts bytes to MiB.
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// streamBytes sums State.Bytes over every stream of the account.
+func streamBytes(ctx context.Context, js jetstream.JetStream) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var n uint64
+	l := js.ListStreams(ctx)
+	for info := range l.Info() {
+		n += info.State.Bytes
+	}
+	return n, l.Err()
 }
 
 // dirBytes sums the sizes of the files under dir.
