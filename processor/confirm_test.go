@@ -157,16 +157,7 @@ func TestPause(t *testing.T) {
 	b := setup(t)
 	p := b.processor(t, processor.Options{})
 	id := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop()}})
-	kv, err := b.authz.KeyValue(b.ctx, streams.BucketDomainStates)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set := func(paused bool) {
-		v, _ := json.Marshal(streams.DomainState{Paused: paused, By: "owner", At: time.Now()})
-		if _, err := kv.Put(b.ctx, domain, v); err != nil {
-			t.Fatal(err)
-		}
-	}
+	set := func(paused bool) { b.setPaused(t, paused) }
 	set(true)
 	if rep := p.Tick(b.ctx, 5); rep.Status != processor.StatusPaused || len(rep.Steps) != 0 {
 		t.Fatalf("paused tick: %+v", rep)

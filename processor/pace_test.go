@@ -144,16 +144,7 @@ func TestReadyPacePauseStopsTheLoop(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no step started")
 	}
-	kv, err := b.authz.KeyValue(b.ctx, streams.BucketDomainStates)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set := func(paused bool) {
-		v, _ := json.Marshal(streams.DomainState{Paused: paused, By: "owner", At: time.Now()})
-		if _, err := kv.Put(b.ctx, domain, v); err != nil {
-			t.Fatal(err)
-		}
-	}
+	set := func(paused bool) { b.setPaused(t, paused) }
 	set(true)
 	free()
 	testnats.Eventually(t, 10*time.Second, "the loop to see the pause", func() bool {

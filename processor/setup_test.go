@@ -2,6 +2,7 @@ package processor_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
@@ -146,6 +147,23 @@ func (b *bundle) processor(t *testing.T, opts processor.Options) *processor.Proc
 // one, and an operator label of the ledger: their transfers may move anyone's
 // money, as the ledger lets only operator labels do.
 const opsLabel = "ops"
+
+// setPaused writes the domain's pause state as the owner's pause and
+// resume do.
+func (b *bundle) setPaused(t *testing.T, paused bool) {
+	t.Helper()
+	kv, err := b.authz.KeyValue(b.ctx, streams.BucketDomainStates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := json.Marshal(streams.DomainState{Paused: paused, By: "owner", At: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(b.ctx, domain, v); err != nil {
+		t.Fatal(err)
+	}
+}
 
 func (b *bundle) enqueue(t *testing.T, bt pipeline.Batch) uint64 {
 	t.Helper()
