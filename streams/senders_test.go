@@ -21,24 +21,9 @@ func TestSenderLeases(t *testing.T) {
 	}
 	names := []string{"a", "b"}
 	now := time.Now()
-	var mu sync.Mutex
-	won := map[uint64]string{}
-	var wg sync.WaitGroup
-	for id := uint64(1); id <= 8; id++ {
-		wg.Go(func() {
-			name, err := streams.AcquireSender(ctx, kv, streams.SenderLease{Domain: "chain", Batch: id, Key: "k"}, names, now)
-			switch {
-			case errors.Is(err, streams.ErrNoSender):
-			case err != nil:
-				t.Error(err)
-			default:
-				mu.Lock()
-				won[id] = name
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	won := raceForSenders(t, func(id uint64) (string, error) {
+		return streams.AcquireSender(ctx, kv, streams.SenderLease{Domain: "chain", Batch: id, Key: "k"}, names, now)
+	}, streams.ErrNoSender)
 	if len(won) != 2 {
 		t.Fatalf("winners %v, want 2", won)
 	}
@@ -91,24 +76,9 @@ func TestSenderShare(t *testing.T) {
 	lease := func(id uint64, who string) streams.SenderLease {
 		return streams.SenderLease{Domain: "chain", Batch: id, Submitter: who, Share: 2}
 	}
-	var mu sync.Mutex
-	won := map[uint64]string{}
-	var wg sync.WaitGroup
-	for id := uint64(1); id <= 8; id++ {
-		wg.Go(func() {
-			name, err := streams.AcquireSender(ctx, kv, lease(id, "alice"), names, now)
-			switch {
-			case errors.Is(err, streams.ErrSenderShare):
-			case err != nil:
-				t.Error(err)
-			default:
-				mu.Lock()
-				won[id] = name
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	won := raceForSenders(t, func(id uint64) (string, error) {
+		return streams.AcquireSender(ctx, kv, lease(id, "alice"), names, now)
+	}, streams.ErrSenderShare)
 	if len(won) != 2 {
 		t.Fatalf("alice's batches won %v, want her share of 2 of the 4 senders", won)
 	}
@@ -150,4 +120,30 @@ func TestSenderShare(t *testing.T) {
 			t.Fatalf("batch %d without a share: %v", id, err)
 		}
 	}
+}
+
+// raceForSenders runs acquire for batches 1 to 8 at once and returns the
+// sender each winner got; a batch refused with lost is no winner, any other
+// error fails the test.
+func raceForSenders(t *testing.T, acquire func(id uint64) (string, error), lost error) map[uint64]string {
+	t.Helper()
+	var mu sync.Mutex
+	won := map[uint64]string{}
+	var wg sync.WaitGroup
+	for id := uint64(1); id <= 8; id++ {
+		wg.Go(func() {
+			name, err := acquire(id)
+			switch {
+			case errors.Is(err, lost):
+			case err != nil:
+				t.Error(err)
+			default:
+				mu.Lock()
+				won[id] = name
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return won
 }
