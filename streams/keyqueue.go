@@ -184,29 +184,39 @@ func (s *KeyQueueStore) ListAll(ctx context.Context) ([]KeyQueue, error) {
 }
 
 func (s *KeyQueueStore) list(ctx context.Context, filter string) ([]KeyQueue, error) {
-	w, err := s.kv.WatchFiltered(ctx, []string{filter}, jetstream.IgnoreDeletes())
+	var out []KeyQueue
+	err := eachValue(ctx, s.kv, filter, "list keys", func(e jetstream.KeyValueEntry) {
+		q, err := Decode[KeyQueue](e.Value())
+		if err != nil || len(q.IDs) == 0 {
+			return
+		}
+		q.aligned()
+		out = append(out, q)
+	})
+	return out, err
+}
+
+// eachValue calls f with every current value of kv under filter, read with
+// one watch that ends once the server has delivered them; what says what
+// the caller was doing, in errors.
+func eachValue(ctx context.Context, kv jetstream.KeyValue, filter, what string, f func(jetstream.KeyValueEntry)) error {
+	w, err := kv.WatchFiltered(ctx, []string{filter}, jetstream.IgnoreDeletes())
 	if err != nil {
-		return nil, fmt.Errorf("streams: list keys: %w", err)
+		return fmt.Errorf("streams: %s: %w", what, err)
 	}
 	defer func() { _ = w.Stop() }()
-	var out []KeyQueue
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("streams: list keys: %w", ctx.Err())
+			return fmt.Errorf("streams: %s: %w", what, ctx.Err())
 		case e, ok := <-w.Updates():
 			if !ok {
-				return nil, fmt.Errorf("streams: list keys: the watch stopped")
+				return fmt.Errorf("streams: %s: the watch stopped", what)
 			}
 			if e == nil { // every current value delivered
-				return out, nil
+				return nil
 			}
-			q, err := Decode[KeyQueue](e.Value())
-			if err != nil || len(q.IDs) == 0 {
-				continue
-			}
-			q.aligned()
-			out = append(out, q)
+			f(e)
 		}
 	}
 }

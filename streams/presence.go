@@ -6,8 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -142,39 +140,27 @@ func keepPresence(ctx context.Context, js jetstream.JetStream, key string, rec P
 
 // ListPresence returns every live presence record, processors and workers.
 func ListPresence(ctx context.Context, kv jetstream.KeyValue) ([]Presence, error) {
-	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, fmt.Errorf("streams: list presence: %w", err)
-	}
-	defer func() { _ = w.Stop() }()
 	var out []Presence
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("streams: list presence: %w", ctx.Err())
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, errors.New("streams: list presence: the watch stopped")
-			}
-			if e == nil { // every current value delivered
-				slices.SortFunc(out, func(a, b Presence) int { return a.Since.Compare(b.Since) })
-				return out, nil
-			}
-			// The kind is the key's, which nats.conf lets only that kind
-			// write: a worker cannot claim to serve a domain.
-			var p Presence
-			if json.Unmarshal(e.Value(), &p) != nil {
-				continue
-			}
-			switch kind, _, _ := strings.Cut(e.Key(), "."); kind {
-			case PresenceProcessor:
-				p.Kind, p.Types = kind, nil
-			case PresenceWorker:
-				p.Kind, p.Domains = kind, nil
-			default:
-				continue
-			}
-			out = append(out, p)
+	err := eachValue(ctx, kv, ">", "list presence", func(e jetstream.KeyValueEntry) {
+		// The kind is the key's, which nats.conf lets only that kind
+		// write: a worker cannot claim to serve a domain.
+		var p Presence
+		if json.Unmarshal(e.Value(), &p) != nil {
+			return
 		}
+		switch kind, _, _ := strings.Cut(e.Key(), "."); kind {
+		case PresenceProcessor:
+			p.Kind, p.Types = kind, nil
+		case PresenceWorker:
+			p.Kind, p.Domains = kind, nil
+		default:
+			return
+		}
+		out = append(out, p)
+	})
+	if err != nil {
+		return nil, err
 	}
+	slices.SortFunc(out, func(a, b Presence) int { return a.Since.Compare(b.Since) })
+	return out, nil
 }
