@@ -496,10 +496,10 @@ func TestParseEveryComponent(t *testing.T) {
 				return p.WorkTimeout == 3*time.Second && p.Log.Format == "json"
 			}},
 		{name: "worker", cfg: new(DefaultWorker()),
-			args: []string{"-concurrency", "5", "-examples=false", "-nats-creds", "w.creds"},
+			args: []string{"-concurrency", "5", "-examples", "-nats-creds", "w.creds"},
 			check: func(c Component) bool {
 				w := c.(*Worker)
-				return w.Concurrency == 5 && !w.Examples && w.NATS.Creds == "w.creds"
+				return w.Concurrency == 5 && w.Examples && w.NATS.Creds == "w.creds"
 			}},
 		{name: "tick", cfg: new(DefaultTick()),
 			args:  []string{"-domain", "payments", "-cron", "*/5 * * * * *", "-steps", "4"},

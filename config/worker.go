@@ -39,8 +39,10 @@ type Worker struct {
 	// reference "env:NAME" or "file:/path" (worker.Options.Senders).
 	// Default none.
 	Senders []string `yaml:"senders"`
-	// Examples registers the example handlers, so a fresh install has
-	// something to run. Default true.
+	// Examples registers the example handlers (the demo's ledger,
+	// http.post, flaky, fail, noop and the underwriting step pipeline).
+	// Default false: a worker serves what its binary registers, and the
+	// examples are opt-in.
 	Examples bool `yaml:"examples"`
 }
 
@@ -55,7 +57,6 @@ func DefaultWorker() Worker {
 		Name:         instanceName(), // not worker.DefaultName: each replica needs its own
 		Concurrency:  worker.DefaultConcurrency,
 		RecordWindow: worker.DefaultRecordWindow,
-		Examples:     true,
 	}
 }
 

@@ -26,8 +26,8 @@ import (
 
 	"github.com/tickflow/tickflow/config"
 	"github.com/tickflow/tickflow/embedded"
+	"github.com/tickflow/tickflow/examples/demo"
 	"github.com/tickflow/tickflow/internal/cli"
-	"github.com/tickflow/tickflow/internal/demo"
 	"github.com/tickflow/tickflow/internal/system"
 	"github.com/tickflow/tickflow/processor"
 )

@@ -5,10 +5,10 @@
 //	NATS_USER=worker NATS_PASSWORD=local-worker worker
 //
 // Flags, the config file's worker: section and TICKFLOW_WORKER_* variables
-// configure it (see config.Worker; -h lists them all). This binary serves
-// only the example handlers (-examples, on by default: a ledger with demo
-// balances, http.post, flaky, fail and noop, and the underwriting step pipeline),
-// which make the demo meaningful.
+// configure it (see config.Worker; -h lists them all). This binary has no
+// handlers of its own: with -examples (off by default) it serves the example
+// handlers (a ledger with demo balances, http.post, flaky, fail and noop, and
+// the underwriting step pipeline), which make the demo meaningful.
 // A real deployment builds its own worker binary around its own handlers, a
 // main like this one:
 //
@@ -35,8 +35,8 @@ import (
 	"syscall"
 
 	"github.com/tickflow/tickflow/config"
+	"github.com/tickflow/tickflow/examples/demo"
 	"github.com/tickflow/tickflow/internal/cli"
-	"github.com/tickflow/tickflow/internal/system"
 	"github.com/tickflow/tickflow/worker"
 )
 
@@ -48,13 +48,13 @@ func main() { cli.Main("worker", run) }
 func run() error {
 	cfg := config.DefaultWorker()
 	metricsListen := cli.MetricsFlag("")
-	log, err := cli.Load("Usage: worker [flags]\n\nExecutes functions for the processors: serves the example handlers (-examples).\nA real deployment builds its own worker binary; see docs/operations.md.", &cfg, &cfg.Log)
+	log, err := cli.Load("Usage: worker [flags]\n\nExecutes functions for the processors: serves the example handlers when asked to (-examples).\nA real deployment builds its own worker binary; see docs/operations.md.", &cfg, &cfg.Log)
 	if err != nil {
 		return err
 	}
 
 	if !cfg.Examples {
-		return errors.New("no handlers are registered: the example handlers are off (worker.examples is false) and this binary has no others; " +
+		return errors.New("no handlers are registered: this binary has none of its own, and the example handlers are opt-in (-examples, worker.examples, TICKFLOW_WORKER_EXAMPLES=true); " +
 			"a real deployment builds its own worker binary that registers its handlers (docs/operations.md, \"Your own worker\")")
 	}
 
@@ -67,7 +67,7 @@ func run() error {
 	}
 	defer nc.Close()
 	// The example handlers and the underwriting step pipeline, as make run serves them.
-	mux, err := system.ExampleMux(ctx, nc.Conn, log)
+	mux, err := demo.Mux(ctx, nc.Conn, log)
 	if err != nil {
 		return err
 	}

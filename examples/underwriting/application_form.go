@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tickflow/tickflow/pipeline/steps"
+	"github.com/tickflow/tickflow/x/steps"
 )
 
 // ApplicationForm is the p_application_form processor. It reads the

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/tickflow/tickflow/examples/underwriting"
-	"github.com/tickflow/tickflow/pipeline/steps"
+	"github.com/tickflow/tickflow/x/steps"
 )
 
 func TestApplicationFormExtracts(t *testing.T) {

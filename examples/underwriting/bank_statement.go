@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tickflow/tickflow/pipeline/steps"
+	"github.com/tickflow/tickflow/x/steps"
 )
 
 // BankStatement is the p_bank_statement processor. It reads the

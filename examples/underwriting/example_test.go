@@ -7,7 +7,7 @@ import (
 	"os"
 
 	"github.com/tickflow/tickflow/examples/underwriting"
-	"github.com/tickflow/tickflow/pipeline/steps"
+	"github.com/tickflow/tickflow/x/steps"
 )
 
 // The three processors chained for one underwriting: the documents feed

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/pipeline/steps"
+	"github.com/tickflow/tickflow/x/steps"
 )
 
 // Function types Register serves. Each takes a steps.Request payload; a
@@ -37,7 +37,7 @@ type Runners struct {
 // Register serves ps on mux as TypeApplicationForm, TypeBankStatement and
 // TypeClearBusinessReport (see steps.Handler), each recording its runs in
 // store with opts applied, and returns their runners. Workers sharing store
-// (e.g. a streams.RunStore) resume each other's failed runs.
+// (e.g. a kvstore.Store) resume each other's failed runs.
 //
 // It returns an error, registering nothing, if the report processor is
 // missing or has no Records (wrapping ErrNoRecordSource: every report would

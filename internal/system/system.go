@@ -18,11 +18,7 @@ import (
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/conn"
 	"github.com/tickflow/tickflow/embedded"
-	"github.com/tickflow/tickflow/examples/handlers"
-	"github.com/tickflow/tickflow/examples/underwriting"
-	"github.com/tickflow/tickflow/internal/demo"
-	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/pipeline/steps"
+	"github.com/tickflow/tickflow/examples/demo"
 	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/streams"
 	"github.com/tickflow/tickflow/telemetry"
@@ -37,9 +33,6 @@ import (
 // in the tick pace the ticker bounds the drain at TickSteps per interval
 // per domain.
 const TickSteps = processor.DefaultMaxSteps
-
-// ChainIncludeAfter is how soon the example chain includes a transaction.
-const ChainIncludeAfter = 300 * time.Millisecond
 
 // Options say what to run. Every field is required unless it says otherwise.
 type Options struct {
@@ -145,7 +138,7 @@ func Run(ctx context.Context, o Options) error {
 		defer echo.Close()
 		allowHTTP = append(allowHTTP, echo.Addr)
 	}
-	mux, err := ExampleMux(ctx, wc, log, allowHTTP...)
+	mux, err := demo.Mux(ctx, wc, log, allowHTTP...)
 	if err != nil {
 		return err
 	}
@@ -226,30 +219,4 @@ func Run(ctx context.Context, o Options) error {
 	}
 	log.Info("tickflow running", "domains", o.Domains, "tick_every", o.TickEvery.String(), "pace", string(o.Pace), "throttle", o.Throttle, "demo", o.Demo)
 	return g.Wait()
-}
-
-// ExampleMux registers the example handlers and the underwriting step
-// pipeline, whose runs are kept in the runs bucket reached through nc.
-// allowHTTP opens destinations http.post refuses by default
-// (handlers.NewHTTP).
-func ExampleMux(ctx context.Context, nc *nats.Conn, log *slog.Logger, allowHTTP ...string) (*pipeline.ServeMux, error) {
-	mux := pipeline.NewServeMux()
-	h, err := handlers.NewHTTP(allowHTTP...)
-	if err != nil {
-		return nil, err
-	}
-	handlers.Register(mux, handlers.NewLedger(map[string]int64{"alice": 1000, "bob": 500}), h)
-	mux.Register(handlers.TypeDispatch, handlers.NewChain(ChainIncludeAfter))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
-	store, err := streams.NewRunStore(ctx, js)
-	if err != nil {
-		return nil, err
-	}
-	_, err = underwriting.Register(mux, store, underwriting.Processors{
-		ClearBusinessReport: &underwriting.ClearBusinessReport{Records: demo.DemoRecords},
-	}, steps.WithLogger(log))
-	return mux, err
 }

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickflow/tickflow/internal/demo"
+	"github.com/tickflow/tickflow/examples/demo"
 	"github.com/tickflow/tickflow/internal/system"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"

@@ -17,8 +17,8 @@ import (
 
 	"github.com/tickflow/tickflow/chaos"
 	"github.com/tickflow/tickflow/config"
+	"github.com/tickflow/tickflow/examples/demo"
 	"github.com/tickflow/tickflow/internal/cli"
-	"github.com/tickflow/tickflow/internal/system"
 	"github.com/tickflow/tickflow/worker"
 )
 
@@ -47,7 +47,7 @@ func run() error {
 		return err
 	}
 	defer nc.Close()
-	mux, err := system.ExampleMux(ctx, nc.Conn, log)
+	mux, err := demo.Mux(ctx, nc.Conn, log)
 	if err != nil {
 		return err
 	}

@@ -18,10 +18,11 @@ import (
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/pipeline/steps"
 	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/streams"
 	"github.com/tickflow/tickflow/worker"
+	"github.com/tickflow/tickflow/x/steps"
+	"github.com/tickflow/tickflow/x/steps/kvstore"
 )
 
 const (
@@ -75,7 +76,7 @@ func (b *bundle) startWorker(t *testing.T, name string, ps underwriting.Processo
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := streams.NewRunStore(b.ctx, js)
+	store, err := kvstore.New(b.ctx, js)
 	if err != nil {
 		t.Fatal(err)
 	}

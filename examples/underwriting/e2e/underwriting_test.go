@@ -8,8 +8,8 @@ import (
 
 	"github.com/tickflow/tickflow/examples/underwriting"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/pipeline/steps"
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/x/steps"
+	"github.com/tickflow/tickflow/x/steps/kvstore"
 )
 
 // TestRetryResumesOnARestartedWorker runs one underwriting as a non-atomic
@@ -208,9 +208,9 @@ func TestRegister(t *testing.T) {
 }
 
 // newAdminRunStore reads the runs bucket as admin, as an operator would.
-func newAdminRunStore(t *testing.T, b *bundle) *streams.RunStore {
+func newAdminRunStore(t *testing.T, b *bundle) *kvstore.Store {
 	t.Helper()
-	s, err := streams.NewRunStore(b.ctx, b.admin)
+	s, err := kvstore.New(b.ctx, b.admin)
 	if err != nil {
 		t.Fatal(err)
 	}

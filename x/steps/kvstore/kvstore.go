@@ -1,4 +1,7 @@
-package streams
+// Package kvstore keeps a step pipeline's runs and step outputs in the
+// JetStream KV bucket streams.BucketRuns, so that lineage and resume survive
+// a worker restart and work across replicas.
+package kvstore
 
 import (
 	"bytes"
@@ -11,10 +14,11 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tickflow/tickflow/pipeline/steps"
+	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/x/steps"
 )
 
-// RunStore is a steps.RunStore over the KV bucket BucketRuns, so that a
+// Store is a steps.RunStore over the KV bucket streams.BucketRuns, so that a
 // step pipeline's lineage and resume survive a worker restart and work
 // across replicas. It is safe for concurrent use.
 //
@@ -30,29 +34,29 @@ import (
 // The bucket keeps one revision per key, so saving replaces. Nothing is
 // deleted: step outputs accumulate until the bucket's limits (if any) or an
 // operator remove them, which only turns a later resume into a full rerun.
-type RunStore struct {
+type Store struct {
 	kv jetstream.KeyValue
 }
 
-// NewRunStore binds a RunStore to the runs bucket, which must have been
-// provisioned (Provision). The identity needs STREAM.INFO and DIRECT.GET on
+// New binds a Store to the runs bucket, which must have been
+// provisioned (streams.Provision). The identity needs STREAM.INFO and DIRECT.GET on
 // KV_runs and publish on $KV.runs.> (the worker user of nats.conf has them).
 // It returns an error wrapping jetstream.ErrBucketNotFound if the bucket is
 // missing.
-func NewRunStore(ctx context.Context, js jetstream.JetStream) (*RunStore, error) {
-	kv, err := js.KeyValue(ctx, BucketRuns)
+func New(ctx context.Context, js jetstream.JetStream) (*Store, error) {
+	kv, err := js.KeyValue(ctx, streams.BucketRuns)
 	if err != nil {
-		return nil, fmt.Errorf("streams: run store: bucket %s (provision it first): %w", BucketRuns, err)
+		return nil, fmt.Errorf("kvstore: bucket %s (provision it first): %w", streams.BucketRuns, err)
 	}
-	return &RunStore{kv: kv}, nil
+	return &Store{kv: kv}, nil
 }
 
-var _ steps.RunStore = (*RunStore)(nil)
+var _ steps.RunStore = (*Store)(nil)
 
 // LatestRun implements steps.RunStore. It returns an error wrapping
 // steps.ErrNotFound if no run of processor was saved for subjectID, and one
 // wrapping jetstream.ErrInvalidKey if either is empty.
-func (s *RunStore) LatestRun(ctx context.Context, processor, subjectID string) (*steps.RunRecord, error) {
+func (s *Store) LatestRun(ctx context.Context, processor, subjectID string) (*steps.RunRecord, error) {
 	key, err := latestKey(processor, subjectID)
 	if err != nil {
 		return nil, err
@@ -62,11 +66,11 @@ func (s *RunStore) LatestRun(ctx context.Context, processor, subjectID string) (
 		return nil, fmt.Errorf("%w: run of %s for subject %q", steps.ErrNotFound, processor, subjectID)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("streams: run store: latest run of %s for subject %q: %w", processor, subjectID, err)
+		return nil, fmt.Errorf("kvstore: latest run of %s for subject %q: %w", processor, subjectID, err)
 	}
 	rec := new(steps.RunRecord)
 	if err := json.Unmarshal(e.Value(), rec); err != nil {
-		return nil, fmt.Errorf("%w: run store: run of %s for subject %q: %w", ErrDecode, processor, subjectID, err)
+		return nil, fmt.Errorf("%w: run store: run of %s for subject %q: %w", streams.ErrDecode, processor, subjectID, err)
 	}
 	// A hashed key token could, in theory, be shared by two ids: the record
 	// names its own, so a collision reads as no record rather than another's.
@@ -79,9 +83,9 @@ func (s *RunStore) LatestRun(ctx context.Context, processor, subjectID string) (
 
 // SaveRun implements steps.RunStore. It returns an error wrapping
 // jetstream.ErrInvalidKey if rec's Processor or SubjectID is empty.
-func (s *RunStore) SaveRun(ctx context.Context, rec *steps.RunRecord) error {
+func (s *Store) SaveRun(ctx context.Context, rec *steps.RunRecord) error {
 	if rec == nil {
-		return errors.New("streams: run store: save run: record is nil")
+		return errors.New("kvstore: save run: record is nil")
 	}
 	key, err := latestKey(rec.Processor, rec.SubjectID)
 	if err != nil {
@@ -89,10 +93,10 @@ func (s *RunStore) SaveRun(ctx context.Context, rec *steps.RunRecord) error {
 	}
 	raw, err := json.Marshal(rec)
 	if err != nil {
-		return fmt.Errorf("streams: run store: encode run %s: %w", rec.RunID, err)
+		return fmt.Errorf("kvstore: encode run %s: %w", rec.RunID, err)
 	}
 	if _, err := s.kv.Put(ctx, key, raw); err != nil {
-		return fmt.Errorf("streams: run store: save run %s of %s for subject %q: %w", rec.RunID, rec.Processor, rec.SubjectID, err)
+		return fmt.Errorf("kvstore: save run %s of %s for subject %q: %w", rec.RunID, rec.Processor, rec.SubjectID, err)
 	}
 	return nil
 }
@@ -100,14 +104,14 @@ func (s *RunStore) SaveRun(ctx context.Context, rec *steps.RunRecord) error {
 // SaveStepOutput implements steps.RunStore. data must fit the server's
 // max_payload (1 MiB by default) with the key. It returns an error wrapping
 // jetstream.ErrInvalidKey if runID or step is empty.
-func (s *RunStore) SaveStepOutput(ctx context.Context, runID string, step steps.Step, data []byte) error {
+func (s *Store) SaveStepOutput(ctx context.Context, runID string, step steps.Step, data []byte) error {
 	key, err := outputKey(runID, step)
 	if err != nil {
 		return err
 	}
 	// Put sends data before returning and keeps no reference to it.
 	if _, err := s.kv.Put(ctx, key, data); err != nil {
-		return fmt.Errorf("streams: run store: save %s output of run %s: %w", step, runID, err)
+		return fmt.Errorf("kvstore: save %s output of run %s: %w", step, runID, err)
 	}
 	return nil
 }
@@ -115,7 +119,7 @@ func (s *RunStore) SaveStepOutput(ctx context.Context, runID string, step steps.
 // StepOutput implements steps.RunStore. It returns an error wrapping
 // steps.ErrNotFound if no output of step was saved for runID, and one
 // wrapping jetstream.ErrInvalidKey if either is empty.
-func (s *RunStore) StepOutput(ctx context.Context, runID string, step steps.Step) ([]byte, error) {
+func (s *Store) StepOutput(ctx context.Context, runID string, step steps.Step) ([]byte, error) {
 	key, err := outputKey(runID, step)
 	if err != nil {
 		return nil, err
@@ -125,7 +129,7 @@ func (s *RunStore) StepOutput(ctx context.Context, runID string, step steps.Step
 		return nil, fmt.Errorf("%w: %s output of run %s", steps.ErrNotFound, step, runID)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("streams: run store: %s output of run %s: %w", step, runID, err)
+		return nil, fmt.Errorf("kvstore: %s output of run %s: %w", step, runID, err)
 	}
 	return bytes.Clone(e.Value()), nil
 }
@@ -133,7 +137,7 @@ func (s *RunStore) StepOutput(ctx context.Context, runID string, step steps.Step
 // latestKey is the key of the latest run of processor for subjectID.
 func latestKey(processor, subjectID string) (string, error) {
 	if processor == "" || subjectID == "" {
-		return "", fmt.Errorf("streams: run store: processor %q and subject %q must both be non-empty: %w",
+		return "", fmt.Errorf("kvstore: processor %q and subject %q must both be non-empty: %w",
 			processor, subjectID, jetstream.ErrInvalidKey)
 	}
 	return "latest." + runKeyToken(processor) + "." + runKeyToken(subjectID), nil
@@ -142,7 +146,7 @@ func latestKey(processor, subjectID string) (string, error) {
 // outputKey is the key of the output of step in run runID.
 func outputKey(runID string, step steps.Step) (string, error) {
 	if runID == "" || step == "" {
-		return "", fmt.Errorf("streams: run store: run id %q and step %q must both be non-empty: %w",
+		return "", fmt.Errorf("kvstore: run id %q and step %q must both be non-empty: %w",
 			runID, step, jetstream.ErrInvalidKey)
 	}
 	return "out." + runKeyToken(runID) + "." + runKeyToken(string(step)), nil

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickflow/tickflow/pipeline/steps"
+	"github.com/tickflow/tickflow/x/steps"
 )
 
 // TestRunStore runs the conformance suite against the stores newStore

@@ -3,8 +3,8 @@ package steps_test
 import (
 	"testing"
 
-	"github.com/tickflow/tickflow/pipeline/steps"
-	"github.com/tickflow/tickflow/pipeline/steps/storetest"
+	"github.com/tickflow/tickflow/x/steps"
+	"github.com/tickflow/tickflow/x/steps/storetest"
 )
 
 func TestMemoryStore(t *testing.T) {

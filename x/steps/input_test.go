@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickflow/tickflow/pipeline/steps"
+	"github.com/tickflow/tickflow/x/steps"
 )
 
 func TestDecodeInputRoundTrip(t *testing.T) {

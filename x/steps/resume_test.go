@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickflow/tickflow/pipeline/steps"
+	"github.com/tickflow/tickflow/x/steps"
 )
 
 // noOutputs is a RunStore that has lost every step output, as after a TTL

@@ -1,4 +1,4 @@
-package streams_test
+package kvstore_test
 
 import (
 	"context"
@@ -11,9 +11,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/internal/testnats"
-	"github.com/tickflow/tickflow/pipeline/steps"
-	"github.com/tickflow/tickflow/pipeline/steps/storetest"
 	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/x/steps"
+	"github.com/tickflow/tickflow/x/steps/kvstore"
+	"github.com/tickflow/tickflow/x/steps/storetest"
 )
 
 // runsEnv is a server with every resource provisioned, no domains needed.
@@ -28,9 +29,9 @@ func runsEnv(t *testing.T) *testnats.Env {
 }
 
 // newRunStore connects as the worker, the identity that uses the store.
-func newRunStore(t *testing.T, env *testnats.Env) *streams.RunStore {
+func newRunStore(t *testing.T, env *testnats.Env) *kvstore.Store {
 	t.Helper()
-	s, err := streams.NewRunStore(t.Context(), env.JS(t, "worker"))
+	s, err := kvstore.New(t.Context(), env.JS(t, "worker"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +145,7 @@ func TestRunStoreHonoursContext(t *testing.T) {
 
 func TestNewRunStoreNeedsTheBucket(t *testing.T) {
 	env := testnats.Start(t, nil) // nothing provisioned
-	_, err := streams.NewRunStore(testnats.Context(t, 5*time.Second), env.JS(t, "admin"))
+	_, err := kvstore.New(testnats.Context(t, 5*time.Second), env.JS(t, "admin"))
 	if !errors.Is(err, jetstream.ErrBucketNotFound) {
 		t.Fatalf("NewRunStore without the bucket: err = %v, want ErrBucketNotFound", err)
 	}

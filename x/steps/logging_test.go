@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tickflow/tickflow/pipeline/steps"
+	"github.com/tickflow/tickflow/x/steps"
 )
 
 // unencodable returns a processing output encoding/json cannot encode.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickflow/tickflow/pipeline/steps"
+	"github.com/tickflow/tickflow/x/steps"
 )
 
 func mustHash(t *testing.T, in ...steps.Input) string {

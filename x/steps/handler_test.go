@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/pipeline/steps"
+	"github.com/tickflow/tickflow/x/steps"
 	"github.com/vmihailenco/msgpack/v5"
 )
 

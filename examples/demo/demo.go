@@ -25,8 +25,8 @@ import (
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/examples/underwriting"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/pipeline/steps"
 	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/x/steps"
 )
 
 // IdempotencyKey is the idempotency key of the demo's first submission,

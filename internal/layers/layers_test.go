@@ -1,0 +1,95 @@
+package layers_test
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/tickflow/tickflow"
+
+// pkg is what go list says of one package.
+type pkg struct {
+	ImportPath string
+	Deps       []string
+}
+
+// list runs go list -deps -json over the module's packages (tests
+// excluded: a test may use anything) and returns each package of the
+// module with its transitive dependencies.
+func list(t *testing.T) []pkg {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("the go command is not on PATH: %v", err)
+	}
+	out, err := exec.Command(goBin, "list", "-json=ImportPath,Deps", module+"/...").Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) < 10 {
+		t.Fatalf("go list found %d packages of %s: not the module", len(pkgs), module)
+	}
+	return pkgs
+}
+
+// under reports whether path is the module's package rel or below it.
+func under(path, rel string) bool {
+	p := module + "/" + rel
+	return path == p || strings.HasPrefix(path, p+"/")
+}
+
+// outsideCore are the trees that may wire the examples and the step
+// pipeline in: the composition roots, the examples themselves, and the
+// harnesses.
+var outsideCore = []string{"cmd", "internal/system", "examples", "x", "chaos", "internal/layers"}
+
+func TestCoreImportsNoExamplesNorStepPipeline(t *testing.T) {
+	checked := 0
+	for _, p := range list(t) {
+		if slices.ContainsFunc(outsideCore, func(rel string) bool { return under(p.ImportPath, rel) }) {
+			continue
+		}
+		checked++
+		for _, d := range p.Deps {
+			if under(d, "examples") || under(d, "x") || under(d, "internal/system") || under(d, "cmd") {
+				t.Errorf("%s depends on %s: the core must not import the examples, the step pipeline or a composition root (CONTRIBUTING.md, where things go)", p.ImportPath, d)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no package of the core was checked")
+	}
+}
+
+func TestDomainImportsNoNATS(t *testing.T) {
+	for _, p := range list(t) {
+		if !under(p.ImportPath, "pipeline") {
+			continue
+		}
+		for _, d := range p.Deps {
+			if strings.HasPrefix(d, "github.com/nats-io/") {
+				t.Errorf("%s depends on %s: the domain never imports NATS", p.ImportPath, d)
+			}
+		}
+	}
+}
