@@ -96,10 +96,6 @@ func (c *Connection) resolve(getenv func(string) string) (*settings, error) {
 	if err := pipeline.ValidateDomain(s.as); err != nil {
 		return nil, fmt.Errorf("%w: tickflow user %q: %w", errSettings, logging.Capped(s.as), err)
 	}
-	if cx.InboxPrefix != "" && cx.InboxPrefix != streams.InboxPrefix(s.as) {
-		return nil, fmt.Errorf("%w: nats context %q sets inbox_prefix %q, but authz answers %s only under %q",
-			errSettings, cx.Name, cx.InboxPrefix, s.as, streams.InboxPrefix(s.as))
-	}
 	if cx.Cert != "" && cx.Key != "" {
 		s.tls = append(s.tls, nats.ClientCert(cx.Cert, cx.Key))
 	}

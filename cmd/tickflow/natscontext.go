@@ -20,16 +20,17 @@ type natsContext struct {
 	Name string `json:"-"`
 	Path string `json:"-"`
 
-	URL         string `json:"url"`
-	User        string `json:"user"`
-	Password    string `json:"password"`
-	Creds       string `json:"creds"`
-	NKey        string `json:"nkey"`
-	Cert        string `json:"cert"`
-	Key         string `json:"key"`
-	CA          string `json:"ca"`
-	TLSFirst    bool   `json:"tls_first"`
-	InboxPrefix string `json:"inbox_prefix"`
+	URL      string `json:"url"`
+	User     string `json:"user"`
+	Password string `json:"password"`
+	Creds    string `json:"creds"`
+	NKey     string `json:"nkey"`
+	Cert     string `json:"cert"`
+	Key      string `json:"key"`
+	CA       string `json:"ca"`
+	TLSFirst bool   `json:"tls_first"`
+	// A context's inbox_prefix is not read: authz answers a user only
+	// under its own prefix (_INBOX_<user>), which tickflow always takes.
 
 	// Settings tickflow cannot connect with: a context that sets one is
 	// refused rather than half used.
