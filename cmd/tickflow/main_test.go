@@ -150,7 +150,7 @@ func TestTickflow(t *testing.T) {
 		if sent.ID == 0 || sent.Domain != "payments" || sent.Priority != pipeline.Med || sent.Duplicate {
 			t.Fatalf("send: %+v", sent)
 		}
-		id := strings.TrimSpace(jsonField(t, alice.ok("--json", "send", "--label", "jobs", "noop"), "id"))
+		id := strings.TrimSpace(alice.ok("send", "-q", "--label", "jobs", "noop"))
 		done := decode[authz.BatchReply](t, alice.ok("--json", "wait", id))
 		if done.Record.Status != pipeline.Executed || done.Record.Batch.Label != "jobs" {
 			t.Fatalf("wait: %+v", done.Record)

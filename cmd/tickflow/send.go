@@ -20,6 +20,7 @@ type SendCmd struct {
 	Key            string        `short:"k" help:"Run one at a time, in order, with the domain's other batches of this key."`
 	IdempotencyKey string        `name:"idempotency-key" short:"i" placeholder:"KEY" help:"Make the send safe to repeat: the same submission with the same key answers the same batch."`
 	Expect         []string      `placeholder:"INDEX=CONTENT" sep:"none" help:"The confirmation content function INDEX (from 0) waits for; repeatable."`
+	Quiet          bool          `short:"q" help:"Print only the batch's id, for scripts: id=$$(tickflow send -q ...)."`
 	Wait           bool          `help:"Then wait until the batch finished, as wait does (and exit as it does)."`
 	For            time.Duration `placeholder:"DURATION" help:"With --wait: how long to wait (default: until it finished)."`
 }
@@ -60,12 +61,19 @@ func (c *SendCmd) Run(ctx context.Context, g *Globals, env *Env) error {
 	if len(req.Functions) == 0 {
 		return usage("no functions: give them as arguments (TYPE or TYPE=PAYLOAD), or in a file (--file)")
 	}
-	if c.For != 0 && !c.Wait {
+	switch {
+	case c.For != 0 && !c.Wait:
 		return usage("--for says how long --wait waits: give --wait too")
+	case c.Quiet && (g.JSON || c.Wait):
+		return usage("--quiet prints the id alone: not with --json or --wait")
 	}
 	return withSession(ctx, g, env, func(ctx context.Context, cl *client.Client) error {
 		rep, err := cl.Send(ctx, *req)
 		if err != nil {
+			return err
+		}
+		if c.Quiet {
+			_, err := fmt.Fprintln(env.Stdout, rep.ID)
 			return err
 		}
 		if !c.Wait || !g.JSON {
