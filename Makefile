@@ -7,6 +7,9 @@ GO       ?= go
 GOFMT    ?= gofmt
 # The static analyser make lint runs, pinned; `go run` fetches it through the module proxy.
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# The unchecked-error analyser make lint runs, pinned; .errcheck-excludes
+# lists, with reasons, the calls whose errors may go unread.
+ERRCHECK ?= $(GO) run github.com/kisielk/errcheck@v1.30.0
 # How long each fuzz target runs under `make fuzz`.
 FUZZTIME ?= 10s
 # Extra arguments for `make run` and `make bench`, e.g. make run ARGS='-domain payments'.
@@ -32,14 +35,15 @@ chromium:
 		  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1; } || \
 		echo "chromium is not installed (and could not be): the dashboard's browser test will skip"
 
-# lint fails on vet and staticcheck findings (its default checks: bugs,
-# deprecated APIs, simplifications that change no behaviour), on every file
-# gofmt would change and on any committed executable (build outputs belong
-# in bin/, which is ignored).
+# lint fails on vet, staticcheck (its default checks: bugs, deprecated APIs,
+# simplifications that change no behaviour) and errcheck findings, on every
+# file gofmt would change and on any committed executable (build outputs
+# belong in bin/, which is ignored).
 lint:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
 	$(STATICCHECK) ./...
+	$(ERRCHECK) -exclude .errcheck-excludes ./...
 	@bins=$$(git ls-files | while IFS= read -r f; do \
 		[ -f "$$f" ] && [ "$$(head -c 4 "$$f" | od -An -c | tr -d ' ')" = '177ELF' ] && echo "$$f"; \
 		done; true); \
