@@ -76,7 +76,7 @@ run:
 	exec bin/run $(ARGS)
 
 # bench measures tickflow against raw JetStream, asynq and River on this
-# machine (a full run takes about 15 minutes; ARGS=-quick about 3) and
+# machine (a full run takes about 13 minutes; ARGS=-quick about 3) and
 # rewrites docs/benchmarks.md. asynq needs redis-server and River
 # PostgreSQL (Debian's packages), installed here if missing, with sudo when
 # not root.
