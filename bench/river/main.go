@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -226,8 +225,10 @@ func insertAll(ctx context.Context, client *river.Client[pgx.Tx], o options) err
 	return firstErr
 }
 
+// quietLogger passes River's errors to stderr and nothing else, so that
+// a failing fetch or completion is told, not hidden behind a stall.
 func quietLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 }
 
 // selfCPU is the CPU-seconds this process has used.
