@@ -15,7 +15,7 @@ FUZZTIME ?= 10s
 # Extra arguments for `make run` and `make bench`, e.g. make run ARGS='-domain payments'.
 ARGS     ?=
 
-.PHONY: build test chromium lint fuzz run bench chaos natscli clean
+.PHONY: build test chromium lint fuzz run bench bench-deps chaos natscli clean
 
 # build compiles everything and puts one binary per cmd/* into bin/.
 build:
@@ -42,6 +42,7 @@ chromium:
 lint:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	cd bench/river && $(GO) vet ./...
 	$(STATICCHECK) ./...
 	$(ERRCHECK) -exclude .errcheck-excludes ./...
 	@bins=$$(git ls-files | while IFS= read -r f; do \
@@ -78,12 +79,23 @@ run:
 	$(GO) build -o bin/run ./cmd/run
 	exec bin/run $(ARGS)
 
-# bench measures tickflow against raw JetStream and asynq on this machine
-# (a full run takes about 10 minutes; ARGS=-quick about 2) and rewrites
-# docs/benchmarks.md. asynq needs redis-server, installed here if missing.
-bench:
-	command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
+# bench measures tickflow against raw JetStream, asynq and River on this
+# machine (a full run takes about 13 minutes; ARGS=-quick about 3) and
+# rewrites docs/benchmarks.md. asynq needs redis-server and River
+# PostgreSQL (Debian's packages), installed here if missing, with sudo when
+# not root.
+bench: bench-deps
 	cd bench && $(GO) run . $(ARGS)
+
+bench-deps:
+	@sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	missing=; \
+	[ -x /usr/bin/redis-server ] || missing="$$missing redis-server"; \
+	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing"; \
+		$$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
+	fi
 
 # chaos builds the commands and runs the chaos suite (chaos/): each scenario
 # runs the system as separate processes, kills and restarts them, then
