@@ -7,12 +7,15 @@ GO       ?= go
 GOFMT    ?= gofmt
 # The static analyser make lint runs, pinned; `go run` fetches it through the module proxy.
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# The unchecked-error analyser make lint runs, pinned; .errcheck-excludes
+# lists, with reasons, the calls whose errors may go unread.
+ERRCHECK ?= $(GO) run github.com/kisielk/errcheck@v1.30.0
 # How long each fuzz target runs under `make fuzz`.
 FUZZTIME ?= 10s
 # Extra arguments for `make run` and `make bench`, e.g. make run ARGS='-domain payments'.
 ARGS     ?=
 
-.PHONY: build test chromium lint fuzz run bench chaos natscli clean
+.PHONY: build test chromium lint fuzz run bench bench-deps chaos natscli clean
 
 # build compiles everything and puts one binary per cmd/* into bin/.
 build:
@@ -32,14 +35,16 @@ chromium:
 		  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1; } || \
 		echo "chromium is not installed (and could not be): the dashboard's browser test will skip"
 
-# lint fails on vet and staticcheck findings (its default checks: bugs,
-# deprecated APIs, simplifications that change no behaviour), on every file
-# gofmt would change and on any committed executable (build outputs belong
-# in bin/, which is ignored).
+# lint fails on vet, staticcheck (its default checks: bugs, deprecated APIs,
+# simplifications that change no behaviour) and errcheck findings, on every
+# file gofmt would change and on any committed executable (build outputs
+# belong in bin/, which is ignored).
 lint:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	cd bench/river && $(GO) vet ./...
 	$(STATICCHECK) ./...
+	$(ERRCHECK) -exclude .errcheck-excludes ./...
 	@bins=$$(git ls-files | while IFS= read -r f; do \
 		[ -f "$$f" ] && [ "$$(head -c 4 "$$f" | od -An -c | tr -d ' ')" = '177ELF' ] && echo "$$f"; \
 		done; true); \
@@ -74,12 +79,23 @@ run:
 	$(GO) build -o bin/run ./cmd/run
 	exec bin/run $(ARGS)
 
-# bench measures tickflow against raw JetStream and asynq on this machine
-# (a full run takes about 10 minutes; ARGS=-quick about 2) and rewrites
-# docs/benchmarks.md. asynq needs redis-server, installed here if missing.
-bench:
-	command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
+# bench measures tickflow against raw JetStream, asynq and River on this
+# machine (a full run takes about 13 minutes; ARGS=-quick about 3) and
+# rewrites docs/benchmarks.md. asynq needs redis-server and River
+# PostgreSQL (Debian's packages), installed here if missing, with sudo when
+# not root.
+bench: bench-deps
 	cd bench && $(GO) run . $(ARGS)
+
+bench-deps:
+	@sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	missing=; \
+	[ -x /usr/bin/redis-server ] || missing="$$missing redis-server"; \
+	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing"; \
+		$$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
+	fi
 
 # chaos builds the commands and runs the chaos suite (chaos/): each scenario
 # runs the system as separate processes, kills and restarts them, then

@@ -88,13 +88,22 @@ func (r *redisProc) stop() {
 	_ = os.RemoveAll(r.dir)
 }
 
+// asynqResult is one run of asynq: its rates, and the CPU-seconds used
+// while enqueuing and while draining by this process (asynq's client and
+// server) and redis-server together.
+type asynqResult struct {
+	enqRate, drainRate float64
+	enqCPU, drainCPU   float64
+}
+
 // runAsynq enqueues n no-op tasks with `inflight` enqueuers, then starts an
 // asynq server with the given concurrency and measures until the queue has
 // no pending and no active task left.
-func runAsynq(cfg *config, n, concurrency int) (enqRate, drainRate float64, err error) {
+func runAsynq(cfg *config, n, concurrency int) (asynqResult, error) {
+	var res asynqResult
 	r, err := startRedis(cfg)
 	if err != nil {
-		return 0, 0, err
+		return res, err
 	}
 	defer r.stop()
 	opt := asynq.RedisClientOpt{Addr: r.addr, PoolSize: max(cfg.inflight, 10)}
@@ -104,6 +113,8 @@ func runAsynq(cfg *config, n, concurrency int) (enqRate, drainRate float64, err 
 	var firstErr error
 	var once sync.Once
 	var wg sync.WaitGroup
+	cpu := func() float64 { return selfBusy() + pidBusy(r.cmd.Process.Pid) }
+	cpu0 := cpu()
 	start := time.Now()
 	for range min(cfg.inflight, n) {
 		wg.Go(func() {
@@ -122,9 +133,10 @@ func runAsynq(cfg *config, n, concurrency int) (enqRate, drainRate float64, err 
 	}
 	wg.Wait()
 	if firstErr != nil {
-		return 0, 0, fmt.Errorf("asynq: enqueue: %w", firstErr)
+		return res, fmt.Errorf("asynq: enqueue: %w", firstErr)
 	}
 	tenq := time.Since(start)
+	cpu1 := cpu()
 
 	insp := asynq.NewInspector(opt)
 	defer insp.Close()
@@ -141,7 +153,7 @@ func runAsynq(cfg *config, n, concurrency int) (enqRate, drainRate float64, err 
 	})
 	start = time.Now()
 	if err := srv.Start(mux); err != nil {
-		return 0, 0, fmt.Errorf("asynq: start server: %w", err)
+		return res, fmt.Errorf("asynq: start server: %w", err)
 	}
 	defer srv.Shutdown()
 	deadline := time.Now().Add(cfg.stall)
@@ -151,7 +163,7 @@ func runAsynq(cfg *config, n, concurrency int) (enqRate, drainRate float64, err 
 		if h >= int64(n) {
 			qi, err := insp.GetQueueInfo("default")
 			if err != nil {
-				return 0, 0, err
+				return res, err
 			}
 			if qi.Pending == 0 && qi.Active == 0 {
 				break
@@ -160,10 +172,12 @@ func runAsynq(cfg *config, n, concurrency int) (enqRate, drainRate float64, err 
 		if h != last {
 			last, deadline = h, time.Now().Add(cfg.stall)
 		} else if time.Now().After(deadline) {
-			return 0, 0, fmt.Errorf("asynq: stalled at %d of %d tasks", h, n)
+			return res, fmt.Errorf("asynq: stalled at %d of %d tasks", h, n)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
 	tdrain := time.Since(start)
-	return float64(n) / tenq.Seconds(), float64(n) / tdrain.Seconds(), nil
+	res.enqCPU, res.drainCPU = cpu1-cpu0, cpu()-cpu1
+	res.enqRate, res.drainRate = float64(n)/tenq.Seconds(), float64(n)/tdrain.Seconds()
+	return res, nil
 }

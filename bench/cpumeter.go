@@ -59,8 +59,18 @@ func machineBusy() float64 {
 	return (total - idle) / clockTicks
 }
 
-func selfBusy() float64 {
-	b, err := os.ReadFile("/proc/self/stat")
+// selfBusy is the CPU-seconds this process and the children it has
+// waited for have used.
+func selfBusy() float64 { return statBusy("self", 15) }
+
+// pidBusy is the CPU-seconds the process pid has used itself (0 when /proc
+// cannot be read).
+func pidBusy(pid int) float64 { return statBusy(strconv.Itoa(pid), 13) }
+
+// statBusy adds the times of /proc/<pid>/stat from utime on: with to = 13
+// utime and stime, with to = 15 cutime and cstime as well.
+func statBusy(pid string, to int) float64 {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
 		return 0
 	}
@@ -76,7 +86,7 @@ func selfBusy() float64 {
 		return 0
 	}
 	var t float64
-	for _, s := range f[11:15] {
+	for _, s := range f[11:to] {
 		v, _ := strconv.ParseFloat(s, 64)
 		t += v
 	}

@@ -1,10 +1,12 @@
-// Command bench measures tickflow against raw JetStream (the ceiling) and
-// asynq on a local Redis, on this machine, in one run: the shipped wiring
+// Command bench measures tickflow against raw JetStream (the ceiling),
+// asynq on a local Redis and River on a local PostgreSQL, on this machine,
+// in one run: the shipped wiring
 // (drain with 1, 2 and 4 replicas beside the back-to-back drain, idle CPU,
 // latency, a throttle shared by replicas), burn-down throughput, non-atomic
 // function throughput, open-loop latency, scaling with replicas, a
-// three-node cluster, and the cost of a tick with a shallow and a deep
-// queue. It prints one table and writes it, with
+// three-node cluster, the cost of a tick with a shallow and a deep
+// queue, and the cost of a batch as shipped (stored messages, deliveries
+// and CPU). It prints one table and writes it, with
 // the machine description and the exact command, into docs/benchmarks.md.
 //
 //	cd bench && go run . -quick     # a few minutes
@@ -42,6 +44,9 @@ type config struct {
 	tickSteps        int
 	workerConc       int
 	asynqConc        int
+	riverWorkers     int
+	riverCooldown    time.Duration
+	riverDir         string
 	idle             time.Duration
 	idleWait         time.Duration
 	latencyDur       time.Duration
@@ -130,7 +135,7 @@ func (c *config) asynqConcurrency() int {
 // optionalPhases run only when -phases names them.
 var optionalPhases = []string{"fairness", "soak"}
 
-var allPhases = []string{"ceiling", "burndown", "ticker", "shipped", "throttle", "nonatomic", "asynq", "latency", "scaling", "cluster", "depth", "rtt", "keyed"}
+var allPhases = []string{"ceiling", "burndown", "ticker", "shipped", "throttle", "nonatomic", "asynq", "river", "cost", "latency", "scaling", "cluster", "depth", "rtt", "keyed"}
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == childCommand {
@@ -163,6 +168,9 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.workers, "workers", 0, "worker replicas, each on its own connection (0: one per processor replica)")
 	fs.IntVar(&c.workerConc, "worker-concurrency", 0, "Options.Concurrency of each worker (0: max(64, processors×concurrency))")
 	fs.IntVar(&c.asynqConc, "asynq-concurrency", 0, "asynq server concurrency (0: processors×concurrency)")
+	fs.IntVar(&c.riverWorkers, "river-workers", 100, "MaxWorkers of River's queue")
+	fs.DurationVar(&c.riverCooldown, "river-fetch-cooldown", 2*time.Millisecond, "River's FetchCooldown")
+	fs.StringVar(&c.riverDir, "river-dir", "", "the River program's module (default: the repository's bench/river)")
 	fs.DurationVar(&c.idleWait, "idle-wait", time.Second, "after a tick that found no messages, wait for work (processor WaitWork) at most this long; 0: pause -idle instead")
 	fs.DurationVar(&c.idle, "idle", 200*time.Microsecond, "pause after a tick that found no messages, with -idle-wait 0")
 	fs.DurationVar(&c.latencyDur, "latency-duration", 20*time.Second, "length of each open-loop latency run")
@@ -241,6 +249,9 @@ func parseFlags(args []string) (*config, error) {
 		}
 		c.phases[p] = true
 	}
+	if c.riverWorkers < 1 || c.riverCooldown <= 0 {
+		return nil, fmt.Errorf("-river-workers must be ≥ 1 and -river-fetch-cooldown positive (got %d, %s)", c.riverWorkers, c.riverCooldown)
+	}
 	if c.reps < 1 || c.n < 1 || c.processors < 1 || c.concurrency < 1 || c.authzReplicas < 1 || c.inflight < 1 {
 		return nil, errors.New("-reps, -n, -processors, -concurrency, -authz and -inflight must be ≥ 1")
 	}
@@ -268,7 +279,7 @@ func parseFlags(args []string) (*config, error) {
 		return nil, err
 	}
 	root, err := repoRoot()
-	if err != nil && (c.natsConf == "" || c.out == "") {
+	if err != nil && (c.natsConf == "" || c.out == "" || c.riverDir == "") {
 		return nil, err
 	}
 	if c.natsConf == "" {
@@ -276,6 +287,9 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if c.out == "" {
 		c.out = filepath.Join(root, "docs", "benchmarks.md")
+	}
+	if c.riverDir == "" {
+		c.riverDir = filepath.Join(root, "bench", "river")
 	}
 	c.commandLine = "cd bench && go run ."
 	if len(args) > 0 {

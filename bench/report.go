@@ -23,6 +23,8 @@ func fmtNum(v float64, unit string) string {
 	switch {
 	case unit == "CPU-s/1k":
 		return fmt.Sprintf("%.4f", v)
+	case unit == "msgs/batch":
+		return fmt.Sprintf("%.2f", v)
 	case unit == "ms" || unit == "MiB":
 		if v < 10 {
 			return fmt.Sprintf("%.2f", v)
@@ -80,6 +82,9 @@ type target struct {
 	measured string
 	met      bool
 	known    bool
+	// noGoal marks a figure the targets table reports beside the goals
+	// without judging it.
+	noGoal bool
 }
 
 func renderReport(cfg *config, res *results) string {
@@ -87,11 +92,14 @@ func renderReport(cfg *config, res *results) string {
 	fmt.Fprintf(&sb, "Run on %s, took %s. Command:\n\n```sh\n%s\n```\n\n", res.started.Format("2006-01-02 15:04 MST"), res.elapsed.Round(time.Second), cfg.commandLine)
 	sb.WriteString(machine(filepath.Dir(cfg.natsConf)))
 	sb.WriteString("\nThe last column of each table is the CPU that other processes of the machine used during the repetitions (machine busy time from /proc/stat less the bench's own): on a 2-core machine anything above ~0.1 core disturbs the figure.\n")
-	var headline, engine []string
+	var headline, cost, engine []string
 	for _, k := range res.order {
-		if isShipped(k) {
+		switch {
+		case isShipped(k):
 			headline = append(headline, k)
-		} else {
+		case isCost(k):
+			cost = append(cost, k)
+		default:
 			engine = append(engine, k)
 		}
 	}
@@ -100,8 +108,13 @@ func renderReport(cfg *config, res *results) string {
 		writeFigures(&sb, res, headline)
 		writeShippedRatios(&sb, cfg, res)
 	}
+	if len(cost) > 0 {
+		fmt.Fprintf(&sb, "\n### The cost of a batch, as shipped, beside asynq and River\n\nN = %d, %d repetitions, alternating. tickflow as shipped with %d processor replica(s) (the ready pace beside the ticker `tickflow run` starts, every component with its own defaults), every component and the server in the bench process, whose CPU is counted; messages stored are every stream's and bucket's accepted messages, deliveries every consumer's, both read from the server's own state. asynq: concurrency %d, its CPU the bench process's plus redis-server's. River: MaxWorkers %d, FetchCooldown %s, inserted with InsertMany (%d jobs a call, %d calls at once), its CPU the River program's plus PostgreSQL's (the postmaster and every backend).\n\n",
+			cfg.n, cfg.reps, cfg.processors, cfg.asynqConcurrency(), cfg.riverWorkers, cfg.riverCooldown, riverChunk, riverInserters)
+		writeFigures(&sb, res, cost)
+	}
 	if len(engine) > 0 {
-		if len(headline) > 0 {
+		if len(headline) > 0 || len(cost) > 0 {
 			sb.WriteString("\n### The engine, driven back to back\n")
 		}
 		fmt.Fprintf(&sb, "\nSettings: N = %d, %d repetitions, %d processor replica(s) × concurrency %d (each tick asks for %d steps, the next tick follows the previous report at once; %s after an empty tick), %d authz replica(s), %d worker(s) of concurrency %d, every replica on its own connection, %d submissions in flight, asynq concurrency %d. Each server is embedded, loaded from nats.conf, file storage, every component in one process on in-process connections (the depth child and the cluster use TCP loopback).\n\n",
@@ -128,6 +141,14 @@ func renderReport(cfg *config, res *results) string {
 	ratio("tickflow drain / asynq drain", "tf.drain", "aq.drain", false)
 	ratio("tickflow submit / asynq enqueue", "tf.submit", "aq.enq", false)
 	ratio("tickflow non-atomic functions/s / asynq drain", "tf.fns", "aq.drain", false)
+	ratio("drain as shipped / asynq drain", "cost.drain", "aq.drain", false)
+	ratio("drain as shipped / River drain", "cost.drain", "rv.drain", false)
+	ratio("submit as shipped / asynq enqueue", "cost.submit", "aq.enq", false)
+	ratio("submit as shipped / River insert", "cost.submit", "rv.insert", false)
+	ratio("CPU a drained batch as shipped / asynq's a task", "cost.draincpu", "aq.draincpu", false)
+	ratio("CPU a drained batch as shipped / River's a job", "cost.draincpu", "rv.draincpu", false)
+	ratio("CPU a submitted batch / asynq's a task enqueued", "cost.submitcpu", "aq.enqcpu", false)
+	ratio("CPU a submitted batch / River's a job inserted", "cost.submitcpu", "rv.insertcpu", false)
 	ratio("tickflow drain driven by the ticker / back to back", "tf.ticker", "tf.drain", true)
 	if f, ok := res.get("tf.ticker"); ok && res.tickerBound > 0 {
 		fmt.Fprintf(&rb, "| tickflow drain driven by the ticker / the ticker's bound (%.0f batches/s) | %.1f%% |\n", res.tickerBound, 100*f.median()/res.tickerBound)
@@ -161,7 +182,10 @@ func renderReport(cfg *config, res *results) string {
 	sb.WriteString("\nTargets (benchmark goals, not tests):\n\n| target | measured | met |\n|---|---|---|\n")
 	for _, t := range targets(cfg, res) {
 		mark := "not measured"
-		if t.known {
+		switch {
+		case t.known && t.noGoal:
+			mark = "reported (no goal set)"
+		case t.known:
 			mark = map[bool]string{true: "**met**", false: "**missed**"}[t.met]
 		}
 		fmt.Fprintf(&sb, "| %s | %s | %s |\n", t.what, t.measured, mark)
@@ -172,11 +196,20 @@ func renderReport(cfg *config, res *results) string {
 			fmt.Fprintf(&sb, "- %s\n", n)
 		}
 	}
+	if res.cost != nil {
+		writeCost(&sb, res.cost)
+	}
 	if res.rtt != nil {
 		sb.WriteString("\n")
 		writeRTT(&sb, res.rtt)
 	}
 	return sb.String()
+}
+
+// isCost says whether the figure key belongs to the cost phase's table:
+// the cost phase's own figures and asynq's and River's beside them.
+func isCost(key string) bool {
+	return strings.HasPrefix(key, "cost.") || strings.HasPrefix(key, "aq.") || strings.HasPrefix(key, "rv.")
 }
 
 // isShipped says whether the figure key belongs to the shipped wiring's
@@ -228,6 +261,7 @@ func targets(cfg *config, res *results) []target {
 		return f.median(), true
 	}
 	ts := shippedTargets(cfg, res)
+	ts = append(ts, costTargets(res)...)
 	// ratioTarget compares the medians of a and b against want×.
 	ratioTarget := func(what, a, b string, want float64, pct bool) {
 		va, oka := med(a)
@@ -521,3 +555,68 @@ func shippedTargets(cfg *config, res *results) []target {
 // manyCores is the machine size from which more replicas are expected to
 // multiply the shipped drain.
 const manyCores = 16
+
+// costTargets are the goals of the cost phase, judged from its medians
+// and asynq's and River's: the drain and the submit as shipped against
+// both, the messages a drained batch stores, and the CPU it costs.
+func costTargets(res *results) []target {
+	med := func(k string) (float64, bool) {
+		f, ok := res.get(k)
+		if !ok {
+			return 0, false
+		}
+		return f.median(), true
+	}
+	var ts []target
+	// ratio compares the medians of a and b against want× (0: reported
+	// without a goal).
+	ratio := func(what, a, b, unit string, want float64) {
+		va, oka := med(a)
+		vb, okb := med(b)
+		t := target{what: what, known: oka && okb && vb > 0, noGoal: want == 0}
+		if t.known {
+			t.measured = fmt.Sprintf("%.0f / %.0f %s = %.2f×", va, vb, unit, va/vb)
+			t.met = !t.noGoal && va >= want*vb
+		}
+		ts = append(ts, t)
+	}
+	ratio("drain as shipped ≥ 3× asynq's drain (goal)", "cost.drain", "aq.drain", "per s", 3)
+	ratio("drain as shipped ≥ 1.5× asynq's drain (floor)", "cost.drain", "aq.drain", "per s", 1.5)
+	ratio("drain as shipped ÷ River's drain", "cost.drain", "rv.drain", "per s", 0)
+	ratio("submit as shipped ≥ 50% of asynq's enqueue", "cost.submit", "aq.enq", "per s", 0.5)
+	ratio("submit as shipped ÷ River's insert (InsertMany)", "cost.submit", "rv.insert", "per s", 0)
+
+	stored, oks := med("cost.drainstored")
+	t := target{what: "messages stored a drained batch ≤ 2", known: oks}
+	if t.known {
+		t.measured = fmt.Sprintf("%.2f", stored)
+		if d, ok := med("cost.draindelivered"); ok {
+			t.measured += fmt.Sprintf(" (and %.2f delivered)", d)
+		}
+		t.met = stored <= 2
+	}
+	ts = append(ts, t)
+
+	for _, c := range []struct{ what, key, aq, rv string }{
+		{"CPU a drained batch as shipped", "cost.draincpu", "aq.draincpu", "rv.draincpu"},
+		{"CPU a submitted batch", "cost.submitcpu", "aq.enqcpu", "rv.insertcpu"},
+	} {
+		v, ok := med(c.key)
+		t := target{what: c.what, known: ok, noGoal: true}
+		if ok {
+			t.measured = fmt.Sprintf("%.0f µs", v)
+			var refs []string
+			if a, ok := med(c.aq); ok && a > 0 {
+				refs = append(refs, fmt.Sprintf("asynq %.0f µs: %.2f×", a, v/a))
+			}
+			if r, ok := med(c.rv); ok && r > 0 {
+				refs = append(refs, fmt.Sprintf("River %.0f µs: %.2f×", r, v/r))
+			}
+			if len(refs) > 0 {
+				t.measured += " (" + strings.Join(refs, "; ") + ")"
+			}
+		}
+		ts = append(ts, t)
+	}
+	return ts
+}

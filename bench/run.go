@@ -36,6 +36,7 @@ type results struct {
 	figs        map[string]*figure
 	notes       []string
 	rtt         *rttResult
+	cost        *costResult // the cost phase's last repetition
 	depth       *depthOutcome
 	latRate     float64
 	scaling     []scaleRow
@@ -102,24 +103,34 @@ func run(cfg *config) error {
 			res.add("ceil.conscpu", "Ceiling: CPU-s of the process per 1,000 consumed and acked", "CPU-s/1k", c.consCPU, m)
 		}
 	}
-	// The burn-down's and asynq's repetitions alternate (tickflow, asynq,
-	// tickflow, …), so that a drift of the machine's speed during the run
-	// weighs on both sides of their ratios alike.
-	if cfg.phases["burndown"] || cfg.phases["asynq"] {
+	// The repetitions of the burn-down, asynq, River and the cost phase
+	// alternate (tickflow, asynq, River, cost, tickflow, …), so that a
+	// drift of the machine's speed during the run weighs on every side of
+	// their ratios alike.
+	alternating := []struct {
+		phase string
+		rep   func(*config, *results, int) error
+	}{{"burndown", burnDownRep}, {"asynq", asynqRep}, {"river", riverRep}, {"cost", costRep}}
+	var ran []string
+	for _, a := range alternating {
+		if cfg.phases[a.phase] {
+			ran = append(ran, a.phase)
+		}
+	}
+	if len(ran) > 0 {
+		defer cleanRiverBuild()
 		for i := range cfg.reps {
-			if cfg.phases["burndown"] {
-				if err := burnDownRep(cfg, res, i); err != nil {
-					return err
-				}
-			}
-			if cfg.phases["asynq"] {
-				if err := asynqRep(cfg, res, i); err != nil {
-					return err
+			for _, a := range alternating {
+				if cfg.phases[a.phase] {
+					if err := a.rep(cfg, res, i); err != nil {
+						return err
+					}
 				}
 			}
 		}
-		if cfg.phases["burndown"] && cfg.phases["asynq"] {
-			res.note("The burn-down's and asynq's repetitions alternate (tickflow, asynq, tickflow, …), so that a drift of the machine's speed during the run weighs on both sides of their ratios alike.")
+		if len(ran) > 1 {
+			res.note("The repetitions of the %s phases alternate (%s, then again), so that a drift of the machine's speed during the run weighs on every side of their ratios alike.",
+				strings.Join(ran, ", "), strings.Join(ran, ", "))
 		}
 	}
 	if cfg.phases["keyed"] {
@@ -305,12 +316,37 @@ func burnDownRep(cfg *config, res *results, i int) error {
 func asynqRep(cfg *config, res *results, i int) error {
 	quiet(cfg)
 	m := startMeter()
-	enq, drain, err := runAsynq(cfg, cfg.n, cfg.asynqConcurrency())
+	a, err := runAsynq(cfg, cfg.n, cfg.asynqConcurrency())
 	if err != nil {
 		return err
 	}
-	logf("asynq %d/%d: enqueue %.0f tasks/s, drain %.0f tasks/s", i+1, cfg.reps, enq, drain)
-	res.add("aq.enq", "asynq enqueue", "tasks/s", enq, m)
-	res.add("aq.drain", fmt.Sprintf("asynq drain (concurrency %d)", cfg.asynqConcurrency()), "tasks/s", drain, m)
+	us := func(cpu float64) float64 { return cpu / float64(cfg.n) * 1e6 }
+	logf("asynq %d/%d: enqueue %.0f tasks/s (%.0f µs CPU a task), drain %.0f tasks/s (%.0f µs CPU a task)",
+		i+1, cfg.reps, a.enqRate, us(a.enqCPU), a.drainRate, us(a.drainCPU))
+	res.add("aq.enq", "asynq enqueue", "tasks/s", a.enqRate, m)
+	res.add("aq.drain", fmt.Sprintf("asynq drain (concurrency %d)", cfg.asynqConcurrency()), "tasks/s", a.drainRate, m)
+	res.add("aq.enqcpu", "asynq enqueue: CPU a task (asynq's client + redis-server)", "µs/task", us(a.enqCPU), m)
+	res.add("aq.draincpu", "asynq drain: CPU a task (asynq's server + redis-server)", "µs/task", us(a.drainCPU), m)
+	return nil
+}
+
+// riverRep runs repetition i of River's insert and drain.
+func riverRep(cfg *config, res *results, i int) error {
+	quiet(cfg)
+	m := startMeter()
+	r, err := runRiver(cfg, cfg.n)
+	if err != nil {
+		return err
+	}
+	us := func(cpu float64) float64 { return cpu / float64(cfg.n) * 1e6 }
+	ins, drain := float64(cfg.n)/r.InsertSeconds, float64(cfg.n)/r.DrainSeconds
+	logf("river %d/%d: insert %.0f jobs/s (%.0f µs CPU a job), drain %.0f jobs/s (%.0f µs CPU a job)",
+		i+1, cfg.reps, ins, us(r.InsertCPU+r.InsertPGCPU), drain, us(r.DrainCPU+r.DrainPGCPU))
+	res.add("rv.insert", fmt.Sprintf("River insert (InsertMany, %d jobs a call)", riverChunk), "jobs/s", ins, m)
+	res.add("rv.drain", fmt.Sprintf("River drain (MaxWorkers %d, FetchCooldown %s)", cfg.riverWorkers, cfg.riverCooldown), "jobs/s", drain, m)
+	if r.PGCPUKnown {
+		res.add("rv.insertcpu", "River insert: CPU a job (River's client + PostgreSQL)", "µs/job", us(r.InsertCPU+r.InsertPGCPU), m)
+		res.add("rv.draincpu", "River drain: CPU a job (River's client + PostgreSQL)", "µs/job", us(r.DrainCPU+r.DrainPGCPU), m)
+	}
 	return nil
 }

@@ -119,6 +119,10 @@ type burnResult struct {
 	idleCores  float64 // cores the process used once drained (burnOptions.idleFor)
 	submitDur  time.Duration
 	drainDur   time.Duration // to the last callback applied
+	// counts, with burnOptions.count, are the account's JetStream counts
+	// before the submit, between the submit and the drain, and after the
+	// drain.
+	counts [3]jsCounts
 }
 
 // burnOptions say how a burn-down runs.
@@ -138,6 +142,9 @@ type burnOptions struct {
 	idleFor time.Duration
 	// keys, when set, gives batch i the key "k<i mod keys>" (keyed.go).
 	keys int
+	// count reads the account's JetStream counts (cost.go) around the
+	// submit and the drain, outside their timed windows.
+	count bool
 }
 
 // runBurnDown submits o.n batches of o.functions no-op functions each under
@@ -166,6 +173,11 @@ func runBurnDown(cfg *config, o burnOptions) (burnResult, error) {
 		}
 	}
 
+	if o.count {
+		if r.counts[0], err = settledCounts(e); err != nil {
+			return r, err
+		}
+	}
 	var tsub time.Duration
 	cpu0 := selfBusy()
 	withRole("alice", func() {
@@ -179,6 +191,11 @@ func runBurnDown(cfg *config, o burnOptions) (burnResult, error) {
 		return r, err
 	}
 	r.submitCPU = selfBusy() - cpu0
+	if o.count {
+		if r.counts[1], err = settledCounts(e); err != nil {
+			return r, err
+		}
+	}
 	// The submit phase has a profile of its own: <file>.submit.
 	stopProfile()
 	if profile && cfg.cpuprofile != "" {
@@ -226,6 +243,11 @@ func runBurnDown(cfg *config, o burnOptions) (burnResult, error) {
 	}
 	if err := checkClean(e, n); err != nil {
 		return r, err
+	}
+	if o.count {
+		if r.counts[2], err = settledCounts(e); err != nil {
+			return r, err
+		}
 	}
 	r.submitRate = float64(n) / tsub.Seconds()
 	r.drainRate = float64(n*o.units) / tapp.Seconds()

@@ -72,7 +72,7 @@ func ReadExecutions(dir string) (out []Execution, torn int, err error) {
 			out = append(out, e)
 		}
 		err = sc.Err()
-		f.Close()
+		_ = f.Close() // read only: a close error loses nothing
 		if err != nil {
 			return nil, 0, fmt.Errorf("chaos: read %s: %w", name, err)
 		}

@@ -19,7 +19,11 @@ func TestRecorder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	call := func(ctx context.Context, s Step, attempt int) error {
 		_, err := r.Handle(ctx, &pipeline.Call{BatchID: 7, Index: 1, Attempt: attempt, Payload: pipeline.MustPayload(s)})
 		return err
@@ -46,7 +50,9 @@ func TestRecorder(t *testing.T) {
 	if _, err := f.WriteString("1\t2\t3"); err != nil {
 		t.Fatal(err)
 	}
-	f.Close()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 	execs, torn, err := ReadExecutions(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -101,13 +101,13 @@ func (p *Proc) spawn() error {
 	cmd.Env = p.env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		logf.Close()
+		_ = logf.Close() // nothing was written to it
 		return fmt.Errorf("chaos: start %s: %w", p.Name, err)
 	}
 	exited := make(chan struct{})
 	go func() {
-		_ = cmd.Wait()
-		logf.Close()
+		_ = cmd.Wait()   // the exit is judged from the process state, not this error
+		_ = logf.Close() // the child wrote its log; the file is only read after this
 		close(exited)
 	}()
 	p.mu.Lock()

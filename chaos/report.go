@@ -28,7 +28,7 @@ func Report(w io.Writer, sc Scenario, results []*Result) {
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", r.Rep, v.Batches, v.Callbacks, v.Lost, v.Wrong,
 			v.Duplicates, v.EdgeDuplicates, v.Leftovers, v.DLQ, verdict, r.Elapsed.Round(time.Second), counts(r.Kills))
 	}
-	tw.Flush()
+	_ = tw.Flush() // the report goes to a terminal or a buffer; nothing to do on a failed write
 	for _, r := range results {
 		if r.Err != nil {
 			fmt.Fprintf(w, "  #%d harness error: %v\n", r.Rep, r.Err)

@@ -26,7 +26,7 @@ import (
 // a worker.
 func Example() {
 	dir, _ := os.MkdirTemp("", "tickflow-client-example")
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }() // a temporary directory
 	srv, err := embedded.Start(embedded.Options{ConfigFile: "../nats.conf", DataDir: dir, DontListen: true})
 	if err != nil {
 		fmt.Println(err)

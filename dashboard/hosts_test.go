@@ -117,7 +117,12 @@ func TestHostsOnEveryAddress(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- dash.Serve(ctx, ln) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
 
 	get := func(addr, host string) int {
 		t.Helper()

@@ -92,7 +92,7 @@ func TestStartErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer busy.Close()
+	t.Cleanup(func() { _ = busy.Close() })
 	bad := filepath.Join(t.TempDir(), "bad.conf")
 	if err := os.WriteFile(bad, []byte("listen: {{{"), 0o600); err != nil {
 		t.Fatal(err)
@@ -131,7 +131,7 @@ func TestNotReadyNamesClosedListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer taken.Close()
+	t.Cleanup(func() { _ = taken.Close() })
 	port := taken.Addr().(*net.TCPAddr).Port
 	s, err := embedded.Start(embedded.Options{
 		ConfigFile: testnats.ConfigPath(t), DataDir: t.TempDir(), Listen: "127.0.0.1:0",
@@ -165,6 +165,8 @@ func TestFreePort(t *testing.T) {
 		if err != nil {
 			t.Fatalf("port %d is not free: %v", p, err)
 		}
-		ln.Close()
+		if err := ln.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

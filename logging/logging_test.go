@@ -54,7 +54,7 @@ func TestNewAutoOnRegularFileIsJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { _ = f.Close() })
 	log, err := New(f, "auto", "info")
 	if err != nil {
 		t.Fatal(err)

@@ -172,8 +172,7 @@ func (s *Subroutine) ReadMsgpack(buf []byte) ([]byte, error) {
 	})
 }
 
-// AppendMsgpack appends the retry logic's msgpack encoding to buf; the
-// Predicate is never encoded.
+// AppendMsgpack appends the retry logic's msgpack encoding to buf.
 func (r *RetryLogic) AppendMsgpack(buf []byte) []byte {
 	buf = wire.AppendMapHeader(buf, 2+wire.Count(r.Jitter != 0, len(r.NonRetryable) > 0, len(r.RetryOn) > 0))
 	buf = wire.AppendString(buf, "times")

@@ -85,8 +85,9 @@ type Backoff struct {
 // Which errors are retried: an error marked Permanent, or one whose
 // chain carries a code listed in NonRetryable, is never retried; with RetryOn
 // empty every other error is; with RetryOn set only errors carrying one of its
-// codes (or accepted by Predicate) are. Codes are attached with WithCode or by
-// implementing Coder; they travel across the wire where Go error values cannot.
+// codes are. Codes are attached with WithCode or by implementing Coder; they
+// travel across the wire where Go error values (and functions) cannot, so a
+// code is the only way to name which errors a batch retries.
 type RetryLogic struct {
 	// Times is the number of retries after the first attempt (total attempts =
 	// Times + 1), or Forever.
@@ -99,9 +100,6 @@ type RetryLogic struct {
 	NonRetryable []string `msgpack:"non_retryable,omitempty" json:"non_retryable,omitempty" yaml:"non_retryable,omitempty"`
 	// RetryOn, when set, lists the only error codes that are retried.
 	RetryOn []string `msgpack:"retry_on,omitempty" json:"retry_on,omitempty" yaml:"retry_on,omitempty"`
-	// Predicate, when set, also accepts errors for retry when RetryOn is set.
-	// It only exists in the process that built the value and is never encoded.
-	Predicate func(error) bool `msgpack:"-" json:"-" yaml:"-"`
 }
 
 // NoRetry is the logic of a batch or function that gets exactly one attempt.
@@ -200,12 +198,12 @@ func (r *RetryLogic) Exhausted(failures int) bool {
 // Retryable reports whether err is worth another attempt under this logic,
 // ignoring how many attempts are left (see Exhausted).
 func (r *RetryLogic) Retryable(err error) bool {
-	return r.RetryableCodes(IsPermanent(err), Codes(err), err)
+	return r.RetryableCodes(IsPermanent(err), Codes(err))
 }
 
 // RetryableCodes is Retryable for an error that has crossed the wire as a
-// permanence flag and its codes. err may be nil; it is only given to Predicate.
-func (r *RetryLogic) RetryableCodes(permanent bool, codes []string, err error) bool {
+// permanence flag and its codes.
+func (r *RetryLogic) RetryableCodes(permanent bool, codes []string) bool {
 	if permanent {
 		return false
 	}
@@ -222,7 +220,7 @@ func (r *RetryLogic) RetryableCodes(permanent bool, codes []string, err error) b
 			return true
 		}
 	}
-	return r.Predicate != nil && err != nil && r.Predicate(err)
+	return false
 }
 
 // Coder is implemented by errors that carry a stable code for retry rules.

@@ -266,8 +266,6 @@ func TestRetryLogicRetryable(t *testing.T) {
 	base := errors.New("boom")
 	exclude := pipeline.RetryLogic{Times: 3, Backoff: fixed(sec(1)), NonRetryable: []string{"invalid_input", "forbidden"}}
 	only := pipeline.RetryLogic{Times: 3, Backoff: fixed(sec(1)), RetryOn: []string{"timeout", "unavailable"}, NonRetryable: []string{"forbidden"}}
-	pred := only
-	pred.Predicate = func(err error) bool { return errors.Is(err, errTimeout) }
 
 	tests := []struct {
 		name  string
@@ -280,7 +278,6 @@ func TestRetryLogicRetryable(t *testing.T) {
 		{name: "permanent wrapped with %w is never retried", logic: exclude, err: fmt.Errorf("step 2: %w", pipeline.Permanent(base)), want: false},
 		{name: "permanent joined is never retried", logic: exclude, err: errors.Join(base, pipeline.Permanent(base)), want: false},
 		{name: "permanent beats retry-on", logic: only, err: pipeline.Permanent(pipeline.WithCode("timeout", base)), want: false},
-		{name: "permanent beats the predicate", logic: pred, err: pipeline.Permanent(errTimeout), want: false},
 		{name: "non-retryable code", logic: exclude, err: pipeline.WithCode("invalid_input", base), want: false},
 		{name: "non-retryable code wrapped with %w", logic: exclude, err: fmt.Errorf("decode: %w", pipeline.WithCode("invalid_input", base)), want: false},
 		{name: "non-retryable code deep in errors.Join", logic: exclude,
@@ -293,11 +290,7 @@ func TestRetryLogicRetryable(t *testing.T) {
 		{name: "retry-on: uncoded error is not retried", logic: only, err: base, want: false},
 		{name: "non-retryable beats retry-on in the same chain", logic: only,
 			err: pipeline.WithCode("timeout", pipeline.WithCode("forbidden", base)), want: false},
-		{name: "predicate accepts", logic: pred, err: fmt.Errorf("call: %w", errTimeout), want: true},
-		{name: "predicate rejects", logic: pred, err: base, want: false},
-		{name: "predicate does not beat non-retryable", logic: pred, err: pipeline.WithCode("forbidden", errTimeout), want: false},
-		{name: "predicate without retry-on changes nothing", want: true, err: base,
-			logic: pipeline.RetryLogic{Times: 1, Backoff: fixed(sec(1)), Predicate: func(error) bool { return false }}},
+		{name: "retry-on: a wrapped uncoded error is not retried", logic: only, err: fmt.Errorf("call: %w", errTimeout), want: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -309,10 +302,8 @@ func TestRetryLogicRetryable(t *testing.T) {
 	}
 }
 
-func TestRetryableCodesWithoutError(t *testing.T) {
-	called := false
-	r := pipeline.RetryLogic{Times: 1, Backoff: fixed(sec(1)), RetryOn: []string{"timeout"},
-		Predicate: func(error) bool { called = true; return true }}
+func TestRetryableCodes(t *testing.T) {
+	r := pipeline.RetryLogic{Times: 1, Backoff: fixed(sec(1)), RetryOn: []string{"timeout"}}
 	tests := []struct {
 		name      string
 		permanent bool
@@ -325,13 +316,10 @@ func TestRetryableCodesWithoutError(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := r.RetryableCodes(tt.permanent, tt.codes, nil); got != tt.want {
-				t.Fatalf("RetryableCodes(%v, %v, nil) = %v, want %v", tt.permanent, tt.codes, got, tt.want)
+			if got := r.RetryableCodes(tt.permanent, tt.codes); got != tt.want {
+				t.Fatalf("RetryableCodes(%v, %v) = %v, want %v", tt.permanent, tt.codes, got, tt.want)
 			}
 		})
-	}
-	if called {
-		t.Fatal("the predicate was called without an error")
 	}
 }
 
@@ -491,7 +479,7 @@ func TestDurationText(t *testing.T) {
 }
 
 // TestRetryLogicRoundTrip checks that a retry logic survives JSON (what
-// people type) and msgpack (what the wire carries), Predicate excepted.
+// people type) and msgpack (what the wire carries).
 func TestRetryLogicRoundTrip(t *testing.T) {
 	in := pipeline.RetryLogic{
 		Times:        pipeline.Forever,
@@ -499,10 +487,8 @@ func TestRetryLogicRoundTrip(t *testing.T) {
 		Jitter:       sec(0.1),
 		NonRetryable: []string{"invalid_input"},
 		RetryOn:      []string{"timeout"},
-		Predicate:    func(error) bool { return true },
 	}
 	want := in
-	want.Predicate = nil
 	codecs := []struct {
 		name      string
 		marshal   func(any) ([]byte, error)
@@ -521,10 +507,6 @@ func TestRetryLogicRoundTrip(t *testing.T) {
 			if err := c.unmarshal(b, &got); err != nil {
 				t.Fatalf("unmarshal %q: %v", b, err)
 			}
-			if got.Predicate != nil {
-				t.Error("Predicate crossed the wire")
-			}
-			got.Predicate = nil
 			if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
 				t.Fatalf("round trip:\n got %+v\nwant %+v", got, want)
 			}

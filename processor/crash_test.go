@@ -47,13 +47,13 @@ func TestCrashSafety(t *testing.T) {
 			b := setup(t)
 			var seen, crashed atomic.Int32
 			nc := b.env.Conn(t, "processor")
-			p1, err := processor.New(b.ctx, nc, processor.Options{Domain: domain, Name: "doomed", Fault: func(point string) error {
+			p1, err := processor.New(b.ctx, nc, processor.WithFault(processor.Options{Domain: domain, Name: "doomed"}, func(point string) error {
 				if point == tt.point && seen.Add(1) == tt.nth {
 					crashed.Add(1)
 					return errors.New("killed")
 				}
 				return nil
-			}})
+			}))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -42,12 +42,12 @@ func TestConcurrentHoldersKeepProgressConsistent(t *testing.T) {
 			})
 			paused, resume := make(chan struct{}), make(chan struct{})
 			var once sync.Once
-			pA := b.processor(t, processor.Options{Name: "A", Fault: func(point string) error {
+			pA := b.processor(t, processor.WithFault(processor.Options{Name: "A"}, func(point string) error {
 				if point == tt.pause {
 					once.Do(func() { close(paused); <-resume })
 				}
 				return nil
-			}})
+			}))
 			pB := b.processor(t, processor.Options{Name: "B"})
 			id := b.enqueue(t, pipeline.Batch{
 				Subroutine: pipeline.Subroutine{Mode: pipeline.Atomic, Retry: retry(3, 10*time.Millisecond)},

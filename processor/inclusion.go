@@ -53,7 +53,7 @@ func (p *Processor) parkForInclusion(ctx context.Context, b *pipeline.Batch, st 
 	if err := p.save(ctx, st); err != nil {
 		return "", err
 	}
-	if err := p.fault(FaultAfterProgress); err != nil {
+	if err := p.fault(faultAfterProgress); err != nil {
 		return "", err
 	}
 	return ActionParked, m.NakWithDelay(pollDelay(inc, prog.Parked.Deadline, now))
@@ -145,7 +145,7 @@ func (p *Processor) included(ctx context.Context, b *pipeline.Batch, st *state, 
 		if err := p.save(ctx, st); err != nil {
 			return "", err
 		}
-		if err := p.fault(FaultAfterProgress); err != nil {
+		if err := p.fault(faultAfterProgress); err != nil {
 			return "", err
 		}
 	}

@@ -160,14 +160,14 @@ func TestSavedInclusionSurvivesACrashBeforeTheHook(t *testing.T) {
 	})
 	var seen, crashed atomic.Int32
 	nc := b.env.Conn(t, "processor")
-	first, err := processor.New(b.ctx, nc, withDomain(processor.Options{Name: "doomed", Senders: []string{"s1"}, Fault: func(point string) error {
+	first, err := processor.New(b.ctx, nc, withDomain(processor.WithFault(processor.Options{Name: "doomed", Senders: []string{"s1"}}, func(point string) error {
 		// The first progress write parks the dispatch; the second saves its inclusion.
 		if point == processor.FaultAfterProgress && seen.Add(1) == 2 {
 			crashed.Add(1)
 			return errors.New("killed")
 		}
 		return nil
-	}}))
+	})))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,23 +30,6 @@ import (
 	"github.com/tickflow/tickflow/telemetry"
 )
 
-// Gate decides whether a batch is executable now. It is the seam where
-// per-key serialisation and sender leases plug in. A batch that is not
-// executable is set aside (its token redelivered after retryIn) without
-// blocking the batches behind it. Implementations must be safe for
-// concurrent use.
-type Gate interface {
-	Executable(ctx context.Context, b *pipeline.Batch, p *streams.Progress) (ok bool, retryIn time.Duration, err error)
-}
-
-// Always is the Gate that finds every batch executable.
-type Always struct{}
-
-// Executable returns true.
-func (Always) Executable(context.Context, *pipeline.Batch, *streams.Progress) (bool, time.Duration, error) {
-	return true, 0, nil
-}
-
 // Defaults of Options: New puts them in the fields left zero, and
 // config.DefaultProcessor starts from them.
 const (
@@ -114,8 +97,6 @@ type Options struct {
 	// replicas draw from one budget per second kept in the locks bucket, so
 	// it holds across processes and restarts. Default 0: none.
 	Throttle int
-	// Gate decides executability. Default Always.
-	Gate Gate
 	// Senders names the domain's sender pool: a batch with a function
 	// that needs a sender holds one of them from its first step until it
 	// is terminal. Default none (such a batch fails at its first step).
@@ -134,29 +115,30 @@ type Options struct {
 	Now func() time.Time
 	// Rand draws jitter in [0, 1). Default math/rand/v2.Float64.
 	Rand func() float64
-	// Fault, when set, is called at each crash point of a step; a non-nil
-	// error abandons the step right there, as if the process died. For tests.
-	Fault func(point string) error
+	// fault, when set, is called at each crash point of a step; a non-nil
+	// error abandons the step right there, as if the process died. Only
+	// the package's tests set it (export_test.go): it is no option.
+	fault func(point string) error
 	// Telemetry receives the processor's metrics, readiness and spans.
 	// Default nil: none.
 	Telemetry *telemetry.Telemetry
 }
 
-// Crash points passed to Options.Fault.
+// Crash points passed to Options.fault, named by the crash-point tests.
 const (
-	// FaultAfterWork: the worker answered, nothing written yet.
-	FaultAfterWork = "after-work"
-	// FaultAfterProgress: progress written, token neither rotated nor acknowledged.
-	FaultAfterProgress = "after-progress"
-	// FaultAfterRequeue: the rotated token is published, the old one not acknowledged.
-	FaultAfterRequeue = "after-requeue"
-	// FaultAfterDeadLetter: terminal progress and dead letter written, no callback yet.
-	FaultAfterDeadLetter = "after-dead-letter"
-	// FaultAfterCallback: the callback is published, the token not acknowledged.
-	FaultAfterCallback = "after-callback"
+	// faultAfterWork: the worker answered, nothing written yet.
+	faultAfterWork = "after-work"
+	// faultAfterProgress: progress written, token neither rotated nor acknowledged.
+	faultAfterProgress = "after-progress"
+	// faultAfterRequeue: the rotated token is published, the old one not acknowledged.
+	faultAfterRequeue = "after-requeue"
+	// faultAfterDeadLetter: terminal progress and dead letter written, no callback yet.
+	faultAfterDeadLetter = "after-dead-letter"
+	// faultAfterCallback: the callback is published, the token not acknowledged.
+	faultAfterCallback = "after-callback"
 )
 
-// errCrash marks a step abandoned by Options.Fault.
+// errCrash marks a step abandoned by Options.fault.
 var errCrash = errors.New("processor: step abandoned (fault injected)")
 
 // Processor serves one domain. It is safe for concurrent use; any number of
@@ -232,9 +214,6 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 	}
 	if opts.Throttle < 0 {
 		return nil, fmt.Errorf("%w (got %d)", ErrThrottle, opts.Throttle)
-	}
-	if opts.Gate == nil {
-		opts.Gate = Always{}
 	}
 	if opts.SenderWait <= 0 {
 		opts.SenderWait = DefaultSenderWait

@@ -49,7 +49,8 @@ const (
 	// ActionStale: the token was superseded (or its batch is finished) and
 	// was dropped.
 	ActionStale Action = "stale"
-	// ActionSetAside: the batch is not executable yet (its gate said so).
+	// ActionSetAside: the batch is not executable yet (it waits for a sender
+	// of the domain's pool) and comes back after a delay.
 	ActionSetAside Action = "set-aside"
 	// ActionDelayed: the batch waits for a retry delay to pass.
 	ActionDelayed Action = "delayed"

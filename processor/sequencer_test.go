@@ -454,12 +454,12 @@ func TestInclusionSurvivesAProcessorDeath(t *testing.T) {
 			})
 			opts := processor.Options{Name: "first", Senders: []string{"s1", "s2"}}
 			if tt.fault != "" {
-				opts.Fault = func(point string) error {
+				opts = processor.WithFault(opts, func(point string) error {
 					if point == tt.fault {
 						return errors.New("killed")
 					}
 					return nil
-				}
+				})
 			}
 			ctx, cancel := context.WithCancel(b.ctx)
 			first, err := processor.New(ctx, b.env.Conn(t, "processor"), withDomain(opts))

@@ -180,18 +180,6 @@ func (p *Processor) stepToken(ctx context.Context, prio pipeline.Priority, m jet
 		sr.Action = ActionDelayed
 		return sr, err
 	}
-	ok, retryIn, gerr := p.opts.Gate.Executable(ctx, b, prog)
-	if gerr != nil || !ok {
-		if gerr != nil {
-			p.log.Warn("executability check failed; set aside", "batch_id", tok.BatchID, "err", gerr)
-		}
-		if retryIn <= 0 {
-			retryIn = time.Second
-		}
-		err = m.NakWithDelay(retryIn)
-		sr.Action = ActionSetAside
-		return sr, err
-	}
 	if act, done, serr := p.needSender(ctx, b, st, m); done {
 		sr.Action, sr.Outcome = act, outcomeOf(prog)
 		return sr, serr
@@ -236,7 +224,7 @@ func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state,
 	if err != nil {
 		return "", err
 	}
-	if err := p.fault(FaultAfterWork); err != nil {
+	if err := p.fault(faultAfterWork); err != nil {
 		return "", err
 	}
 	if rep.Error == nil {
@@ -261,7 +249,7 @@ func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state,
 		if err := p.save(ctx, st); err != nil {
 			return "", err
 		}
-		if err := p.fault(FaultAfterProgress); err != nil {
+		if err := p.fault(faultAfterProgress); err != nil {
 			return "", err
 		}
 		return ActionRetry, m.NakWithDelay(d.Delay)
@@ -285,7 +273,7 @@ func (p *Processor) runFunction(ctx context.Context, b *pipeline.Batch, st *stat
 	if err != nil {
 		return "", err
 	}
-	if err := p.fault(FaultAfterWork); err != nil {
+	if err := p.fault(faultAfterWork); err != nil {
 		return "", err
 	}
 	if rep.Error != nil {
@@ -319,7 +307,7 @@ func (p *Processor) advance(ctx context.Context, b *pipeline.Batch, st *state, k
 		if err := p.save(ctx, st); err != nil {
 			return "", err
 		}
-		if err := p.fault(FaultAfterProgress); err != nil {
+		if err := p.fault(faultAfterProgress); err != nil {
 			return "", err
 		}
 		return ActionParked, m.NakWithDelay(c.Timeout.D())
@@ -353,14 +341,14 @@ func (p *Processor) rotate(ctx context.Context, b *pipeline.Batch, st *state, m 
 	if err := p.save(ctx, st); err != nil {
 		return err
 	}
-	if err := p.fault(FaultAfterProgress); err != nil {
+	if err := p.fault(faultAfterProgress); err != nil {
 		return err
 	}
 	msg, err := streams.TokenMsg(streams.RequeueSubject(b.Priority, b.Domain), b, st.Progress.Gen, st.Progress.Rotation)
 	if err != nil {
 		return err
 	}
-	return p.publishThenAck(ctx, msg, m, fmt.Sprintf("requeue batch %d", b.ID), FaultAfterRequeue)
+	return p.publishThenAck(ctx, msg, m, fmt.Sprintf("requeue batch %d", b.ID), faultAfterRequeue)
 }
 
 // functionFailed applies the failure chain to a failure of a function of
@@ -384,7 +372,7 @@ func (p *Processor) functionFailed(ctx context.Context, b *pipeline.Batch, st *s
 		if err := p.save(ctx, st); err != nil {
 			return "", err
 		}
-		if err := p.fault(FaultAfterProgress); err != nil {
+		if err := p.fault(faultAfterProgress); err != nil {
 			return "", err
 		}
 		return ActionRetry, m.NakWithDelay(d.Delay)
@@ -420,7 +408,7 @@ func (p *Processor) settle(ctx context.Context, b *pipeline.Batch, st *state, f 
 			if err := p.save(ctx, st); err != nil {
 				return "", err
 			}
-			if err := p.fault(FaultAfterProgress); err != nil {
+			if err := p.fault(faultAfterProgress); err != nil {
 				return "", err
 			}
 		}
@@ -486,7 +474,7 @@ func (p *Processor) finish(ctx context.Context, b *pipeline.Batch, st *state, o 
 			return err
 		}
 	}
-	if err := p.fault(FaultAfterProgress); err != nil {
+	if err := p.fault(faultAfterProgress); err != nil {
 		return err
 	}
 	return p.announce(ctx, b, prog, m)
@@ -503,7 +491,7 @@ func (p *Processor) announce(ctx context.Context, b *pipeline.Batch, prog *strea
 			return err
 		}
 		dlSeq = seq
-		if err := p.fault(FaultAfterDeadLetter); err != nil {
+		if err := p.fault(faultAfterDeadLetter); err != nil {
 			return err
 		}
 	}
@@ -511,7 +499,7 @@ func (p *Processor) announce(ctx context.Context, b *pipeline.Batch, prog *strea
 	if err != nil {
 		return err
 	}
-	if err := p.publishThenAck(ctx, cb, m, fmt.Sprintf("callback of batch %d", b.ID), FaultAfterCallback); err != nil {
+	if err := p.publishThenAck(ctx, cb, m, fmt.Sprintf("callback of batch %d", b.ID), faultAfterCallback); err != nil {
 		return err
 	}
 	p.releaseSender(ctx, b)
@@ -545,10 +533,10 @@ func (p *Processor) dropStale(ctx context.Context, b *pipeline.Batch, prog *stre
 }
 
 func (p *Processor) fault(point string) error {
-	if p.opts.Fault == nil {
+	if p.opts.fault == nil {
 		return nil
 	}
-	if err := p.opts.Fault(point); err != nil {
+	if err := p.opts.fault(point); err != nil {
 		return fmt.Errorf("%w at %s: %w", errCrash, point, err)
 	}
 	return nil

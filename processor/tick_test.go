@@ -62,7 +62,12 @@ func TestUntrustedTicksAreNotEchoed(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
 	testnats.Eventually(t, 10*time.Second, "the processor to serve", func() bool {
 		return strings.Contains(logs.String(), "processor serving")
 	})

@@ -112,7 +112,7 @@ func TickQueueGroup(domain string) string { return "proc-" + domain }
 // TokenSubject is the subject authz publishes new tokens of domain at
 // priority p on. One subject per domain, not per batch: a consumer filtered
 // to a wildcard over many subjects finds its next message in time that grows
-// with the number of subjects (docs/decisions.md).
+// with the number of subjects (docs/decisions/tokens-one-subject-per-domain.md).
 func TokenSubject(p pipeline.Priority, domain string) string {
 	return "batches." + string(p) + "." + domain
 }

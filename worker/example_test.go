@@ -24,7 +24,7 @@ import (
 // the worker's handler executes it, seeing who submitted it.
 func Example() {
 	dir, _ := os.MkdirTemp("", "tickflow-example")
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }() // a temporary directory
 	srv, err := embedded.Start(embedded.Options{ConfigFile: "../nats.conf", DataDir: dir, DontListen: true})
 	if err != nil {
 		fmt.Println(err)

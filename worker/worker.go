@@ -74,7 +74,7 @@ type Options struct {
 	// trying to write its completion record (through reconnects and a
 	// restarting server), and so how long past the deadline its claim
 	// holds. A call whose worker died is run by another worker only after
-	// it. Default DefaultRecordWindow (1m).
+	// it. Default DefaultRecordWindow (15s).
 	RecordWindow time.Duration
 	// Logger receives the worker's logs. Default: discard.
 	Logger *slog.Logger

@@ -191,7 +191,7 @@
         el("td", {}, time(it.since)),
         ageCell(it.created_at),
         el("td", { class: "error" }, waitingText(it.waiting) || it.last_error || "")));
-    return table(["batch", "label", "submitter", "queue", "state", "step", "attempts", "moved by", "since", "age", "last error"], rows, "Nothing in flight.");
+    return table(["batch", "label", "submitter", "queue", "state", "step", "executions", "moved by", "since", "age", "last error"], rows, "Nothing in flight.");
   }
 
   function dlqTable(items) {
@@ -210,7 +210,7 @@
             : el("button", { id: "replay-" + d.seq, onclick: () => act((r) => "dead letter " + d.seq + " replayed as batch #" + r.replayed[0].as, "/api/replay", { seq: d.seq }) }, "Replay"),
           " ",
           info.operator ? el("button", { id: "purge-" + d.seq, class: "danger operator", onclick: () => purge("dead letter " + d.seq + " of batch #" + d.batch_id, { seq: d.seq }) }, "Purge") : null)));
-    return table(["seq", "batch", "domain", "outcome", "error", "attempts", "at", ""], rows, "No dead letters.");
+    return table(["seq", "batch", "domain", "outcome", "error", "executions", "at", ""], rows, "No dead letters.");
   }
 
   // purge removes dead letters once the owner confirms: they cannot be
@@ -243,7 +243,7 @@
     const fields = [
       ["status", badge(r.status)], ["outcome", r.outcome ? r.outcome.status + (r.outcome.reason ? ": " + r.outcome.reason : "") : ""],
       ["label", bt.label], ["domain", bt.domain], ["priority", bt.priority], ["submitter", bt.submitter],
-      ["key", bt.key || ""], ["attempts", r.attempts], ["created", new Date(r.created_at).toLocaleString()],
+      ["key", bt.key || ""], ["executions", r.attempts], ["created", new Date(r.created_at).toLocaleString()],
       ["updated", new Date(r.updated_at).toLocaleString()],
       ["dead letter", r.dead_letter || ""], ["replay of", bt.replay_of ? batchLink(bt.replay_of) : ""],
       ["replayed as", r.replayed_as ? batchLink(r.replayed_as) : ""],
@@ -280,7 +280,7 @@
         el("td", {}, badge(b.status)), el("td", {}, b.outcome || ""), el("td", { class: "num" }, b.attempts),
         el("td", {}, new Date(b.created_at).toLocaleString())));
     const older = page.next ? el("a", { href: "#/mine?" + new URLSearchParams({ status, before: String(page.next) }), id: "older" }, "Older →") : null;
-    return [el("h1", {}, "My batches"), el("p", {}, select), table(["batch", "label", "domain", "priority", "status", "outcome", "attempts", "created"], rows, "No batches."), older];
+    return [el("h1", {}, "My batches"), el("p", {}, select), table(["batch", "label", "domain", "priority", "status", "outcome", "executions", "created"], rows, "No batches."), older];
   }
 
   function route() {

@@ -82,7 +82,8 @@ type Options struct {
 func Run(ctx context.Context, o Options) error {
 	srv, log := o.Server, o.Logger
 	if o.Dashboard != nil {
-		defer o.Dashboard.Close() // when nothing served on it
+		// When nothing served on it; after Serve, the listener is closed already.
+		defer func() { _ = o.Dashboard.Close() }()
 	}
 	var conns []*nats.Conn
 	defer func() {
@@ -135,7 +136,7 @@ func Run(ctx context.Context, o Options) error {
 		if echo, err = demo.StartEcho(); err != nil {
 			return err
 		}
-		defer echo.Close()
+		defer func() { _ = echo.Close() }() // a loopback test endpoint of the demo
 		allowHTTP = append(allowHTTP, echo.Addr)
 	}
 	mux, err := demo.Mux(ctx, wc, log, allowHTTP...)

@@ -38,7 +38,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer rec.Close()
+	defer func() { _ = rec.Close() }() // the execution log syncs each line as it is written
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestDelta counts what happened between two readings: per stream, a
+// consumer that appeared in between from zero, one that went away not at
+// all, and a stream whose count did not move not listed.
+func TestDelta(t *testing.T) {
+	a := jsCounts{
+		stored:    map[string]uint64{"HIGH": 10, "KV_batches": 5, "IDLE": 7},
+		delivered: map[string]uint64{"HIGH/proc": 3, "CALLBACKS/authz": 2, "GONE/x": 9},
+	}
+	b := jsCounts{
+		stored:    map[string]uint64{"HIGH": 30, "KV_batches": 45, "IDLE": 7, "NEW": 4},
+		delivered: map[string]uint64{"HIGH/proc": 23, "HIGH/other": 5, "CALLBACKS/authz": 22},
+	}
+	d := delta(a, b)
+	if d.storedAll != 20+40+4 || d.deliveredAll != 20+5+20 {
+		t.Errorf("stored %d, delivered %d in all; want 64, 45", d.storedAll, d.deliveredAll)
+	}
+	if d.stored["HIGH"] != 20 || d.stored["KV_batches"] != 40 || d.stored["NEW"] != 4 {
+		t.Errorf("stored per stream %v", d.stored)
+	}
+	if _, ok := d.stored["IDLE"]; ok {
+		t.Errorf("a stream that stored nothing is listed: %v", d.stored)
+	}
+	if d.delivered["HIGH"] != 25 || d.delivered["CALLBACKS"] != 20 || d.delivered["GONE"] != 0 {
+		t.Errorf("delivered per stream %v, want HIGH 25 (two consumers), CALLBACKS 20", d.delivered)
+	}
+}
+
+// TestCostTargets judges the cost phase's goals from the medians: the
+// drain as shipped against asynq's goal and floor, River's ratio and the
+// CPU reported without a goal, the stored messages against 2 a batch.
+func TestCostTargets(t *testing.T) {
+	res := &results{figs: map[string]*figure{}}
+	for k, v := range map[string]float64{
+		"cost.drain": 20000, "aq.drain": 10000, "rv.drain": 19000,
+		"cost.submit": 6000, "aq.enq": 10000, "rv.insert": 60000,
+		"cost.drainstored": 2.5, "cost.draindelivered": 2,
+		"cost.draincpu": 90, "aq.draincpu": 100, "rv.draincpu": 60,
+	} {
+		res.add(k, k, "", v, cpuMeter{})
+	}
+	got := map[string]target{}
+	for _, tg := range costTargets(res) {
+		got[tg.what] = tg
+	}
+	for _, tt := range []struct {
+		what               string
+		known, met, noGoal bool
+		measuredHas        string
+	}{
+		{what: "drain as shipped ≥ 3× asynq's drain (goal)", known: true, met: false, measuredHas: "2.00×"},
+		{what: "drain as shipped ≥ 1.5× asynq's drain (floor)", known: true, met: true, measuredHas: "2.00×"},
+		{what: "drain as shipped ÷ River's drain", known: true, noGoal: true, measuredHas: "1.05×"},
+		{what: "submit as shipped ≥ 50% of asynq's enqueue", known: true, met: true, measuredHas: "0.60×"},
+		{what: "submit as shipped ÷ River's insert (InsertMany)", known: true, noGoal: true, measuredHas: "0.10×"},
+		{what: "messages stored a drained batch ≤ 2", known: true, met: false, measuredHas: "2.50 (and 2.00 delivered)"},
+		{what: "CPU a drained batch as shipped", known: true, noGoal: true, measuredHas: "90 µs (asynq 100 µs: 0.90×; River 60 µs: 1.50×)"},
+		{what: "CPU a submitted batch", known: false, noGoal: true},
+	} {
+		tg, ok := got[tt.what]
+		if !ok {
+			t.Errorf("no target %q", tt.what)
+			continue
+		}
+		if tg.known != tt.known || tg.met != tt.met || tg.noGoal != tt.noGoal || !strings.Contains(tg.measured, tt.measuredHas) {
+			t.Errorf("%s: known %v met %v noGoal %v measured %q; want known %v met %v noGoal %v measured containing %q",
+				tt.what, tg.known, tg.met, tg.noGoal, tg.measured, tt.known, tt.met, tt.noGoal, tt.measuredHas)
+		}
+	}
+}
+
+// TestPostmasterReady reads the status line of postmaster.pid: ready only
+// once the postmaster says so.
+func TestPostmasterReady(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string // "" : no file
+		want    bool
+	}{
+		{name: "no file", want: false},
+		{name: "starting", content: "123\n/d\n1700000000\n5432\n/d\n127.0.0.1\n  0  1\nstarting\n", want: false},
+		{name: "ready", content: "123\n/d\n1700000000\n5432\n/d\n127.0.0.1\n  0  1\nready   \n", want: true},
+		{name: "short", content: "123\n/d\n", want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tt.content != "" {
+				if err := os.WriteFile(filepath.Join(dir, "postmaster.pid"), []byte(tt.content), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := postmasterReady(dir); got != tt.want {
+				t.Errorf("postmasterReady = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
