@@ -90,6 +90,10 @@ func (c *Connection) resolve(getenv func(string) string) (*settings, error) {
 	if s.as == "" {
 		s.as = s.nats.User
 	}
+	if s.nats.User != "" && s.as != s.nats.User {
+		return nil, fmt.Errorf("%w: speaking as %q (%s) over a connection made as user %q: nats.conf lets a user publish only under its own name, and authz answers it only there; --as is for creds and nkey connections",
+			errSettings, logging.Capped(s.as), s.from["as"], s.nats.User)
+	}
 	if s.as == "" {
 		return nil, fmt.Errorf("%w: no tickflow user: give --user (or NATS_USER, or a nats context with a user), or, connecting with a creds or nkey file, --as", errSettings)
 	}

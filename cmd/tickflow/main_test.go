@@ -335,7 +335,7 @@ func TestTickflow(t *testing.T) {
 			{name: "a wrong password", c: c.with("NATS_USER", "alice", "NATS_PASSWORD", "nope"), args: []string{"list"}, code: ExitConnection, want: "authorization refused"},
 			{name: "no server there", c: alice.with("NATS_URL", "nats://127.0.0.1:1"), args: []string{"list"}, code: ExitConnection, want: "connect to nats://127.0.0.1:1 as alice (server from NATS_URL, user from NATS_USER, password from NATS_PASSWORD)"},
 			{name: "no user", c: c, args: []string{"list"}, code: ExitConnection, want: "no tickflow user"},
-			{name: "speaking as another user", c: alice.with("TICKFLOW_AS", "bob"), args: []string{"list"}, code: ExitConnection, want: `authz answers bob only under "_INBOX_bob."`},
+			{name: "speaking as another user", c: alice.with("TICKFLOW_AS", "bob"), args: []string{"list"}, code: ExitConnection, want: `speaking as "bob" (TICKFLOW_AS) over a connection made as user "alice"`},
 			{name: "an unknown context", c: alice.with("NATS_CONTEXT", "nowhere"), args: []string{"list"}, code: ExitConnection, want: `unknown nats context "nowhere"`},
 		}
 		for _, tt := range tests {
