@@ -122,10 +122,13 @@ func (t *Table) validateSchedules(now time.Time) error {
 			calls[i] = CallSpec{Type: f.Type, Payload: p, Expect: f.Expect}
 		}
 		if _, err := l.Build(sc.Label, sc.User, calls, sc.Key, now); err != nil {
-			return fail("batch", err)
+			if ve := (*pipeline.ValidationError)(nil); errors.As(err, &ve) {
+				return fail(ve.Field, errors.New(ve.Rule))
+			}
+			return fail("functions", err)
 		}
 		if err := t.allowedTypes(l.Domain, calls); err != nil {
-			return fail("batch", err)
+			return fail("functions", err)
 		}
 		sc.timing, sc.calls = tm, calls
 	}

@@ -200,9 +200,20 @@ func TestScheduleOneBatchPerPeriodAcrossReplicas(t *testing.T) {
 	}
 }
 
+// fireAllDue has s fire until nothing more is due, as its loop does.
+func fireAllDue(ctx context.Context, t *testing.T, s *Service, c *clock) {
+	t.Helper()
+	for range 100 {
+		if s.fireDue(ctx).After(c.Now()) {
+			return
+		}
+	}
+	t.Fatal("still due after 100 rounds")
+}
+
 // TestScheduleCatchUpFiresTheLatestOnly: after a time when no replica ran,
-// a replica fires the latest period it missed, once, and skips the older
-// ones.
+// longer than the catch-up grace, a replica fires the latest period it
+// missed, once, and skips the older ones.
 func TestScheduleCatchUpFiresTheLatestOnly(t *testing.T) {
 	c := &clock{now: time.Unix(1_800_000_000, 300_000_000).UTC()}
 	replicas, ctx := scheduleReplicas(t, 2, c)
@@ -211,13 +222,38 @@ func TestScheduleCatchUpFiresTheLatestOnly(t *testing.T) {
 	c.add(time.Second)
 	replicas[0].fireDue(ctx)
 	wantPeriods(ctx, t, replicas[0], start.Add(time.Second))
-	// Nothing runs for five periods; then another replica starts.
-	c.add(5 * time.Second)
-	replicas[1].fireDue(ctx)
-	replicas[1].fireDue(ctx)
-	wantPeriods(ctx, t, replicas[0], start.Add(time.Second), start.Add(6*time.Second))
-	if st := scheduleState(ctx, t, replicas[0]); !st.Last.Equal(start.Add(6 * time.Second)) {
-		t.Fatalf("last fired %v, want %v", st.Last, start.Add(6*time.Second))
+	// Nothing runs for longer than the grace; then another replica starts.
+	gap := catchUpGrace + 5*time.Second
+	c.add(gap)
+	fireAllDue(ctx, t, replicas[1], c)
+	latest := start.Add(time.Second + gap)
+	wantPeriods(ctx, t, replicas[0], start.Add(time.Second), latest)
+	if st := scheduleState(ctx, t, replicas[0]); !st.Last.Equal(latest) {
+		t.Fatalf("last fired %v, want %v", st.Last, latest)
+	}
+}
+
+// TestScheduleLateReplicaFiresEveryPeriod: a replica that looks a few
+// periods late (slow, or taking over from one that died), within the
+// catch-up grace, fires each period it missed, in order, once.
+func TestScheduleLateReplicaFiresEveryPeriod(t *testing.T) {
+	c := &clock{now: time.Unix(1_800_000_000, 300_000_000).UTC()}
+	replicas, ctx := scheduleReplicas(t, 1, c)
+	s := replicas[0]
+	start := time.Unix(1_800_000_000, 0).UTC()
+	s.fireDue(ctx)
+	c.add(time.Second)
+	s.fireDue(ctx)
+	c.add(3 * time.Second)
+	fireAllDue(ctx, t, s, c)
+	want := []time.Time{start.Add(time.Second), start.Add(2 * time.Second), start.Add(3 * time.Second), start.Add(4 * time.Second)}
+	wantPeriods(ctx, t, s, want...)
+	// In order: each period's batch after the one before.
+	got := periodBatches(ctx, t, s, "tick")
+	for i := 1; i < len(want); i++ {
+		if got[want[i]][0] <= got[want[i-1]][0] {
+			t.Fatalf("period %v's batch %d is not after period %v's %d", want[i], got[want[i]][0], want[i-1], got[want[i-1]][0])
+		}
 	}
 }
 

@@ -19,10 +19,12 @@ import (
 // between them leaves a period that is sent again (a duplicate) rather
 // than one marked and never sent.
 //
-// Catch-up: a replica fires only the latest period due that is after the
-// last one fired (and after the schedule's timing was first seen); older
-// periods missed while no replica ran, or while the schedule was paused,
-// are skipped.
+// Catch-up: periods fire in order, each once. A period that began more
+// than catchUpGrace ago is skipped, unless it is the latest due: a replica
+// that was only slow (or took over from one that died) fires every
+// period, while after a time when no replica ran only the latest period
+// missed fires, once. A schedule resumed fires the latest period that
+// began while it was paused, and none of the older ones.
 
 // Timing of the scheduler loop.
 const (
@@ -36,6 +38,9 @@ const (
 	maxScheduleRetry = time.Minute
 	// scheduleSendWait bounds one period's send and its mark.
 	scheduleSendWait = 30 * time.Second
+	// catchUpGrace is how long ago a period may have begun and still fire
+	// when a later one is due too (the catch-up policy).
+	catchUpGrace = 10 * time.Second
 )
 
 // scheduler is a replica's schedule loop state.
@@ -98,9 +103,9 @@ func (s *Service) fireDue(ctx context.Context) time.Time {
 	return next
 }
 
-// fireSchedule fires schedule name's latest due period, if it was not
-// fired yet and the schedule is not paused, and returns when to look at
-// the schedule again.
+// fireSchedule fires the period of schedule name that is due (due),
+// if the schedule is not paused, and returns when to look at the schedule
+// again: at once when another period is due too.
 func (s *Service) fireSchedule(ctx context.Context, t *Table, name string, sc *Schedule, now time.Time) time.Time {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scheduleSendWait)
 	defer cancel()
@@ -111,8 +116,8 @@ func (s *Service) fireSchedule(ctx context.Context, t *Table, name string, sc *S
 	if st.Paused {
 		return sc.timing.next(now)
 	}
-	p, due := sc.timing.latest(periodFloor(st), now)
-	if !due {
+	p, latest, ok := due(sc.timing, st, now)
+	if !ok {
 		delete(s.sched.failures, name)
 		return sc.timing.next(now)
 	}
@@ -127,14 +132,32 @@ func (s *Service) fireSchedule(ctx context.Context, t *Table, name string, sc *S
 	delete(s.sched.failures, name)
 	if advanced {
 		attrs := []any{"schedule", name, "period", p, "batch_id", id}
-		if older := sc.timing.next(periodFloor(st)); older.Before(p) {
-			// Missed while no replica ran or while paused: only the latest
-			// is fired (the catch-up policy).
-			attrs = append(attrs, "skipped_from", older)
+		if first := sc.timing.next(periodFloor(st)); first.Before(p) {
+			// Missed while no replica ran: only the latest fired.
+			attrs = append(attrs, "skipped_from", first)
 		}
 		s.log.Info("schedule fired", attrs...)
 	}
+	if p.Before(latest) {
+		return now
+	}
 	return sc.timing.next(now)
+}
+
+// due is the period of a schedule with timing tm and state st to fire at
+// now, and the latest period due; ok is false when none is due. It is the
+// first period after the last fired if that began at most catchUpGrace
+// ago, else the latest (the catch-up policy).
+func due(tm *timing, st streams.ScheduleState, now time.Time) (p, latest time.Time, ok bool) {
+	floor := periodFloor(st)
+	latest, ok = tm.latest(floor, now)
+	if !ok {
+		return time.Time{}, time.Time{}, false
+	}
+	if first := tm.next(floor); first.Before(latest) && !first.Before(now.Add(-catchUpGrace)) {
+		return first, latest, true
+	}
+	return latest, latest, true
 }
 
 // scheduleFailed logs a failed try of schedule name and returns when to

@@ -103,6 +103,14 @@ func (s *Service) setSchedulePaused(ctx context.Context, user string, req *Sched
 		if st.Spec != sc.timing.spec {
 			st.Spec, st.Since = sc.timing.spec, now.UTC()
 		}
+		if st.Paused && !paused {
+			// Of the periods that began while paused, only the latest
+			// fires: periods start whole seconds apart, so the one just
+			// after a second before it is itself.
+			if latest, ok := sc.timing.latest(periodFloor(st), now); ok {
+				st.Since = latest.Add(-time.Second).UTC()
+			}
+		}
 		st.Paused, st.By, st.At = paused, user, now.UTC()
 		return st.Encode(), nil
 	})

@@ -55,8 +55,9 @@ type ScheduleState struct {
 	// Since and Last refer to: a schedule whose timing changed starts
 	// afresh from the change.
 	Spec string `json:"spec"`
-	// Since is when this timing was first seen: only periods after it
-	// fire.
+	// Since is when this timing was first seen, or, once the schedule
+	// was resumed, just before the latest period that began while it was
+	// paused: only periods after it fire.
 	Since time.Time `json:"since"`
 	// Last is the start of the last period fired; zero when none was.
 	Last time.Time `json:"last,omitzero"`
