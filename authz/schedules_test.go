@@ -359,3 +359,31 @@ func mustTable(t *testing.T, yaml string) *authz.Table {
 	}
 	return table
 }
+
+// TestExampleSchedulesParse: the schedules authz.yaml shows, commented
+// out, make a valid table once uncommented.
+func TestExampleSchedulesParse(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "authz.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	i := strings.Index(text, "\n# schedules:\n")
+	if i < 0 {
+		t.Fatal("authz.yaml shows no schedules: example")
+	}
+	var uncommented strings.Builder
+	for _, line := range strings.Split(text[i+1:], "\n") {
+		if !strings.HasPrefix(line, "#") {
+			break
+		}
+		uncommented.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "#"), " ") + "\n")
+	}
+	table, err := authz.ParseTable([]byte(text[:i+1] + uncommented.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(table.Schedules) != 2 {
+		t.Fatalf("%d schedules, want the example's 2", len(table.Schedules))
+	}
+}
