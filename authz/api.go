@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -41,6 +42,9 @@ func (s *Service) endpoints() []endpoint {
 		{"inflight", "a domain's unfinished batches, oldest first", owner, op(s.inflight)},
 		{"list", "your own batches, newest first, paged", !owner, op(s.list)},
 		{"cancel", "cancel one of your own batches", !owner, op(s.cancel)},
+		{"schedules", "the table's schedules: last period fired, next, pause state", owner, op(s.listSchedules)},
+		{"pause_schedule", "pause a schedule for every replica", owner, op(s.pauseSchedule)},
+		{"resume_schedule", "resume a schedule: its latest missed period fires", owner, op(s.resumeSchedule)},
 	}
 }
 
@@ -75,6 +79,9 @@ func (s *Service) send(ctx context.Context, user string, req *SendRequest) (any,
 	t := s.Table()
 	if lim := t.limits(user, 0); !s.rates.allow(user, lim, s.opts.Now()) {
 		return nil, errf(CodeTooManyRequests, "authz: %s sends more than %v per second (send_rate %v, send_burst %d); try again", user, lim.sendRate, lim.sendRate, lim.sendBurst)
+	}
+	if strings.HasPrefix(req.IdempotencyKey, streams.ScheduleIdempotencyPrefix) {
+		return nil, errf(CodeBadRequest, "authz: idempotency_key: keys starting with %q are the schedules' own; choose another", streams.ScheduleIdempotencyPrefix)
 	}
 	l, ok := t.Labels[req.Label]
 	if !ok {

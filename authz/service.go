@@ -117,6 +117,11 @@ type Service struct {
 	// repairs are keys whose head, and batches that, may lack their token
 	// (keyrepair.go).
 	repairs repairs
+
+	// schedules holds each schedule's state; sched is this replica's
+	// schedule loop (scheduler.go).
+	schedules jetstream.KeyValue
+	sched     scheduler
 }
 
 // New binds the service to its buckets and streams, which must have been
@@ -152,12 +157,16 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 		}
 		opts.Table = t
 	}
+	if err := opts.Table.schedulesReady(); err != nil {
+		return nil, err
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
 	}
 	s := &Service{opts: opts, log: opts.Logger.With("component", "authz"), nc: nc, js: js, ids: submit.NewIDs(js),
-		queues: map[pipeline.Priority]jetstream.Stream{}}
+		queues: map[pipeline.Priority]jetstream.Stream{},
+		sched:  scheduler{wake: make(chan struct{}, 1), failures: map[string]int{}}}
 	s.table.Store(opts.Table)
 	s.watchDomains(opts.Table)
 	if s.acks, err = streams.NewAckPublisher(nc, pubAckWait); err != nil {
@@ -166,7 +175,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 	for _, b := range []struct {
 		name string
 		kv   *jetstream.KeyValue
-	}{{streams.BucketBatches, &s.batches}, {streams.BucketProgress, &s.progress}, {streams.BucketDomainStates, &s.state}, {streams.BucketLocks, &s.locks}, {streams.BucketSenders, &s.senders}} {
+	}{{streams.BucketBatches, &s.batches}, {streams.BucketProgress, &s.progress}, {streams.BucketDomainStates, &s.state}, {streams.BucketLocks, &s.locks}, {streams.BucketSenders, &s.senders}, {streams.BucketSchedules, &s.schedules}} {
 		if *b.kv, err = js.KeyValue(ctx, b.name); err != nil {
 			return nil, bindError("bucket "+b.name, err)
 		}
@@ -227,7 +236,8 @@ func (s *Service) Reload() error {
 	}
 	s.table.Store(t)
 	s.watchDomains(t)
-	s.log.Info("authorization table reloaded", "labels", len(t.Labels))
+	s.sched.poke()
+	s.log.Info("authorization table reloaded", "labels", len(t.Labels), "schedules", len(t.Schedules))
 	return nil
 }
 
@@ -333,10 +343,12 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("authz: consume callbacks: %w", err)
 	}
 	s.log.Info("authz serving", "owner", s.opts.Owner, "labels", len(s.Table().Labels))
-	warned := make(chan struct{})
+	warned, scheduled := make(chan struct{}), make(chan struct{})
 	go func() { defer close(warned); s.warnAtStart(ctx) }()
+	go func() { defer close(scheduled); s.runSchedules(ctx) }()
 	<-ctx.Done()
 	<-warned
+	<-scheduled
 	stop()
 	s.log.Info("authz stopped")
 	return nil

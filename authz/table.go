@@ -87,6 +87,9 @@ type Table struct {
 	// Callers, optional, bounds what each caller may cost the others
 	// (Caller); "*" holds everyone's defaults.
 	Callers map[string]*Caller `yaml:"callers,omitempty" json:"callers,omitempty"`
+	// Schedules, optional, are batches authz sends on its own once per
+	// period (Schedule), by name.
+	Schedules map[string]*Schedule `yaml:"schedules,omitempty" json:"schedules,omitempty"`
 }
 
 // LoadTable reads and validates a YAML authorization table. Unknown keys
@@ -197,7 +200,10 @@ func (t *Table) Validate() error {
 	if err := t.validateCallers(); err != nil {
 		return err
 	}
-	return t.validateDomains()
+	if err := t.validateDomains(); err != nil {
+		return err
+	}
+	return t.validateSchedules(time.Now())
 }
 
 // functionBound is the most functions a batch under the label may hold:

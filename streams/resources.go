@@ -200,6 +200,7 @@ func Buckets(s Settings) []jetstream.KeyValueConfig {
 		expiring(kv(BucketResults, "tickflow completion records of workers, per function", 1)),
 		expiring(kv(BucketRuns, "tickflow step-pipeline runs and step outputs", 1)),
 		present(kv(BucketPresence, "tickflow running processors and workers, refreshed while they run", 1)),
+		kv(BucketSchedules, "tickflow periodic schedules: the last period fired and the pause state, per schedule", 1),
 	}
 }
 

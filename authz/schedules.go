@@ -1,0 +1,159 @@
+package authz
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/logging"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// The owner's schedule operations: schedules lists them, pause_schedule
+// and resume_schedule stop and restart one for every replica.
+
+// ScheduleRequest names a schedule of the table.
+type ScheduleRequest struct {
+	Name string `json:"name"`
+}
+
+// ScheduleInfo is a schedule of the table in force and its state.
+type ScheduleInfo struct {
+	Name     string            `json:"name"`
+	Cron     string            `json:"cron"`
+	TimeZone string            `json:"time_zone,omitempty"`
+	User     string            `json:"user"`
+	Label    string            `json:"label"`
+	Priority pipeline.Priority `json:"priority"`
+	Key      string            `json:"key,omitempty"`
+	// Paused says the schedule fires nothing until it is resumed; By and
+	// At say who paused or resumed it last, and when.
+	Paused bool      `json:"paused"`
+	By     string    `json:"by,omitempty"`
+	At     time.Time `json:"at,omitzero"`
+	// LastFired is the start of the last period fired, and LastBatch its
+	// batch; absent when none was.
+	LastFired *time.Time `json:"last_fired,omitempty"`
+	LastBatch uint64     `json:"last_batch,omitempty"`
+	// NextFire is the start of the next period; absent while paused.
+	NextFire *time.Time `json:"next_fire,omitempty"`
+}
+
+// SchedulesReply lists the table's schedules by name.
+type SchedulesReply struct {
+	Schedules []ScheduleInfo `json:"schedules"`
+}
+
+func (s *Service) listSchedules(ctx context.Context, _ string, _ *struct{}) (any, error) {
+	t := s.Table()
+	names := make([]string, 0, len(t.Schedules))
+	for n := range t.Schedules {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	now := s.opts.Now()
+	rep := &SchedulesReply{Schedules: make([]ScheduleInfo, 0, len(names))}
+	for _, n := range names {
+		sc := t.Schedules[n]
+		st, err := s.readScheduleState(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		rep.Schedules = append(rep.Schedules, scheduleInfo(t, n, sc, st, now))
+	}
+	return rep, nil
+}
+
+func (s *Service) pauseSchedule(ctx context.Context, user string, req *ScheduleRequest) (any, error) {
+	return s.setSchedulePaused(ctx, user, req, true)
+}
+
+func (s *Service) resumeSchedule(ctx context.Context, user string, req *ScheduleRequest) (any, error) {
+	return s.setSchedulePaused(ctx, user, req, false)
+}
+
+// setSchedulePaused pauses or resumes a schedule for every replica. A
+// resumed schedule fires at once for the latest period missed while it
+// was paused, if any (the catch-up policy), on this replica.
+func (s *Service) setSchedulePaused(ctx context.Context, user string, req *ScheduleRequest, paused bool) (any, error) {
+	t := s.Table()
+	sc, ok := t.Schedules[req.Name]
+	if !ok {
+		names := make([]string, 0, len(t.Schedules))
+		for n := range t.Schedules {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return nil, errf(CodeNotFound, "authz: no schedule %q in the table (schedules: %v)", logging.Capped(req.Name), names)
+	}
+	now := s.opts.Now()
+	var st streams.ScheduleState
+	_, err := streams.UpdateKV(ctx, s.schedules, streams.ScheduleKey(req.Name), func(cur []byte, exists bool) ([]byte, error) {
+		st = streams.ScheduleState{}
+		if exists {
+			var err error
+			if st, err = streams.DecodeScheduleState(cur); err != nil {
+				return nil, err
+			}
+		}
+		if st.Spec != sc.timing.spec {
+			st.Spec, st.Since = sc.timing.spec, now.UTC()
+		}
+		if st.Paused && !paused {
+			// Of the periods that began while paused, only the latest
+			// fires: periods start whole seconds apart, so the one just
+			// after a second before it is itself.
+			if latest, ok := sc.timing.latest(periodFloor(st), now); ok {
+				st.Since = latest.Add(-time.Second).UTC()
+			}
+		}
+		st.Paused, st.By, st.At = paused, user, now.UTC()
+		return st.Encode(), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("authz: set schedule %s's pause state: %w", req.Name, err)
+	}
+	if !paused {
+		s.sched.poke()
+	}
+	s.log.Info("schedule state changed", "schedule", req.Name, "paused", paused, "by", user)
+	info := scheduleInfo(t, req.Name, sc, st, now)
+	return &info, nil
+}
+
+// readScheduleState reads schedule name's state; the zero state when it
+// has none yet (no replica looked at it).
+func (s *Service) readScheduleState(ctx context.Context, name string) (streams.ScheduleState, error) {
+	e, err := s.schedules.Get(ctx, streams.ScheduleKey(name))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return streams.ScheduleState{}, nil
+	}
+	if err != nil {
+		return streams.ScheduleState{}, fmt.Errorf("authz: schedule %s: %w", name, err)
+	}
+	return streams.DecodeScheduleState(e.Value())
+}
+
+// scheduleInfo describes schedule name of table t in state st at now.
+func scheduleInfo(t *Table, name string, sc *Schedule, st streams.ScheduleState, now time.Time) ScheduleInfo {
+	info := ScheduleInfo{
+		Name: name, Cron: sc.Cron, TimeZone: sc.TimeZone, User: sc.User, Label: sc.Label,
+		Priority: sc.priority(t.Labels[sc.Label]), Key: sc.Key,
+		Paused: st.Paused, By: st.By, At: st.At,
+	}
+	if !st.Last.IsZero() {
+		last := st.Last.UTC()
+		info.LastFired, info.LastBatch = &last, st.Batch
+	}
+	if !st.Paused {
+		if next := sc.timing.next(now); !next.IsZero() {
+			next = next.UTC()
+			info.NextFire = &next
+		}
+	}
+	return info
+}

@@ -1,0 +1,42 @@
+package streams_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/tickflow/tickflow/streams"
+)
+
+// TestScheduleIdempotencyKey: a period's key reads back as its schedule
+// and period, and no other key reads as one.
+func TestScheduleIdempotencyKey(t *testing.T) {
+	p := time.Unix(1_800_000_000, 0).UTC()
+	key := streams.ScheduleIdempotencyKey("nightly-report", p)
+	if key != "schedule:nightly-report:1800000000" {
+		t.Fatalf("key %q", key)
+	}
+	name, got, ok := streams.ParseScheduleIdempotencyKey(key)
+	if !ok || name != "nightly-report" || !got.Equal(p) {
+		t.Fatalf("read back %q %v %v", name, got, ok)
+	}
+	for _, k := range []string{"", "order-7", "schedule:", "schedule::1", "schedule:x", "schedule:x:soon", "schedules:x:1"} {
+		if _, _, ok := streams.ParseScheduleIdempotencyKey(k); ok {
+			t.Errorf("%q read as a schedule's key", k)
+		}
+	}
+}
+
+// TestScheduleStateRoundTrip: a schedule's state reads back as written,
+// and a value that is not one is ErrDecode.
+func TestScheduleStateRoundTrip(t *testing.T) {
+	st := streams.ScheduleState{Spec: "@every 1s", Since: time.Unix(1_800_000_000, 0).UTC(),
+		Last: time.Unix(1_800_000_005, 0).UTC(), Batch: 42, Paused: true, By: "owner", At: time.Unix(1_800_000_006, 0).UTC()}
+	got, err := streams.DecodeScheduleState(st.Encode())
+	if err != nil || got != st {
+		t.Fatalf("read back %+v, %v; want %+v", got, err, st)
+	}
+	if _, err := streams.DecodeScheduleState([]byte("paused")); !errors.Is(err, streams.ErrDecode) {
+		t.Fatalf("garbage: %v, want ErrDecode", err)
+	}
+}
