@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -126,7 +127,7 @@ func TestOneCallerCannotStallTheOthers(t *testing.T) {
 				if err != nil {
 					t.Fatalf("bob's send %d while alice's requests are held: %v", i, err)
 				}
-				var rep SendReply
+				var rep api.SendReply
 				if code := m.Header.Get(micro.ErrorCodeHeader); code != "" || json.Unmarshal(m.Data, &rep) != nil || rep.ID == 0 {
 					t.Fatalf("bob's send %d answered %q %q %s", i, code, m.Header.Get(micro.ErrorHeader), m.Data)
 				}

@@ -12,7 +12,7 @@
 // and operation; use errors.As to read them, and errors.Is against the code
 // sentinels (ErrNotFound, ErrForbidden, …) to test for a kind:
 //
-//	_, err := c.Batch(ctx, authz.IDRequest{ID: id})
+//	_, err := c.Batch(ctx, api.IDRequest{ID: id})
 //	if errors.Is(err, client.ErrNotFound) { … }
 //	var ae *client.Error
 //	if errors.As(err, &ae) { log.Print(ae.Code, ae.Message) }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/streams"
@@ -29,7 +30,7 @@ func TestGateSetsAside(t *testing.T) {
 	p := b.processor(t, processor.Options{Gate: gate})
 	held := b.enqueue(t, pipeline.Batch{Key: "held", Functions: []pipeline.Function{noop()}})
 	next := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop()}})
-	if sr := step(t, b.ctx, p); sr.BatchID != held || sr.Action != "set-aside" {
+	if sr := step(t, b.ctx, p); sr.BatchID != held || sr.Action != api.ActionSetAside {
 		t.Fatalf("first step: %+v", sr)
 	}
 	if cb := b.outcome(t, p, next); cb.Outcome.Status != pipeline.Executed {
