@@ -87,7 +87,7 @@ func TestCannotSubmitAsAnotherUser(t *testing.T) {
 	b := setup(t)
 	errs := make(chan error, 1)
 	nc := b.env.Conn(t, "alice", nats_ErrorHandler(errs))
-	if _, err := nc.Request(streams.AuthzSubject("bob", "send"), []byte(`{"label":"jobs","functions":[{"type":"noop"}]}`), 500*time.Millisecond); err == nil {
+	if _, err := nc.Request(streams.AuthzSubject("bob", api.OpSend), []byte(`{"label":"jobs","functions":[{"type":"noop"}]}`), 500*time.Millisecond); err == nil {
 		t.Fatal("alice could send as bob")
 	}
 	if err := <-errs; err == nil {
@@ -239,7 +239,7 @@ func (b *bundle) settledRecord(t *testing.T, id uint64) *api.BatchRecord {
 func TestReplyOnlyToTheCallersInbox(t *testing.T) {
 	b := setup(t)
 	nc := b.env.Conn(t, "alice")
-	m := nats.NewMsg(streams.AuthzSubject("alice", "send"))
+	m := nats.NewMsg(streams.AuthzSubject("alice", api.OpSend))
 	m.Reply = "$KV.batches.4242"
 	m.Data = []byte(`{"label":"jobs","functions":[{"type":"noop"}]}`)
 	if err := nc.PublishMsg(m); err != nil {

@@ -68,7 +68,7 @@ func TestKeyJoinsUnderContention(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			for range each {
-				m, err := nc.Request(streams.AuthzSubject(user, "send"), body, 30*time.Second)
+				m, err := nc.Request(streams.AuthzSubject(user, api.OpSend), body, 30*time.Second)
 				if err == nil && m.Header.Get(micro.ErrorCodeHeader) != "" {
 					err = fmt.Errorf("%s %s", m.Header.Get(micro.ErrorCodeHeader), m.Header.Get(micro.ErrorHeader))
 				}
@@ -165,7 +165,7 @@ func TestKeyBoundPerSubmitter(t *testing.T) {
 	for w := range parallel {
 		wg.Go(func() {
 			for i := w; i < tries; i += parallel {
-				m, err := nc.Request(streams.AuthzSubject("alice", "send"), body, 30*time.Second)
+				m, err := nc.Request(streams.AuthzSubject("alice", api.OpSend), body, 30*time.Second)
 				mu.Lock()
 				switch {
 				case err != nil:

@@ -187,7 +187,7 @@ func TestUntrustedInputCapped(t *testing.T) {
 	go func() { defer close(done); _ = svc.Run(ctx) }()
 	t.Cleanup(func() { cancel(); testnats.Stopped(t, "authz", done) })
 	nc := b.env.Conn(t, "alice")
-	m := nats.NewMsg(streams.AuthzSubject("alice", "batch"))
+	m := nats.NewMsg(streams.AuthzSubject("alice", api.OpBatch))
 	m.Reply = "elsewhere." + strings.Repeat("r", 1000)
 	m.Data = []byte(`{"id":1}`)
 	testnats.Eventually(t, 10*time.Second, "refusal logged", func() bool {

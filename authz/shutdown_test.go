@@ -104,7 +104,7 @@ func TestStopUnderLoadAnswersEveryRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range n {
-		if err := nc.PublishRequest(streams.AuthzSubject("alice", "send"), inbox+"."+strconv.Itoa(i), body); err != nil {
+		if err := nc.PublishRequest(streams.AuthzSubject("alice", api.OpSend), inbox+"."+strconv.Itoa(i), body); err != nil {
 			t.Fatal(err)
 		}
 	}

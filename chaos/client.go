@@ -93,7 +93,7 @@ func Submit(ctx context.Context, nc *nats.Conn, s *Submission) error {
 	if err != nil {
 		return err
 	}
-	subject := streams.AuthzSubject(s.User, "send")
+	subject := streams.AuthzSubject(s.User, api.OpSend)
 	for {
 		s.Tries++
 		rctx, cancel := context.WithTimeout(ctx, requestTimeout)

@@ -133,7 +133,7 @@ func TestCallerTraceIsLinkedNotContinued(t *testing.T) {
 	send(t, c, "jobs", call(handlers.TypeNoop, nil)) // authz is up
 
 	const callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
-	m := nats.NewMsg(streams.AuthzSubject("alice", "send"))
+	m := nats.NewMsg(streams.AuthzSubject("alice", api.OpSend))
 	m.Header.Set("traceparent", "00-"+callerTrace+"-00f067aa0ba902b7-00") // not sampled
 	m.Header.Set("tracestate", "caller=injected")
 	m.Data = []byte(`{"label":"jobs","functions":[{"type":"noop"}]}`)
