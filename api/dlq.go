@@ -12,9 +12,18 @@ type DLQRequest struct {
 	Domain string `json:"domain,omitempty"`
 	// From is the first DLQ sequence to list (0: from the first).
 	From uint64 `json:"from,omitempty"`
-	// Limit bounds the items listed: 1 to 1000, 0 for 100.
+	// Limit bounds the items listed: 1 to MaxDLQLimit; 0, or more than
+	// MaxDLQLimit, lists DefaultDLQLimit.
 	Limit int `json:"limit,omitempty"`
 }
+
+// Bounds of a dead-letter listing.
+const (
+	// DefaultDLQLimit is the items a DLQRequest without a limit gets.
+	DefaultDLQLimit = 100
+	// MaxDLQLimit is the largest limit of a DLQRequest.
+	MaxDLQLimit = 1000
+)
 
 // DeadLetterItem summarises one dead letter.
 type DeadLetterItem struct {

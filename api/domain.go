@@ -47,7 +47,7 @@ type DomainInfo struct {
 type ReloadReply struct {
 	Labels int `json:"labels"`
 	// Warnings name each label whose domain no running processor serves
-	// and each function type no running worker serves (Service.Unserved);
+	// and each function type no running worker serves (authz.Service.Unserved);
 	// empty when everything is served.
 	Warnings []string `json:"warnings"`
 }

@@ -16,8 +16,8 @@ import (
 )
 
 func (s *Service) listDLQ(ctx context.Context, user string, req *api.DLQRequest) (any, error) {
-	if req.Limit <= 0 || req.Limit > 1000 {
-		req.Limit = 100
+	if req.Limit <= 0 || req.Limit > api.MaxDLQLimit {
+		req.Limit = api.DefaultDLQLimit
 	}
 	items, err := s.deadLetters(ctx, req.Domain, req.From, req.Limit)
 	if err != nil {

@@ -109,7 +109,7 @@ func (c *Client) Insert(ctx context.Context, req api.InsertRequest) (*api.Insert
 }
 
 // DLQ lists dead letters, of one domain when Domain is set, from sequence
-// From on, at most Limit (authz's default 100 when 0). Owner only
+// From on, at most Limit (api.DefaultDLQLimit when 0). Owner only
 // (ErrForbidden).
 func (c *Client) DLQ(ctx context.Context, req api.DLQRequest) (*api.DLQReply, error) {
 	if req.Domain != "" {
@@ -118,7 +118,7 @@ func (c *Client) DLQ(ctx context.Context, req api.DLQRequest) (*api.DLQReply, er
 		}
 	}
 	if req.Limit < 0 {
-		return nil, invalid(api.OpDLQ, fmt.Sprintf("limit is %d; expected 1 to 1000, or 0 for the default", req.Limit))
+		return nil, invalid(api.OpDLQ, fmt.Sprintf("limit is %d; expected 1 to %d, or 0 for %d", req.Limit, api.MaxDLQLimit, api.DefaultDLQLimit))
 	}
 	return call[api.DLQReply](ctx, c, api.OpDLQ, req)
 }
@@ -181,8 +181,8 @@ func (c *Client) Reload(ctx context.Context) (*api.ReloadReply, error) {
 // Keys lists the keys of a domain with a batch waiting, in byte order:
 // each key's running batch (its head), the head's state in the
 // sequencer's words and tickflow's, since when, and how many batches wait
-// behind it. At most Limit keys (authz's default 100 when 0, at most
-// 1000); with More set, ask again with After set to the last key. Owner
+// behind it. At most Limit keys (api.DefaultKeysLimit when 0, at most
+// api.MaxKeysLimit); with More set, ask again with After set to the last key. Owner
 // only (ErrForbidden).
 func (c *Client) Keys(ctx context.Context, req api.KeysRequest) (*api.KeysReply, error) {
 	if err := checkDomain(api.OpKeys, req.Domain); err != nil {
