@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
@@ -24,71 +25,53 @@ import (
 func (s *Service) endpoints() []endpoint {
 	const owner = true
 	return []endpoint{
-		{"send", "submit a batch under an authorization label", !owner, s.sendBody},
-		{"batch", "the record of one batch", !owner, op(s.batch)},
-		{"confirm", "confirm a function waiting for a confirmation", !owner, op(s.confirm)},
-		{"queue", "a domain's queue in order, [from, to)", owner, op(s.queue)},
-		{"pause", "pause a domain's processors", owner, op(s.pause)},
-		{"resume", "resume a domain's processors", owner, op(s.resume)},
-		{"evict", "remove the batch at a position", owner, op(s.evict)},
-		{"insert", "insert a batch at a position", owner, op(s.insert)},
-		{"dlq", "list dead letters", owner, op(s.listDLQ)},
-		{"replay", "replay dead letters as new batches", owner, op(s.replay)},
-		{"purge", "remove dead letters: one, a domain's, or those older than a duration", owner, op(s.purge)},
-		{"reload", "reload the authorization table", owner, op(s.reload)},
-		{"keys", "a domain's keys: each one's running batch and how many wait", owner, op(s.keys)},
-		{"senders", "a domain's senders, free or leased", owner, op(s.listSenders)},
-		{"domains", "every domain's queue depths, dead letters and pause state", owner, op(s.domains)},
-		{"inflight", "a domain's unfinished batches, oldest first", owner, op(s.inflight)},
-		{"list", "your own batches, newest first, paged", !owner, op(s.list)},
-		{"cancel", "cancel one of your own batches", !owner, op(s.cancel)},
-		{"schedules", "the table's schedules: last period fired, next, pause state", owner, op(s.listSchedules)},
-		{"pause_schedule", "pause a schedule for every replica", owner, op(s.pauseSchedule)},
-		{"resume_schedule", "resume a schedule: its latest missed period fires", owner, op(s.resumeSchedule)},
+		{api.OpSend, "submit a batch under an authorization label", !owner, s.sendBody},
+		{api.OpBatch, "the record of one batch", !owner, op(s.batch)},
+		{api.OpConfirm, "confirm a function waiting for a confirmation", !owner, op(s.confirm)},
+		{api.OpQueue, "a domain's queue in order, [from, to)", owner, op(s.queue)},
+		{api.OpPause, "pause a domain's processors", owner, op(s.pause)},
+		{api.OpResume, "resume a domain's processors", owner, op(s.resume)},
+		{api.OpEvict, "remove the batch at a position", owner, op(s.evict)},
+		{api.OpInsert, "insert a batch at a position", owner, op(s.insert)},
+		{api.OpDLQ, "list dead letters", owner, op(s.listDLQ)},
+		{api.OpReplay, "replay dead letters as new batches", owner, op(s.replay)},
+		{api.OpPurge, "remove dead letters: one, a domain's, or those older than a duration", owner, op(s.purge)},
+		{api.OpReload, "reload the authorization table", owner, op(s.reload)},
+		{api.OpKeys, "a domain's keys: each one's running batch and how many wait", owner, op(s.keys)},
+		{api.OpSenders, "a domain's senders, free or leased", owner, op(s.listSenders)},
+		{api.OpDomains, "every domain's queue depths, dead letters and pause state", owner, op(s.domains)},
+		{api.OpInFlight, "a domain's unfinished batches, oldest first", owner, op(s.inflight)},
+		{api.OpList, "your own batches, newest first, paged", !owner, op(s.list)},
+		{api.OpCancel, "cancel one of your own batches", !owner, op(s.cancel)},
+		{api.OpSchedules, "the table's schedules: last period fired, next, pause state", owner, op(s.listSchedules)},
+		{api.OpPauseSchedule, "pause a schedule for every replica", owner, op(s.pauseSchedule)},
+		{api.OpResumeSchedule, "resume a schedule: its latest missed period fires", owner, op(s.resumeSchedule)},
 	}
-}
-
-// SendRequest submits a batch.
-type SendRequest struct {
-	Label     string `json:"label"`
-	Functions Calls  `json:"functions"`
-	// Key, when set, serialises batches with the same key.
-	Key string `json:"key,omitempty"`
-	// IdempotencyKey makes a repeated submission return the same batch.
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
-}
-
-// SendReply says which batch was queued.
-type SendReply struct {
-	ID        uint64            `json:"id"`
-	Domain    string            `json:"domain"`
-	Priority  pipeline.Priority `json:"priority"`
-	Duplicate bool              `json:"duplicate,omitempty"`
 }
 
 // sendBody is op(s.send) with the send request's own decoder (decodeSend).
 func (s *Service) sendBody(ctx context.Context, user string, body []byte) (any, error) {
-	var req SendRequest
+	var req api.SendRequest
 	if err := decodeSend(body, &req); err != nil {
 		return nil, err
 	}
 	return s.send(ctx, user, &req)
 }
 
-func (s *Service) send(ctx context.Context, user string, req *SendRequest) (any, error) {
+func (s *Service) send(ctx context.Context, user string, req *api.SendRequest) (any, error) {
 	t := s.Table()
 	if lim := t.limits(user, 0); !s.rates.allow(user, lim, s.opts.Now()) {
-		return nil, errf(CodeTooManyRequests, "authz: %s sends more than %v per second (send_rate %v, send_burst %d); try again", user, lim.sendRate, lim.sendRate, lim.sendBurst)
+		return nil, errf(api.CodeTooManyRequests, "authz: %s sends more than %v per second (send_rate %v, send_burst %d); try again", user, lim.sendRate, lim.sendRate, lim.sendBurst)
 	}
 	if strings.HasPrefix(req.IdempotencyKey, streams.ScheduleIdempotencyPrefix) {
-		return nil, errf(CodeBadRequest, "authz: idempotency_key: keys starting with %q are the schedules' own; choose another", streams.ScheduleIdempotencyPrefix)
+		return nil, errf(api.CodeBadRequest, "authz: idempotency_key: keys starting with %q are the schedules' own; choose another", streams.ScheduleIdempotencyPrefix)
 	}
 	l, ok := t.Labels[req.Label]
 	if !ok {
-		return nil, errf(CodeNotFound, "authz: unknown label %q", logging.Capped(req.Label))
+		return nil, errf(api.CodeNotFound, "authz: unknown label %q", logging.Capped(req.Label))
 	}
 	if !l.Allows(user) {
-		return nil, errf(CodeForbidden, "authz: %q may not submit under label %q", user, req.Label)
+		return nil, errf(api.CodeForbidden, "authz: %q may not submit under label %q", user, req.Label)
 	}
 	if err := t.allowedTypes(l.Domain, req.Functions); err != nil {
 		return nil, err
@@ -99,7 +82,7 @@ func (s *Service) send(ctx context.Context, user string, req *SendRequest) (any,
 // submit builds, limits, records and queues a batch; force skips the
 // label's concurrency limit (the owner's insert). It does not publish the
 // token when noToken is set by the caller through queueLater.
-func (s *Service) submit(ctx context.Context, name string, l *Label, user string, calls []CallSpec, key, idem string, prio pipeline.Priority, force bool) (*SendReply, error) {
+func (s *Service) submit(ctx context.Context, name string, l *Label, user string, calls []api.CallSpec, key, idem string, prio pipeline.Priority, force bool) (*api.SendReply, error) {
 	b, err := s.build(ctx, name, l, user, calls, key, idem, prio, force)
 	if err != nil {
 		return nil, err
@@ -132,7 +115,7 @@ func (s *Service) submit(ctx context.Context, name string, l *Label, user string
 			return nil, fmt.Errorf("authz: batch %d is recorded, but its token could not be published yet (%w); authz publishes it as soon as it can: send it again only with the same idempotency key", b.batch.ID, err)
 		}
 	}
-	return &SendReply{ID: b.batch.ID, Domain: b.batch.Domain, Priority: b.batch.Priority, Duplicate: b.dup}, nil
+	return &api.SendReply{ID: b.batch.ID, Domain: b.batch.Domain, Priority: b.batch.Priority, Duplicate: b.dup}, nil
 }
 
 type built struct {
@@ -143,7 +126,7 @@ type built struct {
 
 // build checks a submission, takes a concurrency slot and records the batch,
 // without queueing it.
-func (s *Service) build(ctx context.Context, name string, l *Label, user string, calls []CallSpec, key, idem string, prio pipeline.Priority, force bool) (*built, error) {
+func (s *Service) build(ctx context.Context, name string, l *Label, user string, calls []api.CallSpec, key, idem string, prio pipeline.Priority, force bool) (*built, error) {
 	now := s.opts.Now()
 	b, err := l.Build(name, user, calls, key, now)
 	if err != nil {
@@ -250,10 +233,10 @@ func (s *Service) repeated(ctx context.Context, user, idem string, b *pipeline.B
 		return nil, err
 	}
 	rec, err := s.record(ctx, id)
-	if ae := (*Error)(nil); errors.As(err, &ae) && ae.Code == CodeNotFound {
+	if ae := (*Error)(nil); errors.As(err, &ae) && ae.Code == api.CodeNotFound {
 		// Its batch finished and its record expired. The key stays as
 		// long as the id log would give the resend the same id (expiry).
-		return nil, errf(CodeConflict, "authz: batch %d, sent with this idempotency key, finished and its record expired; send it with a new idempotency key", id)
+		return nil, errf(api.CodeConflict, "authz: batch %d, sent with this idempotency key, finished and its record expired; send it with a new idempotency key", id)
 	}
 	if err != nil {
 		return nil, err
@@ -280,7 +263,7 @@ func (s *Service) assignID(ctx context.Context, user, idem string) (id uint64, d
 // payload or expected confirmation. A retry must ask for the same thing.
 func sameSubmission(idem string, first, again *pipeline.Batch) error {
 	if fingerprint(first) != fingerprint(again) {
-		return errf(CodeConflict, "authz: idempotency key %q was used for batch %d, a different submission (label, key or functions differ); a new submission needs a new key", logging.Capped(idem), first.ID)
+		return errf(api.CodeConflict, "authz: idempotency key %q was used for batch %d, a different submission (label, key or functions differ); a new submission needs a new key", logging.Capped(idem), first.ID)
 	}
 	return nil
 }
@@ -333,7 +316,7 @@ func (s *Service) idempotent(ctx context.Context, user, idem string) (uint64, bo
 func (s *Service) record(ctx context.Context, id uint64) (*streams.BatchRecord, error) {
 	e, err := s.batches.Get(ctx, streams.BatchKey(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, errf(CodeNotFound, "authz: no batch %d", id)
+		return nil, errf(api.CodeNotFound, "authz: no batch %d", id)
 	}
 	if err != nil {
 		return nil, err
@@ -345,30 +328,9 @@ func (s *Service) record(ctx context.Context, id uint64) (*streams.BatchRecord, 
 	return &rec, nil
 }
 
-// IDRequest names a batch.
-type IDRequest struct {
-	ID uint64 `json:"id"`
-}
-
-// BatchReply is a batch's record and, while it runs, its progress.
-type BatchReply struct {
-	Record   *streams.BatchRecord `json:"record"`
-	Progress *streams.Progress    `json:"progress,omitempty"`
-	// Outputs are the results of the functions that took effect, in
-	// order: the record's once the batch finished, the progress's while it
-	// runs (every function's but the one running).
-	Outputs []pipeline.Output `json:"outputs"`
-}
-
-// Terminal says whether the batch finished: its record holds its outcome
-// and outputs for good.
-func (r *BatchReply) Terminal() bool {
-	return r != nil && r.Record != nil && r.Record.Status.Terminal()
-}
-
-func (s *Service) batch(ctx context.Context, user string, req *IDRequest) (any, error) {
+func (s *Service) batch(ctx context.Context, user string, req *api.IDRequest) (any, error) {
 	rec, err := s.record(ctx, req.ID)
-	if ae := (*Error)(nil); errors.As(err, &ae) && ae.Code == CodeNotFound {
+	if ae := (*Error)(nil); errors.As(err, &ae) && ae.Code == api.CodeNotFound {
 		return nil, s.notFound(ctx, req.ID)
 	}
 	if err != nil {
@@ -376,11 +338,11 @@ func (s *Service) batch(ctx context.Context, user string, req *IDRequest) (any, 
 	}
 	if user != s.opts.Owner && user != rec.Batch.Submitter {
 		// Do not tell others whether the batch exists.
-		return nil, errf(CodeNotFound, "authz: no batch %d", req.ID)
+		return nil, errf(api.CodeNotFound, "authz: no batch %d", req.ID)
 	}
-	rep := &BatchReply{Record: rec, Outputs: rec.Outputs}
+	rep := &api.BatchReply{Record: apiRecord(rec), Outputs: rec.Outputs}
 	if st, err := s.progressStore.Load(ctx, rec.Batch.Domain, rec.Batch.ID); err == nil && st.Rev != 0 {
-		rep.Progress = &st.Progress
+		rep.Progress = apiProgress(&st.Progress)
 		if !rec.Status.Terminal() || (len(rec.Outputs) == 0 && rec.Outcome != nil && rec.Outcome.Executed > 0) {
 			// Running; or finished by a callback that carried no
 			// outputs (of an older processor): the progress has them.
@@ -393,26 +355,15 @@ func (s *Service) batch(ctx context.Context, user string, req *IDRequest) (any, 
 	return rep, nil
 }
 
-// DomainRequest names a domain.
-type DomainRequest struct {
-	Domain string `json:"domain"`
-}
-
-// StateReply is a domain's pause state.
-type StateReply struct {
-	Domain string `json:"domain"`
-	Paused bool   `json:"paused"`
-}
-
-func (s *Service) pause(ctx context.Context, user string, req *DomainRequest) (any, error) {
+func (s *Service) pause(ctx context.Context, user string, req *api.DomainRequest) (any, error) {
 	return s.setPaused(ctx, user, req, true)
 }
 
-func (s *Service) resume(ctx context.Context, user string, req *DomainRequest) (any, error) {
+func (s *Service) resume(ctx context.Context, user string, req *api.DomainRequest) (any, error) {
 	return s.setPaused(ctx, user, req, false)
 }
 
-func (s *Service) setPaused(ctx context.Context, user string, req *DomainRequest, paused bool) (any, error) {
+func (s *Service) setPaused(ctx context.Context, user string, req *api.DomainRequest, paused bool) (any, error) {
 	if err := pipeline.ValidateDomain(req.Domain); err != nil {
 		return nil, err
 	}
@@ -421,24 +372,7 @@ func (s *Service) setPaused(ctx context.Context, user string, req *DomainRequest
 		return nil, fmt.Errorf("authz: set pause state: %w", err)
 	}
 	s.log.Info("domain state changed", "domain", req.Domain, "paused", paused, "by", user)
-	return &StateReply{Domain: req.Domain, Paused: paused}, nil
-}
-
-// ConfirmRequest confirms function Index of batch ID.
-type ConfirmRequest struct {
-	ID      uint64 `json:"id"`
-	Index   int    `json:"index"`
-	Content string `json:"content"`
-	// Ref names the dispatch a confirmation of a function waiting for
-	// inclusion is about: the Result.Ref its handler returned for the
-	// round being confirmed. Other confirmations ignore it.
-	Ref string `json:"ref,omitempty"`
-}
-
-// ConfirmReply acknowledges a confirmation stored for the processor.
-type ConfirmReply struct {
-	ID    uint64 `json:"id"`
-	Index int    `json:"index"`
+	return &api.StateReply{Domain: req.Domain, Paused: paused}, nil
 }
 
 // confirm stores a confirmation for the processor, naming the caller as
@@ -448,21 +382,21 @@ type ConfirmReply struct {
 // batch's confirmation rules let confirm one of its functions (mayKnow).
 // Everyone else gets the answer a batch that does not exist gets, so
 // confirm cannot be used to find out which batches exist.
-func (s *Service) confirm(ctx context.Context, user string, req *ConfirmRequest) (any, error) {
-	hidden := errf(CodeNotFound, "authz: no batch %d with function %d waiting for your confirmation", req.ID, req.Index)
+func (s *Service) confirm(ctx context.Context, user string, req *api.ConfirmRequest) (any, error) {
+	hidden := errf(api.CodeNotFound, "authz: no batch %d with function %d waiting for your confirmation", req.ID, req.Index)
 	rec, err := s.recordFor(ctx, req.ID, hidden, func(b *pipeline.Batch) bool { return s.mayKnow(user, b) })
 	if err != nil {
 		return nil, err
 	}
 	b := &rec.Batch
 	if req.Index < 0 || req.Index >= len(b.Functions) || confirmRule(&b.Functions[req.Index]) == nil {
-		return nil, errf(CodeBadRequest, "authz: function %d of batch %d takes no confirmation", req.Index, req.ID)
+		return nil, errf(api.CodeBadRequest, "authz: function %d of batch %d takes no confirmation", req.Index, req.ID)
 	}
 	if rule := confirmRule(&b.Functions[req.Index]); !mayConfirm(rule, user) {
-		return nil, errf(CodeForbidden, "authz: %q may not confirm function %d of batch %d (allowed: %v)", user, req.Index, req.ID, rule.By)
+		return nil, errf(api.CodeForbidden, "authz: %q may not confirm function %d of batch %d (allowed: %v)", user, req.Index, req.ID, rule.By)
 	}
 	if rec.Status.Terminal() {
-		return nil, errf(CodeConflict, "authz: batch %d is already %s", req.ID, rec.Status)
+		return nil, errf(api.CodeConflict, "authz: batch %d is already %s", req.ID, rec.Status)
 	}
 	if err := s.checkInclusionConfirm(ctx, b, req); err != nil {
 		return nil, err
@@ -476,7 +410,7 @@ func (s *Service) confirm(ctx context.Context, user string, req *ConfirmRequest)
 	if _, err := s.js.PublishMsg(ctx, m); err != nil {
 		return nil, fmt.Errorf("authz: store confirmation: %w", err)
 	}
-	return &ConfirmReply{ID: req.ID, Index: req.Index}, nil
+	return &api.ConfirmReply{ID: req.ID, Index: req.Index}, nil
 }
 
 // mayKnow says whether user may learn that batch b exists and why a
@@ -509,25 +443,15 @@ func contains(list []string, v string) bool {
 	return false
 }
 
-// ReloadReply says how many labels the reloaded table has, and warns of
-// what in it nothing running serves.
-type ReloadReply struct {
-	Labels int `json:"labels"`
-	// Warnings name each label whose domain no running processor serves
-	// and each function type no running worker serves (Service.Unserved);
-	// empty when everything is served.
-	Warnings []string `json:"warnings"`
-}
-
 func (s *Service) reload(ctx context.Context, _ string, _ *struct{}) (any, error) {
 	if err := s.Reload(); err != nil {
-		return nil, errf(CodeBadRequest, "%v", err)
+		return nil, errf(api.CodeBadRequest, "%v", err)
 	}
 	warnings := s.WarnUnserved(ctx, "reload")
 	if warnings == nil {
 		warnings = []string{}
 	}
-	return &ReloadReply{Labels: len(s.Table().Labels), Warnings: warnings}, nil
+	return &api.ReloadReply{Labels: len(s.Table().Labels), Warnings: warnings}, nil
 }
 
 // recordFor reads batch id's record for a caller that may know of it only
@@ -537,7 +461,7 @@ func (s *Service) reload(ctx context.Context, _ string, _ *struct{}) (any, error
 func (s *Service) recordFor(ctx context.Context, id uint64, hidden *Error, may func(*pipeline.Batch) bool) (*streams.BatchRecord, error) {
 	rec, err := s.record(ctx, id)
 	var ae *Error
-	if errors.As(err, &ae) && ae.Code == CodeNotFound {
+	if errors.As(err, &ae) && ae.Code == api.CodeNotFound {
 		return nil, hidden
 	}
 	if err != nil {
@@ -553,7 +477,7 @@ func (s *Service) recordFor(ctx context.Context, id uint64, hidden *Error, may f
 func pageLimit(limit, def, most int) (int, error) {
 	switch {
 	case limit < 0 || limit > most:
-		return 0, errf(CodeBadRequest, "authz: limit %d: expected 1 to %d, or 0 for %d", limit, most, def)
+		return 0, errf(api.CodeBadRequest, "authz: limit %d: expected 1 to %d, or 0 for %d", limit, most, def)
 	case limit == 0:
 		return def, nil
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -49,18 +49,18 @@ func TestRefusals(t *testing.T) {
 		req  any
 		code string
 	}{
-		{name: "unknown label", user: "alice", op: "send", req: authz.SendRequest{Label: "nope", Functions: []authz.CallSpec{noop()}}, code: "404"},
-		{name: "user not on the label", user: "bob", op: "send", req: authz.SendRequest{Label: "transfer", Functions: []authz.CallSpec{noop()}}, code: "403"},
-		{name: "function type not allowed", user: "alice", op: "send", req: authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{{Type: handlers.TypeTransfer}}}, code: "400"},
-		{name: "no functions", user: "alice", op: "send", req: authz.SendRequest{Label: "jobs"}, code: "400"},
+		{name: "unknown label", user: "alice", op: "send", req: api.SendRequest{Label: "nope", Functions: []api.CallSpec{noop()}}, code: "404"},
+		{name: "user not on the label", user: "bob", op: "send", req: api.SendRequest{Label: "transfer", Functions: []api.CallSpec{noop()}}, code: "403"},
+		{name: "function type not allowed", user: "alice", op: "send", req: api.SendRequest{Label: "jobs", Functions: []api.CallSpec{{Type: handlers.TypeTransfer}}}, code: "400"},
+		{name: "no functions", user: "alice", op: "send", req: api.SendRequest{Label: "jobs"}, code: "400"},
 		{name: "unknown field", user: "alice", op: "send", req: map[string]any{"label": "jobs", "priority": "high"}, code: "400"},
-		{name: "missing confirmation content", user: "alice", op: "send", req: authz.SendRequest{Label: "confirmed", Functions: []authz.CallSpec{noop()}}, code: "400"},
-		{name: "pause by a caller", user: "alice", op: "pause", req: authz.DomainRequest{Domain: domain}, code: "403"},
-		{name: "evict by a caller", user: "alice", op: "evict", req: authz.PositionRequest{Domain: domain, Priority: pipeline.Med}, code: "403"},
-		{name: "insert by a caller", user: "bob", op: "insert", req: authz.InsertRequest{Domain: domain, Priority: pipeline.Med, Label: "jobs", Functions: []authz.CallSpec{noop()}}, code: "403"},
-		{name: "replay by a caller", user: "alice", op: "replay", req: authz.ReplayRequest{Seq: 1}, code: "403"},
-		{name: "queue by a caller", user: "alice", op: "queue", req: authz.QueueRequest{Domain: domain, Priority: pipeline.Med}, code: "403"},
-		{name: "bad domain", user: "owner", op: "pause", req: authz.DomainRequest{Domain: "a.b"}, code: "400"},
+		{name: "missing confirmation content", user: "alice", op: "send", req: api.SendRequest{Label: "confirmed", Functions: []api.CallSpec{noop()}}, code: "400"},
+		{name: "pause by a caller", user: "alice", op: "pause", req: api.DomainRequest{Domain: domain}, code: "403"},
+		{name: "evict by a caller", user: "alice", op: "evict", req: api.PositionRequest{Domain: domain, Priority: pipeline.Med}, code: "403"},
+		{name: "insert by a caller", user: "bob", op: "insert", req: api.InsertRequest{Domain: domain, Priority: pipeline.Med, Label: "jobs", Functions: []api.CallSpec{noop()}}, code: "403"},
+		{name: "replay by a caller", user: "alice", op: "replay", req: api.ReplayRequest{Seq: 1}, code: "403"},
+		{name: "queue by a caller", user: "alice", op: "queue", req: api.QueueRequest{Domain: domain, Priority: pipeline.Med}, code: "403"},
+		{name: "bad domain", user: "owner", op: "pause", req: api.DomainRequest{Domain: "a.b"}, code: "400"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,10 +75,10 @@ func TestRefusals(t *testing.T) {
 	}
 	// bob cannot read alice's batch.
 	id := b.send(t, "alice", "jobs", noop())
-	if e := b.call(t, "bob", "batch", authz.IDRequest{ID: id}, nil); e == nil || e.Code != "404" {
+	if e := b.call(t, "bob", api.OpBatch, api.IDRequest{ID: id}, nil); e == nil || e.Code != "404" {
 		t.Fatalf("bob read alice's batch: %+v", e)
 	}
-	if e := b.call(t, "alice", "batch", authz.IDRequest{ID: id}, &authz.BatchReply{}); e != nil {
+	if e := b.call(t, "alice", api.OpBatch, api.IDRequest{ID: id}, &api.BatchReply{}); e != nil {
 		t.Fatalf("alice cannot read her batch: %+v", e)
 	}
 }
@@ -87,7 +87,7 @@ func TestCannotSubmitAsAnotherUser(t *testing.T) {
 	b := setup(t)
 	errs := make(chan error, 1)
 	nc := b.env.Conn(t, "alice", nats_ErrorHandler(errs))
-	if _, err := nc.Request(streams.AuthzSubject("bob", "send"), []byte(`{"label":"jobs","functions":[{"type":"noop"}]}`), 500*time.Millisecond); err == nil {
+	if _, err := nc.Request(streams.AuthzSubject("bob", api.OpSend), []byte(`{"label":"jobs","functions":[{"type":"noop"}]}`), 500*time.Millisecond); err == nil {
 		t.Fatal("alice could send as bob")
 	}
 	if err := <-errs; err == nil {
@@ -102,45 +102,45 @@ func TestConcurrencyLimit(t *testing.T) {
 	b := setup(t)
 	first := b.send(t, "alice", "limited", noop())
 	b.send(t, "bob", "limited", noop())
-	e := b.call(t, "alice", "send", authz.SendRequest{Label: "limited", Functions: []authz.CallSpec{noop()}}, nil)
+	e := b.call(t, "alice", api.OpSend, api.SendRequest{Label: "limited", Functions: []api.CallSpec{noop()}}, nil)
 	if e == nil || e.Code != "409" {
 		t.Fatalf("third batch over the limit: %+v", e)
 	}
 	// The refused submission left no trace in alice's listing.
-	var list authz.ListReply
-	if e := b.call(t, "alice", "list", authz.ListRequest{}, &list); e != nil {
+	var list api.ListReply
+	if e := b.call(t, "alice", api.OpList, api.ListRequest{}, &list); e != nil {
 		t.Fatal(e)
 	}
 	if len(list.Items) != 1 || list.Items[0].ID != first {
 		t.Fatalf("alice's listing %+v, want only batch %d", list.Items, first)
 	}
 	// The owner's insert bypasses the limit.
-	var ins authz.InsertReply
-	if e := b.call(t, "owner", "insert", authz.InsertRequest{Domain: domain, Priority: pipeline.Med, Position: 0, Label: "limited", Functions: []authz.CallSpec{noop()}}, &ins); e != nil {
+	var ins api.InsertReply
+	if e := b.call(t, "owner", api.OpInsert, api.InsertRequest{Domain: domain, Priority: pipeline.Med, Position: 0, Label: "limited", Functions: []api.CallSpec{noop()}}, &ins); e != nil {
 		t.Fatalf("owner insert: %+v", e)
 	}
 	b.settled(t, first)
 	testnats.Eventually(t, 10*time.Second, "a slot freed", func() bool {
-		return b.call(t, "alice", "send", authz.SendRequest{Label: "limited", Functions: []authz.CallSpec{noop()}}, nil) == nil
+		return b.call(t, "alice", api.OpSend, api.SendRequest{Label: "limited", Functions: []api.CallSpec{noop()}}, nil) == nil
 	})
 }
 
 func TestIdempotentSend(t *testing.T) {
 	b := setup(t)
-	req := authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{noop()}, IdempotencyKey: "order-42"}
-	var r1, r2 authz.SendReply
-	if e := b.call(t, "alice", "send", req, &r1); e != nil {
+	req := api.SendRequest{Label: "jobs", Functions: []api.CallSpec{noop()}, IdempotencyKey: "order-42"}
+	var r1, r2 api.SendReply
+	if e := b.call(t, "alice", api.OpSend, req, &r1); e != nil {
 		t.Fatal(e)
 	}
-	if e := b.call(t, "alice", "send", req, &r2); e != nil {
+	if e := b.call(t, "alice", api.OpSend, req, &r2); e != nil {
 		t.Fatal(e)
 	}
 	if r1.ID != r2.ID || !r2.Duplicate {
 		t.Fatalf("ids %d and %d (duplicate %v)", r1.ID, r2.ID, r2.Duplicate)
 	}
 	// Another user's same key is another batch.
-	var r3 authz.SendReply
-	if e := b.call(t, "bob", "send", req, &r3); e != nil {
+	var r3 api.SendReply
+	if e := b.call(t, "bob", api.OpSend, req, &r3); e != nil {
 		t.Fatal(e)
 	}
 	if r3.ID == r1.ID {
@@ -165,8 +165,8 @@ func TestEvictInsertLikeAList(t *testing.T) {
 	for step := range 24 {
 		if step%2 == 0 {
 			pos := rnd.IntN(len(model) + 2) // sometimes past the end
-			var rep authz.InsertReply
-			e := b.call(t, "owner", "insert", authz.InsertRequest{Domain: domain, Priority: pipeline.Med, Position: pos, Label: "jobs", Functions: []authz.CallSpec{noop()}}, &rep)
+			var rep api.InsertReply
+			e := b.call(t, "owner", api.OpInsert, api.InsertRequest{Domain: domain, Priority: pipeline.Med, Position: pos, Label: "jobs", Functions: []api.CallSpec{noop()}}, &rep)
 			if pos > len(model) {
 				if e == nil || e.Code != "416" {
 					t.Fatalf("insert at %d of %d: %+v", pos, len(model), e)
@@ -179,8 +179,8 @@ func TestEvictInsertLikeAList(t *testing.T) {
 			model = slices.Insert(model, pos, rep.ID)
 		} else {
 			pos := rnd.IntN(len(model) + 1)
-			var rep authz.EvictReply
-			e := b.call(t, "owner", "evict", authz.PositionRequest{Domain: domain, Priority: pipeline.Med, Position: pos}, &rep)
+			var rep api.EvictReply
+			e := b.call(t, "owner", api.OpEvict, api.PositionRequest{Domain: domain, Priority: pipeline.Med, Position: pos}, &rep)
 			if pos >= len(model) {
 				if e == nil || e.Code != "416" {
 					t.Fatalf("evict at %d of %d: %+v", pos, len(model), e)
@@ -203,7 +203,7 @@ func TestEvictInsertLikeAList(t *testing.T) {
 	var order []uint64
 	testnats.Eventually(t, 20*time.Second, "queue drained", func() bool {
 		rep := b.proc.Tick(b.ctx, 1)
-		if len(rep.Steps) == 1 && rep.Steps[0].Action == "finished" {
+		if len(rep.Steps) == 1 && rep.Steps[0].Action == api.ActionFinished {
 			order = append(order, rep.Steps[0].BatchID)
 		}
 		return len(order) == len(model)
@@ -224,9 +224,9 @@ func TestEvictInsertLikeAList(t *testing.T) {
 
 func key(id uint64) string { return streams.BatchKey(id) + "/0" }
 
-func (b *bundle) settledRecord(t *testing.T, id uint64) *streams.BatchRecord {
+func (b *bundle) settledRecord(t *testing.T, id uint64) *api.BatchRecord {
 	t.Helper()
-	var rec *streams.BatchRecord
+	var rec *api.BatchRecord
 	testnats.Eventually(t, 10*time.Second, "record terminal", func() bool {
 		rec = b.record(t, id)
 		return rec.Status.Terminal()
@@ -239,7 +239,7 @@ func (b *bundle) settledRecord(t *testing.T, id uint64) *streams.BatchRecord {
 func TestReplyOnlyToTheCallersInbox(t *testing.T) {
 	b := setup(t)
 	nc := b.env.Conn(t, "alice")
-	m := nats.NewMsg(streams.AuthzSubject("alice", "send"))
+	m := nats.NewMsg(streams.AuthzSubject("alice", api.OpSend))
 	m.Reply = "$KV.batches.4242"
 	m.Data = []byte(`{"label":"jobs","functions":[{"type":"noop"}]}`)
 	if err := nc.PublishMsg(m); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -146,7 +147,7 @@ func TestCallbackOnARecordChangedMeanwhile(t *testing.T) {
 	if _, err := b.env.JS(t, "processor").PublishMsg(b.ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	var got *streams.BatchRecord
+	var got *api.BatchRecord
 	testnats.Eventually(t, 10*time.Second, "the callback applied", func() bool {
 		got = b.record(t, id)
 		return got.Status.Terminal()

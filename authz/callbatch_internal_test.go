@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/drain"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
@@ -38,7 +39,7 @@ func groupSetup(t *testing.T, batches int) *groupBundle {
 	g.SetLimit(16)
 	for i := range b.ids {
 		g.Go(func() error {
-			rep, err := b.s.submit(b.ctx, "jobs", b.s.Table().Labels["jobs"], "alice", []CallSpec{{Type: "noop"}}, "", "", pipeline.Med, false)
+			rep, err := b.s.submit(b.ctx, "jobs", b.s.Table().Labels["jobs"], "alice", []api.CallSpec{{Type: "noop"}}, "", "", pipeline.Med, false)
 			if err == nil {
 				b.ids[i] = rep.ID
 			}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
@@ -60,7 +61,7 @@ func cancelSetup(t *testing.T) *cancelBundle {
 
 func (b *cancelBundle) send(t *testing.T, key string) uint64 {
 	t.Helper()
-	rep, err := b.s.submit(b.ctx, "seq", b.s.Table().Labels["seq"], "alice", []CallSpec{{Type: "noop"}}, key, "", pipeline.Med, false)
+	rep, err := b.s.submit(b.ctx, "seq", b.s.Table().Labels["seq"], "alice", []api.CallSpec{{Type: "noop"}}, key, "", pipeline.Med, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func (b *cancelBundle) waitStatus(t *testing.T, id uint64, want pipeline.Status)
 func TestCancelWhileWaitingForKey(t *testing.T) {
 	b := cancelSetup(t)
 	head, cancelled, next := b.send(t, "k"), b.send(t, "k"), b.send(t, "k")
-	if _, err := b.s.cancel(b.ctx, "alice", &IDRequest{ID: cancelled}); err != nil {
+	if _, err := b.s.cancel(b.ctx, "alice", &api.IDRequest{ID: cancelled}); err != nil {
 		t.Fatal(err)
 	}
 	b.tickUntil(t, head, cancelled)
@@ -160,11 +161,11 @@ func TestCancelRepeatedFinishesACutShortCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		rep, err := b.s.cancel(b.ctx, "alice", &IDRequest{ID: cancelled})
+		rep, err := b.s.cancel(b.ctx, "alice", &api.IDRequest{ID: cancelled})
 		if err != nil {
 			t.Fatalf("repeated cancel: %v", err)
 		}
-		if r := rep.(*CancelReply); r.ID != cancelled || r.Status != pipeline.RemovedByOwner {
+		if r := rep.(*api.CancelReply); r.ID != cancelled || r.Status != pipeline.RemovedByOwner {
 			t.Fatalf("repeated cancel: %+v", r)
 		}
 		b.waitStatus(t, cancelled, pipeline.RemovedByOwner)

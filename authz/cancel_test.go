@@ -3,7 +3,7 @@ package authz_test
 import (
 	"testing"
 
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -18,16 +18,16 @@ func TestCancelledBatchNeverRuns(t *testing.T) {
 	b := setup(t)
 	for _, tc := range []struct {
 		name, label string
-		call        authz.CallSpec
+		call        api.CallSpec
 	}{
-		{name: "atomic", label: "transfer", call: authz.CallSpec{Type: handlers.TypeTransfer,
+		{name: "atomic", label: "transfer", call: api.CallSpec{Type: handlers.TypeTransfer,
 			Payload: pipeline.MustPayload(handlers.Transfer{From: "alice", To: "bob", Amount: 10})}},
 		{name: "one function, non-atomic", label: "jobs", call: noop()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := b.send(t, "alice", tc.label, tc.call)
-			var rep authz.CancelReply
-			if e := b.call(t, "alice", "cancel", authz.IDRequest{ID: id}, &rep); e != nil || rep.Status != pipeline.RemovedByOwner {
+			var rep api.CancelReply
+			if e := b.call(t, "alice", api.OpCancel, api.IDRequest{ID: id}, &rep); e != nil || rep.Status != pipeline.RemovedByOwner {
 				t.Fatalf("cancel: %+v %+v", rep, e)
 			}
 			for range 3 {

@@ -9,45 +9,21 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
 
-// DLQRequest lists dead letters, optionally of one domain, from a sequence on.
-type DLQRequest struct {
-	Domain string `json:"domain,omitempty"`
-	From   uint64 `json:"from,omitempty"`
-	Limit  int    `json:"limit,omitempty"`
-}
-
-// DeadLetterItem summarises one dead letter.
-type DeadLetterItem struct {
-	Seq        uint64           `json:"seq"`
-	BatchID    uint64           `json:"batch_id"`
-	Domain     string           `json:"domain"`
-	Outcome    pipeline.Outcome `json:"outcome"`
-	Error      string           `json:"error"`
-	Attempts   int              `json:"attempts"`
-	Index      int              `json:"index"`
-	At         time.Time        `json:"at"`
-	ReplayedAs uint64           `json:"replayed_as,omitempty"`
-}
-
-// DLQReply is a page of dead letters.
-type DLQReply struct {
-	Items []DeadLetterItem `json:"items"`
-}
-
-func (s *Service) listDLQ(ctx context.Context, user string, req *DLQRequest) (any, error) {
-	if req.Limit <= 0 || req.Limit > 1000 {
-		req.Limit = 100
+func (s *Service) listDLQ(ctx context.Context, user string, req *api.DLQRequest) (any, error) {
+	if req.Limit <= 0 || req.Limit > api.MaxDLQLimit {
+		req.Limit = api.DefaultDLQLimit
 	}
 	items, err := s.deadLetters(ctx, req.Domain, req.From, req.Limit)
 	if err != nil {
 		return nil, err
 	}
-	out := &DLQReply{Items: []DeadLetterItem{}}
+	out := &api.DLQReply{Items: []api.DeadLetterItem{}}
 	for _, it := range items {
 		out.Items = append(out.Items, it.item)
 	}
@@ -55,7 +31,7 @@ func (s *Service) listDLQ(ctx context.Context, user string, req *DLQRequest) (an
 }
 
 type deadLetter struct {
-	item DeadLetterItem
+	item api.DeadLetterItem
 	dl   streams.DeadLetter
 }
 
@@ -81,7 +57,7 @@ func (s *Service) deadLetters(ctx context.Context, domain string, from uint64, l
 		if err != nil {
 			continue // a raw, undecodable token: inspect with nats stream view
 		}
-		it := DeadLetterItem{Seq: rm.Sequence, BatchID: dl.Batch.ID, Domain: dl.Domain, Outcome: dl.Outcome,
+		it := api.DeadLetterItem{Seq: rm.Sequence, BatchID: dl.Batch.ID, Domain: dl.Domain, Outcome: dl.Outcome,
 			Error: dl.Error, Attempts: dl.Attempts, Index: dl.Index, At: dl.At}
 		rr, _, err := s.replayed(ctx, rm.Sequence)
 		switch {
@@ -99,27 +75,7 @@ func (s *Service) deadLetters(ctx context.Context, domain string, from uint64, l
 	return out, nil
 }
 
-// ReplayRequest replays one dead letter (Seq), or every one of a domain not
-// replayed yet (All).
-type ReplayRequest struct {
-	Seq    uint64 `json:"seq,omitempty"`
-	Domain string `json:"domain,omitempty"`
-	All    bool   `json:"all,omitempty"`
-}
-
-// Replayed links a dead letter to the new batch replaying it.
-type Replayed struct {
-	Seq   uint64 `json:"seq"`
-	From  uint64 `json:"from"`
-	AsNew uint64 `json:"as"`
-}
-
-// ReplayReply lists what was replayed.
-type ReplayReply struct {
-	Replayed []Replayed `json:"replayed"`
-}
-
-func (s *Service) replay(ctx context.Context, user string, req *ReplayRequest) (any, error) {
+func (s *Service) replay(ctx context.Context, user string, req *api.ReplayRequest) (any, error) {
 	var items []deadLetter
 	switch {
 	case req.Seq != 0:
@@ -128,7 +84,7 @@ func (s *Service) replay(ctx context.Context, user string, req *ReplayRequest) (
 			return nil, err
 		}
 		if len(got) == 0 || got[0].item.Seq != req.Seq {
-			return nil, errf(CodeNotFound, "authz: no dead letter at sequence %d", req.Seq)
+			return nil, errf(api.CodeNotFound, "authz: no dead letter at sequence %d", req.Seq)
 		}
 		items = got
 	case req.All:
@@ -142,15 +98,15 @@ func (s *Service) replay(ctx context.Context, user string, req *ReplayRequest) (
 			}
 		}
 	default:
-		return nil, errf(CodeBadRequest, "authz: say which dead letter to replay: {\"seq\": n} or {\"domain\": d, \"all\": true}")
+		return nil, errf(api.CodeBadRequest, "authz: say which dead letter to replay: {\"seq\": n} or {\"domain\": d, \"all\": true}")
 	}
-	out := &ReplayReply{Replayed: []Replayed{}}
+	out := &api.ReplayReply{Replayed: []api.Replayed{}}
 	for _, it := range items {
 		id, err := s.replayOne(ctx, it)
 		if err != nil {
 			return nil, err
 		}
-		out.Replayed = append(out.Replayed, Replayed{Seq: it.item.Seq, From: it.dl.Batch.ID, AsNew: id})
+		out.Replayed = append(out.Replayed, api.Replayed{Seq: it.item.Seq, From: it.dl.Batch.ID, AsNew: id})
 	}
 	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
@@ -34,9 +35,9 @@ func TestAPIDefaults(t *testing.T) {
 		{"max_functions defaults", "Default (\\d+) for a batch with a `sender: true` function \\([^)]*\\), else (\\d+)", []int{DefaultSenderMaxFunctions, pipeline.MaxFunctions}},
 		{"max_functions of a sender batch", "`max_functions` functions \\(default (\\d+)\\)", []int{DefaultSenderMaxFunctions}},
 		{"max_requests", "a quarter of the replica's (\\d+) workers \\(`authz.Options.Concurrency`\\): (\\d+)", []int{DefaultConcurrency, defaultMaxRequests(DefaultConcurrency)}},
-		{"keys limit", "at most `limit` \\(default (\\d+), at most (\\d+);", []int{DefaultKeysLimit, MaxKeysLimit}},
-		{"list limit", "accepting replica's clock\\): `limit` \\(1 to (\\d+), default (\\d+)\\)", []int{MaxListLimit, DefaultListLimit}},
-		{"inflight limit", "oldest first, up to `limit` \\(1 to (\\d+), default (\\d+)\\)", []int{MaxInFlight, DefaultInFlight}},
+		{"keys limit", "at most `limit` \\(default (\\d+), at most (\\d+);", []int{api.DefaultKeysLimit, api.MaxKeysLimit}},
+		{"list limit", "accepting replica's clock\\): `limit` \\(1 to (\\d+), default (\\d+)\\)", []int{api.MaxListLimit, api.DefaultListLimit}},
+		{"inflight limit", "oldest first, up to `limit` \\(1 to (\\d+), default (\\d+)\\)", []int{api.MaxInFlight, api.DefaultInFlight}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -70,7 +71,7 @@ func (t *Table) validateDomains() error {
 
 // allowedTypes refuses, as a bad request, a function type domain does not
 // allow, naming it and the allowed list.
-func (t *Table) allowedTypes(domain string, calls []CallSpec) error {
+func (t *Table) allowedTypes(domain string, calls []api.CallSpec) error {
 	types := make([]string, len(calls))
 	for i, c := range calls {
 		types[i] = c.Type
@@ -94,7 +95,7 @@ func (t *Table) allowed(domain string, types []string) error {
 	}
 	for i, typ := range types {
 		if !slices.Contains(r.AllowedTypes, typ) {
-			return errf(CodeBadRequest, "authz: functions[%d].type: function type %q is not allowed in domain %q (allowed: %v)", i, logging.Capped(typ), domain, r.AllowedTypes)
+			return errf(api.CodeBadRequest, "authz: functions[%d].type: function type %q is not allowed in domain %q (allowed: %v)", i, logging.Capped(typ), domain, r.AllowedTypes)
 		}
 	}
 	return nil

@@ -2,18 +2,21 @@ package authz_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/streams"
 )
 
-// TestOwnerOnlyEndpoints: the endpoint table says which operations are the
-// owner's, the service advertises it, and every one of them refuses any
-// other caller with 403 before reading the body — so an owner operation
-// added to the table cannot forget its check.
+// TestOwnerOnlyEndpoints: the service advertises an endpoint for every
+// operation of package api and no other; the endpoint table says which
+// operations are the owner's, the service advertises it, and every one of
+// them refuses any other caller with 403 before reading the body — so an
+// owner operation added to the table cannot forget its check.
 func TestOwnerOnlyEndpoints(t *testing.T) {
 	b := setup(t)
 	admin := b.env.Conn(t, "admin")
@@ -26,8 +29,10 @@ func TestOwnerOnlyEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	owners := 0
+	var ops []string
 	for _, e := range info.Endpoints {
 		op := e.Subject[strings.LastIndex(e.Subject, ".")+1:]
+		ops = append(ops, op)
 		ownerOnly := strings.HasSuffix(e.Metadata["description"], "(owner)")
 		_, ae := b.raw(t, "alice", op, []byte(`{"not a field": true}`))
 		switch {
@@ -39,6 +44,14 @@ func TestOwnerOnlyEndpoints(t *testing.T) {
 		case ae != nil && ae.Code == "403":
 			t.Errorf("%s is open to callers, but alice got %+v", op, ae)
 		}
+	}
+	want := []string{api.OpSend, api.OpBatch, api.OpConfirm, api.OpQueue, api.OpPause, api.OpResume, api.OpEvict,
+		api.OpInsert, api.OpDLQ, api.OpReplay, api.OpPurge, api.OpReload, api.OpKeys, api.OpSenders, api.OpDomains,
+		api.OpInFlight, api.OpList, api.OpCancel, api.OpSchedules, api.OpPauseSchedule, api.OpResumeSchedule}
+	slices.Sort(ops)
+	slices.Sort(want)
+	if !slices.Equal(ops, want) {
+		t.Errorf("endpoints %v, want the api's operations %v", ops, want)
 	}
 	if owners != 16 {
 		t.Fatalf("%d owner-only endpoints advertised, want 16 (queue, pause, resume, evict, insert, dlq, replay, purge, reload, keys, senders, domains, inflight, schedules, pause_schedule, resume_schedule)", owners)

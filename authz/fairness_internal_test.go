@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -96,7 +97,7 @@ func TestOneCallerCannotStallTheOthers(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = sub.Unsubscribe() })
 			for i := range n {
-				if err := alice.PublishRequest(streams.AuthzSubject("alice", "list"), fmt.Sprintf("%s.%d", inbox, i), []byte(`{"limit":10}`)); err != nil {
+				if err := alice.PublishRequest(streams.AuthzSubject("alice", api.OpList), fmt.Sprintf("%s.%d", inbox, i), []byte(`{"limit":10}`)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -122,11 +123,11 @@ func TestOneCallerCannotStallTheOthers(t *testing.T) {
 			// With every one of alice's requests held, bob is served.
 			bob := env.Conn(t, "bob")
 			for i := range 5 {
-				m, err := bob.Request(streams.AuthzSubject("bob", "send"), []byte(`{"label":"jobs","functions":[{"type":"noop"}]}`), 10*time.Second)
+				m, err := bob.Request(streams.AuthzSubject("bob", api.OpSend), []byte(`{"label":"jobs","functions":[{"type":"noop"}]}`), 10*time.Second)
 				if err != nil {
 					t.Fatalf("bob's send %d while alice's requests are held: %v", i, err)
 				}
-				var rep SendReply
+				var rep api.SendReply
 				if code := m.Header.Get(micro.ErrorCodeHeader); code != "" || json.Unmarshal(m.Data, &rep) != nil || rep.ID == 0 {
 					t.Fatalf("bob's send %d answered %q %q %s", i, code, m.Header.Get(micro.ErrorHeader), m.Data)
 				}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
@@ -27,28 +27,28 @@ func TestIdempotencyKeyConflict(t *testing.T) {
 		}
 		return p
 	}
-	first := authz.SendRequest{Label: "jobs", IdempotencyKey: "order-42",
-		Functions: []authz.CallSpec{{Type: handlers.TypeNoop, Payload: payload(`{"amount":5,"to":"bob"}`)}}}
-	var r1 authz.SendReply
-	if e := b.call(t, "alice", "send", first, &r1); e != nil {
+	first := api.SendRequest{Label: "jobs", IdempotencyKey: "order-42",
+		Functions: []api.CallSpec{{Type: handlers.TypeNoop, Payload: payload(`{"amount":5,"to":"bob"}`)}}}
+	var r1 api.SendReply
+	if e := b.call(t, "alice", api.OpSend, first, &r1); e != nil {
 		t.Fatal(e)
 	}
 	tests := []struct {
 		name string
-		req  authz.SendRequest
+		req  api.SendRequest
 	}{
-		{name: "another label", req: authz.SendRequest{Label: "transfer", IdempotencyKey: "order-42", Functions: first.Functions}},
-		{name: "another payload", req: authz.SendRequest{Label: "jobs", IdempotencyKey: "order-42",
-			Functions: []authz.CallSpec{{Type: handlers.TypeNoop, Payload: payload(`{"amount":500,"to":"bob"}`)}}}},
-		{name: "another function", req: authz.SendRequest{Label: "jobs", IdempotencyKey: "order-42",
-			Functions: []authz.CallSpec{{Type: handlers.TypeFail, Payload: first.Functions[0].Payload}}}},
-		{name: "one more function", req: authz.SendRequest{Label: "jobs", IdempotencyKey: "order-42",
-			Functions: append([]authz.CallSpec{noop()}, first.Functions...)}},
-		{name: "another serialisation key", req: authz.SendRequest{Label: "jobs", IdempotencyKey: "order-42", Key: "k1", Functions: first.Functions}},
+		{name: "another label", req: api.SendRequest{Label: "transfer", IdempotencyKey: "order-42", Functions: first.Functions}},
+		{name: "another payload", req: api.SendRequest{Label: "jobs", IdempotencyKey: "order-42",
+			Functions: []api.CallSpec{{Type: handlers.TypeNoop, Payload: payload(`{"amount":500,"to":"bob"}`)}}}},
+		{name: "another function", req: api.SendRequest{Label: "jobs", IdempotencyKey: "order-42",
+			Functions: []api.CallSpec{{Type: handlers.TypeFail, Payload: first.Functions[0].Payload}}}},
+		{name: "one more function", req: api.SendRequest{Label: "jobs", IdempotencyKey: "order-42",
+			Functions: append([]api.CallSpec{noop()}, first.Functions...)}},
+		{name: "another serialisation key", req: api.SendRequest{Label: "jobs", IdempotencyKey: "order-42", Key: "k1", Functions: first.Functions}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := b.call(t, "alice", "send", tt.req, nil)
+			e := b.call(t, "alice", api.OpSend, tt.req, nil)
 			if e == nil || e.Code != "409" || !strings.Contains(e.Msg, `"order-42"`) {
 				t.Fatalf("got %+v, want a 409 naming the key", e)
 			}
@@ -56,9 +56,9 @@ func TestIdempotencyKeyConflict(t *testing.T) {
 	}
 	// The same content, its payload's keys in another order, is the same submission.
 	again := first
-	again.Functions = []authz.CallSpec{{Type: handlers.TypeNoop, Payload: payload(`{"to":"bob","amount":5}`)}}
-	var r2 authz.SendReply
-	if e := b.call(t, "alice", "send", again, &r2); e != nil || r2.ID != r1.ID || !r2.Duplicate {
+	again.Functions = []api.CallSpec{{Type: handlers.TypeNoop, Payload: payload(`{"to":"bob","amount":5}`)}}
+	var r2 api.SendReply
+	if e := b.call(t, "alice", api.OpSend, again, &r2); e != nil || r2.ID != r1.ID || !r2.Duplicate {
 		t.Fatalf("same submission again: %+v %+v, want batch %d as a duplicate", e, r2, r1.ID)
 	}
 	if q := b.queue(t, pipeline.Med); !equal(q, []uint64{r1.ID}) {
@@ -72,13 +72,13 @@ func TestIdempotencyKeyConflict(t *testing.T) {
 func TestReplayIdempotentPastTheDuplicateWindow(t *testing.T) {
 	const window = 100 * time.Millisecond
 	b := setup(t, testnats.WithSettings(func(s *streams.Settings) { s.DuplicateWindow = window }))
-	id := b.send(t, "alice", "jobs", authz.CallSpec{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})})
+	id := b.send(t, "alice", "jobs", api.CallSpec{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})})
 	rec := b.settled(t, id)
 	if rec.DeadLetter == 0 {
 		t.Fatalf("no dead letter: %+v", rec)
 	}
-	var first authz.ReplayReply
-	if e := b.call(t, "owner", "replay", authz.ReplayRequest{Seq: rec.DeadLetter}, &first); e != nil || len(first.Replayed) != 1 {
+	var first api.ReplayReply
+	if e := b.call(t, "owner", api.OpReplay, api.ReplayRequest{Seq: rec.DeadLetter}, &first); e != nil || len(first.Replayed) != 1 {
 		t.Fatalf("replay: %+v %+v", e, first)
 	}
 	newID := first.Replayed[0].AsNew
@@ -98,12 +98,12 @@ func TestReplayIdempotentPastTheDuplicateWindow(t *testing.T) {
 		t.Fatal("the probe was a duplicate at once")
 	}
 	testnats.Eventually(t, 10*time.Second, "duplicate window passed", func() bool { return !probe() })
-	var again authz.ReplayReply
-	if e := b.call(t, "owner", "replay", authz.ReplayRequest{Seq: rec.DeadLetter}, &again); e != nil || len(again.Replayed) != 1 || again.Replayed[0].AsNew != newID {
+	var again api.ReplayReply
+	if e := b.call(t, "owner", api.OpReplay, api.ReplayRequest{Seq: rec.DeadLetter}, &again); e != nil || len(again.Replayed) != 1 || again.Replayed[0].AsNew != newID {
 		t.Fatalf("replay past the duplicate window: %+v %+v, want batch %d", e, again, newID)
 	}
-	var all authz.ReplayReply
-	if e := b.call(t, "owner", "replay", authz.ReplayRequest{Domain: domain, All: true}, &all); e != nil || len(all.Replayed) != 0 {
+	var all api.ReplayReply
+	if e := b.call(t, "owner", api.OpReplay, api.ReplayRequest{Domain: domain, All: true}, &all); e != nil || len(all.Replayed) != 0 {
 		t.Fatalf("replay all: %+v %+v, want nothing left to replay", e, all)
 	}
 	if q := b.queue(t, pipeline.Med); !equal(q, []uint64{newID}) {
@@ -119,7 +119,7 @@ func TestReplayIdempotentPastTheDuplicateWindow(t *testing.T) {
 // finished by the next replay of the same dead letter, with that id.
 func TestHalfDoneReplayIsFinished(t *testing.T) {
 	b := setup(t)
-	id := b.send(t, "alice", "jobs", authz.CallSpec{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})})
+	id := b.send(t, "alice", "jobs", api.CallSpec{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})})
 	rec := b.settled(t, id)
 	js := b.env.JS(t, "admin")
 	claimed, _, err := submit.AssignID(b.ctx, js, "")
@@ -133,12 +133,12 @@ func TestHalfDoneReplayIsFinished(t *testing.T) {
 	if _, err := kv.Create(b.ctx, fmt.Sprintf("replay.%d", rec.DeadLetter), fmt.Appendf(nil, `{"id":%d}`, claimed)); err != nil {
 		t.Fatal(err)
 	}
-	var list authz.DLQReply
-	if e := b.call(t, "owner", "dlq", authz.DLQRequest{Domain: domain}, &list); e != nil || len(list.Items) != 1 || list.Items[0].ReplayedAs != 0 {
+	var list api.DLQReply
+	if e := b.call(t, "owner", api.OpDLQ, api.DLQRequest{Domain: domain}, &list); e != nil || len(list.Items) != 1 || list.Items[0].ReplayedAs != 0 {
 		t.Fatalf("a half-done replay listed as replayed: %+v %+v", e, list)
 	}
-	var rep authz.ReplayReply
-	if e := b.call(t, "owner", "replay", authz.ReplayRequest{Domain: domain, All: true}, &rep); e != nil || len(rep.Replayed) != 1 || rep.Replayed[0].AsNew != claimed {
+	var rep api.ReplayReply
+	if e := b.call(t, "owner", api.OpReplay, api.ReplayRequest{Domain: domain, All: true}, &rep); e != nil || len(rep.Replayed) != 1 || rep.Replayed[0].AsNew != claimed {
 		t.Fatalf("replay: %+v %+v, want batch %d", e, rep, claimed)
 	}
 	if q := b.queue(t, pipeline.Med); !equal(q, []uint64{claimed}) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -15,31 +16,6 @@ import (
 // The owner's views of what runs now: every domain's queues and pause
 // state (domains), and the batches of one domain not finished yet, oldest
 // first (inflight).
-
-// DomainsReply lists the domains of the authorization table.
-type DomainsReply struct {
-	Domains []DomainInfo `json:"domains"`
-}
-
-// DomainInfo is one domain's pause state and queue depths.
-type DomainInfo struct {
-	Domain string `json:"domain"`
-	Paused bool   `json:"paused"`
-	// PausedBy and At say who changed the state last, and when.
-	PausedBy string    `json:"by,omitempty"`
-	At       time.Time `json:"at,omitzero"`
-	// Depth counts the tokens of each priority's queue: the batches waiting
-	// for their turn, those a processor holds (running, waiting on a retry
-	// delay or a confirmation), and tokens a processor has not dropped yet
-	// since their batch moved on. The queue operation lists the live ones.
-	Depth map[pipeline.Priority]uint64 `json:"depth"`
-	// DeadLetters counts the domain's dead letters kept.
-	DeadLetters uint64 `json:"dead_letters"`
-	// Throttle, when the domain's processors are throttled, is the last
-	// second's budget they drew from: the steps per second allowed, the
-	// second (Unix time) and the steps taken in it.
-	Throttle *streams.ThrottleWindow `json:"throttle,omitempty"`
-}
 
 // domains answers every domain the table names, sorted: two stream reads
 // per domain and priority, whatever the queues hold.
@@ -55,9 +31,9 @@ func (s *Service) domains(ctx context.Context, _ string, _ *struct{}) (any, erro
 	if err != nil {
 		return nil, err
 	}
-	out := &DomainsReply{Domains: []DomainInfo{}}
+	out := &api.DomainsReply{Domains: []api.DomainInfo{}}
 	for _, d := range names {
-		info := DomainInfo{Domain: d, Depth: map[pipeline.Priority]uint64{pipeline.High: 0, pipeline.Med: 0}, DeadLetters: dlq[streams.DLQSubject(d)]}
+		info := api.DomainInfo{Domain: d, Depth: map[pipeline.Priority]uint64{pipeline.High: 0, pipeline.Med: 0}, DeadLetters: dlq[streams.DLQSubject(d)]}
 		e, err := s.state.Get(ctx, d)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
@@ -71,7 +47,8 @@ func (s *Service) domains(ctx context.Context, _ string, _ *struct{}) (any, erro
 		if w, ok, err := streams.NewThrottleStore(s.locks, time.Now).Window(ctx, d); err != nil {
 			return nil, fmt.Errorf("authz: throttle of %s: %w", d, err)
 		} else if ok {
-			info.Throttle = &w
+			tw := api.ThrottleWindow(w)
+			info.Throttle = &tw
 		}
 		for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
 			counts, err := subjectCounts(ctx, s.queues[p], streams.QueueFilter(p, d))
@@ -96,77 +73,9 @@ func subjectCounts(ctx context.Context, st jetstream.Stream, filter string) (map
 	return info.State.Subjects, nil
 }
 
-// InFlightRequest lists a domain's unfinished batches, oldest first.
-type InFlightRequest struct {
-	Domain string `json:"domain"`
-	// Limit bounds the items answered: 1 to MaxInFlight, 0 for
-	// DefaultInFlight.
-	Limit int `json:"limit,omitempty"`
-	// Total asks for the count of the domain's unfinished batches, and for
-	// the Limit oldest of them all: both queues are then read to their end
-	// (at most maxInFlightScan tokens each). Without it each queue is read
-	// from its front only until Limit+1 of its batches are found, so a
-	// listing costs about 2×Limit reads however deep the queues are.
-	Total bool `json:"total,omitempty"`
-}
-
-// Bounds of an in-flight listing.
-const (
-	// DefaultInFlight is the items an InFlightRequest without a limit gets.
-	DefaultInFlight = 100
-	// MaxInFlight is the largest limit of an InFlightRequest.
-	MaxInFlight = 1000
-	// maxInFlightScan bounds the tokens one listing reads per priority:
-	// past it the reply has More and no Total.
-	maxInFlightScan = 10000
-)
-
-// InFlightItem is one unfinished batch: where it stands and who moved it
-// last.
-type InFlightItem struct {
-	ID        uint64            `json:"id"`
-	Label     string            `json:"label"`
-	Submitter string            `json:"submitter"`
-	Priority  pipeline.Priority `json:"priority"`
-	// Position is the batch's place in its queue.
-	Position int `json:"position"`
-	// State is queued (waiting, running or waiting on a retry delay) or
-	// parked (waiting for a confirmation).
-	State streams.State `json:"state"`
-	// Next is the function that runs next, of Functions.
-	Next      int `json:"next"`
-	Functions int `json:"functions"`
-	// Rotations counts the batch's trips to the back of its queue.
-	Rotations uint32 `json:"rotations"`
-	Attempts  int    `json:"attempts"`
-	// Holder is the processor replica that moved the batch last (wrote its
-	// progress), Since when; empty while no processor has moved it, and
-	// Since is then when it was accepted.
-	Holder    string    `json:"holder,omitempty"`
-	Since     time.Time `json:"since"`
-	CreatedAt time.Time `json:"created_at"`
-	// AgeMS is the time since the batch was accepted, in milliseconds.
-	AgeMS int64 `json:"age_ms"`
-	// NotBefore is when a batch waiting on a retry delay runs again.
-	NotBefore time.Time `json:"not_before,omitzero"`
-	LastError string    `json:"last_error,omitempty"`
-	// Waiting says why no worker attempts the batch's next call, and
-	// since when (e.g. no worker serves its function type).
-	Waiting *streams.Waiting `json:"waiting,omitempty"`
-}
-
-// InFlightReply lists a domain's unfinished batches, oldest first.
-type InFlightReply struct {
-	Domain string         `json:"domain"`
-	Items  []InFlightItem `json:"items"`
-	// Total counts the domain's unfinished batches: set only when the
-	// request asked for it and both queues were read to their end.
-	Total *int `json:"total,omitempty"`
-	// More says the domain has unfinished batches beyond Items: at least
-	// one more was found, or a queue held more tokens than one listing
-	// reads. Without More, Items are all of them.
-	More bool `json:"more,omitempty"`
-}
+// maxInFlightScan bounds the tokens one listing reads per priority: past
+// it the reply has More and no Total (api.InFlightRequest.Total).
+const maxInFlightScan = 10000
 
 // inflight lists the batches that have a live token, of both priorities:
 // the batches a processor has not finished. A batch id is its acceptance
@@ -175,16 +84,16 @@ type InFlightReply struct {
 // answer is then the oldest of the batches at the queues' fronts (a batch
 // rotated behind them can be left out), and the one past Limit says there
 // are More.
-func (s *Service) inflight(ctx context.Context, _ string, req *InFlightRequest) (any, error) {
+func (s *Service) inflight(ctx context.Context, _ string, req *api.InFlightRequest) (any, error) {
 	if err := pipeline.ValidateDomain(req.Domain); err != nil {
 		return nil, err
 	}
 	var err error
-	if req.Limit, err = pageLimit(req.Limit, DefaultInFlight, MaxInFlight); err != nil {
+	if req.Limit, err = pageLimit(req.Limit, api.DefaultInFlight, api.MaxInFlight); err != nil {
 		return nil, err
 	}
 	type found struct {
-		item InFlightItem
+		item api.InFlightItem
 		tok  streams.Token
 		prog *streams.ProgressEntry
 	}
@@ -192,8 +101,8 @@ func (s *Service) inflight(ctx context.Context, _ string, req *InFlightRequest) 
 	truncated := false
 	for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
 		n := 0
-		cut, err := s.scanQueueWhile(ctx, req.Domain, p, maxInFlightScan, func(it QueueItem, tok streams.Token, pr *streams.ProgressEntry) bool {
-			all = append(all, found{item: InFlightItem{ID: it.ID, Priority: p, Position: it.Position, State: it.State, Rotations: it.Rotation}, tok: tok, prog: pr})
+		cut, err := s.scanQueueWhile(ctx, req.Domain, p, maxInFlightScan, func(it api.QueueItem, tok streams.Token, pr *streams.ProgressEntry) bool {
+			all = append(all, found{item: api.InFlightItem{ID: it.ID, Priority: p, Position: it.Position, State: it.State, Rotations: it.Rotation}, tok: tok, prog: pr})
 			n++
 			return req.Total || n <= req.Limit
 		})
@@ -203,7 +112,7 @@ func (s *Service) inflight(ctx context.Context, _ string, req *InFlightRequest) 
 		truncated = truncated || cut
 	}
 	slices.SortFunc(all, func(a, b found) int { return cmpID(a.item.ID, b.item.ID) })
-	out := &InFlightReply{Domain: req.Domain, Items: []InFlightItem{}, More: truncated || len(all) > req.Limit}
+	out := &api.InFlightReply{Domain: req.Domain, Items: []api.InFlightItem{}, More: truncated || len(all) > req.Limit}
 	if req.Total && !truncated {
 		n := len(all)
 		out.Total = &n
@@ -226,7 +135,7 @@ func (s *Service) inflight(ctx context.Context, _ string, req *InFlightRequest) 
 		if pr.Rev != 0 {
 			it.Since = pr.UpdatedAt
 		}
-		it.NotBefore, it.LastError, it.Waiting = pr.NotBefore, pr.LastError, pr.Waiting
+		it.NotBefore, it.LastError, it.Waiting = pr.NotBefore, pr.LastError, apiWaiting(pr.Waiting)
 		out.Items = append(out.Items, it)
 	}
 	return out, nil
@@ -246,8 +155,8 @@ func cmpID(a, b uint64) int {
 // priority, in order, with its progress; it stops after max tokens (0: no
 // bound) and says so. One direct get per token and one progress read per
 // batch.
-func (s *Service) scanQueue(ctx context.Context, domain string, p pipeline.Priority, max int, visit func(QueueItem, streams.Token, *streams.ProgressEntry)) (truncated bool, err error) {
-	return s.scanQueueWhile(ctx, domain, p, max, func(it QueueItem, tok streams.Token, pr *streams.ProgressEntry) bool {
+func (s *Service) scanQueue(ctx context.Context, domain string, p pipeline.Priority, max int, visit func(api.QueueItem, streams.Token, *streams.ProgressEntry)) (truncated bool, err error) {
+	return s.scanQueueWhile(ctx, domain, p, max, func(it api.QueueItem, tok streams.Token, pr *streams.ProgressEntry) bool {
 		visit(it, tok, pr)
 		return true
 	})
@@ -255,7 +164,7 @@ func (s *Service) scanQueue(ctx context.Context, domain string, p pipeline.Prior
 
 // scanQueueWhile is scanQueue that also stops, reading nothing more, when
 // visit returns false; that stop is not a truncation.
-func (s *Service) scanQueueWhile(ctx context.Context, domain string, p pipeline.Priority, max int, visit func(QueueItem, streams.Token, *streams.ProgressEntry) bool) (truncated bool, err error) {
+func (s *Service) scanQueueWhile(ctx context.Context, domain string, p pipeline.Priority, max int, visit func(api.QueueItem, streams.Token, *streams.ProgressEntry) bool) (truncated bool, err error) {
 	st := s.queues[p]
 	filter := streams.QueueFilter(p, domain)
 	progress := map[uint64]*streams.ProgressEntry{}
@@ -286,8 +195,8 @@ func (s *Service) scanQueueWhile(ctx context.Context, domain string, p pipeline.
 		if !pr.Live(tok) {
 			continue
 		}
-		more := visit(QueueItem{Position: position, ID: tok.BatchID, Seq: rm.Sequence, Subject: rm.Subject,
-			Gen: tok.Gen, Rotation: tok.Rotation, State: pr.State, Key: tokenKey(tok)}, tok, pr)
+		more := visit(api.QueueItem{Position: position, ID: tok.BatchID, Seq: rm.Sequence, Subject: rm.Subject,
+			Gen: tok.Gen, Rotation: tok.Rotation, State: api.State(pr.State), Key: tokenKey(tok)}, tok, pr)
 		if !more {
 			return false, nil
 		}

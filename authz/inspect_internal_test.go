@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
@@ -28,7 +29,7 @@ func TestInFlightReadsOnlyWhatItLists(t *testing.T) {
 	const queued, limit = 40, 5
 	var ids []uint64
 	for range queued {
-		rep, err := s.submit(ctx, "jobs", table.Labels["jobs"], "alice", []CallSpec{{Type: "noop"}}, "", "", pipeline.Med, false)
+		rep, err := s.submit(ctx, "jobs", table.Labels["jobs"], "alice", []api.CallSpec{{Type: "noop"}}, "", "", pipeline.Med, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,11 +38,11 @@ func TestInFlightReadsOnlyWhatItLists(t *testing.T) {
 	med := &countingStream{Stream: s.queues[pipeline.Med]}
 	s.queues[pipeline.Med] = med
 
-	out, err := s.inflight(ctx, "owner", &InFlightRequest{Domain: "pay", Limit: limit})
+	out, err := s.inflight(ctx, "owner", &api.InFlightRequest{Domain: "pay", Limit: limit})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := out.(*InFlightReply)
+	rep := out.(*api.InFlightReply)
 	if len(rep.Items) != limit || rep.Items[0].ID != ids[0] || rep.Items[limit-1].ID != ids[limit-1] || !rep.More || rep.Total != nil {
 		t.Fatalf("limit %d: %d items, more %v, total %v", limit, len(rep.Items), rep.More, rep.Total)
 	}
@@ -50,10 +51,10 @@ func TestInFlightReadsOnlyWhatItLists(t *testing.T) {
 	}
 
 	med.reads.Store(0)
-	if out, err = s.inflight(ctx, "owner", &InFlightRequest{Domain: "pay", Limit: limit, Total: true}); err != nil {
+	if out, err = s.inflight(ctx, "owner", &api.InFlightRequest{Domain: "pay", Limit: limit, Total: true}); err != nil {
 		t.Fatal(err)
 	}
-	rep = out.(*InFlightReply)
+	rep = out.(*api.InFlightReply)
 	if len(rep.Items) != limit || !rep.More || rep.Total == nil || *rep.Total != queued {
 		t.Fatalf("with the total: %d items, more %v, total %v", len(rep.Items), rep.More, rep.Total)
 	}

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -20,19 +20,19 @@ func TestInFlight(t *testing.T) {
 	stepped := b.send(t, "alice", "jobs", noop(), noop())
 	// The queue's consumer learns of a token a moment after its publish is
 	// acknowledged, so the first tick may find nothing yet.
-	var tick processor.Report
+	var tick api.TickReport
 	testnats.Eventually(t, 5*time.Second, "a step", func() bool {
 		tick = b.proc.Tick(b.ctx, 1)
-		return tick.Status != processor.StatusNoMessages
+		return tick.Status != api.TickNoMessages
 	})
-	if len(tick.Steps) != 1 || tick.Steps[0].Action != processor.ActionRotated {
+	if len(tick.Steps) != 1 || tick.Steps[0].Action != api.ActionRotated {
 		t.Fatalf("tick: %+v", tick)
 	}
 	waiting := b.send(t, "bob", "jobs", noop())
 	high := b.send(t, "alice", "transfer", noop())
 
-	var rep authz.InFlightReply
-	if e := b.call(t, "owner", "inflight", authz.InFlightRequest{Domain: domain}, &rep); e != nil {
+	var rep api.InFlightReply
+	if e := b.call(t, "owner", api.OpInFlight, api.InFlightRequest{Domain: domain}, &rep); e != nil {
 		t.Fatal(e)
 	}
 	if rep.Total != nil || rep.More || len(rep.Items) != 3 {
@@ -43,7 +43,7 @@ func TestInFlight(t *testing.T) {
 		t.Fatalf("not oldest first: %+v", rep.Items)
 	}
 	if first.Holder != processor.DefaultName || first.Next != 1 || first.Functions != 2 || first.Attempts != 1 ||
-		first.Rotations != 1 || first.State != streams.Queued || first.Submitter != "alice" || first.Label != "jobs" ||
+		first.Rotations != 1 || first.State != api.StateQueued || first.Submitter != "alice" || first.Label != "jobs" ||
 		first.Since.Before(first.CreatedAt) {
 		t.Fatalf("the stepped batch: %+v", first)
 	}
@@ -56,18 +56,18 @@ func TestInFlight(t *testing.T) {
 
 	for _, c := range []struct {
 		name  string
-		req   authz.InFlightRequest
+		req   api.InFlightRequest
 		items int
 		total int // -1: none
 		more  bool
 	}{
-		{name: "all, counted", req: authz.InFlightRequest{Domain: domain, Total: true}, items: 3, total: 3},
-		{name: "limit 1", req: authz.InFlightRequest{Domain: domain, Limit: 1}, items: 1, total: -1, more: true},
-		{name: "limit 1, counted", req: authz.InFlightRequest{Domain: domain, Limit: 1, Total: true}, items: 1, total: 3, more: true},
-		{name: "limit 2", req: authz.InFlightRequest{Domain: domain, Limit: 2}, items: 2, total: -1, more: true},
+		{name: "all, counted", req: api.InFlightRequest{Domain: domain, Total: true}, items: 3, total: 3},
+		{name: "limit 1", req: api.InFlightRequest{Domain: domain, Limit: 1}, items: 1, total: -1, more: true},
+		{name: "limit 1, counted", req: api.InFlightRequest{Domain: domain, Limit: 1, Total: true}, items: 1, total: 3, more: true},
+		{name: "limit 2", req: api.InFlightRequest{Domain: domain, Limit: 2}, items: 2, total: -1, more: true},
 	} {
-		var rep authz.InFlightReply
-		if e := b.call(t, "owner", "inflight", c.req, &rep); e != nil {
+		var rep api.InFlightReply
+		if e := b.call(t, "owner", api.OpInFlight, c.req, &rep); e != nil {
 			t.Fatalf("%s: %+v", c.name, e)
 		}
 		total := -1
@@ -78,12 +78,12 @@ func TestInFlight(t *testing.T) {
 			t.Errorf("%s: %d items, total %d, more %v, first %d; want %d, %d, %v, %d", c.name, len(rep.Items), total, rep.More, rep.Items[0].ID, c.items, c.total, c.more, stepped)
 		}
 	}
-	for _, bad := range []authz.InFlightRequest{{Domain: domain, Limit: -1}, {Domain: domain, Limit: authz.MaxInFlight + 1}, {Domain: "a.b"}} {
-		if e := b.call(t, "owner", "inflight", bad, nil); e == nil || e.Code != "400" {
+	for _, bad := range []api.InFlightRequest{{Domain: domain, Limit: -1}, {Domain: domain, Limit: api.MaxInFlight + 1}, {Domain: "a.b"}} {
+		if e := b.call(t, "owner", api.OpInFlight, bad, nil); e == nil || e.Code != "400" {
 			t.Errorf("%+v: got %+v, want 400", bad, e)
 		}
 	}
-	if e := b.call(t, "alice", "inflight", authz.InFlightRequest{Domain: domain}, nil); e == nil || e.Code != "403" {
+	if e := b.call(t, "alice", api.OpInFlight, api.InFlightRequest{Domain: domain}, nil); e == nil || e.Code != "403" {
 		t.Fatalf("alice: %+v, want 403", e)
 	}
 }
@@ -92,18 +92,18 @@ func TestInFlight(t *testing.T) {
 // dead letters and its pause state.
 func TestDomains(t *testing.T) {
 	b := setup(t)
-	failed := b.send(t, "alice", "jobs", authz.CallSpec{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})})
+	failed := b.send(t, "alice", "jobs", api.CallSpec{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})})
 	if rec := b.settled(t, failed); rec.DeadLetter == 0 {
 		t.Fatalf("no dead letter: %+v", rec)
 	}
 	b.send(t, "alice", "jobs", noop())
 	b.send(t, "alice", "transfer", noop())
 	b.send(t, "alice", "transfer", noop())
-	if e := b.call(t, "owner", "pause", authz.DomainRequest{Domain: domain}, nil); e != nil {
+	if e := b.call(t, "owner", api.OpPause, api.DomainRequest{Domain: domain}, nil); e != nil {
 		t.Fatal(e)
 	}
-	var rep authz.DomainsReply
-	if e := b.call(t, "owner", "domains", struct{}{}, &rep); e != nil {
+	var rep api.DomainsReply
+	if e := b.call(t, "owner", api.OpDomains, struct{}{}, &rep); e != nil {
 		t.Fatal(e)
 	}
 	if len(rep.Domains) != 1 {
@@ -121,13 +121,13 @@ func TestDomains(t *testing.T) {
 	if _, _, err := streams.NewThrottleStore(locks, time.Now).Take(b.ctx, domain, 7, 3); err != nil {
 		t.Fatal(err)
 	}
-	if e := b.call(t, "owner", "domains", struct{}{}, &rep); e != nil {
+	if e := b.call(t, "owner", api.OpDomains, struct{}{}, &rep); e != nil {
 		t.Fatal(e)
 	}
 	if th := rep.Domains[0].Throttle; th == nil || th.Limit != 7 || th.Used != 3 {
 		t.Fatalf("throttle: %+v", th)
 	}
-	if e := b.call(t, "bob", "domains", struct{}{}, nil); e == nil || e.Code != "403" {
+	if e := b.call(t, "bob", api.OpDomains, struct{}{}, nil); e == nil || e.Code != "403" {
 		t.Fatalf("bob: %+v, want 403", e)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -49,7 +50,7 @@ func TestKeyJoinsUnderContention(t *testing.T) {
 		"callers:\n  alice: {max_requests: 1000}\n  bob: {max_requests: 1000}\n"
 	b := keyedSetupWith(t, 2, table)
 	b.startKeyedAuthz(t) // a second replica: joins race across replicas too
-	body, err := json.Marshal(authz.SendRequest{Label: "seq", Key: "hot", Functions: authz.Calls{{Type: "seq.step"}}})
+	body, err := json.Marshal(api.SendRequest{Label: "seq", Key: "hot", Functions: api.Calls{{Type: "seq.step"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,11 +68,11 @@ func TestKeyJoinsUnderContention(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			for range each {
-				m, err := nc.Request(streams.AuthzSubject(user, "send"), body, 30*time.Second)
+				m, err := nc.Request(streams.AuthzSubject(user, api.OpSend), body, 30*time.Second)
 				if err == nil && m.Header.Get(micro.ErrorCodeHeader) != "" {
 					err = fmt.Errorf("%s %s", m.Header.Get(micro.ErrorCodeHeader), m.Header.Get(micro.ErrorHeader))
 				}
-				var rep authz.SendReply
+				var rep api.SendReply
 				if err == nil {
 					err = json.Unmarshal(m.Data, &rep)
 				}
@@ -150,7 +151,7 @@ func TestKeyBoundPerSubmitter(t *testing.T) {
 	const tries, parallel = 200, 16
 	b := keyedSetupWith(t, 1, sharedKeyTable)
 	b.startKeyedAuthz(t)
-	body, err := json.Marshal(authz.SendRequest{Label: "seq", Key: "victim", Functions: authz.Calls{{Type: "seq.step"}}})
+	body, err := json.Marshal(api.SendRequest{Label: "seq", Key: "victim", Functions: api.Calls{{Type: "seq.step"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,13 +165,13 @@ func TestKeyBoundPerSubmitter(t *testing.T) {
 	for w := range parallel {
 		wg.Go(func() {
 			for i := w; i < tries; i += parallel {
-				m, err := nc.Request(streams.AuthzSubject("alice", "send"), body, 30*time.Second)
+				m, err := nc.Request(streams.AuthzSubject("alice", api.OpSend), body, 30*time.Second)
 				mu.Lock()
 				switch {
 				case err != nil:
 					other = append(other, err.Error())
 				case m.Header.Get(micro.ErrorCodeHeader) == "":
-					var rep authz.SendReply
+					var rep api.SendReply
 					if err := json.Unmarshal(m.Data, &rep); err != nil {
 						other = append(other, err.Error())
 					}
@@ -203,8 +204,8 @@ func TestKeyBoundPerSubmitter(t *testing.T) {
 	if ks.Submitter != "alice" || ks.Waiting != authz.DefaultMaxPerKey || ks.WaitingBy["alice"] != authz.DefaultMaxPerKey-1 || ks.WaitingBy["bob"] != 1 {
 		t.Fatalf("key victim: %+v, want alice's head, and 9 of alice's and 1 of bob's waiting", ks)
 	}
-	var one authz.KeysReply
-	if e := b.call(t, "owner", "keys", authz.KeysRequest{Domain: domain, Key: "victim"}, &one); e != nil {
+	var one api.KeysReply
+	if e := b.call(t, "owner", api.OpKeys, api.KeysRequest{Domain: domain, Key: "victim"}, &one); e != nil {
 		t.Fatal(e)
 	}
 	if len(one.Keys) != 1 || len(one.Keys[0].Batches) != authz.DefaultMaxPerKey+1 {
@@ -229,8 +230,8 @@ func TestKeyBoundPerSubmitter(t *testing.T) {
 	}
 
 	for _, id := range slices.Backward(alices) {
-		var rep authz.CancelReply
-		if e := b.call(t, "owner", "cancel", authz.IDRequest{ID: id}, &rep); e != nil {
+		var rep api.CancelReply
+		if e := b.call(t, "owner", api.OpCancel, api.IDRequest{ID: id}, &rep); e != nil {
 			t.Fatalf("the owner cancels alice's batch %d: %+v", id, e)
 		}
 	}
@@ -249,8 +250,8 @@ func TestKeyBoundPerSubmitter(t *testing.T) {
 // sendAs sends one seq.step batch as user on key and returns its id.
 func (b *keyedBundle) sendAs(t *testing.T, user, key string) uint64 {
 	t.Helper()
-	var rep authz.SendReply
-	if e := b.call(t, user, "send", authz.SendRequest{Label: "seq", Key: key, Functions: authz.Calls{{Type: "seq.step"}}}, &rep); e != nil {
+	var rep api.SendReply
+	if e := b.call(t, user, api.OpSend, api.SendRequest{Label: "seq", Key: key, Functions: api.Calls{{Type: "seq.step"}}}, &rep); e != nil {
 		t.Fatalf("%s sends on %s: %+v", user, key, e)
 	}
 	return rep.ID

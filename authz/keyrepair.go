@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/logging"
 )
 
@@ -294,7 +295,7 @@ func (s *Service) rejoin(ctx context.Context, r repairRef) error {
 	rec, err := s.record(ctx, r.id)
 	var ae *Error
 	switch {
-	case errors.As(err, &ae) && ae.Code == CodeNotFound:
+	case errors.As(err, &ae) && ae.Code == api.CodeNotFound:
 		s.log.Error("a batch to join its key's order has no record: nothing to join", "domain", r.domain, "batch_id", r.id)
 		return nil
 	case err != nil:
@@ -322,7 +323,7 @@ func (s *Service) ensureQueued(ctx context.Context, domain string, id uint64) er
 	rec, err := s.record(ctx, id)
 	var ae *Error
 	switch {
-	case errors.As(err, &ae) && ae.Code == CodeNotFound:
+	case errors.As(err, &ae) && ae.Code == api.CodeNotFound:
 		s.log.Error("a batch to queue has no record: nothing to queue", "domain", domain, "batch_id", id)
 		return nil
 	case err != nil:

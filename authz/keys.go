@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
@@ -138,7 +139,7 @@ func (s *Service) checkKeyBound(ctx context.Context, label string, l *Label, use
 }
 
 func overBound(label string, l *Label, user, key string, n int) *Error {
-	return errf(CodeTooManyRequests, "authz: %q has %d unfinished batches on key %q, the bound of label %q (max_per_key %d): wait for one to finish", user, n, logging.Capped(key), logging.Capped(label), l.KeyBound())
+	return errf(api.CodeTooManyRequests, "authz: %q has %d unfinished batches on key %q, the bound of label %q (max_per_key %d): wait for one to finish", user, n, logging.Capped(key), logging.Capped(label), l.KeyBound())
 }
 
 // refuseOverBound finishes batch b, recorded but refused a place in its
@@ -158,7 +159,7 @@ func (s *Service) refuseOverBound(ctx context.Context, b *pipeline.Batch, bound,
 	if err != nil {
 		return fmt.Errorf("authz: batch %d is over the bound of its key (%d of its submitter's batches) and recorded, but could not be removed (%w): cancel it", b.ID, bound, err)
 	}
-	return errf(CodeTooManyRequests, "authz: %q has %d unfinished batches on key %q, the bound of label %q (max_per_key %d): batch %d is not queued, and is recorded as removed", b.Submitter, n, logging.Capped(b.Key), logging.Capped(b.Label), bound, b.ID)
+	return errf(api.CodeTooManyRequests, "authz: %q has %d unfinished batches on key %q, the bound of label %q (max_per_key %d): batch %d is not queued, and is recorded as removed", b.Submitter, n, logging.Capped(b.Key), logging.Capped(b.Label), bound, b.ID)
 }
 
 // finished says whether batch id's record is terminal.
@@ -199,7 +200,7 @@ func (s *Service) ensureHead(ctx context.Context, domain, key string, head uint6
 		rec, err := s.record(ctx, head)
 		var ae *Error
 		switch {
-		case errors.As(err, &ae) && ae.Code == CodeNotFound:
+		case errors.As(err, &ae) && ae.Code == api.CodeNotFound:
 			s.log.Error("a key's head has no batch record: taken off", "batch_id", head, "domain", domain, "key", logging.Capped(key))
 		case err != nil:
 			return err

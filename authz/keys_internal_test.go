@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -20,7 +21,7 @@ func TestReleaseRepeatedAfterCrash(t *testing.T) {
 	s, table, ctx := internalService(t, `labels: {seq: {domain: pay, users: [alice], mode: atomic, priority: med, functions: {noop: {}}}}`)
 	send := func() uint64 {
 		t.Helper()
-		rep, err := s.submit(ctx, "seq", table.Labels["seq"], "alice", []CallSpec{{Type: "noop"}}, "k", "", pipeline.Med, false)
+		rep, err := s.submit(ctx, "seq", table.Labels["seq"], "alice", []api.CallSpec{{Type: "noop"}}, "k", "", pipeline.Med, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +70,7 @@ func TestJoinRepairedAfterAFailedJoin(t *testing.T) {
 	end()
 	record := func(key string) *pipeline.Batch {
 		t.Helper()
-		b, err := s.build(ctx, "seq", l, "alice", []CallSpec{{Type: "noop"}}, key, "", pipeline.Med, false)
+		b, err := s.build(ctx, "seq", l, "alice", []api.CallSpec{{Type: "noop"}}, key, "", pipeline.Med, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +91,7 @@ func TestJoinRepairedAfterAFailedJoin(t *testing.T) {
 	})
 
 	cancelled := record("c")
-	if _, err := s.cancel(ctx, "alice", &IDRequest{ID: cancelled.ID}); err != nil {
+	if _, err := s.cancel(ctx, "alice", &api.IDRequest{ID: cancelled.ID}); err != nil {
 		t.Fatal(err)
 	}
 	failJoin(cancelled)

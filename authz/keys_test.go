@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
@@ -186,7 +187,7 @@ func (b *keyedBundle) drive(t *testing.T) (stop func()) {
 			idle := time.NewTicker(5 * time.Millisecond)
 			defer idle.Stop()
 			for ctx.Err() == nil {
-				if rep := p.Tick(ctx, 16); rep.Status == processor.StatusOK {
+				if rep := p.Tick(ctx, 16); rep.Status == api.TickOK {
 					continue
 				}
 				select {
@@ -204,15 +205,15 @@ func (b *keyedBundle) drive(t *testing.T) (stop func()) {
 
 func (b *keyedBundle) sendKeyed(t *testing.T, label, key string, types ...string) uint64 {
 	t.Helper()
-	calls := make([]authz.CallSpec, len(types))
+	calls := make([]api.CallSpec, len(types))
 	for i, typ := range types {
-		calls[i] = authz.CallSpec{Type: typ}
+		calls[i] = api.CallSpec{Type: typ}
 		if typ == "seq.wait" {
 			calls[i].Expect = "included"
 		}
 	}
-	var rep authz.SendReply
-	if e := b.call(t, "alice", "send", authz.SendRequest{Label: label, Key: key, Functions: calls}, &rep); e != nil {
+	var rep api.SendReply
+	if e := b.call(t, "alice", api.OpSend, api.SendRequest{Label: label, Key: key, Functions: calls}, &rep); e != nil {
 		t.Fatalf("send: %+v", e)
 	}
 	return rep.ID
@@ -234,13 +235,13 @@ func (b *keyedBundle) waitStatus(t *testing.T, want pipeline.Status, ids ...uint
 	})
 }
 
-func (b *keyedBundle) keys(t *testing.T) map[string]authz.KeyState {
+func (b *keyedBundle) keys(t *testing.T) map[string]api.KeyState {
 	t.Helper()
-	var rep authz.KeysReply
-	if e := b.call(t, "owner", "keys", authz.KeysRequest{Domain: domain}, &rep); e != nil {
+	var rep api.KeysReply
+	if e := b.call(t, "owner", api.OpKeys, api.KeysRequest{Domain: domain}, &rep); e != nil {
 		t.Fatalf("keys: %+v", e)
 	}
-	out := map[string]authz.KeyState{}
+	out := map[string]api.KeyState{}
 	for _, k := range rep.Keys {
 		out[k.Key] = k
 	}
@@ -325,7 +326,7 @@ func TestKeyFailingHeadBlocksOnlyItsKey(t *testing.T) {
 		t.Fatalf("batch %d ran while the head of its key (%d) was retrying", a2, a1)
 	}
 	ks := b.keys(t)["a"]
-	if ks.Head != a1 || ks.Waiting != 1 || ks.State != authz.TxnRetry || (ks.Queue != authz.QueueDelay && ks.Queue != authz.QueueRetry) || ks.Attempts < 1 || ks.LastError == "" {
+	if ks.Head != a1 || ks.Waiting != 1 || ks.State != api.TxnRetry || (ks.Queue != api.QueueDelay && ks.Queue != api.QueueRetry) || ks.Attempts < 1 || ks.LastError == "" {
 		t.Fatalf("key a while its head retries: %+v, want head %d, RETRY, DELAY or RETRY, 1 waiting", ks, a1)
 	}
 	if _, ok := b.keys(t)["b"]; ok {
@@ -360,22 +361,22 @@ func TestEvictHeadReleasesKey(t *testing.T) {
 	c2 := b.sendKeyed(t, "seq", "c", "seq.step")
 	stop := b.drive(t)
 	testnats.Eventually(t, 10*time.Second, "the head waits for its confirmation", func() bool {
-		return b.keys(t)["c"].State == authz.TxnRevision
+		return b.keys(t)["c"].State == api.TxnRevision
 	})
 	stop()
-	if ks := b.keys(t)["c"]; ks.Head != c1 || ks.Queue != authz.QueueWaitingInclusion || ks.Waiting != 1 || ks.Progress != streams.Parked {
+	if ks := b.keys(t)["c"]; ks.Head != c1 || ks.Queue != api.QueueWaitingInclusion || ks.Waiting != 1 || ks.Progress != api.StateParked {
 		t.Fatalf("key c: %+v, want head %d REVISION / WAITING_INCLUSION with one waiting", ks, c1)
 	}
-	var q authz.QueueReply
-	if e := b.call(t, "owner", "queue", authz.QueueRequest{Domain: domain, Priority: pipeline.Med}, &q); e != nil {
+	var q api.QueueReply
+	if e := b.call(t, "owner", api.OpQueue, api.QueueRequest{Domain: domain, Priority: pipeline.Med}, &q); e != nil {
 		t.Fatal(e)
 	}
 	if len(q.Items) != 1 || q.Items[0].ID != c1 || q.Items[0].Key != "c" {
 		t.Fatalf("queue %+v, want only the head %d (key c): the batch behind it has no token", q.Items, c1)
 	}
-	var ins authz.InsertReply
-	if e := b.call(t, "owner", "insert", authz.InsertRequest{Domain: domain, Priority: pipeline.Med, Position: 0, Label: "seq", Key: "c",
-		Functions: authz.Calls{{Type: "seq.step"}}}, &ins); e != nil {
+	var ins api.InsertReply
+	if e := b.call(t, "owner", api.OpInsert, api.InsertRequest{Domain: domain, Priority: pipeline.Med, Position: 0, Label: "seq", Key: "c",
+		Functions: api.Calls{{Type: "seq.step"}}}, &ins); e != nil {
 		t.Fatal(e)
 	}
 	if !ins.WaitsForKey {
@@ -388,8 +389,8 @@ func TestEvictHeadReleasesKey(t *testing.T) {
 		t.Fatalf("key c after the insert: %+v, want two waiting", ks)
 	}
 
-	var ev authz.EvictReply
-	if e := b.call(t, "owner", "evict", authz.PositionRequest{Domain: domain, Priority: pipeline.Med, Position: 0}, &ev); e != nil || ev.ID != c1 {
+	var ev api.EvictReply
+	if e := b.call(t, "owner", api.OpEvict, api.PositionRequest{Domain: domain, Priority: pipeline.Med, Position: 0}, &ev); e != nil || ev.ID != c1 {
 		t.Fatalf("evict: %+v %+v", ev, e)
 	}
 	b.drive(t)
@@ -413,7 +414,7 @@ func TestEvictHeadReleasesKey(t *testing.T) {
 // recorded for the key, whose next batch runs at once.
 func TestDisallowedTypeRefused(t *testing.T) {
 	b := keyedSetup(t, 1)
-	e := b.call(t, "alice", "send", authz.SendRequest{Label: "seq", Key: "d", Functions: authz.Calls{{Type: "ledger.transfer"}}}, nil)
+	e := b.call(t, "alice", api.OpSend, api.SendRequest{Label: "seq", Key: "d", Functions: api.Calls{{Type: "ledger.transfer"}}}, nil)
 	if e == nil || e.Code != "400" || !strings.Contains(e.Msg, `"ledger.transfer"`) || !strings.Contains(e.Msg, "[seq.step seq.fail seq.wait]") {
 		t.Fatalf("send of a disallowed type: %+v, want a 400 naming the type and the allowed ones", e)
 	}
@@ -505,7 +506,7 @@ func TestReplayOfADisallowedTypeRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.runAuthz(t, authz.Options{Table: table})
-	e := b.call(t, "owner", "replay", authz.ReplayRequest{Seq: rec.DeadLetter}, nil)
+	e := b.call(t, "owner", api.OpReplay, api.ReplayRequest{Seq: rec.DeadLetter}, nil)
 	if e == nil || e.Code != "400" || !strings.Contains(e.Msg, `"seq.fail"`) || !strings.Contains(e.Msg, fmt.Sprintf("dead letter %d", rec.DeadLetter)) {
 		t.Fatalf("replay of a disallowed type: %+v, want a 400 naming the dead letter and the type", e)
 	}
@@ -525,7 +526,7 @@ func TestKeyHeadRepairedAfterAFailedSend(t *testing.T) {
 	if err := admin.DeleteStream(ctx, streams.StreamMed); err != nil {
 		t.Fatal(err)
 	}
-	e := b.call(t, "alice", "send", authz.SendRequest{Label: "seq", Key: "h", Functions: authz.Calls{{Type: "seq.step"}}}, nil)
+	e := b.call(t, "alice", api.OpSend, api.SendRequest{Label: "seq", Key: "h", Functions: api.Calls{{Type: "seq.step"}}}, nil)
 	if e == nil {
 		t.Fatal("a send with no queue stream succeeded")
 	}

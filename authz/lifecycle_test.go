@@ -8,31 +8,30 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/streams"
 )
 
 func TestPauseResume(t *testing.T) {
 	b := setup(t)
 	id := b.send(t, "alice", "jobs", noop())
-	var st authz.StateReply
-	if e := b.call(t, "owner", "pause", authz.DomainRequest{Domain: domain}, &st); e != nil || !st.Paused {
+	var st api.StateReply
+	if e := b.call(t, "owner", api.OpPause, api.DomainRequest{Domain: domain}, &st); e != nil || !st.Paused {
 		t.Fatalf("pause: %+v %+v", e, st)
 	}
 	for range 3 {
-		if rep := b.proc.Tick(b.ctx, 4); rep.Status != processor.StatusPaused {
+		if rep := b.proc.Tick(b.ctx, 4); rep.Status != api.TickPaused {
 			t.Fatalf("tick while paused: %+v", rep)
 		}
 	}
 	if b.calls.get(key(id)) != 0 {
 		t.Fatal("executed while paused")
 	}
-	if e := b.call(t, "owner", "resume", authz.DomainRequest{Domain: domain}, &st); e != nil || st.Paused {
+	if e := b.call(t, "owner", api.OpResume, api.DomainRequest{Domain: domain}, &st); e != nil || st.Paused {
 		t.Fatalf("resume: %+v %+v", e, st)
 	}
 	if rec := b.settled(t, id); rec.Status != pipeline.Executed {
@@ -88,20 +87,20 @@ func TestCallbacksWhileAuthzIsDown(t *testing.T) {
 
 func TestDLQReplay(t *testing.T) {
 	b := setup(t)
-	id := b.send(t, "alice", "jobs", noop(), authz.CallSpec{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})})
+	id := b.send(t, "alice", "jobs", noop(), api.CallSpec{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})})
 	rec := b.settled(t, id)
 	if rec.Status != pipeline.PartiallyExecuted || rec.DeadLetter == 0 {
 		t.Fatalf("record %+v", rec)
 	}
-	var list authz.DLQReply
-	if e := b.call(t, "owner", "dlq", authz.DLQRequest{Domain: domain}, &list); e != nil {
+	var list api.DLQReply
+	if e := b.call(t, "owner", api.OpDLQ, api.DLQRequest{Domain: domain}, &list); e != nil {
 		t.Fatal(e)
 	}
 	if len(list.Items) != 1 || list.Items[0].BatchID != id || list.Items[0].Seq != rec.DeadLetter || list.Items[0].Error == "" {
 		t.Fatalf("dlq %+v", list)
 	}
-	var rep authz.ReplayReply
-	if e := b.call(t, "owner", "replay", authz.ReplayRequest{Seq: rec.DeadLetter}, &rep); e != nil {
+	var rep api.ReplayReply
+	if e := b.call(t, "owner", api.OpReplay, api.ReplayRequest{Seq: rec.DeadLetter}, &rep); e != nil {
 		t.Fatal(e)
 	}
 	if len(rep.Replayed) != 1 || rep.Replayed[0].From != id || rep.Replayed[0].AsNew == 0 {
@@ -109,8 +108,8 @@ func TestDLQReplay(t *testing.T) {
 	}
 	newID := rep.Replayed[0].AsNew
 	// Replaying the same dead letter again gives the same batch.
-	var again authz.ReplayReply
-	if e := b.call(t, "owner", "replay", authz.ReplayRequest{Seq: rec.DeadLetter}, &again); e != nil || again.Replayed[0].AsNew != newID {
+	var again api.ReplayReply
+	if e := b.call(t, "owner", api.OpReplay, api.ReplayRequest{Seq: rec.DeadLetter}, &again); e != nil || again.Replayed[0].AsNew != newID {
 		t.Fatalf("second replay %+v %+v", e, again)
 	}
 	nrec := b.settled(t, newID)
@@ -124,8 +123,8 @@ func TestDLQReplay(t *testing.T) {
 		t.Fatalf("original not linked to its replay: %+v", orig)
 	}
 	// "all" skips what was replayed already.
-	var all authz.ReplayReply
-	if e := b.call(t, "owner", "replay", authz.ReplayRequest{Domain: domain, All: true}, &all); e != nil {
+	var all api.ReplayReply
+	if e := b.call(t, "owner", api.OpReplay, api.ReplayRequest{Domain: domain, All: true}, &all); e != nil {
 		t.Fatal(e)
 	}
 	for _, r := range all.Replayed {
@@ -141,11 +140,11 @@ func TestDLQReplay(t *testing.T) {
 // that does not exist gets.
 func TestConfirmEndpoint(t *testing.T) {
 	b := setup(t)
-	id := b.send(t, "bob", "confirmed", authz.CallSpec{Type: handlers.TypeNoop, Expect: "0xabc"},
-		authz.CallSpec{Type: handlers.TypeFlaky, Payload: pipeline.MustPayload(handlers.FlakyArgs{})})
+	id := b.send(t, "bob", "confirmed", api.CallSpec{Type: handlers.TypeNoop, Expect: "0xabc"},
+		api.CallSpec{Type: handlers.TypeFlaky, Payload: pipeline.MustPayload(handlers.FlakyArgs{})})
 	testnats.Eventually(t, 5*time.Second, "parked", func() bool {
 		rep := b.proc.Tick(b.ctx, 1)
-		return len(rep.Steps) == 1 && rep.Steps[0].Action == "parked"
+		return len(rep.Steps) == 1 && rep.Steps[0].Action == api.ActionParked
 	})
 	const unknown = 999999
 	hidden := func(id uint64, index int) apiError {
@@ -173,7 +172,7 @@ func TestConfirmEndpoint(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := b.call(t, tt.user, "confirm", authz.ConfirmRequest{ID: tt.id, Index: tt.index, Content: "0xabc"}, nil)
+			e := b.call(t, tt.user, "confirm", api.ConfirmRequest{ID: tt.id, Index: tt.index, Content: "0xabc"}, nil)
 			if e == nil || e.Code != tt.want.Code || tt.want.Msg != "" && e.Msg != tt.want.Msg {
 				t.Fatalf("got %+v, want %+v", e, tt.want)
 			}
@@ -183,17 +182,17 @@ func TestConfirmEndpoint(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = b.proc.Run(ctx) }()
 	t.Cleanup(func() { cancel(); testnats.Stopped(t, "authz", done) })
-	if e := b.call(t, "oracle", "confirm", authz.ConfirmRequest{ID: id, Content: "0xabc"}, nil); e != nil {
+	if e := b.call(t, "oracle", api.OpConfirm, api.ConfirmRequest{ID: id, Content: "0xabc"}, nil); e != nil {
 		t.Fatal(e)
 	}
 	if rec := b.settled(t, id); rec.Status != pipeline.Executed {
 		t.Fatalf("after confirmation: %s", rec.Status)
 	}
 	// A finished batch: still hidden from alice, a conflict for the confirmer.
-	if e := b.call(t, "alice", "confirm", authz.ConfirmRequest{ID: id, Content: "0xabc"}, nil); e == nil || *e != hidden(id, 0) {
+	if e := b.call(t, "alice", api.OpConfirm, api.ConfirmRequest{ID: id, Content: "0xabc"}, nil); e == nil || *e != hidden(id, 0) {
 		t.Fatalf("alice on a finished batch: got %+v, want %+v", e, hidden(id, 0))
 	}
-	if e := b.call(t, "oracle", "confirm", authz.ConfirmRequest{ID: id, Content: "0xabc"}, nil); e == nil || e.Code != "409" {
+	if e := b.call(t, "oracle", api.OpConfirm, api.ConfirmRequest{ID: id, Content: "0xabc"}, nil); e == nil || e.Code != "409" {
 		t.Fatalf("oracle on a finished batch: got %+v, want 409", e)
 	}
 }
@@ -226,13 +225,13 @@ func TestEditsWhileTicking(t *testing.T) {
 	}()
 	var evicted []uint64
 	for i := range 6 {
-		var ins authz.InsertReply
-		if e := b.call(t, "owner", "insert", authz.InsertRequest{Domain: domain, Priority: pipeline.Med, Position: 0, Label: "jobs", Functions: []authz.CallSpec{noop()}}, &ins); e != nil {
+		var ins api.InsertReply
+		if e := b.call(t, "owner", api.OpInsert, api.InsertRequest{Domain: domain, Priority: pipeline.Med, Position: 0, Label: "jobs", Functions: []api.CallSpec{noop()}}, &ins); e != nil {
 			t.Fatalf("insert: %+v", e)
 		}
 		ids = append(ids, ins.ID)
-		var ev authz.EvictReply
-		if e := b.call(t, "owner", "evict", authz.PositionRequest{Domain: domain, Priority: pipeline.Med, Position: i}, &ev); e == nil {
+		var ev api.EvictReply
+		if e := b.call(t, "owner", api.OpEvict, api.PositionRequest{Domain: domain, Priority: pipeline.Med, Position: i}, &ev); e == nil {
 			evicted = append(evicted, ev.ID)
 		} else if e.Code != "416" && e.Code != "409" {
 			t.Fatalf("evict: %+v", e)
@@ -297,10 +296,10 @@ func TestHalfDoneInsertIsFinished(t *testing.T) {
 	}
 }
 
-func (b *bundle) queueItems(t *testing.T) []authz.QueueItem {
+func (b *bundle) queueItems(t *testing.T) []api.QueueItem {
 	t.Helper()
-	var rep authz.QueueReply
-	if e := b.call(t, "owner", "queue", authz.QueueRequest{Domain: domain, Priority: pipeline.Med}, &rep); e != nil {
+	var rep api.QueueReply
+	if e := b.call(t, "owner", api.OpQueue, api.QueueRequest{Domain: domain, Priority: pipeline.Med}, &rep); e != nil {
 		t.Fatal(e)
 	}
 	return rep.Items
@@ -323,7 +322,7 @@ func TestSendRepairedAfterAFailedToken(t *testing.T) {
 	}
 	var ids []uint64
 	for _, idem := range []string{"", "order-9", "order-9"} {
-		e := b.call(t, "alice", "send", authz.SendRequest{Label: "limited", Functions: authz.Calls{noop()}, IdempotencyKey: idem}, nil)
+		e := b.call(t, "alice", api.OpSend, api.SendRequest{Label: "limited", Functions: api.Calls{noop()}, IdempotencyKey: idem}, nil)
 		if e == nil {
 			t.Fatal("a send with no queue stream succeeded")
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -136,7 +137,7 @@ func (s *Service) replayCallback(ctx context.Context, it deadLetter) (uint64, er
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		if it.dl.Outcome.Status == "" {
-			return 0, errf(CodeNotFound, "authz: dead letter %d: its callback (%s sequence %d) is gone and was never read", it.item.Seq, o.Stream, o.Seq)
+			return 0, errf(api.CodeNotFound, "authz: dead letter %d: its callback (%s sequence %d) is gone and was never read", it.item.Seq, o.Stream, o.Seq)
 		}
 		cb = streams.Callback{BatchID: it.dl.Batch.ID, Domain: it.dl.Domain, Priority: it.dl.Batch.Priority,
 			Outcome: it.dl.Outcome, Attempts: it.dl.Attempts, At: it.dl.At, Processor: "a replayed dead letter",
@@ -145,14 +146,14 @@ func (s *Service) replayCallback(ctx context.Context, it deadLetter) (uint64, er
 		return 0, fmt.Errorf("authz: read callback %d: %w", o.Seq, err)
 	default:
 		if cb, err = streams.Decode[streams.Callback](rm.Data); err != nil {
-			return 0, errf(CodeConflict, "authz: dead letter %d: %v", it.item.Seq, unreadable("callback", cb.V, err))
+			return 0, errf(api.CodeConflict, "authz: dead letter %d: %v", it.item.Seq, unreadable("callback", cb.V, err))
 		}
 		if cb.At.IsZero() {
 			cb.At = rm.Time
 		}
 	}
 	if err := s.Apply(ctx, &cb); errors.Is(err, ErrUnreadable) {
-		return 0, errf(CodeConflict, "authz: dead letter %d: %v", it.item.Seq, err)
+		return 0, errf(api.CodeConflict, "authz: dead letter %d: %v", it.item.Seq, err)
 	} else if err != nil {
 		return 0, err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -137,12 +138,12 @@ func TestPoisonedCallbackIsDeadLettered(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			var dlq authz.DLQReply
+			var dlq api.DLQReply
 			testnats.Eventually(t, 10*time.Second, "callback dead-lettered", func() bool {
 				if got := len(n.all()); got > len(backoff) {
 					t.Fatalf("%d NAKs, want at most %d: the callback is retried without bound", got, len(backoff))
 				}
-				if e := b.call(t, "owner", "dlq", authz.DLQRequest{}, &dlq); e != nil {
+				if e := b.call(t, "owner", api.OpDLQ, api.DLQRequest{}, &dlq); e != nil {
 					t.Fatalf("dlq: %+v", e)
 				}
 				return len(dlq.Items) == 1
@@ -192,8 +193,8 @@ func TestPoisonedCallbackIsDeadLettered(t *testing.T) {
 				t.Fatalf("log line names version %v, want %v: %v", loud[0]["version"], tt.version, loud[0])
 			}
 
-			var rep authz.ReplayReply
-			e := b.call(t, "owner", "replay", authz.ReplayRequest{Seq: it.Seq}, &rep)
+			var rep api.ReplayReply
+			e := b.call(t, "owner", api.OpReplay, api.ReplayRequest{Seq: it.Seq}, &rep)
 			if !tt.replays {
 				if e == nil || e.Code != "409" {
 					t.Fatalf("replaying a callback still unreadable: %+v %+v", e, rep)
@@ -207,7 +208,7 @@ func TestPoisonedCallbackIsDeadLettered(t *testing.T) {
 			if _, err := kv.Put(b.ctx, streams.BatchKey(id), orig.Value()); err != nil {
 				t.Fatal(err)
 			}
-			if e := b.call(t, "owner", "replay", authz.ReplayRequest{Seq: it.Seq}, &rep); e != nil || len(rep.Replayed) != 1 || rep.Replayed[0].AsNew != id {
+			if e := b.call(t, "owner", api.OpReplay, api.ReplayRequest{Seq: it.Seq}, &rep); e != nil || len(rep.Replayed) != 1 || rep.Replayed[0].AsNew != id {
 				t.Fatalf("replay: %+v %+v", e, rep)
 			}
 			if rec := b.record(t, id); rec.Status != pipeline.Executed || rec.Attempts != 1 {

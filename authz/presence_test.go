@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -51,8 +52,8 @@ func TestReloadWarnsUnserved(t *testing.T) {
 	b := &bundle{env: env, ctx: ctx}
 	reload := func() []string {
 		t.Helper()
-		var rep authz.ReloadReply
-		if e := b.call(t, "owner", "reload", nil, &rep); e != nil {
+		var rep api.ReloadReply
+		if e := b.call(t, "owner", api.OpReload, nil, &rep); e != nil {
 			t.Fatalf("reload: %+v", e)
 		}
 		if rep.Warnings == nil {

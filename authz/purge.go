@@ -8,30 +8,16 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
-
-// PurgeRequest removes dead letters, for good: the one at Seq; every one
-// (of Domain, or of every domain) with All; or, with OlderThan, those
-// dead-lettered longer ago than that (of Domain, or of every domain).
-type PurgeRequest struct {
-	Seq       uint64            `json:"seq,omitempty"`
-	Domain    string            `json:"domain,omitempty"`
-	All       bool              `json:"all,omitempty"`
-	OlderThan pipeline.Duration `json:"older_than,omitempty"`
-}
-
-// PurgeReply says how many dead letters were removed.
-type PurgeReply struct {
-	Purged uint64 `json:"purged"`
-}
 
 // purge removes dead letters. One is deleted by its sequence; a domain's,
 // or those older than a duration, in one purge of the DLQ stream (by
 // subject, up to the first one to keep). A batch record that was kept for
 // its dead letter expires when the dead letter would have.
-func (s *Service) purge(ctx context.Context, user string, req *PurgeRequest) (any, error) {
+func (s *Service) purge(ctx context.Context, user string, req *api.PurgeRequest) (any, error) {
 	named := 0
 	for _, set := range []bool{req.Seq != 0, req.All, req.OlderThan != 0} {
 		if set {
@@ -40,32 +26,32 @@ func (s *Service) purge(ctx context.Context, user string, req *PurgeRequest) (an
 	}
 	switch {
 	case named != 1:
-		return nil, errf(CodeBadRequest, "authz: say which dead letters to purge, one of: {\"seq\": n}, {\"all\": true} or {\"older_than\": \"24h\"} (the last two with a \"domain\" or none)")
+		return nil, errf(api.CodeBadRequest, "authz: say which dead letters to purge, one of: {\"seq\": n}, {\"all\": true} or {\"older_than\": \"24h\"} (the last two with a \"domain\" or none)")
 	case req.Seq != 0 && req.Domain != "":
-		return nil, errf(CodeBadRequest, "authz: purge names a seq and a domain: a seq names one dead letter, whatever its domain")
+		return nil, errf(api.CodeBadRequest, "authz: purge names a seq and a domain: a seq names one dead letter, whatever its domain")
 	case req.OlderThan < 0:
-		return nil, errf(CodeBadRequest, "authz: older_than %s: expected a positive duration such as \"24h\"", req.OlderThan)
+		return nil, errf(api.CodeBadRequest, "authz: older_than %s: expected a positive duration such as \"24h\"", req.OlderThan)
 	}
 	filter := streams.DLQSubjects
 	if req.Domain != "" {
 		if err := pipeline.ValidateDomain(req.Domain); err != nil {
-			return nil, errf(CodeBadRequest, "authz: purge: %v", err)
+			return nil, errf(api.CodeBadRequest, "authz: purge: %v", err)
 		}
 		filter = streams.DLQSubject(req.Domain)
 	}
 	if req.Seq != 0 {
 		if _, err := s.dlq.GetMsg(ctx, req.Seq); errors.Is(err, jetstream.ErrMsgNotFound) {
-			return nil, errf(CodeNotFound, "authz: no dead letter at sequence %d", req.Seq)
+			return nil, errf(api.CodeNotFound, "authz: no dead letter at sequence %d", req.Seq)
 		} else if err != nil {
 			return nil, fmt.Errorf("authz: read dead letter %d: %w", req.Seq, err)
 		}
 		if err := s.dlq.DeleteMsg(ctx, req.Seq); errors.Is(err, jetstream.ErrMsgNotFound) {
-			return nil, errf(CodeNotFound, "authz: no dead letter at sequence %d", req.Seq)
+			return nil, errf(api.CodeNotFound, "authz: no dead letter at sequence %d", req.Seq)
 		} else if err != nil {
 			return nil, fmt.Errorf("authz: delete dead letter %d: %w", req.Seq, err)
 		}
 		s.log.Info("dead letter purged", "seq", req.Seq, "by", user)
-		return &PurgeReply{Purged: 1}, nil
+		return &api.PurgeReply{Purged: 1}, nil
 	}
 	var keep uint64 // purge below this sequence; 0: all
 	if req.OlderThan != 0 {
@@ -79,7 +65,7 @@ func (s *Service) purge(ctx context.Context, user string, req *PurgeRequest) (an
 		return nil, err
 	}
 	s.log.Info("dead letters purged", "domain", req.Domain, "older_than", req.OlderThan.String(), "purged", n, "by", user)
-	return &PurgeReply{Purged: n}, nil
+	return &api.PurgeReply{Purged: n}, nil
 }
 
 // firstSince is the sequence of the first dead letter under filter stored

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
@@ -18,39 +19,7 @@ import (
 // finished. Listing reads the stream with direct gets filtered to the
 // domain, one round trip per token, and one progress read per token.
 
-// QueueRequest lists a domain's queue of one priority, positions [From, To).
-type QueueRequest struct {
-	Domain   string            `json:"domain"`
-	Priority pipeline.Priority `json:"priority"`
-	From     int               `json:"from"`
-	// To is exclusive; 0 means the end of the queue.
-	To int `json:"to"`
-}
-
-// QueueItem is one batch in a queue.
-type QueueItem struct {
-	Position int    `json:"position"`
-	ID       uint64 `json:"id"`
-	Seq      uint64 `json:"seq"`
-	Subject  string `json:"subject"`
-	Gen      uint32 `json:"gen"`
-	Rotation uint32 `json:"step"`
-	// State is queued or parked (waiting for a confirmation).
-	State streams.State `json:"state"`
-	// Key is the batch's key, when it has one and its token carries the
-	// batch: the batch is its key's head (the others wait without a token).
-	Key string `json:"key,omitempty"`
-}
-
-// QueueReply is a slice of a queue.
-type QueueReply struct {
-	Domain   string            `json:"domain"`
-	Priority pipeline.Priority `json:"priority"`
-	Length   int               `json:"length"`
-	Items    []QueueItem       `json:"items"`
-}
-
-func (s *Service) queue(ctx context.Context, user string, req *QueueRequest) (any, error) {
+func (s *Service) queue(ctx context.Context, user string, req *api.QueueRequest) (any, error) {
 	if err := checkQueue(req.Domain, req.Priority); err != nil {
 		return nil, err
 	}
@@ -63,10 +32,10 @@ func (s *Service) queue(ctx context.Context, user string, req *QueueRequest) (an
 		to = len(items)
 	}
 	if req.From < 0 || req.From > to {
-		return nil, errf(CodeOutOfBounds, "authz: index out of bounds: range [%d, %d) of a queue of length %d", req.From, req.To, len(items))
+		return nil, errf(api.CodeOutOfBounds, "authz: index out of bounds: range [%d, %d) of a queue of length %d", req.From, req.To, len(items))
 	}
 	// An empty slice answers [] as dlq does, never null.
-	return &QueueReply{Domain: req.Domain, Priority: req.Priority, Length: len(items), Items: append([]QueueItem{}, items[req.From:to]...)}, nil
+	return &api.QueueReply{Domain: req.Domain, Priority: req.Priority, Length: len(items), Items: append([]api.QueueItem{}, items[req.From:to]...)}, nil
 }
 
 func checkQueue(domain string, p pipeline.Priority) error {
@@ -77,27 +46,15 @@ func checkQueue(domain string, p pipeline.Priority) error {
 }
 
 // Live returns the live tokens of a domain's queue, in order.
-func (s *Service) Live(ctx context.Context, domain string, p pipeline.Priority) ([]QueueItem, error) {
-	var items []QueueItem
-	_, err := s.scanQueue(ctx, domain, p, 0, func(it QueueItem, _ streams.Token, _ *streams.ProgressEntry) {
+func (s *Service) Live(ctx context.Context, domain string, p pipeline.Priority) ([]api.QueueItem, error) {
+	var items []api.QueueItem
+	_, err := s.scanQueue(ctx, domain, p, 0, func(it api.QueueItem, _ streams.Token, _ *streams.ProgressEntry) {
 		items = append(items, it)
 	})
 	return items, err
 }
 
-// PositionRequest names a position in a domain's queue.
-type PositionRequest struct {
-	Domain   string            `json:"domain"`
-	Priority pipeline.Priority `json:"priority"`
-	Position int               `json:"position"`
-}
-
-// EvictReply names the evicted batch.
-type EvictReply struct {
-	ID uint64 `json:"id"`
-}
-
-func (s *Service) evict(ctx context.Context, user string, req *PositionRequest) (any, error) {
+func (s *Service) evict(ctx context.Context, user string, req *api.PositionRequest) (any, error) {
 	if err := checkQueue(req.Domain, req.Priority); err != nil {
 		return nil, err
 	}
@@ -109,7 +66,7 @@ func (s *Service) evict(ctx context.Context, user string, req *PositionRequest) 
 			return nil, err
 		}
 		if req.Position < 0 || req.Position >= len(items) {
-			return nil, errf(CodeOutOfBounds, "authz: index out of bounds: position %d of a queue of length %d", req.Position, len(items))
+			return nil, errf(api.CodeOutOfBounds, "authz: index out of bounds: position %d of a queue of length %d", req.Position, len(items))
 		}
 		it := items[req.Position]
 		id, err := s.remove(ctx, req.Domain, it)
@@ -120,14 +77,14 @@ func (s *Service) evict(ctx context.Context, user string, req *PositionRequest) 
 			return nil, err
 		}
 		s.log.Info("batch evicted", "batch_id", id, "domain", req.Domain, "position", req.Position)
-		return &EvictReply{ID: id}, nil
+		return &api.EvictReply{ID: id}, nil
 	}
-	return nil, errf(CodeConflict, "authz: the queue kept changing; try again")
+	return nil, errf(api.CodeConflict, "authz: the queue kept changing; try again")
 }
 
 // remove finishes the batch behind a live token as RemovedByOwner (see
 // Removal): its progress, then the token, then its callback.
-func (s *Service) remove(ctx context.Context, domain string, it QueueItem) (uint64, error) {
+func (s *Service) remove(ctx context.Context, domain string, it api.QueueItem) (uint64, error) {
 	st, err := s.progressStore.Load(ctx, domain, it.ID)
 	if err != nil {
 		return 0, err
@@ -152,7 +109,7 @@ func (s *Service) remove(ctx context.Context, domain string, it QueueItem) (uint
 	if dup {
 		// A processor finished the batch in the meantime (it was executing
 		// when it was evicted): its outcome stands.
-		return 0, errf(CodeConflict, "authz: batch %d finished before it could be evicted", it.ID)
+		return 0, errf(api.CodeConflict, "authz: batch %d finished before it could be evicted", it.ID)
 	}
 	return it.ID, nil
 }
@@ -171,28 +128,6 @@ func (s *Service) publishCallback(ctx context.Context, cb *streams.Callback) (du
 	return ack.Duplicate, nil
 }
 
-// InsertRequest inserts a new batch at a position of a domain's queue.
-type InsertRequest struct {
-	Domain   string            `json:"domain"`
-	Priority pipeline.Priority `json:"priority"`
-	Position int               `json:"position"`
-	// Label gives the execution settings; its domain must be Domain.
-	Label     string `json:"label"`
-	Functions Calls  `json:"functions"`
-	Key       string `json:"key,omitempty"`
-}
-
-// InsertReply names the inserted batch.
-type InsertReply struct {
-	ID       uint64 `json:"id"`
-	Position int    `json:"position"`
-	// WaitsForKey says the batch carries a key with earlier batches still
-	// waiting: it joined the back of its key's order, the queue is as it
-	// was, and the batch is queued at the back when it becomes its key's
-	// head (Position is then meaningless).
-	WaitsForKey bool `json:"waits_for_key,omitempty"`
-}
-
 // edit is the intent record of an insert, written before the queue is
 // touched, so a replica that dies midway leaves enough to finish the job.
 type edit struct {
@@ -201,19 +136,19 @@ type edit struct {
 	// New is the inserted batch, queued first.
 	New uint64 `json:"new"`
 	// Tail lists the live tokens that go behind it, in order.
-	Tail []QueueItem `json:"tail"`
+	Tail []api.QueueItem `json:"tail"`
 }
 
-func (s *Service) insert(ctx context.Context, user string, req *InsertRequest) (any, error) {
+func (s *Service) insert(ctx context.Context, user string, req *api.InsertRequest) (any, error) {
 	if err := checkQueue(req.Domain, req.Priority); err != nil {
 		return nil, err
 	}
 	l, ok := s.Table().Labels[req.Label]
 	if !ok {
-		return nil, errf(CodeNotFound, "authz: unknown label %q", logging.Capped(req.Label))
+		return nil, errf(api.CodeNotFound, "authz: unknown label %q", logging.Capped(req.Label))
 	}
 	if l.Domain != req.Domain {
-		return nil, errf(CodeBadRequest, "authz: label %q executes in domain %q, not %q", req.Label, l.Domain, req.Domain)
+		return nil, errf(api.CodeBadRequest, "authz: label %q executes in domain %q, not %q", req.Label, l.Domain, req.Domain)
 	}
 	if err := s.Table().allowedTypes(req.Domain, req.Functions); err != nil {
 		return nil, err
@@ -225,7 +160,7 @@ func (s *Service) insert(ctx context.Context, user string, req *InsertRequest) (
 		return nil, err
 	}
 	if req.Position < 0 || req.Position > len(items) {
-		return nil, errf(CodeOutOfBounds, "authz: index out of bounds: position %d of a queue of length %d", req.Position, len(items))
+		return nil, errf(api.CodeOutOfBounds, "authz: index out of bounds: position %d of a queue of length %d", req.Position, len(items))
 	}
 	// The owner's insert bypasses the label's concurrency limit.
 	b, err := s.build(ctx, req.Label, l, user, req.Functions, req.Key, "", req.Priority, true)
@@ -236,7 +171,7 @@ func (s *Service) insert(ctx context.Context, user string, req *InsertRequest) (
 	data, _ := json.Marshal(e)
 	if _, err := s.locks.Create(ctx, streams.EditKey(req.Domain, req.Priority), data); err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
-			return nil, errf(CodeConflict, "authz: another edit of %s's %s queue is in progress", req.Domain, req.Priority)
+			return nil, errf(api.CodeConflict, "authz: another edit of %s's %s queue is in progress", req.Domain, req.Priority)
 		}
 		return nil, fmt.Errorf("authz: record the edit: %w", err)
 	}
@@ -245,7 +180,7 @@ func (s *Service) insert(ctx context.Context, user string, req *InsertRequest) (
 		return nil, err
 	}
 	s.log.Info("batch inserted", "batch_id", b.batch.ID, "domain", req.Domain, "position", req.Position, "moved", len(e.Tail), "waits_for_key", !placed)
-	return &InsertReply{ID: b.batch.ID, Position: req.Position, WaitsForKey: !placed}, nil
+	return &api.InsertReply{ID: b.batch.ID, Position: req.Position, WaitsForKey: !placed}, nil
 }
 
 // applyEdit queues the new batch, then re-appends every tail batch behind
@@ -279,7 +214,7 @@ func (s *Service) applyEdit(ctx context.Context, e *edit) (placed bool, err erro
 // that finished or moved meanwhile is left where it is; if its old token's
 // generation was already bumped (a resumed edit), its current token is
 // re-published (deduplicated) instead of bumping twice.
-func (s *Service) moveToBack(ctx context.Context, domain string, it QueueItem) error {
+func (s *Service) moveToBack(ctx context.Context, domain string, it api.QueueItem) error {
 	for range 10 {
 		st, err := s.progressStore.Load(ctx, domain, it.ID)
 		if err != nil {
@@ -308,7 +243,7 @@ func (s *Service) moveToBack(ctx context.Context, domain string, it QueueItem) e
 		}
 		return nil
 	}
-	return errf(CodeConflict, "authz: batch %d kept changing while being moved", it.ID)
+	return errf(api.CodeConflict, "authz: batch %d kept changing while being moved", it.ID)
 }
 
 // resumeEdits finishes the inserts a replica left half done, in every

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/internal/testnats"
@@ -42,7 +43,7 @@ func (b *bundle) withTable(t *testing.T, tableYAML string) {
 func tooMany(t *testing.T, what string, err error, want string) {
 	t.Helper()
 	var ae *client.Error
-	if !errors.As(err, &ae) || ae.Code != authz.CodeTooManyRequests || !errors.Is(err, client.ErrTooManyRequests) || !strings.Contains(ae.Message, want) {
+	if !errors.As(err, &ae) || ae.Code != api.CodeTooManyRequests || !errors.Is(err, client.ErrTooManyRequests) || !strings.Contains(ae.Message, want) {
 		t.Fatalf("%s: got %v, want 429 saying %q", what, err, want)
 	}
 }
@@ -53,14 +54,14 @@ func tooMany(t *testing.T, what string, err error, want string) {
 func TestSendRateBoundPerCaller(t *testing.T) {
 	b := setup(t)
 	b.withTable(t, quotaTable)
-	req := authz.SendRequest{Label: "jobs", Functions: authz.Calls{noop()}}
+	req := api.SendRequest{Label: "jobs", Functions: api.Calls{noop()}}
 	for range 3 {
-		answered(t, "alice's send", func() (*authz.SendReply, error) { return b.client(t, "alice").Send(b.ctx, req) })
+		answered(t, "alice's send", func() (*api.SendReply, error) { return b.client(t, "alice").Send(b.ctx, req) })
 	}
 	_, err := b.client(t, "alice").Send(b.ctx, req)
 	tooMany(t, "alice's fourth send", err, "alice sends more than 0.001 per second (send_rate 0.001, send_burst 3)")
 	for range 5 {
-		answered(t, "bob's send", func() (*authz.SendReply, error) { return b.client(t, "bob").Send(b.ctx, req) })
+		answered(t, "bob's send", func() (*api.SendReply, error) { return b.client(t, "bob").Send(b.ctx, req) })
 	}
 }
 
@@ -71,10 +72,10 @@ func TestSendRateBoundPerCaller(t *testing.T) {
 func TestUnfinishedBoundPerSubmitter(t *testing.T) {
 	b := setup(t)
 	b.withTable(t, strings.Replace(quotaTable, "callers:\n  alice: {send_rate: 0.001, send_burst: 3}\n", "", 1))
-	req := authz.SendRequest{Label: "capped", Functions: authz.Calls{noop()}}
+	req := api.SendRequest{Label: "capped", Functions: api.Calls{noop()}}
 	var first uint64
 	for i := range 2 {
-		rep := answered(t, "alice's send", func() (*authz.SendReply, error) { return b.client(t, "alice").Send(b.ctx, req) })
+		rep := answered(t, "alice's send", func() (*api.SendReply, error) { return b.client(t, "alice").Send(b.ctx, req) })
 		if i == 0 {
 			first = rep.ID
 		}
@@ -83,7 +84,7 @@ func TestUnfinishedBoundPerSubmitter(t *testing.T) {
 	tooMany(t, "alice's third unfinished batch", err, `alice has 2 unfinished batches under label "capped", its limit (max_per_submitter 2)`)
 	// Bob has his own bound.
 	for range 2 {
-		answered(t, "bob's send", func() (*authz.SendReply, error) { return b.client(t, "bob").Send(b.ctx, req) })
+		answered(t, "bob's send", func() (*api.SendReply, error) { return b.client(t, "bob").Send(b.ctx, req) })
 	}
 	_, err = b.client(t, "bob").Send(b.ctx, req)
 	tooMany(t, "bob's third unfinished batch", err, "bob has 2 unfinished batches")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -48,7 +49,7 @@ func TestTrailingDataRefused(t *testing.T) {
 	if q := b.queue(t, pipeline.Med); len(q) != 0 {
 		t.Fatalf("a refused request queued %v", q)
 	}
-	if rep := b.proc.Tick(b.ctx, 1); rep.Status == "paused" {
+	if rep := b.proc.Tick(b.ctx, 1); rep.Status == api.TickPaused {
 		t.Fatal("a refused pause paused the domain")
 	}
 }
@@ -62,7 +63,7 @@ func TestPayloadNumbersRoundTrip(t *testing.T) {
 	if e != nil {
 		t.Fatal(e)
 	}
-	var sent authz.SendReply
+	var sent api.SendReply
 	if err := json.Unmarshal(m.Data, &sent); err != nil {
 		t.Fatal(err)
 	}
@@ -165,12 +166,12 @@ func TestUntrustedInputCapped(t *testing.T) {
 			}
 		})
 	}
-	key := authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{noop()}, IdempotencyKey: long}
-	if e := b.call(t, "alice", "send", key, nil); e != nil {
+	key := api.SendRequest{Label: "jobs", Functions: []api.CallSpec{noop()}, IdempotencyKey: long}
+	if e := b.call(t, "alice", api.OpSend, key, nil); e != nil {
 		t.Fatal(e)
 	}
 	key.Label = "transfer"
-	if e := b.call(t, "alice", "send", key, nil); e == nil || e.Code != "409" || len(e.Msg) > 400 {
+	if e := b.call(t, "alice", api.OpSend, key, nil); e == nil || e.Code != "409" || len(e.Msg) > 400 {
 		t.Fatalf("reused key: %.400v, want a 409 with the key capped", e)
 	}
 
@@ -186,7 +187,7 @@ func TestUntrustedInputCapped(t *testing.T) {
 	go func() { defer close(done); _ = svc.Run(ctx) }()
 	t.Cleanup(func() { cancel(); testnats.Stopped(t, "authz", done) })
 	nc := b.env.Conn(t, "alice")
-	m := nats.NewMsg(streams.AuthzSubject("alice", "batch"))
+	m := nats.NewMsg(streams.AuthzSubject("alice", api.OpBatch))
 	m.Reply = "elsewhere." + strings.Repeat("r", 1000)
 	m.Data = []byte(`{"id":1}`)
 	testnats.Eventually(t, 10*time.Second, "refusal logged", func() bool {

@@ -6,14 +6,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
 
-func flaky() authz.CallSpec {
-	return authz.CallSpec{Type: handlers.TypeFlaky, Payload: pipeline.MustPayload(handlers.FlakyArgs{})}
+func flaky() api.CallSpec {
+	return api.CallSpec{Type: handlers.TypeFlaky, Payload: pipeline.MustPayload(handlers.FlakyArgs{})}
 }
 
 // TestBatchOutputs: every function's output is in the batch reply and the
@@ -21,20 +21,20 @@ func flaky() authz.CallSpec {
 // (one function, or an atomic unit) included, which keeps no progress.
 func TestBatchOutputs(t *testing.T) {
 	b := setup(t)
-	transfer := authz.CallSpec{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "alice", To: "bob", Amount: 10})}
+	transfer := api.CallSpec{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "alice", To: "bob", Amount: 10})}
 	for _, tc := range []struct {
 		name  string
 		label string
-		calls []authz.CallSpec
+		calls []api.CallSpec
 		// want is each output's type and decoded data (an int).
 		want []pipeline.Output
 		data []int64
 	}{
-		{name: "one function", label: "jobs", calls: []authz.CallSpec{flaky()},
+		{name: "one function", label: "jobs", calls: []api.CallSpec{flaky()},
 			want: []pipeline.Output{{Index: 0, Type: handlers.TypeFlaky}}, data: []int64{1}},
-		{name: "two functions", label: "jobs", calls: []authz.CallSpec{flaky(), flaky()},
+		{name: "two functions", label: "jobs", calls: []api.CallSpec{flaky(), flaky()},
 			want: []pipeline.Output{{Index: 0, Type: handlers.TypeFlaky}, {Index: 1, Type: handlers.TypeFlaky}}, data: []int64{1, 1}},
-		{name: "atomic", label: "transfer", calls: []authz.CallSpec{transfer, noop()},
+		{name: "atomic", label: "transfer", calls: []api.CallSpec{transfer, noop()},
 			want: []pipeline.Output{{Index: 0, Type: handlers.TypeTransfer}, {Index: 1, Type: handlers.TypeNoop}}, data: []int64{90, 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -42,8 +42,8 @@ func TestBatchOutputs(t *testing.T) {
 			if rec := b.settled(t, id); rec.Status != pipeline.Executed {
 				t.Fatalf("outcome %s (%+v)", rec.Status, rec.History)
 			}
-			rep := answered(t, "batch", func() (*authz.BatchReply, error) {
-				return b.client(t, "alice").Batch(b.ctx, authz.IDRequest{ID: id})
+			rep := answered(t, "batch", func() (*api.BatchReply, error) {
+				return b.client(t, "alice").Batch(b.ctx, api.IDRequest{ID: id})
 			})
 			if !rep.Terminal() {
 				t.Fatalf("reply not terminal: %+v", rep.Record)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -104,10 +105,10 @@ func (s *Service) expireKeys(ctx context.Context, e *expiry) error {
 func (s *Service) notFound(ctx context.Context, id uint64) *Error {
 	if s.retention.Enabled() {
 		if top, err := s.idsTop(ctx); err == nil && id <= top {
-			return errf(CodeNotFound, "authz: no batch %d: it does not exist, or it finished and its record expired (records are kept %s)", id, formatAge(s.retention.Finished))
+			return errf(api.CodeNotFound, "authz: no batch %d: it does not exist, or it finished and its record expired (records are kept %s)", id, formatAge(s.retention.Finished))
 		}
 	}
-	return errf(CodeNotFound, "authz: no batch %d", id)
+	return errf(api.CodeNotFound, "authz: no batch %d", id)
 }
 
 // idsTop is the largest batch id the id log handed out so far: the last

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/examples/handlers"
@@ -22,7 +23,7 @@ func shortRetention() testnats.Option {
 	return testnats.WithSettings(func(s *streams.Settings) { s.FinishedMaxAge = time.Second })
 }
 
-func fail() authz.CallSpec { return authz.CallSpec{Type: handlers.TypeFail} }
+func fail() api.CallSpec { return api.CallSpec{Type: handlers.TypeFail} }
 
 // bucketMsgs is how many messages bucket's stream holds.
 func (b *bundle) bucketMsgs(t *testing.T, bucket string) uint64 {
@@ -41,8 +42,8 @@ func (b *bundle) bucketMsgs(t *testing.T, bucket string) uint64 {
 func TestFinishedBatchRecordsExpire(t *testing.T) {
 	b := setup(t, shortRetention())
 	alice := b.client(t, "alice")
-	sent := answered(t, "send", func() (*authz.SendReply, error) {
-		return alice.Send(b.ctx, authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{noop(), noop()}, IdempotencyKey: "k-1"})
+	sent := answered(t, "send", func() (*api.SendReply, error) {
+		return alice.Send(b.ctx, api.SendRequest{Label: "jobs", Functions: []api.CallSpec{noop(), noop()}, IdempotencyKey: "k-1"})
 	})
 	one := b.send(t, "alice", "transfer", noop()) // succeeds at its first step: no progress
 	for _, id := range []uint64{sent.ID, one} {
@@ -77,21 +78,21 @@ func TestFinishedBatchRecordsExpire(t *testing.T) {
 		t.Fatal("the idempotency key went before the id log's duplicate window")
 	}
 
-	_, err = alice.Batch(b.ctx, authz.IDRequest{ID: sent.ID})
+	_, err = alice.Batch(b.ctx, api.IDRequest{ID: sent.ID})
 	if !errors.Is(err, client.ErrNotFound) || !strings.Contains(err.Error(), fmt.Sprintf("no batch %d: it does not exist, or it finished and its record expired (records are kept 1s)", sent.ID)) {
 		t.Fatalf("batch of an expired batch: %v, want 404 saying it may have expired", err)
 	}
-	_, err = alice.Batch(b.ctx, authz.IDRequest{ID: 1 << 40})
+	_, err = alice.Batch(b.ctx, api.IDRequest{ID: 1 << 40})
 	if !errors.Is(err, client.ErrNotFound) || strings.Contains(err.Error(), "expired") {
 		t.Fatalf("batch of an id never handed out: %v, want a plain 404", err)
 	}
-	list := answered(t, "list", func() (*authz.ListReply, error) { return alice.List(b.ctx, authz.ListRequest{}) })
+	list := answered(t, "list", func() (*api.ListReply, error) { return alice.List(b.ctx, api.ListRequest{}) })
 	if len(list.Items) != 0 {
 		t.Fatalf("list after expiry: %+v, want nothing", list.Items)
 	}
 	// Within the id log's duplicate window the key is kept: its resend
 	// is told the batch finished, not run again under the same id.
-	_, err = alice.Send(b.ctx, authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{noop(), noop()}, IdempotencyKey: "k-1"})
+	_, err = alice.Send(b.ctx, api.SendRequest{Label: "jobs", Functions: []api.CallSpec{noop(), noop()}, IdempotencyKey: "k-1"})
 	if !errors.Is(err, client.ErrConflict) || !strings.Contains(err.Error(), "finished and its record expired") {
 		t.Fatalf("resend after expiry: %v, want 409 saying the batch finished", err)
 	}
@@ -102,20 +103,20 @@ func TestFinishedBatchRecordsExpire(t *testing.T) {
 func TestRunningBatchIsKept(t *testing.T) {
 	b := setup(t, shortRetention())
 	// Waits for its confirmation after its first function.
-	running := b.send(t, "bob", "confirmed", authz.CallSpec{Type: handlers.TypeNoop, Expect: "x"})
+	running := b.send(t, "bob", "confirmed", api.CallSpec{Type: handlers.TypeNoop, Expect: "x"})
 	done := b.send(t, "alice", "transfer", noop())
 	b.settled(t, done)
 	testnats.Eventually(t, 20*time.Second, "the finished batch expired", func() bool {
-		_, err := b.client(t, "alice").Batch(b.ctx, authz.IDRequest{ID: done})
+		_, err := b.client(t, "alice").Batch(b.ctx, api.IDRequest{ID: done})
 		return errors.Is(err, client.ErrNotFound)
 	})
-	rep := answered(t, "batch", func() (*authz.BatchReply, error) {
-		return b.client(t, "bob").Batch(b.ctx, authz.IDRequest{ID: running})
+	rep := answered(t, "batch", func() (*api.BatchReply, error) {
+		return b.client(t, "bob").Batch(b.ctx, api.IDRequest{ID: running})
 	})
-	if rep.Record.Status != pipeline.InProcess || rep.Progress == nil || rep.Progress.State != streams.Parked {
+	if rep.Record.Status != pipeline.InProcess || rep.Progress == nil || rep.Progress.State != api.StateParked {
 		t.Fatalf("running batch: %s, progress %+v; want in process, parked", rep.Record.Status, rep.Progress)
 	}
-	list := answered(t, "list", func() (*authz.ListReply, error) { return b.client(t, "bob").List(b.ctx, authz.ListRequest{}) })
+	list := answered(t, "list", func() (*api.ListReply, error) { return b.client(t, "bob").List(b.ctx, api.ListRequest{}) })
 	if len(list.Items) != 1 || list.Items[0].ID != running {
 		t.Fatalf("bob's list: %+v, want the running batch", list.Items)
 	}
@@ -135,21 +136,21 @@ func TestDeadLetterOutlivesFinishedAge(t *testing.T) {
 	b.settled(t, ok)
 	owner := b.client(t, "owner")
 	testnats.Eventually(t, 20*time.Second, "the batch without a dead letter expired", func() bool {
-		_, err := owner.Batch(b.ctx, authz.IDRequest{ID: ok})
+		_, err := owner.Batch(b.ctx, api.IDRequest{ID: ok})
 		return errors.Is(err, client.ErrNotFound)
 	})
 	if rec := b.record(t, failed); rec.DeadLetter == 0 {
 		t.Fatalf("the dead-lettered batch lost its record: %+v", rec)
 	}
-	rep := answered(t, "replay", func() (*authz.ReplayReply, error) {
-		return owner.Replay(b.ctx, authz.ReplayRequest{Seq: rec.DeadLetter})
+	rep := answered(t, "replay", func() (*api.ReplayReply, error) {
+		return owner.Replay(b.ctx, api.ReplayRequest{Seq: rec.DeadLetter})
 	})
 	if len(rep.Replayed) != 1 || rep.Replayed[0].From != failed {
 		t.Fatalf("replay: %+v", rep)
 	}
 	b.settled(t, rep.Replayed[0].AsNew)
-	again := answered(t, "replay", func() (*authz.ReplayReply, error) {
-		return owner.Replay(b.ctx, authz.ReplayRequest{Seq: rec.DeadLetter})
+	again := answered(t, "replay", func() (*api.ReplayReply, error) {
+		return owner.Replay(b.ctx, api.ReplayRequest{Seq: rec.DeadLetter})
 	})
 	if again.Replayed[0].AsNew != rep.Replayed[0].AsNew {
 		t.Fatalf("second replay: %+v, want the same batch as %+v", again, rep)
@@ -178,13 +179,13 @@ func TestPurgeDeadLetters(t *testing.T) {
 		seqs = append(seqs, rec.DeadLetter)
 	}
 	owner := b.client(t, "owner")
-	purge := func(req authz.PurgeRequest) uint64 {
+	purge := func(req api.PurgeRequest) uint64 {
 		t.Helper()
-		return answered(t, "purge", func() (*authz.PurgeReply, error) { return owner.Purge(b.ctx, req) }).Purged
+		return answered(t, "purge", func() (*api.PurgeReply, error) { return owner.Purge(b.ctx, req) }).Purged
 	}
 	remaining := func() []uint64 {
 		t.Helper()
-		l := answered(t, "dlq", func() (*authz.DLQReply, error) { return owner.DLQ(b.ctx, authz.DLQRequest{Domain: domain}) })
+		l := answered(t, "dlq", func() (*api.DLQReply, error) { return owner.DLQ(b.ctx, api.DLQRequest{Domain: domain}) })
 		out := []uint64{}
 		for _, it := range l.Items {
 			out = append(out, it.Seq)
@@ -192,13 +193,13 @@ func TestPurgeDeadLetters(t *testing.T) {
 		return out
 	}
 
-	if _, err := b.client(t, "alice").Purge(b.ctx, authz.PurgeRequest{All: true}); !errors.Is(err, client.ErrForbidden) {
+	if _, err := b.client(t, "alice").Purge(b.ctx, api.PurgeRequest{All: true}); !errors.Is(err, client.ErrForbidden) {
 		t.Fatalf("alice's purge: %v, want forbidden", err)
 	}
-	if n := purge(authz.PurgeRequest{Seq: seqs[3]}); n != 1 {
+	if n := purge(api.PurgeRequest{Seq: seqs[3]}); n != 1 {
 		t.Fatalf("purge of one: %d purged", n)
 	}
-	if _, err := owner.Purge(b.ctx, authz.PurgeRequest{Seq: seqs[3]}); !errors.Is(err, client.ErrNotFound) {
+	if _, err := owner.Purge(b.ctx, api.PurgeRequest{Seq: seqs[3]}); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("purge of a purged one: %v, want not found", err)
 	}
 	if got := remaining(); !equal(got, seqs[:3]) {
@@ -217,22 +218,22 @@ func TestPurgeDeadLetters(t *testing.T) {
 	}
 	at := third.Time.Add(time.Hour)
 	clock.Store(&at)
-	if n := purge(authz.PurgeRequest{OlderThan: pipeline.Duration(time.Hour), Domain: domain}); n != 2 {
+	if n := purge(api.PurgeRequest{OlderThan: pipeline.Duration(time.Hour), Domain: domain}); n != 2 {
 		t.Fatalf("purge older than 1h: %d purged, want 2", n)
 	}
 	if got := remaining(); !equal(got, seqs[2:3]) {
 		t.Fatalf("after purging the older ones: %v, want %v", got, seqs[2:3])
 	}
-	if n := purge(authz.PurgeRequest{All: true, Domain: "elsewhere"}); n != 0 {
+	if n := purge(api.PurgeRequest{All: true, Domain: "elsewhere"}); n != 0 {
 		t.Fatalf("purge of another domain: %d purged, want 0", n)
 	}
-	if n := purge(authz.PurgeRequest{All: true, Domain: domain}); n != 1 {
+	if n := purge(api.PurgeRequest{All: true, Domain: domain}); n != 1 {
 		t.Fatalf("purge of the domain: %d purged, want 1", n)
 	}
 	if got := remaining(); len(got) != 0 {
 		t.Fatalf("after purging the domain: %v, want none", got)
 	}
-	for _, bad := range []authz.PurgeRequest{{}, {Seq: 1, All: true}, {Seq: 1, Domain: domain}, {All: true, Domain: "a.b"}} {
+	for _, bad := range []api.PurgeRequest{{}, {Seq: 1, All: true}, {Seq: 1, Domain: domain}, {All: true, Domain: "a.b"}} {
 		if _, err := owner.Purge(b.ctx, bad); !errors.Is(err, client.ErrInvalid) {
 			t.Errorf("purge %+v: %v, want invalid", bad, err)
 		}

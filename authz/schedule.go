@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -43,7 +44,7 @@ type Schedule struct {
 	Functions []ScheduledCall `yaml:"functions" json:"functions"`
 
 	timing *timing
-	calls  []CallSpec
+	calls  []api.CallSpec
 }
 
 // ScheduledCall is one function of a schedule's batch.
@@ -113,13 +114,13 @@ func (t *Table) validateSchedules(now time.Time) error {
 				return fail("priority", err)
 			}
 		}
-		calls := make([]CallSpec, len(sc.Functions))
+		calls := make([]api.CallSpec, len(sc.Functions))
 		for i, f := range sc.Functions {
 			p, err := schedulePayload(f.Payload)
 			if err != nil {
 				return fail(fmt.Sprintf("functions[%d].payload", i), err)
 			}
-			calls[i] = CallSpec{Type: f.Type, Payload: p, Expect: f.Expect}
+			calls[i] = api.CallSpec{Type: f.Type, Payload: p, Expect: f.Expect}
 		}
 		if _, err := l.Build(sc.Label, sc.User, calls, sc.Key, now); err != nil {
 			if ve := (*pipeline.ValidationError)(nil); errors.As(err, &ve) {

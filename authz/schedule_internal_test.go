@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -295,7 +296,7 @@ func TestSchedulePauseAndResume(t *testing.T) {
 	c.add(time.Second)
 	replicas[0].fireDue(ctx)
 	wantPeriods(ctx, t, replicas[0], start.Add(time.Second))
-	if _, err := replicas[1].pauseSchedule(ctx, "owner", &ScheduleRequest{Name: "tick"}); err != nil {
+	if _, err := replicas[1].pauseSchedule(ctx, "owner", &api.ScheduleRequest{Name: "tick"}); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -308,11 +309,11 @@ func TestSchedulePauseAndResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info := rep.(*SchedulesReply).Schedules[0]
+	info := rep.(*api.SchedulesReply).Schedules[0]
 	if !info.Paused || info.By != "owner" || info.NextFire != nil || info.LastFired == nil || !info.LastFired.Equal(start.Add(time.Second)) {
 		t.Fatalf("listed %+v; want paused by owner, last fired %v, no next fire", info, start.Add(time.Second))
 	}
-	if _, err := replicas[0].resumeSchedule(ctx, "owner", &ScheduleRequest{Name: "tick"}); err != nil {
+	if _, err := replicas[0].resumeSchedule(ctx, "owner", &api.ScheduleRequest{Name: "tick"}); err != nil {
 		t.Fatal(err)
 	}
 	replicas[1].fireDue(ctx)

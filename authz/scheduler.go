@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -166,7 +167,7 @@ func due(tm *timing, st streams.ScheduleState, now time.Time) (p, latest time.Ti
 func (s *Service) scheduleFailed(name string, sc *Schedule, now time.Time, msg string, err error, attrs ...any) time.Time {
 	n := s.sched.failures[name]
 	s.sched.failures[name] = n + 1
-	s.log.Warn(msg, append([]any{"schedule", name, "err", logging.Cap(err.Error(), maxMessage), "tries", n + 1}, attrs...)...)
+	s.log.Warn(msg, append([]any{"schedule", name, "err", logging.Cap(err.Error(), api.MaxErrorMessage), "tries", n + 1}, attrs...)...)
 	retry := now.Add(min(scheduleRetry<<min(n, 10), maxScheduleRetry))
 	if next := sc.timing.next(now); !next.IsZero() && next.Before(retry) {
 		retry = next

@@ -8,45 +8,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/logging"
-	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
 
 // The owner's schedule operations: schedules lists them, pause_schedule
 // and resume_schedule stop and restart one for every replica.
-
-// ScheduleRequest names a schedule of the table.
-type ScheduleRequest struct {
-	Name string `json:"name"`
-}
-
-// ScheduleInfo is a schedule of the table in force and its state.
-type ScheduleInfo struct {
-	Name     string            `json:"name"`
-	Cron     string            `json:"cron"`
-	TimeZone string            `json:"time_zone,omitempty"`
-	User     string            `json:"user"`
-	Label    string            `json:"label"`
-	Priority pipeline.Priority `json:"priority"`
-	Key      string            `json:"key,omitempty"`
-	// Paused says the schedule fires nothing until it is resumed; By and
-	// At say who paused or resumed it last, and when.
-	Paused bool      `json:"paused"`
-	By     string    `json:"by,omitempty"`
-	At     time.Time `json:"at,omitzero"`
-	// LastFired is the start of the last period fired, and LastBatch its
-	// batch; absent when none was.
-	LastFired *time.Time `json:"last_fired,omitempty"`
-	LastBatch uint64     `json:"last_batch,omitempty"`
-	// NextFire is the start of the next period; absent while paused.
-	NextFire *time.Time `json:"next_fire,omitempty"`
-}
-
-// SchedulesReply lists the table's schedules by name.
-type SchedulesReply struct {
-	Schedules []ScheduleInfo `json:"schedules"`
-}
 
 func (s *Service) listSchedules(ctx context.Context, _ string, _ *struct{}) (any, error) {
 	t := s.Table()
@@ -56,7 +24,7 @@ func (s *Service) listSchedules(ctx context.Context, _ string, _ *struct{}) (any
 	}
 	sort.Strings(names)
 	now := s.opts.Now()
-	rep := &SchedulesReply{Schedules: make([]ScheduleInfo, 0, len(names))}
+	rep := &api.SchedulesReply{Schedules: make([]api.ScheduleInfo, 0, len(names))}
 	for _, n := range names {
 		sc := t.Schedules[n]
 		st, err := s.readScheduleState(ctx, n)
@@ -68,18 +36,18 @@ func (s *Service) listSchedules(ctx context.Context, _ string, _ *struct{}) (any
 	return rep, nil
 }
 
-func (s *Service) pauseSchedule(ctx context.Context, user string, req *ScheduleRequest) (any, error) {
+func (s *Service) pauseSchedule(ctx context.Context, user string, req *api.ScheduleRequest) (any, error) {
 	return s.setSchedulePaused(ctx, user, req, true)
 }
 
-func (s *Service) resumeSchedule(ctx context.Context, user string, req *ScheduleRequest) (any, error) {
+func (s *Service) resumeSchedule(ctx context.Context, user string, req *api.ScheduleRequest) (any, error) {
 	return s.setSchedulePaused(ctx, user, req, false)
 }
 
 // setSchedulePaused pauses or resumes a schedule for every replica. A
 // resumed schedule fires at once for the latest period missed while it
 // was paused, if any (the catch-up policy), on this replica.
-func (s *Service) setSchedulePaused(ctx context.Context, user string, req *ScheduleRequest, paused bool) (any, error) {
+func (s *Service) setSchedulePaused(ctx context.Context, user string, req *api.ScheduleRequest, paused bool) (any, error) {
 	t := s.Table()
 	sc, ok := t.Schedules[req.Name]
 	if !ok {
@@ -88,7 +56,7 @@ func (s *Service) setSchedulePaused(ctx context.Context, user string, req *Sched
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		return nil, errf(CodeNotFound, "authz: no schedule %q in the table (schedules: %v)", logging.Capped(req.Name), names)
+		return nil, errf(api.CodeNotFound, "authz: no schedule %q in the table (schedules: %v)", logging.Capped(req.Name), names)
 	}
 	now := s.opts.Now()
 	var st streams.ScheduleState
@@ -139,8 +107,8 @@ func (s *Service) readScheduleState(ctx context.Context, name string) (streams.S
 }
 
 // scheduleInfo describes schedule name of table t in state st at now.
-func scheduleInfo(t *Table, name string, sc *Schedule, st streams.ScheduleState, now time.Time) ScheduleInfo {
-	info := ScheduleInfo{
+func scheduleInfo(t *Table, name string, sc *Schedule, st streams.ScheduleState, now time.Time) api.ScheduleInfo {
+	info := api.ScheduleInfo{
 		Name: name, Cron: sc.Cron, TimeZone: sc.TimeZone, User: sc.User, Label: sc.Label,
 		Priority: sc.priority(t.Labels[sc.Label]), Key: sc.Key,
 		Paused: st.Paused, By: st.By, At: st.At,

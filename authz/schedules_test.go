@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/internal/testnats"
@@ -132,7 +133,7 @@ func (r *replica) kill(t *testing.T) {
 // (zero: none yet).
 func lastFired(t *testing.T, b *bundle, name string) time.Time {
 	t.Helper()
-	rep := answered(t, "schedules", func() (*authz.SchedulesReply, error) {
+	rep := answered(t, "schedules", func() (*api.SchedulesReply, error) {
 		return b.client(t, "owner").Schedules(b.ctx)
 	})
 	for _, s := range rep.Schedules {
@@ -161,9 +162,9 @@ func schedulePeriods(t *testing.T, b *bundle, name string) map[time.Time][]uint6
 	owner := b.client(t, "owner")
 	out := map[time.Time][]uint64{}
 	seen := map[uint64]bool{}
-	req := authz.ListRequest{Submitter: "alice", Limit: 100}
+	req := api.ListRequest{Submitter: "alice", Limit: 100}
 	for {
-		page := answered(t, "list", func() (*authz.ListReply, error) { return owner.List(b.ctx, req) })
+		page := answered(t, "list", func() (*api.ListReply, error) { return owner.List(b.ctx, req) })
 		for _, it := range page.Items {
 			if seen[it.ID] {
 				continue
@@ -253,7 +254,7 @@ schedules:
   nightly: {cron: "0 2 * * *", time_zone: Europe/Paris, user: alice, label: jobs, functions: [{type: noop}]}
 `)})
 	owner := b.client(t, "owner")
-	rep := answered(t, "schedules", func() (*authz.SchedulesReply, error) { return owner.Schedules(b.ctx) })
+	rep := answered(t, "schedules", func() (*api.SchedulesReply, error) { return owner.Schedules(b.ctx) })
 	if len(rep.Schedules) != 1 {
 		t.Fatalf("listed %+v, want the one schedule", rep.Schedules)
 	}
@@ -266,23 +267,23 @@ schedules:
 		s.NextFire.In(paris).Hour() != 2 || s.NextFire.In(paris).Minute() != 0 || !s.NextFire.After(time.Now()) {
 		t.Fatalf("listed %+v, want nightly, active, never fired, next at 02:00 Paris time", s)
 	}
-	paused := answered(t, "pause_schedule", func() (*authz.ScheduleInfo, error) {
-		return owner.PauseSchedule(b.ctx, authz.ScheduleRequest{Name: "nightly"})
+	paused := answered(t, "pause_schedule", func() (*api.ScheduleInfo, error) {
+		return owner.PauseSchedule(b.ctx, api.ScheduleRequest{Name: "nightly"})
 	})
 	if !paused.Paused || paused.By != "owner" || paused.NextFire != nil {
 		t.Fatalf("paused: %+v", paused)
 	}
-	rep = answered(t, "schedules", func() (*authz.SchedulesReply, error) { return owner.Schedules(b.ctx) })
+	rep = answered(t, "schedules", func() (*api.SchedulesReply, error) { return owner.Schedules(b.ctx) })
 	if !rep.Schedules[0].Paused {
 		t.Fatalf("listed %+v after the pause", rep.Schedules[0])
 	}
-	resumed := answered(t, "resume_schedule", func() (*authz.ScheduleInfo, error) {
-		return owner.ResumeSchedule(b.ctx, authz.ScheduleRequest{Name: "nightly"})
+	resumed := answered(t, "resume_schedule", func() (*api.ScheduleInfo, error) {
+		return owner.ResumeSchedule(b.ctx, api.ScheduleRequest{Name: "nightly"})
 	})
 	if resumed.Paused || resumed.NextFire == nil {
 		t.Fatalf("resumed: %+v", resumed)
 	}
-	_, err = owner.PauseSchedule(b.ctx, authz.ScheduleRequest{Name: "hourly"})
+	_, err = owner.PauseSchedule(b.ctx, api.ScheduleRequest{Name: "hourly"})
 	if !errors.Is(err, client.ErrNotFound) || !strings.Contains(err.Error(), "nightly") {
 		t.Fatalf("pause of an unknown schedule: %v, want 404 naming the schedules", err)
 	}
@@ -290,11 +291,11 @@ schedules:
 	for name, call := range map[string]func() error{
 		"schedules": func() error { _, err := alice.Schedules(b.ctx); return err },
 		"pause_schedule": func() error {
-			_, err := alice.PauseSchedule(b.ctx, authz.ScheduleRequest{Name: "nightly"})
+			_, err := alice.PauseSchedule(b.ctx, api.ScheduleRequest{Name: "nightly"})
 			return err
 		},
 		"resume_schedule": func() error {
-			_, err := alice.ResumeSchedule(b.ctx, authz.ScheduleRequest{Name: "nightly"})
+			_, err := alice.ResumeSchedule(b.ctx, api.ScheduleRequest{Name: "nightly"})
 			return err
 		},
 	} {
@@ -302,7 +303,7 @@ schedules:
 			t.Errorf("alice's %s: %v, want 403", name, err)
 		}
 	}
-	rep = answered(t, "schedules", func() (*authz.SchedulesReply, error) { return owner.Schedules(b.ctx) })
+	rep = answered(t, "schedules", func() (*api.SchedulesReply, error) { return owner.Schedules(b.ctx) })
 	if rep.Schedules[0].Paused {
 		t.Fatal("alice's pause took effect")
 	}
@@ -313,7 +314,7 @@ schedules:
 // key before its schedule does.
 func TestScheduleKeysAreTheSchedules(t *testing.T) {
 	b := setup(t)
-	e := b.call(t, "alice", "send", authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{noop()},
+	e := b.call(t, "alice", "send", api.SendRequest{Label: "jobs", Functions: []api.CallSpec{noop()},
 		IdempotencyKey: streams.ScheduleIdempotencyKey("tick", time.Now())}, nil)
 	if e == nil || e.Code != "400" || !strings.Contains(e.Msg, "schedule:") {
 		t.Fatalf("got %+v, want a 400 naming the reserved prefix", e)

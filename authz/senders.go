@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
@@ -32,46 +33,8 @@ func (s *Service) releaseSender(ctx context.Context, domain string, id uint64) e
 	return nil
 }
 
-// SendersRequest names the domain whose senders to list.
-type SendersRequest struct {
-	Domain string `json:"domain"`
-}
-
-// SenderState is one sender of a domain's pool as the owner sees it.
-type SenderState struct {
-	Name string `json:"name"`
-	// State is "free" or "leased".
-	State string `json:"state"`
-	// Key is what the sender is bound to while leased: the batch's key,
-	// or "batch <id>" for an unkeyed batch.
-	Key string `json:"key,omitempty"`
-	// Batch is the batch holding the sender.
-	Batch uint64 `json:"batch,omitempty"`
-	// Since is when the sender was leased, or freed.
-	Since time.Time `json:"since"`
-	// For is how long it has been so, when listed.
-	For pipeline.Duration `json:"for"`
-	// Processor is the replica that leased it.
-	Processor string `json:"processor,omitempty"`
-	// Submitter is who submitted the batch holding it: a submitter's
-	// batches hold at most its share of the pool.
-	Submitter string `json:"submitter,omitempty"`
-}
-
-// Sender states in a SendersReply.
-const (
-	SenderFree   = "free"
-	SenderLeased = "leased"
-)
-
-// SendersReply lists a domain's senders in the order they joined its pool.
-type SendersReply struct {
-	Domain  string        `json:"domain"`
-	Senders []SenderState `json:"senders"`
-}
-
 // listSenders answers the owner's senders request.
-func (s *Service) listSenders(ctx context.Context, _ string, req *SendersRequest) (any, error) {
+func (s *Service) listSenders(ctx context.Context, _ string, req *api.SendersRequest) (any, error) {
 	if err := pipeline.ValidateDomain(req.Domain); err != nil {
 		return nil, err
 	}
@@ -80,11 +43,11 @@ func (s *Service) listSenders(ctx context.Context, _ string, req *SendersRequest
 		return nil, err
 	}
 	now := s.opts.Now()
-	out := &SendersReply{Domain: req.Domain, Senders: make([]SenderState, 0, len(pool.Senders))}
+	out := &api.SendersReply{Domain: req.Domain, Senders: make([]api.SenderState, 0, len(pool.Senders))}
 	for _, snd := range pool.Senders {
-		st := SenderState{Name: snd.Name, State: SenderFree, Since: snd.Since, For: pipeline.Duration(now.Sub(snd.Since).Round(time.Millisecond))}
+		st := api.SenderState{Name: snd.Name, State: api.SenderFree, Since: snd.Since, For: pipeline.Duration(now.Sub(snd.Since).Round(time.Millisecond))}
 		if !snd.Free() {
-			st.State, st.Key, st.Batch, st.Processor, st.Submitter = SenderLeased, snd.Holder(), snd.Batch, snd.Processor, snd.Submitter
+			st.State, st.Key, st.Batch, st.Processor, st.Submitter = api.SenderLeased, snd.Holder(), snd.Batch, snd.Processor, snd.Submitter
 		}
 		out.Senders = append(out.Senders, st)
 	}
@@ -139,7 +102,7 @@ func refuseInclusionWait(b *pipeline.Batch, prog *streams.Progress, what string)
 	if k < 0 || k >= len(b.Functions) || b.Functions[k].Inclusion == nil {
 		return nil
 	}
-	return errf(CodeConflict, "authz: batch %d cannot be %s now: function %d waits for the inclusion of what it dispatched (until %s at the latest), and its sender stays bound until then; try again once the wait is over",
+	return errf(api.CodeConflict, "authz: batch %d cannot be %s now: function %d waits for the inclusion of what it dispatched (until %s at the latest), and its sender stays bound until then; try again once the wait is over",
 		b.ID, what, k, prog.Parked.Deadline.UTC().Format(time.RFC3339))
 }
 
@@ -149,7 +112,7 @@ func refuseInclusionWait(b *pipeline.Batch, prog *streams.Progress, what string)
 // than the parked one (req.Ref against its Result.Ref), one while no
 // dispatch of it is parked, and a failure of a dispatch already included.
 // Other functions' confirmations pass unchecked.
-func (s *Service) checkInclusionConfirm(ctx context.Context, b *pipeline.Batch, req *ConfirmRequest) error {
+func (s *Service) checkInclusionConfirm(ctx context.Context, b *pipeline.Batch, req *api.ConfirmRequest) error {
 	if b.Functions[req.Index].Inclusion == nil {
 		return nil
 	}
@@ -159,11 +122,11 @@ func (s *Service) checkInclusionConfirm(ctx context.Context, b *pipeline.Batch, 
 	}
 	switch {
 	case prog.State != streams.Parked || prog.Parked == nil || prog.Parked.Index != req.Index:
-		return errf(CodeConflict, "authz: function %d of batch %d waits for no inclusion now (state %s)", req.Index, b.ID, prog.State)
+		return errf(api.CodeConflict, "authz: function %d of batch %d waits for no inclusion now (state %s)", req.Index, b.ID, prog.State)
 	case prog.Parked.Output.Ref != req.Ref:
-		return errf(CodeConflict, "authz: function %d of batch %d waits for the inclusion of another dispatch than %q (round %d)", req.Index, b.ID, logging.Capped(req.Ref), prog.RoundOf(req.Index))
+		return errf(api.CodeConflict, "authz: function %d of batch %d waits for the inclusion of another dispatch than %q (round %d)", req.Index, b.ID, logging.Capped(req.Ref), prog.RoundOf(req.Index))
 	case prog.Parked.Included && req.Content != pipeline.ConfirmIncluded:
-		return errf(CodeConflict, "authz: the dispatch %q of function %d of batch %d was included already", logging.Capped(req.Ref), req.Index, b.ID)
+		return errf(api.CodeConflict, "authz: the dispatch %q of function %d of batch %d was included already", logging.Capped(req.Ref), req.Index, b.ID)
 	}
 	return nil
 }

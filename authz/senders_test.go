@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -81,10 +82,10 @@ func setupSendersWith(t *testing.T, tableYAML string, h pipeline.Handler, sender
 	return b
 }
 
-func (b *bundle) senders(t *testing.T) []authz.SenderState {
+func (b *bundle) senders(t *testing.T) []api.SenderState {
 	t.Helper()
-	var rep authz.SendersReply
-	if e := b.call(t, "owner", "senders", authz.SendersRequest{Domain: domain}, &rep); e != nil {
+	var rep api.SendersReply
+	if e := b.call(t, "owner", api.OpSenders, api.SendersRequest{Domain: domain}, &rep); e != nil {
 		t.Fatalf("senders: %+v", e)
 	}
 	return rep.Senders
@@ -92,8 +93,8 @@ func (b *bundle) senders(t *testing.T) []authz.SenderState {
 
 func (b *bundle) sendKeyed(t *testing.T, key string) uint64 {
 	t.Helper()
-	var rep authz.SendReply
-	if e := b.call(t, "alice", "send", authz.SendRequest{Label: "chain", Key: key, Functions: authz.Calls{{Type: "chain.dispatch"}}}, &rep); e != nil {
+	var rep api.SendReply
+	if e := b.call(t, "alice", api.OpSend, api.SendRequest{Label: "chain", Key: key, Functions: api.Calls{{Type: "chain.dispatch"}}}, &rep); e != nil {
 		t.Fatalf("send: %+v", e)
 	}
 	return rep.ID
@@ -112,10 +113,10 @@ func (b *bundle) position(t *testing.T, id uint64) int {
 }
 
 // progressState is the state of batch id's progress as the owner sees it.
-func (b *bundle) progressState(t *testing.T, id uint64) streams.State {
+func (b *bundle) progressState(t *testing.T, id uint64) api.State {
 	t.Helper()
-	var rep authz.BatchReply
-	if e := b.call(t, "owner", "batch", authz.IDRequest{ID: id}, &rep); e != nil {
+	var rep api.BatchReply
+	if e := b.call(t, "owner", api.OpBatch, api.IDRequest{ID: id}, &rep); e != nil {
 		t.Fatalf("batch: %+v", e)
 	}
 	if rep.Progress == nil {
@@ -133,11 +134,11 @@ func TestEvictReleasesTheSender(t *testing.T) {
 	b := setupSenders(t)
 	first := b.sendKeyed(t, "k1")
 	second := b.sendKeyed(t, "k2")
-	var s []authz.SenderState
+	var s []api.SenderState
 	testnats.Eventually(t, 10*time.Second, "s1 leased", func() bool {
 		b.proc.Tick(b.ctx, 4)
 		s = b.senders(t)
-		return len(s) == 1 && s[0].State == authz.SenderLeased
+		return len(s) == 1 && s[0].State == api.SenderLeased
 	})
 	// Either batch may have come first: the other one waits.
 	keys := map[uint64]string{first: "k1", second: "k2"}
@@ -148,8 +149,8 @@ func TestEvictReleasesTheSender(t *testing.T) {
 		t.Fatalf("senders %+v", s)
 	}
 	// The keys listing names the sender bound to the running key.
-	var kr authz.KeysReply
-	if e := b.call(t, "owner", "keys", authz.KeysRequest{Domain: domain}, &kr); e != nil {
+	var kr api.KeysReply
+	if e := b.call(t, "owner", api.OpKeys, api.KeysRequest{Domain: domain}, &kr); e != nil {
 		t.Fatalf("keys: %+v", e)
 	}
 	bound := map[string]string{}
@@ -159,19 +160,19 @@ func TestEvictReleasesTheSender(t *testing.T) {
 	if bound[keys[first]] != "s1" || bound[keys[second]] != "" {
 		t.Fatalf("keys %+v: want s1 bound to %s only", kr.Keys, keys[first])
 	}
-	if e := b.call(t, "alice", "senders", authz.SendersRequest{Domain: domain}, nil); e == nil || e.Code != "403" {
+	if e := b.call(t, "alice", api.OpSenders, api.SendersRequest{Domain: domain}, nil); e == nil || e.Code != "403" {
 		t.Fatalf("alice listed the senders: %+v", e)
 	}
 	// The first batch is parked (waiting for inclusion) at position 0 or 1:
 	// neither its submitter nor the owner can end it now.
 	testnats.Eventually(t, 10*time.Second, "first batch parked", func() bool {
-		return b.progressState(t, first) == streams.Parked
+		return b.progressState(t, first) == api.StateParked
 	})
-	if e := b.call(t, "owner", "evict", authz.PositionRequest{Domain: domain, Priority: pipeline.Med, Position: b.position(t, first)}, nil); e == nil || e.Code != "409" || !strings.Contains(e.Msg, "inclusion") {
+	if e := b.call(t, "owner", api.OpEvict, api.PositionRequest{Domain: domain, Priority: pipeline.Med, Position: b.position(t, first)}, nil); e == nil || e.Code != "409" || !strings.Contains(e.Msg, "inclusion") {
 		t.Fatalf("evict of a batch waiting for inclusion: %+v, want 409", e)
 	}
 	for _, user := range []string{"alice", "owner"} {
-		if e := b.call(t, user, "cancel", authz.IDRequest{ID: first}, nil); e == nil || e.Code != "409" || !strings.Contains(e.Msg, "inclusion") {
+		if e := b.call(t, user, api.OpCancel, api.IDRequest{ID: first}, nil); e == nil || e.Code != "409" || !strings.Contains(e.Msg, "inclusion") {
 			t.Fatalf("%s cancelled a batch waiting for inclusion: %+v, want 409", user, e)
 		}
 	}
@@ -183,18 +184,18 @@ func TestEvictReleasesTheSender(t *testing.T) {
 	}
 	// The dispatch failed: the batch waits a minute for its retry, holding
 	// its sender, and now the owner evicts it.
-	if e := b.call(t, "oracle", "confirm", authz.ConfirmRequest{ID: first, Index: 0, Content: pipeline.ConfirmFailed, Ref: "tx-s1"}, nil); e != nil {
+	if e := b.call(t, "oracle", api.OpConfirm, api.ConfirmRequest{ID: first, Index: 0, Content: pipeline.ConfirmFailed, Ref: "tx-s1"}, nil); e != nil {
 		t.Fatalf("oracle confirm: %+v", e)
 	}
 	cctx, cancel := context.WithCancel(b.ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = b.proc.Run(cctx) }()
 	testnats.Eventually(t, 10*time.Second, "first batch waits for its retry", func() bool {
-		return b.progressState(t, first) == streams.Queued
+		return b.progressState(t, first) == api.StateQueued
 	})
 	cancel()
 	<-done
-	if e := b.call(t, "owner", "evict", authz.PositionRequest{Domain: domain, Priority: pipeline.Med, Position: b.position(t, first)}, nil); e != nil {
+	if e := b.call(t, "owner", api.OpEvict, api.PositionRequest{Domain: domain, Priority: pipeline.Med, Position: b.position(t, first)}, nil); e != nil {
 		t.Fatalf("evict: %+v", e)
 	}
 	testnats.Eventually(t, 10*time.Second, "s1 leased to the second batch", func() bool {
@@ -214,27 +215,27 @@ func TestConfirmInclusion(t *testing.T) {
 	id := b.sendKeyed(t, "k1")
 	testnats.Eventually(t, 10*time.Second, "parked", func() bool {
 		b.proc.Tick(b.ctx, 4)
-		var rep authz.BatchReply
-		if e := b.call(t, "owner", "batch", authz.IDRequest{ID: id}, &rep); e != nil {
+		var rep api.BatchReply
+		if e := b.call(t, "owner", api.OpBatch, api.IDRequest{ID: id}, &rep); e != nil {
 			t.Fatalf("batch: %+v", e)
 		}
-		return rep.Progress != nil && rep.Progress.State == streams.Parked
+		return rep.Progress != nil && rep.Progress.State == api.StateParked
 	})
-	if e := b.call(t, "bob", "confirm", authz.ConfirmRequest{ID: id, Index: 0, Content: pipeline.ConfirmIncluded}, nil); e == nil || e.Code != "404" {
+	if e := b.call(t, "bob", api.OpConfirm, api.ConfirmRequest{ID: id, Index: 0, Content: pipeline.ConfirmIncluded}, nil); e == nil || e.Code != "404" {
 		t.Fatalf("bob confirmed: %+v", e)
 	}
-	if e := b.call(t, "alice", "confirm", authz.ConfirmRequest{ID: id, Index: 0, Content: pipeline.ConfirmIncluded}, nil); e == nil || e.Code != "403" {
+	if e := b.call(t, "alice", api.OpConfirm, api.ConfirmRequest{ID: id, Index: 0, Content: pipeline.ConfirmIncluded}, nil); e == nil || e.Code != "403" {
 		t.Fatalf("alice confirmed: %+v", e)
 	}
 	// A confirmation names the dispatch it is about: the parked one's
 	// Result.Ref. One about another dispatch, or none, would be dropped, so
 	// it is refused.
 	for _, ref := range []string{"", "tx-other"} {
-		if e := b.call(t, "oracle", "confirm", authz.ConfirmRequest{ID: id, Index: 0, Content: pipeline.ConfirmFailed, Ref: ref}, nil); e == nil || e.Code != "409" {
+		if e := b.call(t, "oracle", api.OpConfirm, api.ConfirmRequest{ID: id, Index: 0, Content: pipeline.ConfirmFailed, Ref: ref}, nil); e == nil || e.Code != "409" {
 			t.Fatalf("oracle confirmed dispatch %q: %+v, want 409", ref, e)
 		}
 	}
-	if e := b.call(t, "oracle", "confirm", authz.ConfirmRequest{ID: id, Index: 0, Content: pipeline.ConfirmIncluded, Ref: "tx-s1"}, nil); e != nil {
+	if e := b.call(t, "oracle", api.OpConfirm, api.ConfirmRequest{ID: id, Index: 0, Content: pipeline.ConfirmIncluded, Ref: "tx-s1"}, nil); e != nil {
 		t.Fatalf("oracle confirm: %+v", e)
 	}
 	cctx, cancel := context.WithCancel(b.ctx)
@@ -246,7 +247,7 @@ func TestConfirmInclusion(t *testing.T) {
 	}
 	testnats.Eventually(t, 10*time.Second, "s1 free", func() bool {
 		s := b.senders(t)
-		return len(s) == 1 && s[0].State == authz.SenderFree
+		return len(s) == 1 && s[0].State == api.SenderFree
 	})
 }
 
@@ -286,10 +287,10 @@ labels:
         inclusion: {poll_every: 20ms, max_wait: 1m, by: [oracle]}
 `
 
-func dispatches(n int) []authz.CallSpec {
-	calls := make([]authz.CallSpec, n)
+func dispatches(n int) []api.CallSpec {
+	calls := make([]api.CallSpec, n)
 	for i := range calls {
-		calls[i] = authz.CallSpec{Type: "chain.dispatch"}
+		calls[i] = api.CallSpec{Type: "chain.dispatch"}
 	}
 	return calls
 }
@@ -305,7 +306,7 @@ func TestOneSubmitterCannotHoldEverySender(t *testing.T) {
 	alice := []uint64{b.send(t, "alice", "chain", dispatches(5)...), b.send(t, "alice", "chain", dispatches(5)...)}
 	testnats.Eventually(t, 10*time.Second, "a batch of alice's parked with a sender", func() bool {
 		b.proc.Tick(b.ctx, 8)
-		return b.progressState(t, alice[0]) == streams.Parked || b.progressState(t, alice[1]) == streams.Parked
+		return b.progressState(t, alice[0]) == api.StateParked || b.progressState(t, alice[1]) == api.StateParked
 	})
 	bob := b.send(t, "bob", "chain", dispatches(1)...)
 	testnats.Eventually(t, 15*time.Second, "bob's batch executed while alice's wait", func() bool {
@@ -319,7 +320,7 @@ func TestOneSubmitterCannotHoldEverySender(t *testing.T) {
 	}
 	aliceHeld := 0
 	for _, s := range b.senders(t) {
-		if s.State == authz.SenderLeased && s.Submitter == "alice" {
+		if s.State == api.SenderLeased && s.Submitter == "alice" {
 			aliceHeld++
 		}
 	}
@@ -333,7 +334,7 @@ func TestOneSubmitterCannotHoldEverySender(t *testing.T) {
 	})
 	testnats.Eventually(t, 10*time.Second, "every sender free", func() bool {
 		for _, s := range b.senders(t) {
-			if s.State != authz.SenderFree {
+			if s.State != api.SenderFree {
 				return false
 			}
 		}
@@ -359,21 +360,21 @@ func TestSenderBatchSizeBound(t *testing.T) {
 	b := setupSendersWith(t, table, pendingTx{}, "s1")
 	tests := []struct {
 		name, label string
-		calls       []authz.CallSpec
+		calls       []api.CallSpec
 		want        string // empty: accepted
 	}{
 		{name: "default bound", label: "chain", calls: dispatches(authz.DefaultSenderMaxFunctions + 1),
 			want: fmt.Sprintf(`at most %d functions under label "chain" (max_functions; got %d)`, authz.DefaultSenderMaxFunctions, authz.DefaultSenderMaxFunctions+1)},
 		{name: "at the default bound", label: "chain", calls: dispatches(authz.DefaultSenderMaxFunctions)},
 		{name: "max_functions", label: "short", calls: dispatches(3), want: `at most 2 functions under label "short" (max_functions; got 3)`},
-		{name: "max_functions without a sender", label: "short", calls: []authz.CallSpec{noop(), noop(), noop()}, want: `at most 2 functions under label "short"`},
+		{name: "max_functions without a sender", label: "short", calls: []api.CallSpec{noop(), noop(), noop()}, want: `at most 2 functions under label "short"`},
 		{name: "at max_functions", label: "short", calls: dispatches(2)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := len(b.queue(t, pipeline.Med))
-			var rep authz.SendReply
-			e := b.call(t, "alice", "send", authz.SendRequest{Label: tt.label, Functions: tt.calls}, &rep)
+			var rep api.SendReply
+			e := b.call(t, "alice", api.OpSend, api.SendRequest{Label: tt.label, Functions: tt.calls}, &rep)
 			switch {
 			case tt.want == "" && e != nil:
 				t.Fatalf("send: %+v, want accepted", e)

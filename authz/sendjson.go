@@ -3,6 +3,7 @@ package authz
 import (
 	"unicode/utf8"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
@@ -14,17 +15,17 @@ import (
 // both paths accept the same bodies and read them the same way. The send
 // path is the hottest request authz serves, and encoding/json's reflection
 // and a decoder per function cost it about half of the decoding.
-func decodeSend(body []byte, req *SendRequest) error {
+func decodeSend(body []byte, req *api.SendRequest) error {
 	if fastSend(body, req) {
 		return nil
 	}
-	*req = SendRequest{}
+	*req = api.SendRequest{}
 	return decodeJSON(body, req)
 }
 
 // fastSend decodes body into req when it is in the fast path's shape, and
 // says whether it was.
-func fastSend(b []byte, req *SendRequest) bool {
+func fastSend(b []byte, req *api.SendRequest) bool {
 	p := sendParser{b: b}
 	if !p.object(func(name []byte) bool {
 		switch string(name) {
@@ -126,14 +127,14 @@ func (p *sendParser) object(field func(name []byte) bool) bool {
 	}
 }
 
-func (p *sendParser) calls(dst *Calls) bool {
+func (p *sendParser) calls(dst *api.Calls) bool {
 	if !p.take('[') {
 		return false
 	}
-	out := make(Calls, 0, 1)
+	out := make(api.Calls, 0, 1)
 	if !p.take(']') {
 		for {
-			var c CallSpec
+			var c api.CallSpec
 			if !p.call(&c) {
 				return false
 			}
@@ -150,7 +151,7 @@ func (p *sendParser) calls(dst *Calls) bool {
 	return true
 }
 
-func (p *sendParser) call(c *CallSpec) bool {
+func (p *sendParser) call(c *api.CallSpec) bool {
 	return p.object(func(name []byte) bool {
 		switch string(name) {
 		case "type":

@@ -3,6 +3,8 @@ package authz
 import (
 	"reflect"
 	"testing"
+
+	"github.com/tickflow/tickflow/api"
 )
 
 // sendBodies are send requests in the fast path's shape and just outside
@@ -43,7 +45,7 @@ func TestDecodeSendMatchesDecodeJSON(t *testing.T) {
 
 func checkDecodeSend(t *testing.T, body []byte) {
 	t.Helper()
-	var fast, slow SendRequest
+	var fast, slow api.SendRequest
 	ferr := decodeSend(body, &fast)
 	serr := decodeJSON(body, &slow)
 	if (ferr == nil) != (serr == nil) || (ferr != nil && ferr.Error() != serr.Error()) {
@@ -57,7 +59,7 @@ func checkDecodeSend(t *testing.T, body []byte) {
 // TestDecodeSendTakesTheFastPath: the common shapes do not fall back.
 func TestDecodeSendTakesTheFastPath(t *testing.T) {
 	for _, body := range sendBodies[:3] {
-		var req SendRequest
+		var req api.SendRequest
 		if !fastSend([]byte(body), &req) {
 			t.Errorf("body %q took the slow path", body)
 		}
@@ -79,7 +81,7 @@ func BenchmarkDecodeSend(b *testing.B) {
 	body := []byte(sendBodies[0])
 	b.ReportAllocs()
 	for b.Loop() {
-		var req SendRequest
+		var req api.SendRequest
 		if err := decodeSend(body, &req); err != nil {
 			b.Fatal(err)
 		}
@@ -90,7 +92,7 @@ func BenchmarkDecodeSendGeneric(b *testing.B) {
 	body := []byte(sendBodies[0])
 	b.ReportAllocs()
 	for b.Loop() {
-		var req SendRequest
+		var req api.SendRequest
 		if err := decodeJSON(body, &req); err != nil {
 			b.Fatal(err)
 		}

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/drain"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/logging"
@@ -362,7 +362,7 @@ func (s *Service) refuse(req micro.Request) {
 	if !ok || !streams.IsInboxOf(req.Reply(), user) {
 		return
 	}
-	_ = streams.Reply(s.nc, req.Reply(), nil, strconv.Itoa(CodeUnavailable), "authz: shutting down; try again")
+	_ = streams.Reply(s.nc, req.Reply(), nil, strconv.Itoa(api.CodeUnavailable), "authz: shutting down; try again")
 }
 
 // tooMany answers a request its caller had no room for: 429, naming the
@@ -371,7 +371,7 @@ func (s *Service) tooMany(req micro.Request, user string, limit int) {
 	if !streams.IsInboxOf(req.Reply(), user) {
 		return
 	}
-	_ = streams.Reply(s.nc, req.Reply(), nil, strconv.Itoa(CodeTooManyRequests),
+	_ = streams.Reply(s.nc, req.Reply(), nil, strconv.Itoa(api.CodeTooManyRequests),
 		fmt.Sprintf("authz: too many requests in flight for %s (limit %d); try again", user, limit))
 }
 
@@ -395,23 +395,6 @@ func errf(code int, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// API error codes, as in HTTP.
-const (
-	CodeBadRequest  = 400
-	CodeForbidden   = 403
-	CodeNotFound    = 404
-	CodeConflict    = 409
-	CodeOutOfBounds = 416
-	CodeInternal    = 500
-	// CodeTooManyRequests answers a caller over one of its bounds (Caller,
-	// Label.MaxPerSubmitter, Label.MaxPerKey): nothing was done, the message names the
-	// bound, and trying again later may succeed.
-	CodeTooManyRequests = 429
-	// CodeUnavailable answers a request that reached a replica as it was
-	// stopping: nothing was done, and trying again reaches another replica.
-	CodeUnavailable = 503
-)
-
 type endpoint struct {
 	name, doc string
 	// ownerOnly refuses every caller but the owner, before the body is read.
@@ -431,13 +414,20 @@ func op[Req any](h func(ctx context.Context, user string, req *Req) (any, error)
 	}
 }
 
+// jsonAppender is a reply that writes its own JSON, the bytes
+// encoding/json would write; ok is false when it leaves that to
+// encoding/json (api.SendReply.AppendJSON).
+type jsonAppender interface {
+	AppendJSON(b []byte) (out []byte, ok bool)
+}
+
 // serve handles one request on a worker; release gives back the request's
 // place in its caller's limit, and is called just before every answer.
 func (s *Service) serve(ctx context.Context, req micro.Request, e endpoint, release func()) {
 	user, _, ok := streams.ParseAuthzSubject(req.Subject())
 	if !ok {
 		release()
-		_ = streams.Reply(s.nc, req.Reply(), nil, strconv.Itoa(CodeBadRequest), "authz: request subjects are authz.<user>.<operation>")
+		_ = streams.Reply(s.nc, req.Reply(), nil, strconv.Itoa(api.CodeBadRequest), "authz: request subjects are authz.<user>.<operation>")
 		return
 	}
 	// Answer only into the caller's own inbox: a reply subject is chosen by
@@ -469,24 +459,24 @@ func (s *Service) serve(ctx context.Context, req micro.Request, e endpoint, rele
 		switch {
 		case errors.As(err, &ae):
 		case errors.As(err, &ve):
-			ae = &Error{Code: CodeBadRequest, Message: err.Error()}
+			ae = &Error{Code: api.CodeBadRequest, Message: err.Error()}
 		default:
-			s.log.Error("request failed", "subject", logging.Capped(req.Subject()), "err", logging.Cap(err.Error(), maxMessage))
-			ae = &Error{Code: CodeInternal, Message: err.Error()}
+			s.log.Error("request failed", "subject", logging.Capped(req.Subject()), "err", logging.Cap(err.Error(), api.MaxErrorMessage))
+			ae = &Error{Code: api.CodeInternal, Message: err.Error()}
 		}
 		release()
-		_ = streams.Reply(s.nc, req.Reply(), nil, fmt.Sprint(ae.Code), logging.Cap(ae.Message, maxMessage))
+		_ = streams.Reply(s.nc, req.Reply(), nil, fmt.Sprint(ae.Code), logging.Cap(ae.Message, api.MaxErrorMessage))
 		return
 	}
 	data, ok := []byte(nil), false
 	if a, isAppender := out.(jsonAppender); isAppender {
-		data, ok = a.appendJSON(nil) // a hot reply, without reflection
+		data, ok = a.AppendJSON(nil) // a hot reply, without reflection
 	}
 	if !ok {
 		var err error
 		if data, err = json.Marshal(out); err != nil {
 			release()
-			_ = streams.Reply(s.nc, req.Reply(), nil, strconv.Itoa(CodeInternal), "authz: encode reply: "+err.Error())
+			_ = streams.Reply(s.nc, req.Reply(), nil, strconv.Itoa(api.CodeInternal), "authz: encode reply: "+err.Error())
 			return
 		}
 	}
@@ -504,46 +494,17 @@ func decodeJSON(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return errf(CodeBadRequest, "authz: request body: %s", jsonProblem(err))
+		return errf(api.CodeBadRequest, "authz: request body: %s", api.JSONProblem(err))
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return errf(CodeBadRequest, "authz: request body: trailing data after the JSON object (the body holds %d bytes)", len(body))
+		return errf(api.CodeBadRequest, "authz: request body: trailing data after the JSON object (the body holds %d bytes)", len(body))
 	}
 	return nil
 }
 
-// jsonProblem says what encoding/json found wrong, with the caller's input
-// in it capped: a number literal or an unknown field's name can be as long
-// as the body.
-func jsonProblem(err error) string {
-	var te *json.UnmarshalTypeError
-	var ve *pipeline.ValidationError
-	switch {
-	case errors.As(err, &ve):
-		return err.Error() // capped where it was made
-	case errors.As(err, &te):
-		field := te.Field
-		if field == "" {
-			field = "the body"
-		}
-		return fmt.Sprintf("%s: got %s, expected %s", field, logging.Capped(te.Value), te.Type)
-	}
-	msg := err.Error()
-	const unknown = `json: unknown field "`
-	if i := strings.Index(msg, unknown); i >= 0 {
-		name := strings.TrimSuffix(msg[i+len(unknown):], `"`)
-		msg = msg[:i] + unknown + logging.Capped(name) + `"`
-	}
-	return logging.Cap(msg, maxMessage)
-}
-
-// maxMessage bounds an error message authz answers with, whatever it
-// quotes.
-const maxMessage = 16 * logging.CapBytes
-
 func (s *Service) owner(user string) error {
 	if user != s.opts.Owner {
-		return errf(CodeForbidden, "authz: only the owner may do this (you are %q)", user)
+		return errf(api.CodeForbidden, "authz: only the owner may do this (you are %q)", user)
 	}
 	return nil
 }

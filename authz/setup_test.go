@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/examples/handlers"
@@ -220,10 +221,10 @@ func (b *bundle) conn(t *testing.T, user string) *nats.Conn {
 	return nc
 }
 
-func (b *bundle) send(t *testing.T, user, label string, calls ...authz.CallSpec) uint64 {
+func (b *bundle) send(t *testing.T, user, label string, calls ...api.CallSpec) uint64 {
 	t.Helper()
-	rep := answered(t, "send", func() (*authz.SendReply, error) {
-		return b.client(t, user).Send(b.ctx, authz.SendRequest{Label: label, Functions: calls})
+	rep := answered(t, "send", func() (*api.SendReply, error) {
+		return b.client(t, user).Send(b.ctx, api.SendRequest{Label: label, Functions: calls})
 	})
 	return rep.ID
 }
@@ -254,19 +255,19 @@ func answered[R any](t *testing.T, what string, f func() (*R, error)) *R {
 	return rep
 }
 
-func noop() authz.CallSpec { return authz.CallSpec{Type: handlers.TypeNoop} }
+func noop() api.CallSpec { return api.CallSpec{Type: handlers.TypeNoop} }
 
-func (b *bundle) record(t *testing.T, id uint64) *streams.BatchRecord {
+func (b *bundle) record(t *testing.T, id uint64) *api.BatchRecord {
 	t.Helper()
-	return answered(t, "batch", func() (*authz.BatchReply, error) {
-		return b.client(t, "owner").Batch(b.ctx, authz.IDRequest{ID: id})
+	return answered(t, "batch", func() (*api.BatchReply, error) {
+		return b.client(t, "owner").Batch(b.ctx, api.IDRequest{ID: id})
 	}).Record
 }
 
 // settled ticks the processor until the batch's record is terminal.
-func (b *bundle) settled(t *testing.T, id uint64) *streams.BatchRecord {
+func (b *bundle) settled(t *testing.T, id uint64) *api.BatchRecord {
 	t.Helper()
-	var rec *streams.BatchRecord
+	var rec *api.BatchRecord
 	testnats.Eventually(t, 15*time.Second, "batch "+strconv.FormatUint(id, 10)+" settled", func() bool {
 		rec = b.record(t, id)
 		if rec.Status.Terminal() {
@@ -280,8 +281,8 @@ func (b *bundle) settled(t *testing.T, id uint64) *streams.BatchRecord {
 
 func (b *bundle) queue(t *testing.T, p pipeline.Priority) []uint64 {
 	t.Helper()
-	rep := answered(t, "queue", func() (*authz.QueueReply, error) {
-		return b.client(t, "owner").Queue(b.ctx, authz.QueueRequest{Domain: domain, Priority: p})
+	rep := answered(t, "queue", func() (*api.QueueReply, error) {
+		return b.client(t, "owner").Queue(b.ctx, api.QueueRequest{Domain: domain, Priority: p})
 	})
 	ids := []uint64{}
 	for _, it := range rep.Items {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/streams"
@@ -98,12 +99,12 @@ func TestStopUnderLoadAnswersEveryRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	body, err := json.Marshal(authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{noop()}})
+	body, err := json.Marshal(api.SendRequest{Label: "jobs", Functions: []api.CallSpec{noop()}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
-		if err := nc.PublishRequest(streams.AuthzSubject("alice", "send"), inbox+"."+strconv.Itoa(i), body); err != nil {
+		if err := nc.PublishRequest(streams.AuthzSubject("alice", api.OpSend), inbox+"."+strconv.Itoa(i), body); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -142,7 +143,7 @@ func TestStopUnderLoadAnswersEveryRequest(t *testing.T) {
 			}
 			continue
 		}
-		var rep authz.SendReply
+		var rep api.SendReply
 		if err := json.Unmarshal(m.Data, &rep); err != nil || rep.ID == 0 {
 			t.Fatalf("request %d: %s: %v", i, m.Data, err)
 		}

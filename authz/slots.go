@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -42,7 +43,7 @@ type slotSet struct {
 func labelSlots(label string) slotSet {
 	return slotSet{key: streams.SlotKey(label), what: fmt.Sprintf("label %q", logging.Capped(label)),
 		full: func(max int) *Error {
-			return errf(CodeConflict, "authz: label %q has %d batches in process, its limit", logging.Capped(label), max)
+			return errf(api.CodeConflict, "authz: label %q has %d batches in process, its limit", logging.Capped(label), max)
 		}}
 }
 
@@ -51,7 +52,7 @@ func labelSlots(label string) slotSet {
 func submitterSlots(label, user string) slotSet {
 	return slotSet{key: streams.SubmitterSlotKey(label, user), what: fmt.Sprintf("%s's batches under label %q", user, logging.Capped(label)),
 		full: func(max int) *Error {
-			return errf(CodeTooManyRequests, "authz: %s has %d unfinished batches under label %q, its limit (max_per_submitter %d); try again once one has finished", user, max, logging.Capped(label), max)
+			return errf(api.CodeTooManyRequests, "authz: %s has %d unfinished batches under label %q, its limit (max_per_submitter %d); try again once one has finished", user, max, logging.Capped(label), max)
 		}}
 }
 
@@ -74,7 +75,7 @@ func (s *Service) reserve(ctx context.Context, set slotSet, max int, id uint64, 
 		return true, nil
 	})
 	if errors.Is(err, streams.ErrConflict) {
-		return errf(CodeConflict, "authz: %s are too busy to count; try again", set.what)
+		return errf(api.CodeConflict, "authz: %s are too busy to count; try again", set.what)
 	}
 	return err
 }
@@ -121,7 +122,7 @@ func (s *Service) reclaim(ctx context.Context, sl *slots) {
 		}
 		rec, err := s.record(ctx, id)
 		var ae *Error
-		if errors.As(err, &ae) && ae.Code == CodeNotFound || err == nil && rec.Status.Terminal() {
+		if errors.As(err, &ae) && ae.Code == api.CodeNotFound || err == nil && rec.Status.Terminal() {
 			delete(sl.IDs, id)
 		}
 	}

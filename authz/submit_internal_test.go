@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -20,7 +21,7 @@ import (
 // token; a further retry adds no second one.
 func TestSubmitCutShortAfterItsRecord(t *testing.T) {
 	s, ctx := jobsService(t)
-	calls := []CallSpec{{Type: "noop"}}
+	calls := []api.CallSpec{{Type: "noop"}}
 	// The submission up to its record, and then the crash.
 	id := cutShort(ctx, t, s, "order-7").ID
 	queued := func() []uint64 { return queuedIDs(ctx, t, s, pipeline.High) }
@@ -35,11 +36,11 @@ func TestSubmitCutShortAfterItsRecord(t *testing.T) {
 		t.Fatalf("alice's listing %v; want [%d]", listed, id)
 	}
 	for range 2 {
-		rep, err := s.send(ctx, "alice", &SendRequest{Label: "jobs", Functions: calls, IdempotencyKey: "order-7"})
+		rep, err := s.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: calls, IdempotencyKey: "order-7"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r := rep.(*SendReply); r.ID != id || !r.Duplicate {
+		if r := rep.(*api.SendReply); r.ID != id || !r.Duplicate {
 			t.Fatalf("retry answered %+v, want batch %d as a duplicate", r, id)
 		}
 		if got := queued(); len(got) != 1 || got[0] != id {
@@ -54,17 +55,17 @@ func TestSubmitCutShortAfterItsRecord(t *testing.T) {
 // while the label is full rather than run beyond its limit.
 func TestIdempotentRetryTakesItsSlot(t *testing.T) {
 	s, _, ctx := internalService(t, `labels: {limited: {domain: pay, users: [alice], mode: atomic, priority: high, max_concurrent: 1, functions: {noop: {}}}}`)
-	calls := []CallSpec{{Type: "noop"}}
+	calls := []api.CallSpec{{Type: "noop"}}
 	if _, dup, err := s.assignID(ctx, "alice", "order-8"); err != nil || dup {
 		t.Fatalf("the first submission's id: dup %v, %v", dup, err)
 	}
 	// Meanwhile another batch takes the label's only slot.
-	if _, err := s.send(ctx, "alice", &SendRequest{Label: "limited", Functions: calls}); err != nil {
+	if _, err := s.send(ctx, "alice", &api.SendRequest{Label: "limited", Functions: calls}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.send(ctx, "alice", &SendRequest{Label: "limited", Functions: calls, IdempotencyKey: "order-8"})
+	_, err := s.send(ctx, "alice", &api.SendRequest{Label: "limited", Functions: calls, IdempotencyKey: "order-8"})
 	var ae *Error
-	if !errors.As(err, &ae) || ae.Code != CodeConflict {
+	if !errors.As(err, &ae) || ae.Code != api.CodeConflict {
 		t.Fatalf("retry while the label is full: %v, want a conflict (the label's limit)", err)
 	}
 	if got := queuedIDs(ctx, t, s, pipeline.High); len(got) != 1 {
@@ -78,16 +79,16 @@ func TestIdempotentRetryTakesItsSlot(t *testing.T) {
 // answers the batch, and the cancelled batch never runs.
 func TestRetryAfterCancelQueuesNothing(t *testing.T) {
 	s, ctx := jobsService(t)
-	calls := []CallSpec{{Type: "noop"}}
+	calls := []api.CallSpec{{Type: "noop"}}
 	b := cutShort(ctx, t, s, "order-10")
-	if _, err := s.cancel(ctx, "alice", &IDRequest{ID: b.ID}); err != nil {
+	if _, err := s.cancel(ctx, "alice", &api.IDRequest{ID: b.ID}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := s.send(ctx, "alice", &SendRequest{Label: "jobs", Functions: calls, IdempotencyKey: "order-10"})
+	rep, err := s.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: calls, IdempotencyKey: "order-10"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := rep.(*SendReply); r.ID != b.ID || !r.Duplicate {
+	if r := rep.(*api.SendReply); r.ID != b.ID || !r.Duplicate {
 		t.Fatalf("retry answered %+v, want batch %d as a duplicate", r, b.ID)
 	}
 	if n := tokensOf(ctx, t, s, b); n != 0 {
@@ -108,7 +109,7 @@ func jobsService(t *testing.T) (*Service, context.Context) {
 func cutShort(ctx context.Context, t *testing.T, s *Service, idem string) *pipeline.Batch {
 	t.Helper()
 	l := s.Table().Labels["jobs"]
-	b, err := s.build(ctx, "jobs", l, "alice", []CallSpec{{Type: "noop"}}, "", idem, l.Priority, false)
+	b, err := s.build(ctx, "jobs", l, "alice", []api.CallSpec{{Type: "noop"}}, "", idem, l.Priority, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func TestEnsureQueued(t *testing.T) {
 	}
 
 	cancelled := record()
-	if _, err := s.cancel(ctx, "alice", &IDRequest{ID: cancelled.ID}); err != nil {
+	if _, err := s.cancel(ctx, "alice", &api.IDRequest{ID: cancelled.ID}); err != nil {
 		t.Fatal(err)
 	}
 	ran := record()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
@@ -269,56 +270,10 @@ func (s *Service) index(ctx context.Context, user string, id uint64) error {
 	return s.indexed(ctx, user, id, w)
 }
 
-// Bounds of a listing of one's own batches.
-const (
-	// DefaultListLimit is the page size of a ListRequest without a limit.
-	DefaultListLimit = 50
-	// MaxListLimit is the largest page size of a ListRequest.
-	MaxListLimit = 500
-	// listReadsPerItem bounds the batches a page looks at, per item asked
-	// for: past it the page comes back short, with Next to go on, so that
-	// a rare status cannot make one page read everything.
-	listReadsPerItem = 4
-)
-
-// ListRequest pages through the caller's batches, newest first.
-type ListRequest struct {
-	// Status, when set, keeps only batches in that status (InProcess,
-	// Executed, Rejected, PartiallyExecuted, RemovedByOwner, Expired).
-	Status pipeline.Status `json:"status,omitempty"`
-	// Before is the cursor: 0 for the newest, else the previous page's
-	// Next, as it was (a position in the listing, not a batch id).
-	Before uint64 `json:"before,omitempty"`
-	// Limit is the page size: 1 to MaxListLimit, 0 for DefaultListLimit.
-	Limit int `json:"limit,omitempty"`
-	// Submitter lists another user's batches: the owner only.
-	Submitter string `json:"submitter,omitempty"`
-}
-
-// BatchSummary is one line of a listing.
-type BatchSummary struct {
-	ID        uint64            `json:"id"`
-	Label     string            `json:"label"`
-	Domain    string            `json:"domain"`
-	Priority  pipeline.Priority `json:"priority"`
-	Status    pipeline.Status   `json:"status"`
-	Outcome   string            `json:"outcome,omitempty"`
-	Attempts  int               `json:"attempts"`
-	Functions int               `json:"functions"`
-	// DeadLetter is the DLQ sequence of the batch's dead letter, if any.
-	DeadLetter uint64    `json:"dead_letter,omitempty"`
-	ReplayOf   uint64    `json:"replay_of,omitempty"`
-	ReplayedAs uint64    `json:"replayed_as,omitempty"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
-}
-
-// ListReply is a page of batches, newest first.
-type ListReply struct {
-	Items []BatchSummary `json:"items"`
-	// Next is the cursor of the next page (its Before); 0 when there is none.
-	Next uint64 `json:"next,omitempty"`
-}
+// listReadsPerItem bounds the batches a page looks at, per item asked
+// for: past it the page comes back short, with Next to go on, so that a
+// rare status cannot make one page read everything.
+const listReadsPerItem = 4
 
 var statuses = []pipeline.Status{pipeline.InProcess, pipeline.Executed, pipeline.Rejected,
 	pipeline.PartiallyExecuted, pipeline.RemovedByOwner, pipeline.Expired}
@@ -414,29 +369,29 @@ func (r *indexReader) fill(ctx context.Context, n int) error {
 // no more: whatever the caller's history, a page reads at most
 // listReadsPerItem records and as many entries per item asked for, plus
 // one.
-func (s *Service) list(ctx context.Context, user string, req *ListRequest) (any, error) {
+func (s *Service) list(ctx context.Context, user string, req *api.ListRequest) (any, error) {
 	who := user
 	if req.Submitter != "" && req.Submitter != user {
 		if err := s.owner(user); err != nil {
-			return nil, errf(CodeForbidden, "authz: only the owner may list another user's batches (you are %q)", user)
+			return nil, errf(api.CodeForbidden, "authz: only the owner may list another user's batches (you are %q)", user)
 		}
 		if err := pipeline.ValidateDomain(req.Submitter); err != nil {
-			return nil, errf(CodeBadRequest, "authz: submitter %q: expected a user name without '.', '*', '>' or spaces", logging.Capped(req.Submitter))
+			return nil, errf(api.CodeBadRequest, "authz: submitter %q: expected a user name without '.', '*', '>' or spaces", logging.Capped(req.Submitter))
 		}
 		who = req.Submitter
 	}
 	if req.Status != "" && !slices.Contains(statuses, req.Status) {
-		return nil, errf(CodeBadRequest, "authz: status %q: expected one of %v, or none for all", logging.Capped(string(req.Status)), statuses)
+		return nil, errf(api.CodeBadRequest, "authz: status %q: expected one of %v, or none for all", logging.Capped(string(req.Status)), statuses)
 	}
 	var err error
-	if req.Limit, err = pageLimit(req.Limit, DefaultListLimit, MaxListLimit); err != nil {
+	if req.Limit, err = pageLimit(req.Limit, api.DefaultListLimit, api.MaxListLimit); err != nil {
 		return nil, err
 	}
 	if req.Before&cursorLegacy != 0 {
 		return s.listLegacy(ctx, who, req, req.Before&^cursorLegacy)
 	}
 	r := &indexReader{s: s, user: who}
-	badCursor := errf(CodeBadRequest, "authz: before %d is not a cursor of this listing: pass the previous page's next as it was, or none for the newest", req.Before)
+	badCursor := errf(api.CodeBadRequest, "authz: before %d is not a cursor of this listing: pass the previous page's next as it was, or none for the newest", req.Before)
 	if req.Before == 0 {
 		g, err := s.acks.Request(streams.SubmittedLastMsg(who))
 		if err != nil {
@@ -469,7 +424,7 @@ func (s *Service) list(ctx context.Context, user string, req *ListRequest) (any,
 			}
 		}
 	}
-	out := &ListReply{Items: []BatchSummary{}}
+	out := &api.ListReply{Items: []api.BatchSummary{}}
 	seen := map[uint64]bool{}
 	budget := req.Limit * listReadsPerItem
 	var next uint64 // the cursor past the last batch looked at
@@ -581,12 +536,12 @@ func (s *Service) hasLegacyIndex(ctx context.Context, user string) (bool, error)
 // versions, below id before (0: all), newest id first: their keys are
 // listed whole, once per page; they are no longer written, so their number
 // no longer grows.
-func (s *Service) listLegacy(ctx context.Context, who string, req *ListRequest, before uint64) (any, error) {
+func (s *Service) listLegacy(ctx context.Context, who string, req *api.ListRequest, before uint64) (any, error) {
 	windows, err := s.submitted(ctx, who, before)
 	if err != nil {
 		return nil, err
 	}
-	out := &ListReply{Items: []BatchSummary{}}
+	out := &api.ListReply{Items: []api.BatchSummary{}}
 	var seen uint64 // the smallest id looked at
 	for i, w := range windows {
 		if i == req.Limit*listReadsPerItem {
@@ -655,21 +610,15 @@ func (s *Service) windowRecords(ctx context.Context, w, before uint64) ([]*strea
 	return slices.DeleteFunc(recs, func(r *streams.BatchRecord) bool { return r == nil }), nil
 }
 
-func summary(rec *streams.BatchRecord) BatchSummary {
+func summary(rec *streams.BatchRecord) api.BatchSummary {
 	b := &rec.Batch
-	out := BatchSummary{ID: b.ID, Label: b.Label, Domain: b.Domain, Priority: b.Priority, Status: rec.Status,
+	out := api.BatchSummary{ID: b.ID, Label: b.Label, Domain: b.Domain, Priority: b.Priority, Status: rec.Status,
 		Attempts: rec.Attempts, Functions: len(b.Functions), DeadLetter: rec.DeadLetter, ReplayOf: b.ReplayOf,
 		ReplayedAs: rec.ReplayedAs, CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt}
 	if rec.Outcome != nil {
 		out.Outcome = rec.Outcome.String()
 	}
 	return out
-}
-
-// CancelReply names the cancelled batch.
-type CancelReply struct {
-	ID     uint64          `json:"id"`
-	Status pipeline.Status `json:"status"`
 }
 
 // cancel finishes one of the caller's batches as RemovedByOwner wherever it
@@ -679,22 +628,22 @@ type CancelReply struct {
 // cancel answers as the first did, and finishes a removal cut short (its
 // callback never published, say): nothing else would, for a batch without
 // a token, such as one waiting behind its key's head.
-func (s *Service) cancel(ctx context.Context, user string, req *IDRequest) (any, error) {
-	rec, err := s.recordFor(ctx, req.ID, errf(CodeNotFound, "authz: no batch %d of yours", req.ID), func(b *pipeline.Batch) bool {
+func (s *Service) cancel(ctx context.Context, user string, req *api.IDRequest) (any, error) {
+	rec, err := s.recordFor(ctx, req.ID, errf(api.CodeNotFound, "authz: no batch %d of yours", req.ID), func(b *pipeline.Batch) bool {
 		return user == b.Submitter || user == s.opts.Owner
 	})
 	if err != nil {
 		return nil, err
 	}
 	b := &rec.Batch
-	done := &CancelReply{ID: b.ID, Status: pipeline.RemovedByOwner}
+	done := &api.CancelReply{ID: b.ID, Status: pipeline.RemovedByOwner}
 	if rec.Status == pipeline.RemovedByOwner {
 		return done, nil
 	}
 	if rec.Status.Terminal() {
-		return nil, errf(CodeConflict, "authz: batch %d is already %s", req.ID, rec.Status)
+		return nil, errf(api.CodeConflict, "authz: batch %d is already %s", req.ID, rec.Status)
 	}
-	finished := errf(CodeConflict, "authz: batch %d finished before it could be cancelled", req.ID)
+	finished := errf(api.CodeConflict, "authz: batch %d finished before it could be cancelled", req.ID)
 	for range 10 {
 		st, err := s.progressStore.Load(ctx, b.Domain, b.ID)
 		if err != nil {
@@ -731,11 +680,11 @@ func (s *Service) cancel(ctx context.Context, user string, req *IDRequest) (any,
 			// This removal's callback, or a processor's that finished the
 			// batch before it: the record tells, once it is applied.
 			if rec, err := s.record(ctx, b.ID); err == nil && rec.Status.Terminal() && rec.Status != pipeline.RemovedByOwner {
-				return nil, errf(CodeConflict, "authz: batch %d is already %s", req.ID, rec.Status)
+				return nil, errf(api.CodeConflict, "authz: batch %d is already %s", req.ID, rec.Status)
 			}
 		}
 		s.log.Info("batch cancelled", "batch_id", b.ID, "domain", b.Domain, "by", user, "tokens", len(seqs), "repeat", repeat)
 		return done, nil
 	}
-	return nil, errf(CodeConflict, "authz: batch %d kept changing; try again", req.ID)
+	return nil, errf(api.CodeConflict, "authz: batch %d kept changing; try again", req.ID)
 }

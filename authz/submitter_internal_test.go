@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
@@ -19,11 +20,11 @@ const listTable = `labels: {jobs: {domain: pay, users: [alice, bob, carol], mode
 
 func sendNoop(ctx context.Context, t *testing.T, s *Service, user string) uint64 {
 	t.Helper()
-	rep, err := s.send(ctx, user, &SendRequest{Label: "jobs", Functions: []CallSpec{{Type: "noop"}}})
+	rep, err := s.send(ctx, user, &api.SendRequest{Label: "jobs", Functions: []api.CallSpec{{Type: "noop"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rep.(*SendReply).ID
+	return rep.(*api.SendReply).ID
 }
 
 // listAll pages through user's listing, limit items a page, and returns
@@ -31,16 +32,16 @@ func sendNoop(ctx context.Context, t *testing.T, s *Service, user string) uint64
 func listAll(ctx context.Context, t *testing.T, s *Service, user string, limit int) []uint64 {
 	t.Helper()
 	var got []uint64
-	req := ListRequest{Limit: limit}
+	req := api.ListRequest{Limit: limit}
 	for page := 0; ; page++ {
 		rep, err := s.list(ctx, user, &req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, it := range rep.(*ListReply).Items {
+		for _, it := range rep.(*api.ListReply).Items {
 			got = append(got, it.ID)
 		}
-		next := rep.(*ListReply).Next
+		next := rep.(*api.ListReply).Next
 		if next == 0 {
 			return got
 		}
@@ -82,7 +83,7 @@ func TestListInOrderAcceptedAcrossReplicas(t *testing.T) {
 		t.Fatalf("ids %v in the order accepted: the two replicas should have taken blocks of their own", alice)
 	}
 	for _, on := range []*Service{s, s2} {
-		for _, limit := range []int{1, 7, DefaultListLimit, MaxListLimit} {
+		for _, limit := range []int{1, 7, api.DefaultListLimit, api.MaxListLimit} {
 			if got := listAll(ctx, t, on, "alice", limit); !slices.Equal(got, newestFirst(alice)) {
 				t.Fatalf("alice's listing in pages of %d: %v, want %v", limit, got, newestFirst(alice))
 			}
@@ -112,12 +113,12 @@ func TestListOfConcurrentSubmissions(t *testing.T) {
 		}
 		wg.Go(func() {
 			for range each {
-				rep, err := on.send(ctx, "alice", &SendRequest{Label: "jobs", Functions: []CallSpec{{Type: "noop"}}})
+				rep, err := on.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: []api.CallSpec{{Type: "noop"}}})
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				ids <- rep.(*SendReply).ID
+				ids <- rep.(*api.SendReply).ID
 			}
 		})
 	}
@@ -215,19 +216,19 @@ func TestListCursorIsTheCallers(t *testing.T) {
 	s, _, ctx := internalService(t, listTable)
 	sendNoop(ctx, t, s, "bob")
 	sendNoop(ctx, t, s, "bob")
-	rep, err := s.list(ctx, "bob", &ListRequest{Limit: 1})
+	rep, err := s.list(ctx, "bob", &api.ListRequest{Limit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := rep.(*ListReply).Next
+	next := rep.(*api.ListReply).Next
 	if next == 0 {
 		t.Fatal("bob's first page of one has no next")
 	}
 	a := sendNoop(ctx, t, s, "alice")
 	for _, before := range []uint64{next, a, 42, 1<<8 | 200} {
-		_, err := s.list(ctx, "alice", &ListRequest{Before: before})
+		_, err := s.list(ctx, "alice", &api.ListRequest{Before: before})
 		var e *Error
-		if !errors.As(err, &e) || e.Code != CodeBadRequest {
+		if !errors.As(err, &e) || e.Code != api.CodeBadRequest {
 			t.Fatalf("alice lists before %d: %v, want a 400", before, err)
 		}
 	}
@@ -255,7 +256,7 @@ func TestListReadsBoundedByThePage(t *testing.T) {
 		wg.Go(func() {
 			for i := g; i < history; i += 4 {
 				n := strconv.Itoa(i)
-				if _, err := s.send(ctx, "alice", &SendRequest{Label: "jobs", Functions: []CallSpec{{Type: "noop"}}, Key: "k" + n, IdempotencyKey: "i" + n}); err != nil {
+				if _, err := s.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: []api.CallSpec{{Type: "noop"}}, Key: "k" + n, IdempotencyKey: "i" + n}); err != nil {
 					t.Error(err)
 					return
 				}
@@ -277,11 +278,11 @@ func TestListReadsBoundedByThePage(t *testing.T) {
 		t.Fatal(err)
 	}
 	const limit = 10
-	rep, err := s.list(ctx, "alice", &ListRequest{Limit: limit})
+	rep, err := s.list(ctx, "alice", &api.ListRequest{Limit: limit})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(rep.(*ListReply).Items); n != limit {
+	if n := len(rep.(*api.ListReply).Items); n != limit {
 		t.Fatalf("%d items, want %d", n, limit)
 	}
 	// The server delivers to one connection in order: once a message sent

@@ -8,12 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/streams"
 )
 
@@ -26,16 +25,16 @@ func TestList(t *testing.T) {
 		alice = append(alice, b.send(t, "alice", "jobs", noop()))
 	}
 	bobs := b.send(t, "bob", "jobs", noop())
-	failed := b.send(t, "alice", "jobs", authz.CallSpec{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})})
+	failed := b.send(t, "alice", "jobs", api.CallSpec{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})})
 	alice = append(alice, failed)
 	b.settled(t, failed)
 
 	var got []uint64
-	var rep authz.ListReply
-	req := authz.ListRequest{Limit: 2}
+	var rep api.ListReply
+	req := api.ListRequest{Limit: 2}
 	for page := 0; ; page++ {
-		rep = authz.ListReply{}
-		if e := b.call(t, "alice", "list", req, &rep); e != nil {
+		rep = api.ListReply{}
+		if e := b.call(t, "alice", api.OpList, req, &rep); e != nil {
 			t.Fatal(e)
 		}
 		for _, it := range rep.Items {
@@ -54,28 +53,28 @@ func TestList(t *testing.T) {
 		t.Fatalf("pages %v, want %v", got, want)
 	}
 
-	if e := b.call(t, "alice", "list", authz.ListRequest{Status: pipeline.Rejected}, &rep); e != nil {
+	if e := b.call(t, "alice", api.OpList, api.ListRequest{Status: pipeline.Rejected}, &rep); e != nil {
 		t.Fatal(e)
 	}
 	if len(rep.Items) != 1 || rep.Items[0].ID != failed || rep.Items[0].DeadLetter == 0 || rep.Items[0].Outcome == "" {
 		t.Fatalf("rejected: %+v", rep)
 	}
-	if e := b.call(t, "bob", "list", authz.ListRequest{}, &rep); e != nil || len(rep.Items) != 1 || rep.Items[0].ID != bobs {
+	if e := b.call(t, "bob", api.OpList, api.ListRequest{}, &rep); e != nil || len(rep.Items) != 1 || rep.Items[0].ID != bobs {
 		t.Fatalf("bob's: %+v %+v", rep, e)
 	}
-	if e := b.call(t, "owner", "list", authz.ListRequest{Submitter: "bob"}, &rep); e != nil || len(rep.Items) != 1 || rep.Items[0].ID != bobs {
+	if e := b.call(t, "owner", api.OpList, api.ListRequest{Submitter: "bob"}, &rep); e != nil || len(rep.Items) != 1 || rep.Items[0].ID != bobs {
 		t.Fatalf("bob's, as the owner: %+v %+v", rep, e)
 	}
-	if e := b.call(t, "alice", "list", authz.ListRequest{Submitter: "bob"}, nil); e == nil || e.Code != "403" {
+	if e := b.call(t, "alice", api.OpList, api.ListRequest{Submitter: "bob"}, nil); e == nil || e.Code != "403" {
 		t.Fatalf("bob's, as alice: %+v, want 403", e)
 	}
-	for _, bad := range []authz.ListRequest{{Limit: -1}, {Limit: authz.MaxListLimit + 1}, {Status: "Done"}} {
-		if e := b.call(t, "alice", "list", bad, nil); e == nil || e.Code != "400" {
+	for _, bad := range []api.ListRequest{{Limit: -1}, {Limit: api.MaxListLimit + 1}, {Status: "Done"}} {
+		if e := b.call(t, "alice", api.OpList, bad, nil); e == nil || e.Code != "400" {
 			t.Errorf("%+v: got %+v, want 400", bad, e)
 		}
 	}
 	// A user with no batches gets an empty page, not an error.
-	if e := b.call(t, "oracle", "list", authz.ListRequest{}, &rep); e != nil || len(rep.Items) != 0 || rep.Next != 0 {
+	if e := b.call(t, "oracle", api.OpList, api.ListRequest{}, &rep); e != nil || len(rep.Items) != 0 || rep.Next != 0 {
 		t.Fatalf("oracle's: %+v %+v", rep, e)
 	}
 }
@@ -86,14 +85,14 @@ func TestList(t *testing.T) {
 func TestCancel(t *testing.T) {
 	b := setup(t)
 	id := b.send(t, "alice", "jobs", noop())
-	var rep authz.CancelReply
-	if e := b.call(t, "bob", "cancel", authz.IDRequest{ID: id}, nil); e == nil || e.Code != "404" {
+	var rep api.CancelReply
+	if e := b.call(t, "bob", api.OpCancel, api.IDRequest{ID: id}, nil); e == nil || e.Code != "404" {
 		t.Fatalf("bob cancels alice's: %+v, want 404", e)
 	}
-	if e := b.call(t, "bob", "cancel", authz.IDRequest{ID: id + 100}, nil); e == nil || e.Code != "404" {
+	if e := b.call(t, "bob", api.OpCancel, api.IDRequest{ID: id + 100}, nil); e == nil || e.Code != "404" {
 		t.Fatalf("bob cancels nothing: %+v, want 404", e)
 	}
-	if e := b.call(t, "alice", "cancel", authz.IDRequest{ID: id}, &rep); e != nil || rep.ID != id || rep.Status != pipeline.RemovedByOwner {
+	if e := b.call(t, "alice", api.OpCancel, api.IDRequest{ID: id}, &rep); e != nil || rep.ID != id || rep.Status != pipeline.RemovedByOwner {
 		t.Fatalf("alice cancels hers: %+v %+v", rep, e)
 	}
 	rec := b.settled(t, id)
@@ -106,11 +105,11 @@ func TestCancel(t *testing.T) {
 	if q := b.queue(t, pipeline.Med); len(q) != 0 {
 		t.Fatalf("queue after cancel: %v", q)
 	}
-	rep = authz.CancelReply{}
-	if e := b.call(t, "alice", "cancel", authz.IDRequest{ID: id}, &rep); e != nil || rep.ID != id || rep.Status != pipeline.RemovedByOwner {
+	rep = api.CancelReply{}
+	if e := b.call(t, "alice", api.OpCancel, api.IDRequest{ID: id}, &rep); e != nil || rep.ID != id || rep.Status != pipeline.RemovedByOwner {
 		t.Fatalf("cancel again: %+v %+v, want the first answer", rep, e)
 	}
-	if e := b.call(t, "alice", "cancel", authz.IDRequest{ID: 0}, nil); e == nil || e.Code != "404" {
+	if e := b.call(t, "alice", api.OpCancel, api.IDRequest{ID: 0}, nil); e == nil || e.Code != "404" {
 		t.Fatalf("cancel id 0: %+v, want 404", e)
 	}
 }
@@ -119,12 +118,12 @@ func TestCancel(t *testing.T) {
 // the token that waits out its timeout goes with it.
 func TestCancelParked(t *testing.T) {
 	b := setup(t)
-	id := b.send(t, "bob", "confirmed", authz.CallSpec{Type: handlers.TypeNoop, Expect: "x"})
+	id := b.send(t, "bob", "confirmed", api.CallSpec{Type: handlers.TypeNoop, Expect: "x"})
 	testnats.Eventually(t, 5*time.Second, "parked", func() bool {
 		rep := b.proc.Tick(b.ctx, 1)
-		return len(rep.Steps) == 1 && rep.Steps[0].Action == processor.ActionParked
+		return len(rep.Steps) == 1 && rep.Steps[0].Action == api.ActionParked
 	})
-	if e := b.call(t, "bob", "cancel", authz.IDRequest{ID: id}, nil); e != nil {
+	if e := b.call(t, "bob", api.OpCancel, api.IDRequest{ID: id}, nil); e != nil {
 		t.Fatal(e)
 	}
 	if rec := b.settled(t, id); rec.Status != pipeline.RemovedByOwner {
@@ -153,8 +152,8 @@ func TestListsDoNotStallOthers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	answered(t, "send", func() (*authz.SendReply, error) {
-		return alice.Send(b.ctx, authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{noop()}, Key: "k-first", IdempotencyKey: "first"})
+	answered(t, "send", func() (*api.SendReply, error) {
+		return alice.Send(b.ctx, api.SendRequest{Label: "jobs", Functions: []api.CallSpec{noop()}, Key: "k-first", IdempotencyKey: "first"})
 	})
 	var wg sync.WaitGroup
 	errs := make(chan error, history+listers*pages+64)
@@ -162,7 +161,7 @@ func TestListsDoNotStallOthers(t *testing.T) {
 		wg.Go(func() {
 			for i := g; i < history; i += 8 {
 				n := strconv.Itoa(i)
-				if _, err := alice.Send(b.ctx, authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{noop()}, Key: "k" + n, IdempotencyKey: "i" + n}); err != nil {
+				if _, err := alice.Send(b.ctx, api.SendRequest{Label: "jobs", Functions: []api.CallSpec{noop()}, Key: "k" + n, IdempotencyKey: "i" + n}); err != nil {
 					errs <- err
 					return
 				}
@@ -175,7 +174,7 @@ func TestListsDoNotStallOthers(t *testing.T) {
 	for range listers {
 		wg.Go(func() {
 			for range pages {
-				rep, err := alice.List(ctx, authz.ListRequest{Limit: 10})
+				rep, err := alice.List(ctx, api.ListRequest{Limit: 10})
 				if err != nil {
 					errs <- err
 					return
@@ -189,7 +188,7 @@ func TestListsDoNotStallOthers(t *testing.T) {
 	}
 	var sent []uint64
 	for range 10 {
-		rep, err := bob.Send(b.ctx, authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{noop()}})
+		rep, err := bob.Send(b.ctx, api.SendRequest{Label: "jobs", Functions: []api.CallSpec{noop()}})
 		if err != nil {
 			t.Fatalf("bob's send while alice lists: %v", err)
 		}
@@ -200,8 +199,8 @@ func TestListsDoNotStallOthers(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	var rep authz.ListReply
-	if e := b.call(t, "bob", "list", authz.ListRequest{}, &rep); e != nil || len(rep.Items) != len(sent) {
+	var rep api.ListReply
+	if e := b.call(t, "bob", api.OpList, api.ListRequest{}, &rep); e != nil || len(rep.Items) != len(sent) {
 		t.Fatalf("bob's listing %+v %+v, want his %d batches", rep, e, len(sent))
 	}
 }

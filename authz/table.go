@@ -2,7 +2,6 @@ package authz
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"go.yaml.in/yaml/v3"
@@ -224,55 +224,9 @@ func (l *Label) Allows(user string) bool {
 	return slices.Contains(l.Users, Anyone) || slices.Contains(l.Users, user)
 }
 
-// CallSpec is one function of a submission, as the caller writes it.
-type CallSpec struct {
-	Type string `json:"type"`
-	// Payload is any JSON value that comes back unchanged (see
-	// pipeline.Payload.UnmarshalJSON): a number that would not, such as
-	// 1e999, is refused.
-	Payload pipeline.Payload `json:"payload,omitempty"`
-	// Expect is the confirmation content to wait for, for function types
-	// whose rule requires a confirmation.
-	Expect string `json:"expect,omitempty"`
-}
-
-// Calls are the functions of a submission, in order. Read from JSON, each
-// is read strictly (no unknown fields), and an error names the function
-// it is about, as in "functions[2].payload.amount".
-type Calls []CallSpec
-
-// UnmarshalJSON reads a JSON array of functions; null reads as none.
-func (c *Calls) UnmarshalJSON(b []byte) error {
-	var raw []json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return err
-	}
-	if raw == nil {
-		*c = nil
-		return nil
-	}
-	out := make(Calls, 0, len(raw))
-	for i, r := range raw {
-		dec := json.NewDecoder(bytes.NewReader(r))
-		dec.DisallowUnknownFields()
-		var cs CallSpec
-		if err := dec.Decode(&cs); err != nil {
-			field := fmt.Sprintf("functions[%d]", i)
-			var ve *pipeline.ValidationError
-			if errors.As(err, &ve) {
-				return &pipeline.ValidationError{Field: field + "." + ve.Field, Rule: ve.Rule}
-			}
-			return &pipeline.ValidationError{Field: field, Rule: jsonProblem(err)}
-		}
-		out = append(out, cs)
-	}
-	*c = out
-	return nil
-}
-
 // Build turns a submission under the label into a batch, or says what is
 // wrong with it.
-func (l *Label) Build(label, user string, calls []CallSpec, key string, now time.Time) (*pipeline.Batch, error) {
+func (l *Label) Build(label, user string, calls []api.CallSpec, key string, now time.Time) (*pipeline.Batch, error) {
 	b := &pipeline.Batch{
 		Domain: l.Domain, Label: label, Submitter: user, Priority: l.Priority, Key: key,
 		Subroutine: pipeline.Subroutine{Mode: l.Mode, Retry: l.Retry},

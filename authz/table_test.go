@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -72,28 +73,28 @@ func TestReload(t *testing.T) {
 		_, err := admin.Request("$SRV.PING.authz", nil, 100*time.Millisecond)
 		return err == nil
 	})
-	if e := b.call(t, "alice", "send", authz.SendRequest{Label: "extra", Functions: []authz.CallSpec{noop()}}, nil); e == nil || e.Code != "404" {
+	if e := b.call(t, "alice", api.OpSend, api.SendRequest{Label: "extra", Functions: []api.CallSpec{noop()}}, nil); e == nil || e.Code != "404" {
 		t.Fatalf("before reload: %+v", e)
 	}
 	extra := tableYAML + "  extra:\n    domain: pay\n    users: [alice]\n    mode: atomic\n    priority: med\n    functions: {noop: {}}\n"
 	if err := os.WriteFile(path, []byte(extra), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var rep authz.ReloadReply
-	if e := b.call(t, "owner", "reload", nil, &rep); e != nil || rep.Labels != 5 {
+	var rep api.ReloadReply
+	if e := b.call(t, "owner", api.OpReload, nil, &rep); e != nil || rep.Labels != 5 {
 		t.Fatalf("reload: %+v %+v", e, rep)
 	}
-	var sent authz.SendReply
-	if e := b.call(t, "alice", "send", authz.SendRequest{Label: "extra", Functions: []authz.CallSpec{noop()}}, &sent); e != nil || sent.Priority != pipeline.Med {
+	var sent api.SendReply
+	if e := b.call(t, "alice", api.OpSend, api.SendRequest{Label: "extra", Functions: []api.CallSpec{noop()}}, &sent); e != nil || sent.Priority != pipeline.Med {
 		t.Fatalf("after reload: %+v %+v", e, sent)
 	}
 	if err := os.WriteFile(path, []byte("labels: {}"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if e := b.call(t, "owner", "reload", nil, nil); e == nil || e.Code != "400" {
+	if e := b.call(t, "owner", api.OpReload, nil, nil); e == nil || e.Code != "400" {
 		t.Fatalf("reload of a bad table: %+v", e)
 	}
-	if e := b.call(t, "alice", "reload", nil, nil); e == nil || e.Code != "403" {
+	if e := b.call(t, "alice", api.OpReload, nil, nil); e == nil || e.Code != "403" {
 		t.Fatalf("reload by a caller: %+v", e)
 	}
 	if len(svc.Table().Labels) != 5 {

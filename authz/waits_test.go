@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 )
 
@@ -27,14 +28,14 @@ func TestNoWorkerSaysWhy(t *testing.T) {
 	}
 	b.stop()
 	b.runAuthz(t, authz.Options{Table: table})
-	id := b.send(t, "alice", "unserved", authz.CallSpec{Type: "nobody.serves"})
+	id := b.send(t, "alice", "unserved", api.CallSpec{Type: "nobody.serves"})
 	owner := b.client(t, "owner")
-	var rep *authz.BatchReply
+	var rep *api.BatchReply
 	for range 3 { // asked again, the reason stays one record
 		b.proc.Tick(b.ctx, 1)
 	}
-	rep = answered(t, "batch", func() (*authz.BatchReply, error) {
-		return owner.Batch(b.ctx, authz.IDRequest{ID: id})
+	rep = answered(t, "batch", func() (*api.BatchReply, error) {
+		return owner.Batch(b.ctx, api.IDRequest{ID: id})
 	})
 	if rep.Progress == nil || rep.Progress.Waiting == nil {
 		t.Fatalf("batch %d: progress %+v: want why it waits", id, rep.Progress)
@@ -46,8 +47,8 @@ func TestNoWorkerSaysWhy(t *testing.T) {
 	if w.Since.After(time.Now()) {
 		t.Fatalf("waiting since %s, in the future", w.Since)
 	}
-	fl := answered(t, "inflight", func() (*authz.InFlightReply, error) {
-		return owner.InFlight(b.ctx, authz.InFlightRequest{Domain: domain})
+	fl := answered(t, "inflight", func() (*api.InFlightReply, error) {
+		return owner.InFlight(b.ctx, api.InFlightRequest{Domain: domain})
 	})
 	var found bool
 	for _, it := range fl.Items {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/streams"
@@ -224,7 +225,7 @@ func childRun(url string, ticks, warmup int) childReport {
 		t0 := time.Now()
 		r := p.Tick(ctx, 1)
 		dt := time.Since(t0)
-		if r.Status != processor.StatusOK || len(r.Steps) != 1 || r.Steps[0].Action != "finished" {
+		if r.Status != api.TickOK || len(r.Steps) != 1 || r.Steps[0].Action != api.ActionFinished {
 			return dt, fmt.Errorf("tick did not finish one batch: %+v", r)
 		}
 		return dt, nil

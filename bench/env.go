@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/embedded"
 	"github.com/tickflow/tickflow/pipeline"
@@ -342,20 +343,20 @@ func (e *env) startTicking(steps int, idle time.Duration) {
 						e.tickStats.busy += dt
 					}
 					switch rep.Status {
-					case processor.StatusNoMessages:
+					case api.TickNoMessages:
 						e.tickStats.idle++
-					case processor.StatusError:
+					case api.TickError:
 						e.tickStats.errors++
 						e.tickStats.lastErr = rep.Error
 					}
 					for _, s := range rep.Steps {
-						if s.Action == "error" {
+						if s.Action == api.ActionError {
 							e.tickStats.errors++
 							e.tickStats.lastErr = s.Error
 						}
 					}
 					e.tickStats.mu.Unlock()
-					if rep.Status == processor.StatusNoMessages {
+					if rep.Status == api.TickNoMessages {
 						if wait > 0 {
 							if err := p.WaitWork(ctx, wait); err != nil && ctx.Err() == nil {
 								e.fail(err)

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/client"
 )
 
@@ -79,7 +79,7 @@ func runFairnessPhase(cfg *config, res *results) error {
 					return
 				}
 				s := strconv.FormatInt(i, 10)
-				if _, err := alice.Send(e.ctx, authz.SendRequest{Label: "fair", Functions: authz.Calls{{Type: "noop"}}, Key: "k" + s, IdempotencyKey: "i" + s}); err != nil {
+				if _, err := alice.Send(e.ctx, api.SendRequest{Label: "fair", Functions: api.Calls{{Type: "noop"}}, Key: "k" + s, IdempotencyKey: "i" + s}); err != nil {
 					errs <- fmt.Errorf("fairness: alice's send %d: %w", i, err)
 					return
 				}
@@ -109,7 +109,7 @@ func runFairnessPhase(cfg *config, res *results) error {
 		wg.Go(func() {
 			for range lists {
 				t0 := time.Now()
-				_, err := alice.List(e.ctx, authz.ListRequest{Limit: 10})
+				_, err := alice.List(e.ctx, api.ListRequest{Limit: 10})
 				d := time.Since(t0)
 				mu.Lock()
 				switch {
@@ -158,7 +158,7 @@ func runFairnessPhase(cfg *config, res *results) error {
 	for range 8 {
 		wg.Go(func() {
 			for range big {
-				if _, err := alice.List(e.ctx, authz.ListRequest{Limit: 500}); err != nil && !errors.Is(err, client.ErrTooManyRequests) {
+				if _, err := alice.List(e.ctx, api.ListRequest{Limit: 500}); err != nil && !errors.Is(err, client.ErrTooManyRequests) {
 					logf("fairness: a listing of 500: %v", err)
 					mu.Lock()
 					bigErrs++
@@ -213,7 +213,7 @@ func sendEvery(ctx context.Context, c *client.Client, period time.Duration) func
 			case <-tick.C:
 			}
 			t0 := time.Now()
-			if _, err := c.Send(context.WithoutCancel(ctx), authz.SendRequest{Label: "fair", Functions: authz.Calls{{Type: "noop"}}}); err != nil {
+			if _, err := c.Send(context.WithoutCancel(ctx), api.SendRequest{Label: "fair", Functions: api.Calls{{Type: "noop"}}}); err != nil {
 				errs++
 				logf("fairness: bob's send: %v", err)
 				continue

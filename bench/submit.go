@@ -8,15 +8,15 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/client"
 )
 
 // sendRequest is a submission of functions noop functions under label.
-func sendRequest(label string, functions int) authz.SendRequest {
-	req := authz.SendRequest{Label: label}
+func sendRequest(label string, functions int) api.SendRequest {
+	req := api.SendRequest{Label: label}
 	for range functions {
-		req.Functions = append(req.Functions, authz.CallSpec{Type: "noop"})
+		req.Functions = append(req.Functions, api.CallSpec{Type: "noop"})
 	}
 	return req
 }
@@ -28,7 +28,7 @@ func aliceClient(nc *nats.Conn, timeout time.Duration) (*client.Client, error) {
 }
 
 // send submits one batch through authz and returns its id.
-func send(ctx context.Context, c *client.Client, req authz.SendRequest) (uint64, error) {
+func send(ctx context.Context, c *client.Client, req api.SendRequest) (uint64, error) {
 	rep, err := c.Send(ctx, req)
 	if err != nil {
 		return 0, err

@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -81,19 +81,19 @@ const retryPause = 200 * time.Millisecond
 // retried with the same idempotency key; a refusal that retrying cannot
 // mend is ErrRejected.
 func Submit(ctx context.Context, nc *nats.Conn, s *Submission) error {
-	req := authz.SendRequest{Label: s.Spec.Label, IdempotencyKey: s.Key}
+	req := api.SendRequest{Label: s.Spec.Label, IdempotencyKey: s.Key}
 	for _, st := range s.Spec.Steps {
 		p, err := pipeline.EncodePayload(st)
 		if err != nil {
 			return err
 		}
-		req.Functions = append(req.Functions, authz.CallSpec{Type: TypeRecord, Payload: p})
+		req.Functions = append(req.Functions, api.CallSpec{Type: TypeRecord, Payload: p})
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return err
 	}
-	subject := streams.AuthzSubject(s.User, "send")
+	subject := streams.AuthzSubject(s.User, api.OpSend)
 	for {
 		s.Tries++
 		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
@@ -103,13 +103,13 @@ func Submit(ctx context.Context, nc *nats.Conn, s *Submission) error {
 			code := m.Header.Get(micro.ErrorCodeHeader)
 			switch code {
 			case "":
-				var rep authz.SendReply
+				var rep api.SendReply
 				if err := json.Unmarshal(m.Data, &rep); err != nil {
 					return fmt.Errorf("chaos: send reply %q: %w", capped(string(m.Data)), err)
 				}
 				s.ID, s.Accepted = rep.ID, true
 				return nil
-			case strconv.Itoa(authz.CodeConflict), strconv.Itoa(authz.CodeInternal), strconv.Itoa(authz.CodeUnavailable):
+			case strconv.Itoa(api.CodeConflict), strconv.Itoa(api.CodeInternal), strconv.Itoa(api.CodeUnavailable):
 			default:
 				return fmt.Errorf("%w: %s %s", ErrRejected, code, m.Header.Get(micro.ErrorHeader))
 			}

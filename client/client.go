@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
@@ -93,7 +93,7 @@ func (c *Client) do(ctx context.Context, op string, req, out any) error {
 		return &Error{Op: op, Code: n, Message: m.Header.Get(micro.ErrorHeader)}
 	}
 	var derr error
-	if r, ok := out.(*authz.SendReply); ok {
+	if r, ok := out.(*api.SendReply); ok {
 		derr = r.UnmarshalJSON(m.Data) // the hottest reply, read without reflection
 	} else {
 		derr = json.Unmarshal(m.Data, out)

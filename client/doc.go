@@ -1,6 +1,7 @@
 // Package client is the Go client of the authz API: one method per
-// operation, each taking the request type authz declares and returning its
-// typed reply.
+// operation, each taking its request type of package api and returning its
+// typed reply. The types are api's alone, not re-exported here: import api
+// to name them.
 //
 // A Client speaks as one user over a connection made as that user, with the
 // user's own inbox prefix (streams.Connect and conn.Dial set it): nats.conf
@@ -12,7 +13,7 @@
 // and operation; use errors.As to read them, and errors.Is against the code
 // sentinels (ErrNotFound, ErrForbidden, …) to test for a kind:
 //
-//	_, err := c.Batch(ctx, authz.IDRequest{ID: id})
+//	_, err := c.Batch(ctx, api.IDRequest{ID: id})
 //	if errors.Is(err, client.ErrNotFound) { … }
 //	var ae *client.Error
 //	if errors.As(err, &ae) { log.Print(ae.Code, ae.Message) }

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 )
 
 // ErrInvalid is matched by the error of a request the client refused
@@ -52,18 +52,18 @@ var (
 )
 
 var codeErrors = map[int]error{
-	authz.CodeBadRequest:      ErrBadRequest,
-	authz.CodeForbidden:       ErrForbidden,
-	authz.CodeNotFound:        ErrNotFound,
-	authz.CodeConflict:        ErrConflict,
-	authz.CodeOutOfBounds:     ErrOutOfBounds,
-	authz.CodeTooManyRequests: ErrTooManyRequests,
-	authz.CodeInternal:        ErrInternal,
-	authz.CodeUnavailable:     ErrUnavailable,
+	api.CodeBadRequest:      ErrBadRequest,
+	api.CodeForbidden:       ErrForbidden,
+	api.CodeNotFound:        ErrNotFound,
+	api.CodeConflict:        ErrConflict,
+	api.CodeOutOfBounds:     ErrOutOfBounds,
+	api.CodeTooManyRequests: ErrTooManyRequests,
+	api.CodeInternal:        ErrInternal,
+	api.CodeUnavailable:     ErrUnavailable,
 }
 
 // Error is an error reply of authz: the operation, the code (HTTP-like, see
-// authz.CodeNotFound and its siblings) and the message that says what was
+// api.CodeNotFound and its siblings) and the message that says what was
 // wrong.
 type Error struct {
 	Op      string

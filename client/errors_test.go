@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -20,7 +20,7 @@ import (
 // the operation, code and message, matching the sentinel of their code.
 func TestErrorReplies(t *testing.T) {
 	b := setup(t)
-	sent, err := b.alice.Send(b.ctx, authz.SendRequest{Label: "jobs", Functions: authz.Calls{noop()}})
+	sent, err := b.alice.Send(b.ctx, api.SendRequest{Label: "jobs", Functions: api.Calls{noop()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,32 +32,32 @@ func TestErrorReplies(t *testing.T) {
 		is   error
 	}{
 		{name: "unknown batch", op: "batch", code: 404, is: client.ErrNotFound, call: func() error {
-			_, err := b.owner.Batch(b.ctx, authz.IDRequest{ID: 999_999})
+			_, err := b.owner.Batch(b.ctx, api.IDRequest{ID: 999_999})
 			return err
 		}},
 		{name: "another's batch reads as unknown", op: "batch", code: 404, is: client.ErrNotFound, call: func() error {
-			_, err := b.bob.Batch(b.ctx, authz.IDRequest{ID: sent.ID})
+			_, err := b.bob.Batch(b.ctx, api.IDRequest{ID: sent.ID})
 			return err
 		}},
 		{name: "pause by a non-owner", op: "pause", code: 403, is: client.ErrForbidden, call: func() error {
-			_, err := b.alice.Pause(b.ctx, authz.DomainRequest{Domain: domain})
+			_, err := b.alice.Pause(b.ctx, api.DomainRequest{Domain: domain})
 			return err
 		}},
 		{name: "unknown label", op: "send", code: 404, is: client.ErrNotFound, call: func() error {
-			_, err := b.alice.Send(b.ctx, authz.SendRequest{Label: "nope", Functions: authz.Calls{noop()}})
+			_, err := b.alice.Send(b.ctx, api.SendRequest{Label: "nope", Functions: api.Calls{noop()}})
 			return err
 		}},
 		{name: "function not on the label", op: "send", code: 400, is: client.ErrBadRequest, call: func() error {
-			_, err := b.alice.Send(b.ctx, authz.SendRequest{Label: "jobs", Functions: authz.Calls{{Type: "ledger.transfer"}}})
+			_, err := b.alice.Send(b.ctx, api.SendRequest{Label: "jobs", Functions: api.Calls{{Type: "ledger.transfer"}}})
 			return err
 		}},
 		{name: "evict past the end", op: "evict", code: 416, is: client.ErrOutOfBounds, call: func() error {
-			_, err := b.owner.Evict(b.ctx, authz.PositionRequest{Domain: domain, Priority: pipeline.High, Position: 5})
+			_, err := b.owner.Evict(b.ctx, api.PositionRequest{Domain: domain, Priority: pipeline.High, Position: 5})
 			return err
 		}},
 		{name: "over the submitter's bound", op: "send", code: 429, is: client.ErrTooManyRequests, call: func() error {
 			// Nothing ticks the processor here: the first stays unfinished.
-			req := authz.SendRequest{Label: "capped", Functions: authz.Calls{noop()}}
+			req := api.SendRequest{Label: "capped", Functions: api.Calls{noop()}}
 			if _, err := b.bob.Send(b.ctx, req); err != nil {
 				return fmt.Errorf("the first send under the bound: %w", err)
 			}
@@ -65,7 +65,7 @@ func TestErrorReplies(t *testing.T) {
 			return err
 		}},
 		{name: "replay of no dead letter", op: "replay", code: 404, is: client.ErrNotFound, call: func() error {
-			_, err := b.owner.Replay(b.ctx, authz.ReplayRequest{Seq: 12345})
+			_, err := b.owner.Replay(b.ctx, api.ReplayRequest{Seq: 12345})
 			return err
 		}},
 	} {
@@ -98,7 +98,7 @@ func TestNotRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Send(testnats.Context(t, 10*time.Second), authz.SendRequest{Label: "jobs", Functions: authz.Calls{noop()}})
+	_, err = c.Send(testnats.Context(t, 10*time.Second), api.SendRequest{Label: "jobs", Functions: api.Calls{noop()}})
 	if !errors.Is(err, client.ErrNotRunning) || !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("got %v, want ErrNotRunning and nats.ErrNoResponders", err)
 	}
@@ -114,7 +114,7 @@ func TestDeniedRequestGetsNoAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err = c.Send(b.ctx, authz.SendRequest{Label: "jobs", Functions: authz.Calls{noop()}})
+	_, err = c.Send(b.ctx, api.SendRequest{Label: "jobs", Functions: api.Calls{noop()}})
 	if !errors.Is(err, client.ErrNoAnswer) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("got %v, want ErrNoAnswer", err)
 	}
@@ -144,44 +144,44 @@ func TestInvalidRequestsNotSent(t *testing.T) {
 		call       func() error
 	}{
 		{"send without a label", "label is empty", func() error {
-			_, err := c.Send(ctx, authz.SendRequest{Functions: authz.Calls{noop()}})
+			_, err := c.Send(ctx, api.SendRequest{Functions: api.Calls{noop()}})
 			return err
 		}},
 		{"send without functions", "no functions", func() error {
-			_, err := c.Send(ctx, authz.SendRequest{Label: "jobs"})
+			_, err := c.Send(ctx, api.SendRequest{Label: "jobs"})
 			return err
 		}},
 		{"send of a function without a type", "functions[1]", func() error {
-			_, err := c.Send(ctx, authz.SendRequest{Label: "jobs", Functions: authz.Calls{noop(), {}}})
+			_, err := c.Send(ctx, api.SendRequest{Label: "jobs", Functions: api.Calls{noop(), {}}})
 			return err
 		}},
-		{"batch 0", "id is 0", func() error { _, err := c.Batch(ctx, authz.IDRequest{}); return err }},
+		{"batch 0", "id is 0", func() error { _, err := c.Batch(ctx, api.IDRequest{}); return err }},
 		{"confirm a negative index", "index is -1", func() error {
-			_, err := c.Confirm(ctx, authz.ConfirmRequest{ID: 1, Index: -1})
+			_, err := c.Confirm(ctx, api.ConfirmRequest{ID: 1, Index: -1})
 			return err
 		}},
 		{"queue without a priority", "priority", func() error {
-			_, err := c.Queue(ctx, authz.QueueRequest{Domain: domain})
+			_, err := c.Queue(ctx, api.QueueRequest{Domain: domain})
 			return err
 		}},
 		{"queue of a reversed range", "range [3, 1)", func() error {
-			_, err := c.Queue(ctx, authz.QueueRequest{Domain: domain, Priority: med, From: 3, To: 1})
+			_, err := c.Queue(ctx, api.QueueRequest{Domain: domain, Priority: med, From: 3, To: 1})
 			return err
 		}},
-		{"pause without a domain", "domain", func() error { _, err := c.Pause(ctx, authz.DomainRequest{}); return err }},
-		{"resume of a wildcard", "domain", func() error { _, err := c.Resume(ctx, authz.DomainRequest{Domain: "*"}); return err }},
+		{"pause without a domain", "domain", func() error { _, err := c.Pause(ctx, api.DomainRequest{}); return err }},
+		{"resume of a wildcard", "domain", func() error { _, err := c.Resume(ctx, api.DomainRequest{Domain: "*"}); return err }},
 		{"evict a negative position", "position is -1", func() error {
-			_, err := c.Evict(ctx, authz.PositionRequest{Domain: domain, Priority: med, Position: -1})
+			_, err := c.Evict(ctx, api.PositionRequest{Domain: domain, Priority: med, Position: -1})
 			return err
 		}},
 		{"insert without a label", "label is empty", func() error {
-			_, err := c.Insert(ctx, authz.InsertRequest{Domain: domain, Priority: med, Functions: authz.Calls{noop()}})
+			_, err := c.Insert(ctx, api.InsertRequest{Domain: domain, Priority: med, Functions: api.Calls{noop()}})
 			return err
 		}},
-		{"dlq of a bad domain", "domain", func() error { _, err := c.DLQ(ctx, authz.DLQRequest{Domain: "a.b"}); return err }},
-		{"replay of nothing", "nothing named", func() error { _, err := c.Replay(ctx, authz.ReplayRequest{}); return err }},
+		{"dlq of a bad domain", "domain", func() error { _, err := c.DLQ(ctx, api.DLQRequest{Domain: "a.b"}); return err }},
+		{"replay of nothing", "nothing named", func() error { _, err := c.Replay(ctx, api.ReplayRequest{}); return err }},
 		{"replay of a seq and all", "both", func() error {
-			_, err := c.Replay(ctx, authz.ReplayRequest{Seq: 1, All: true})
+			_, err := c.Replay(ctx, api.ReplayRequest{Seq: 1, All: true})
 			return err
 		}},
 	} {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/config"
@@ -97,8 +98,8 @@ func Example() {
 
 	// authz is still starting: ErrNotRunning is safe to retry, and the
 	// idempotency key makes any send safe to retry.
-	req := authz.SendRequest{Label: "invoices", IdempotencyKey: "invoice-2024-001",
-		Functions: authz.Calls{{Type: "invoice", Payload: pipeline.MustPayload(map[string]int{"amount": 120})}}}
+	req := api.SendRequest{Label: "invoices", IdempotencyKey: "invoice-2024-001",
+		Functions: api.Calls{{Type: "invoice", Payload: pipeline.MustPayload(map[string]int{"amount": 120})}}}
 	sent, err := alice.Send(ctx, req)
 	for errors.Is(err, client.ErrNotRunning) {
 		select {
@@ -114,7 +115,7 @@ func Example() {
 	}
 	fmt.Println("sent to", sent.Domain, sent.Priority)
 
-	q, err := owner.Queue(ctx, authz.QueueRequest{Domain: "billing", Priority: pipeline.Med})
+	q, err := owner.Queue(ctx, api.QueueRequest{Domain: "billing", Priority: pipeline.Med})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -125,7 +126,7 @@ func Example() {
 	// ticker process does this on an interval): Wait returns the batch's
 	// record and every function's output once it finished.
 	waited := make(chan error, 1)
-	var rep *authz.BatchReply
+	var rep *api.BatchReply
 	go func() {
 		var err error
 		rep, err = alice.Wait(ctx, sent.ID)
@@ -148,19 +149,19 @@ func Example() {
 	fmt.Println(rep.Record.Outcome, invoice)
 
 	// A submitter pages through their own batches, newest first.
-	page, err := alice.List(ctx, authz.ListRequest{Status: pipeline.Executed, Limit: 10})
+	page, err := alice.List(ctx, api.ListRequest{Status: pipeline.Executed, Limit: 10})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	fmt.Println("alice's executed batches:", len(page.Items), "more:", page.Next != 0)
 
-	_, err = alice.Batch(ctx, authz.IDRequest{ID: sent.ID + 100})
+	_, err = alice.Batch(ctx, api.IDRequest{ID: sent.ID + 100})
 	var ae *client.Error
 	if errors.As(err, &ae) {
 		fmt.Println(ae.Op, ae.Code, errors.Is(err, client.ErrNotFound))
 	}
-	_, err = alice.Pause(ctx, authz.DomainRequest{Domain: "billing"})
+	_, err = alice.Pause(ctx, api.DomainRequest{Domain: "billing"})
 	fmt.Println("alice pauses:", errors.Is(err, client.ErrForbidden))
 	// Output:
 	// sent to billing med

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
@@ -13,132 +13,132 @@ import (
 // returns the same batch with Duplicate set, and queues nothing.
 // Errors: ErrInvalid (no label or no functions), ErrNotFound (unknown
 // label), ErrForbidden, ErrBadRequest, ErrConflict.
-func (c *Client) Send(ctx context.Context, req authz.SendRequest) (*authz.SendReply, error) {
+func (c *Client) Send(ctx context.Context, req api.SendRequest) (*api.SendReply, error) {
 	if req.Label == "" {
-		return nil, invalid("send", "label is empty; expected the label to submit under")
+		return nil, invalid(api.OpSend, "label is empty; expected the label to submit under")
 	}
-	if err := checkCalls("send", req.Functions); err != nil {
+	if err := checkCalls(api.OpSend, req.Functions); err != nil {
 		return nil, err
 	}
-	return call[authz.SendReply](ctx, c, "send", req)
+	return call[api.SendReply](ctx, c, api.OpSend, req)
 }
 
 // Batch returns a batch's record and, while it runs, its progress. Only
 // the owner and the batch's submitter may read it; anyone else gets
 // ErrNotFound, as for a batch that does not exist.
-func (c *Client) Batch(ctx context.Context, req authz.IDRequest) (*authz.BatchReply, error) {
+func (c *Client) Batch(ctx context.Context, req api.IDRequest) (*api.BatchReply, error) {
 	if req.ID == 0 {
-		return nil, invalid("batch", "id is 0; expected a batch id (from 1)")
+		return nil, invalid(api.OpBatch, "id is 0; expected a batch id (from 1)")
 	}
-	return call[authz.BatchReply](ctx, c, "batch", req)
+	return call[api.BatchReply](ctx, c, api.OpBatch, req)
 }
 
 // Confirm confirms function Index of batch ID, which waits for a
 // confirmation, as the user. Errors: ErrNotFound (no such batch waiting
 // for the user), ErrBadRequest, ErrForbidden, ErrConflict (finished).
-func (c *Client) Confirm(ctx context.Context, req authz.ConfirmRequest) (*authz.ConfirmReply, error) {
+func (c *Client) Confirm(ctx context.Context, req api.ConfirmRequest) (*api.ConfirmReply, error) {
 	if req.ID == 0 {
-		return nil, invalid("confirm", "id is 0; expected a batch id (from 1)")
+		return nil, invalid(api.OpConfirm, "id is 0; expected a batch id (from 1)")
 	}
 	if req.Index < 0 {
-		return nil, invalid("confirm", fmt.Sprintf("index is %d; expected a function's index (from 0)", req.Index))
+		return nil, invalid(api.OpConfirm, fmt.Sprintf("index is %d; expected a function's index (from 0)", req.Index))
 	}
-	return call[authz.ConfirmReply](ctx, c, "confirm", req)
+	return call[api.ConfirmReply](ctx, c, api.OpConfirm, req)
 }
 
 // Queue lists positions [From, To) of a domain's queue of one priority (To
 // 0: to the end). Owner only (ErrForbidden); ErrOutOfBounds past the end.
-func (c *Client) Queue(ctx context.Context, req authz.QueueRequest) (*authz.QueueReply, error) {
-	if err := checkQueue("queue", req.Domain, req.Priority); err != nil {
+func (c *Client) Queue(ctx context.Context, req api.QueueRequest) (*api.QueueReply, error) {
+	if err := checkQueue(api.OpQueue, req.Domain, req.Priority); err != nil {
 		return nil, err
 	}
 	if req.From < 0 || req.To < 0 || (req.To != 0 && req.To < req.From) {
-		return nil, invalid("queue", fmt.Sprintf("range [%d, %d); expected 0 <= from <= to, or to 0 for the end", req.From, req.To))
+		return nil, invalid(api.OpQueue, fmt.Sprintf("range [%d, %d); expected 0 <= from <= to, or to 0 for the end", req.From, req.To))
 	}
-	return call[authz.QueueReply](ctx, c, "queue", req)
+	return call[api.QueueReply](ctx, c, api.OpQueue, req)
 }
 
 // Pause pauses a domain's processors. Owner only (ErrForbidden).
-func (c *Client) Pause(ctx context.Context, req authz.DomainRequest) (*authz.StateReply, error) {
-	if err := checkDomain("pause", req.Domain); err != nil {
+func (c *Client) Pause(ctx context.Context, req api.DomainRequest) (*api.StateReply, error) {
+	if err := checkDomain(api.OpPause, req.Domain); err != nil {
 		return nil, err
 	}
-	return call[authz.StateReply](ctx, c, "pause", req)
+	return call[api.StateReply](ctx, c, api.OpPause, req)
 }
 
 // Resume resumes a domain's processors. Owner only (ErrForbidden).
-func (c *Client) Resume(ctx context.Context, req authz.DomainRequest) (*authz.StateReply, error) {
-	if err := checkDomain("resume", req.Domain); err != nil {
+func (c *Client) Resume(ctx context.Context, req api.DomainRequest) (*api.StateReply, error) {
+	if err := checkDomain(api.OpResume, req.Domain); err != nil {
 		return nil, err
 	}
-	return call[authz.StateReply](ctx, c, "resume", req)
+	return call[api.StateReply](ctx, c, api.OpResume, req)
 }
 
 // Evict removes the batch at a position of a queue; it finishes as
 // RemovedByOwner. Owner only (ErrForbidden); ErrOutOfBounds past the end,
 // ErrConflict when the batch finished first. Not safe to retry: a repeat
 // evicts whatever is at the position then.
-func (c *Client) Evict(ctx context.Context, req authz.PositionRequest) (*authz.EvictReply, error) {
-	if err := checkQueue("evict", req.Domain, req.Priority); err != nil {
+func (c *Client) Evict(ctx context.Context, req api.PositionRequest) (*api.EvictReply, error) {
+	if err := checkQueue(api.OpEvict, req.Domain, req.Priority); err != nil {
 		return nil, err
 	}
 	if req.Position < 0 {
-		return nil, invalid("evict", fmt.Sprintf("position is %d; expected a position (from 0)", req.Position))
+		return nil, invalid(api.OpEvict, fmt.Sprintf("position is %d; expected a position (from 0)", req.Position))
 	}
-	return call[authz.EvictReply](ctx, c, "evict", req)
+	return call[api.EvictReply](ctx, c, api.OpEvict, req)
 }
 
 // Insert inserts a new batch at a position of a queue, under a label of
 // that domain, past the label's concurrency limit. Owner only
 // (ErrForbidden); ErrOutOfBounds past the end, ErrConflict while another
 // edit runs. Not safe to retry: a repeat inserts another batch.
-func (c *Client) Insert(ctx context.Context, req authz.InsertRequest) (*authz.InsertReply, error) {
-	if err := checkQueue("insert", req.Domain, req.Priority); err != nil {
+func (c *Client) Insert(ctx context.Context, req api.InsertRequest) (*api.InsertReply, error) {
+	if err := checkQueue(api.OpInsert, req.Domain, req.Priority); err != nil {
 		return nil, err
 	}
 	if req.Position < 0 {
-		return nil, invalid("insert", fmt.Sprintf("position is %d; expected a position (from 0)", req.Position))
+		return nil, invalid(api.OpInsert, fmt.Sprintf("position is %d; expected a position (from 0)", req.Position))
 	}
 	if req.Label == "" {
-		return nil, invalid("insert", "label is empty; expected the label whose settings the batch runs with")
+		return nil, invalid(api.OpInsert, "label is empty; expected the label whose settings the batch runs with")
 	}
-	if err := checkCalls("insert", req.Functions); err != nil {
+	if err := checkCalls(api.OpInsert, req.Functions); err != nil {
 		return nil, err
 	}
-	return call[authz.InsertReply](ctx, c, "insert", req)
+	return call[api.InsertReply](ctx, c, api.OpInsert, req)
 }
 
 // DLQ lists dead letters, of one domain when Domain is set, from sequence
-// From on, at most Limit (authz's default 100 when 0). Owner only
+// From on, at most Limit (api.DefaultDLQLimit when 0). Owner only
 // (ErrForbidden).
-func (c *Client) DLQ(ctx context.Context, req authz.DLQRequest) (*authz.DLQReply, error) {
+func (c *Client) DLQ(ctx context.Context, req api.DLQRequest) (*api.DLQReply, error) {
 	if req.Domain != "" {
-		if err := checkDomain("dlq", req.Domain); err != nil {
+		if err := checkDomain(api.OpDLQ, req.Domain); err != nil {
 			return nil, err
 		}
 	}
 	if req.Limit < 0 {
-		return nil, invalid("dlq", fmt.Sprintf("limit is %d; expected 1 to 1000, or 0 for the default", req.Limit))
+		return nil, invalid(api.OpDLQ, fmt.Sprintf("limit is %d; expected 1 to %d, or 0 for %d", req.Limit, api.MaxDLQLimit, api.DefaultDLQLimit))
 	}
-	return call[authz.DLQReply](ctx, c, "dlq", req)
+	return call[api.DLQReply](ctx, c, api.OpDLQ, req)
 }
 
 // Replay queues dead letters again as new batches: the one at Seq, or
 // every one of Domain (all domains when empty) not replayed yet when All is
 // set. Replaying a dead letter again returns the same new batch. Owner only
 // (ErrForbidden); ErrNotFound for no dead letter at Seq.
-func (c *Client) Replay(ctx context.Context, req authz.ReplayRequest) (*authz.ReplayReply, error) {
+func (c *Client) Replay(ctx context.Context, req api.ReplayRequest) (*api.ReplayReply, error) {
 	switch {
 	case req.Seq == 0 && !req.All:
-		return nil, invalid("replay", "nothing named; expected a dead letter's seq, or all (with a domain or none)")
+		return nil, invalid(api.OpReplay, "nothing named; expected a dead letter's seq, or all (with a domain or none)")
 	case req.Seq != 0 && (req.All || req.Domain != ""):
-		return nil, invalid("replay", "both a seq and all or a domain; expected one dead letter's seq, or all")
+		return nil, invalid(api.OpReplay, "both a seq and all or a domain; expected one dead letter's seq, or all")
 	case req.Domain != "":
-		if err := checkDomain("replay", req.Domain); err != nil {
+		if err := checkDomain(api.OpReplay, req.Domain); err != nil {
 			return nil, err
 		}
 	}
-	return call[authz.ReplayReply](ctx, c, "replay", req)
+	return call[api.ReplayReply](ctx, c, api.OpReplay, req)
 }
 
 // Purge removes dead letters for good: the one at Seq; every one of
@@ -146,7 +146,7 @@ func (c *Client) Replay(ctx context.Context, req authz.ReplayRequest) (*authz.Re
 // Domain (or all domains) dead-lettered longer ago than that. It says how
 // many went. Owner only (ErrForbidden); ErrNotFound for no dead letter at
 // Seq.
-func (c *Client) Purge(ctx context.Context, req authz.PurgeRequest) (*authz.PurgeReply, error) {
+func (c *Client) Purge(ctx context.Context, req api.PurgeRequest) (*api.PurgeReply, error) {
 	named := 0
 	for _, set := range []bool{req.Seq != 0, req.All, req.OlderThan != 0} {
 		if set {
@@ -155,43 +155,43 @@ func (c *Client) Purge(ctx context.Context, req authz.PurgeRequest) (*authz.Purg
 	}
 	switch {
 	case named == 0:
-		return nil, invalid("purge", "nothing named; expected a dead letter's seq, all, or older_than (the last two with a domain or none)")
+		return nil, invalid(api.OpPurge, "nothing named; expected a dead letter's seq, all, or older_than (the last two with a domain or none)")
 	case named > 1:
-		return nil, invalid("purge", "more than one of seq, all and older_than; expected one")
+		return nil, invalid(api.OpPurge, "more than one of seq, all and older_than; expected one")
 	case req.Seq != 0 && req.Domain != "":
-		return nil, invalid("purge", "both a seq and a domain; a seq names one dead letter")
+		return nil, invalid(api.OpPurge, "both a seq and a domain; a seq names one dead letter")
 	case req.OlderThan < 0:
-		return nil, invalid("purge", fmt.Sprintf("older_than is %s; expected a positive duration", req.OlderThan))
+		return nil, invalid(api.OpPurge, fmt.Sprintf("older_than is %s; expected a positive duration", req.OlderThan))
 	case req.Domain != "":
-		if err := checkDomain("purge", req.Domain); err != nil {
+		if err := checkDomain(api.OpPurge, req.Domain); err != nil {
 			return nil, err
 		}
 	}
-	return call[authz.PurgeReply](ctx, c, "purge", req)
+	return call[api.PurgeReply](ctx, c, api.OpPurge, req)
 }
 
 // Reload makes authz read its authorization table file again; a table that
 // does not validate is refused (ErrBadRequest) and the old one stays. Owner
 // only (ErrForbidden). Each replica reloads its own: with several, the one
 // that answers.
-func (c *Client) Reload(ctx context.Context) (*authz.ReloadReply, error) {
-	return call[authz.ReloadReply](ctx, c, "reload", struct{}{})
+func (c *Client) Reload(ctx context.Context) (*api.ReloadReply, error) {
+	return call[api.ReloadReply](ctx, c, api.OpReload, struct{}{})
 }
 
 // Keys lists the keys of a domain with a batch waiting, in byte order:
 // each key's running batch (its head), the head's state in the
 // sequencer's words and tickflow's, since when, and how many batches wait
-// behind it. At most Limit keys (authz's default 100 when 0, at most
-// 1000); with More set, ask again with After set to the last key. Owner
+// behind it. At most Limit keys (api.DefaultKeysLimit when 0, at most
+// api.MaxKeysLimit); with More set, ask again with After set to the last key. Owner
 // only (ErrForbidden).
-func (c *Client) Keys(ctx context.Context, req authz.KeysRequest) (*authz.KeysReply, error) {
-	if err := checkDomain("keys", req.Domain); err != nil {
+func (c *Client) Keys(ctx context.Context, req api.KeysRequest) (*api.KeysReply, error) {
+	if err := checkDomain(api.OpKeys, req.Domain); err != nil {
 		return nil, err
 	}
-	if req.Limit < 0 || req.Limit > authz.MaxKeysLimit {
-		return nil, invalid("keys", fmt.Sprintf("limit is %d; expected 1 to %d, or 0 for the default", req.Limit, authz.MaxKeysLimit))
+	if req.Limit < 0 || req.Limit > api.MaxKeysLimit {
+		return nil, invalid(api.OpKeys, fmt.Sprintf("limit is %d; expected 1 to %d, or 0 for the default", req.Limit, api.MaxKeysLimit))
 	}
-	return call[authz.KeysReply](ctx, c, "keys", req)
+	return call[api.KeysReply](ctx, c, api.OpKeys, req)
 }
 
 func call[Reply any](ctx context.Context, c *Client, op string, req any) (*Reply, error) {
@@ -223,7 +223,7 @@ func checkQueue(op, domain string, p pipeline.Priority) error {
 	return nil
 }
 
-func checkCalls(op string, calls authz.Calls) error {
+func checkCalls(op string, calls api.Calls) error {
 	if len(calls) == 0 {
 		return invalid(op, "no functions; expected at least one")
 	}

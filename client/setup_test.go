@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/examples/handlers"
@@ -120,11 +121,11 @@ func (b *bundle) client(t *testing.T, user string) *client.Client {
 
 // settled ticks the processor until batch id's record is terminal, read
 // by the owner.
-func (b *bundle) settled(t *testing.T, id uint64) *streams.BatchRecord {
+func (b *bundle) settled(t *testing.T, id uint64) *api.BatchRecord {
 	t.Helper()
-	var rec *streams.BatchRecord
+	var rec *api.BatchRecord
 	testnats.Eventually(t, 15*time.Second, "batch settled", func() bool {
-		rep, err := b.owner.Batch(b.ctx, authz.IDRequest{ID: id})
+		rep, err := b.owner.Batch(b.ctx, api.IDRequest{ID: id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,13 +138,13 @@ func (b *bundle) settled(t *testing.T, id uint64) *streams.BatchRecord {
 	return rec
 }
 
-func noop() authz.CallSpec { return authz.CallSpec{Type: handlers.TypeNoop} }
+func noop() api.CallSpec { return api.CallSpec{Type: handlers.TypeNoop} }
 
 // flaky succeeds at once, its output its attempt: 1.
-func flaky() authz.CallSpec {
-	return authz.CallSpec{Type: handlers.TypeFlaky, Payload: pipeline.MustPayload(handlers.FlakyArgs{})}
+func flaky() api.CallSpec {
+	return api.CallSpec{Type: handlers.TypeFlaky, Payload: pipeline.MustPayload(handlers.FlakyArgs{})}
 }
 
-func fail() authz.CallSpec {
-	return authz.CallSpec{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})}
+func fail() api.CallSpec {
+	return api.CallSpec{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})}
 }

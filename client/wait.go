@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/streams"
 )
 
@@ -33,7 +33,7 @@ const waitLag = 10 * time.Millisecond
 // (ErrNotFound for a batch that is not the user's). Only a batch's
 // submitter may wait for it: nats.conf lets each user hear only of its
 // own outcomes (outcomes.<user>.>), so the owner reads others' with Batch.
-func (c *Client) Wait(ctx context.Context, id uint64) (*authz.BatchReply, error) {
+func (c *Client) Wait(ctx context.Context, id uint64) (*api.BatchReply, error) {
 	if id == 0 {
 		return nil, invalid("wait", "id is 0; expected a batch id (from 1)")
 	}
@@ -54,7 +54,7 @@ func (c *Client) Wait(ctx context.Context, id uint64) (*authz.BatchReply, error)
 	// so the server holds it by the time authz reads the request.
 	pause := waitRecheck
 	for {
-		rep, err := c.Batch(ctx, authz.IDRequest{ID: id})
+		rep, err := c.Batch(ctx, api.IDRequest{ID: id})
 		if err != nil {
 			return nil, err
 		}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -37,7 +37,7 @@ func batchReads(t *testing.T, b *bundle) int {
 
 // wantOutputs checks that rep holds an Executed outcome and one output of
 // flaky (its attempt, 1) per function.
-func wantOutputs(t *testing.T, rep *authz.BatchReply, n int) {
+func wantOutputs(t *testing.T, rep *api.BatchReply, n int) {
 	t.Helper()
 	if rep.Record.Status != pipeline.Executed || len(rep.Outputs) != n {
 		t.Fatalf("reply %s with outputs %+v, want Executed with %d", rep.Record.Status, rep.Outputs, n)
@@ -58,14 +58,14 @@ func TestWait(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		label string
-		calls authz.Calls
+		calls api.Calls
 	}{
-		{name: "one function", label: "jobs", calls: authz.Calls{flaky()}},
-		{name: "two functions", label: "jobs", calls: authz.Calls{flaky(), flaky()}},
-		{name: "atomic", label: "units", calls: authz.Calls{flaky(), flaky()}},
+		{name: "one function", label: "jobs", calls: api.Calls{flaky()}},
+		{name: "two functions", label: "jobs", calls: api.Calls{flaky(), flaky()}},
+		{name: "atomic", label: "units", calls: api.Calls{flaky(), flaky()}},
 	} {
 		t.Run(tc.name+", finishing after", func(t *testing.T) {
-			sent, err := b.alice.Send(b.ctx, authz.SendRequest{Label: tc.label, Functions: tc.calls})
+			sent, err := b.alice.Send(b.ctx, api.SendRequest{Label: tc.label, Functions: tc.calls})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +73,7 @@ func TestWait(t *testing.T) {
 			ctx, cancel := context.WithTimeout(b.ctx, 15*time.Second)
 			defer cancel()
 			type result struct {
-				rep *authz.BatchReply
+				rep *api.BatchReply
 				err error
 			}
 			waited := make(chan result, 1)
@@ -97,7 +97,7 @@ func TestWait(t *testing.T) {
 			}
 		})
 		t.Run(tc.name+", finished before", func(t *testing.T) {
-			sent, err := b.alice.Send(b.ctx, authz.SendRequest{Label: tc.label, Functions: tc.calls})
+			sent, err := b.alice.Send(b.ctx, api.SendRequest{Label: tc.label, Functions: tc.calls})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -118,7 +118,7 @@ func TestWait(t *testing.T) {
 // batch it did not submit, and returns when its context ends.
 func TestWaitRefused(t *testing.T) {
 	b := setup(t)
-	sent, err := b.alice.Send(b.ctx, authz.SendRequest{Label: "jobs", Functions: authz.Calls{noop()}})
+	sent, err := b.alice.Send(b.ctx, api.SendRequest{Label: "jobs", Functions: api.Calls{noop()}})
 	if err != nil {
 		t.Fatal(err)
 	}

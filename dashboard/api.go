@@ -3,7 +3,7 @@ package dashboard
 import (
 	"net/http"
 
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
@@ -19,7 +19,7 @@ func (s *Server) getInFlight(r *http.Request, ss *session) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ss.c.InFlight(r.Context(), authz.InFlightRequest{Domain: r.URL.Query().Get("domain"), Limit: limit})
+	return ss.c.InFlight(r.Context(), api.InFlightRequest{Domain: r.URL.Query().Get("domain"), Limit: limit})
 }
 
 func (s *Server) getBatch(r *http.Request, ss *session) (any, error) {
@@ -27,7 +27,7 @@ func (s *Server) getBatch(r *http.Request, ss *session) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ss.c.Batch(r.Context(), authz.IDRequest{ID: id})
+	return ss.c.Batch(r.Context(), api.IDRequest{ID: id})
 }
 
 func (s *Server) getDLQ(r *http.Request, ss *session) (any, error) {
@@ -39,7 +39,7 @@ func (s *Server) getDLQ(r *http.Request, ss *session) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ss.c.DLQ(r.Context(), authz.DLQRequest{Domain: r.URL.Query().Get("domain"), From: from, Limit: limit})
+	return ss.c.DLQ(r.Context(), api.DLQRequest{Domain: r.URL.Query().Get("domain"), From: from, Limit: limit})
 }
 
 func (s *Server) getList(r *http.Request, ss *session) (any, error) {
@@ -52,12 +52,12 @@ func (s *Server) getList(r *http.Request, ss *session) (any, error) {
 		return nil, err
 	}
 	q := r.URL.Query()
-	return ss.c.List(r.Context(), authz.ListRequest{Status: pipeline.Status(q.Get("status")), Before: before,
+	return ss.c.List(r.Context(), api.ListRequest{Status: pipeline.Status(q.Get("status")), Before: before,
 		Limit: limit, Submitter: q.Get("submitter")})
 }
 
 func (s *Server) pause(r *http.Request, ss *session, body []byte) (any, error) {
-	var req authz.DomainRequest
+	var req api.DomainRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func (s *Server) pause(r *http.Request, ss *session, body []byte) (any, error) {
 }
 
 func (s *Server) resume(r *http.Request, ss *session, body []byte) (any, error) {
-	var req authz.DomainRequest
+	var req api.DomainRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
@@ -79,14 +79,14 @@ func (s *Server) replay(r *http.Request, ss *session, body []byte) (any, error) 
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	return ss.c.Replay(r.Context(), authz.ReplayRequest{Seq: req.Seq})
+	return ss.c.Replay(r.Context(), api.ReplayRequest{Seq: req.Seq})
 }
 
 // purge removes dead letters, as the owner's purge does: one by its seq,
 // every one (of a domain, or of all) with all, or those older than
 // older_than (a duration such as "24h"). authz refuses anyone but the owner.
 func (s *Server) purge(r *http.Request, ss *session, body []byte) (any, error) {
-	var req authz.PurgeRequest
+	var req api.PurgeRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func (s *Server) purge(r *http.Request, ss *session, body []byte) (any, error) {
 }
 
 func (s *Server) cancel(r *http.Request, ss *session, body []byte) (any, error) {
-	var req authz.IDRequest
+	var req api.IDRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}

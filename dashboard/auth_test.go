@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/dashboard"
 )
 
@@ -173,7 +173,7 @@ func TestActions(t *testing.T) {
 	if code, out := b.call(t, http.MethodPost, "/api/pause", owner, csrf, body); code != http.StatusOK || out["paused"] != true {
 		t.Fatalf("owner pauses: %d %v", code, out)
 	}
-	if st, err := b.owner.Pause(b.ctx, authz.DomainRequest{Domain: domain}); err != nil || !st.Paused {
+	if st, err := b.owner.Pause(b.ctx, api.DomainRequest{Domain: domain}); err != nil || !st.Paused {
 		t.Fatalf("pause state: %+v %v", st, err)
 	}
 }

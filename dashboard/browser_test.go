@@ -12,7 +12,7 @@ import (
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/processor"
 )
@@ -115,12 +115,12 @@ func TestBrowser(t *testing.T) {
 	stepped := b.send(t, noop(), noop())
 	// The queue's consumer learns of a token a moment after its publish is
 	// acknowledged, so the first tick may find nothing yet.
-	var rep processor.Report
+	var rep api.TickReport
 	testnats.Eventually(t, 5*time.Second, "a step", func() bool {
 		rep = b.proc.Tick(b.ctx, 1)
-		return rep.Status != processor.StatusNoMessages
+		return rep.Status != api.TickNoMessages
 	})
-	if len(rep.Steps) != 1 || rep.Steps[0].Action != processor.ActionRotated {
+	if len(rep.Steps) != 1 || rep.Steps[0].Action != api.ActionRotated {
 		t.Fatalf("tick: %+v", rep)
 	}
 	queued := b.send(t, noop(), noop(), noop())
@@ -253,7 +253,7 @@ func TestBrowser(t *testing.T) {
 		chromedp.WaitVisible(css(fmt.Sprintf("#dead-%d .replayed", rec.DeadLetter))),
 		shot("replayed.png"),
 	)
-	dlq, err := b.owner.DLQ(b.ctx, authz.DLQRequest{Domain: domain})
+	dlq, err := b.owner.DLQ(b.ctx, api.DLQRequest{Domain: domain})
 	if err != nil || len(dlq.Items) != 1 || dlq.Items[0].ReplayedAs == 0 {
 		t.Fatalf("dead letters after the replay: %+v %v", dlq, err)
 	}
@@ -278,7 +278,7 @@ func TestBrowser(t *testing.T) {
 		until(fmt.Sprintf(`document.getElementById("dead-%d") === null && document.getElementById("notice").textContent === "1 dead letter(s) purged"`, rec.DeadLetter)),
 		shot("purged.png"),
 	)
-	if dlq, err := b.owner.DLQ(b.ctx, authz.DLQRequest{Domain: domain}); err != nil || len(dlq.Items) != 0 {
+	if dlq, err := b.owner.DLQ(b.ctx, api.DLQRequest{Domain: domain}); err != nil || len(dlq.Items) != 0 {
 		t.Fatalf("dead letters after the purge: %+v %v", dlq, err)
 	}
 

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/processor"
 )
 
@@ -37,7 +37,7 @@ func TestPurgeDeadLetters(t *testing.T) {
 	csrf, aliceCSRF := b.session(t, owner).CSRF, b.session(t, alice).CSRF
 	dead := func() int {
 		t.Helper()
-		rep, err := b.owner.DLQ(b.ctx, authz.DLQRequest{})
+		rep, err := b.owner.DLQ(b.ctx, api.DLQRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}

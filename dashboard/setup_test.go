@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/dashboard"
@@ -123,9 +124,9 @@ func setup(t *testing.T, opts ...func(*dashboard.Config)) *bundle {
 }
 
 // send submits a batch of functions as alice.
-func (b *bundle) send(t *testing.T, calls ...authz.CallSpec) uint64 {
+func (b *bundle) send(t *testing.T, calls ...api.CallSpec) uint64 {
 	t.Helper()
-	rep, err := b.alice.Send(b.ctx, authz.SendRequest{Label: "jobs", Functions: calls})
+	rep, err := b.alice.Send(b.ctx, api.SendRequest{Label: "jobs", Functions: calls})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,11 +134,11 @@ func (b *bundle) send(t *testing.T, calls ...authz.CallSpec) uint64 {
 }
 
 // settledBy ticks the processor p until batch id is finished.
-func (b *bundle) settledBy(t *testing.T, p *processor.Processor, id uint64) *streams.BatchRecord {
+func (b *bundle) settledBy(t *testing.T, p *processor.Processor, id uint64) *api.BatchRecord {
 	t.Helper()
-	var rec *streams.BatchRecord
+	var rec *api.BatchRecord
 	testnats.Eventually(t, 10*time.Second, "batch settled", func() bool {
-		rep, err := b.owner.Batch(b.ctx, authz.IDRequest{ID: id})
+		rep, err := b.owner.Batch(b.ctx, api.IDRequest{ID: id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,15 +151,15 @@ func (b *bundle) settledBy(t *testing.T, p *processor.Processor, id uint64) *str
 	return rec
 }
 
-func noop() authz.CallSpec { return authz.CallSpec{Type: handlers.TypeNoop} }
+func noop() api.CallSpec { return api.CallSpec{Type: handlers.TypeNoop} }
 
 // flaky succeeds at once, its output its attempt: 1.
-func flaky() authz.CallSpec {
-	return authz.CallSpec{Type: handlers.TypeFlaky, Payload: pipeline.MustPayload(handlers.FlakyArgs{})}
+func flaky() api.CallSpec {
+	return api.CallSpec{Type: handlers.TypeFlaky, Payload: pipeline.MustPayload(handlers.FlakyArgs{})}
 }
 
-func fail() authz.CallSpec {
-	return authz.CallSpec{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})}
+func fail() api.CallSpec {
+	return api.CallSpec{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})}
 }
 
 // browserless is an HTTP client that keeps no cookies and follows no

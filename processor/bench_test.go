@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
@@ -94,7 +95,7 @@ func BenchmarkTickEmpty(b *testing.B) {
 	e := benchSetup(b, processor.Options{})
 	b.ReportAllocs()
 	for b.Loop() {
-		if rep := e.p.Tick(e.ctx, 1); rep.Status != processor.StatusNoMessages {
+		if rep := e.p.Tick(e.ctx, 1); rep.Status != api.TickNoMessages {
 			b.Fatalf("status %q", rep.Status)
 		}
 	}
@@ -110,7 +111,7 @@ func BenchmarkTickNoopAtomic(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		rep := e.p.Tick(e.ctx, 1)
-		if len(rep.Steps) != 1 || rep.Steps[0].Action != "finished" {
+		if len(rep.Steps) != 1 || rep.Steps[0].Action != api.ActionFinished {
 			b.Fatalf("tick: %+v", rep)
 		}
 	}
@@ -134,7 +135,7 @@ func BenchmarkTickNoopAtomic32(b *testing.B) {
 			b.Fatalf("tick: %+v", rep)
 		}
 		for _, s := range rep.Steps {
-			if s.Action != "finished" {
+			if s.Action != api.ActionFinished {
 				b.Fatalf("step: %+v", s)
 			}
 		}

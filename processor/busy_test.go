@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
@@ -65,7 +66,7 @@ func TestNoWorkerIsBounded(t *testing.T) {
 	var busy int
 	testnats.Eventually(t, 20*time.Second, "the callback", func() bool {
 		for _, s := range p.Tick(b.ctx, 1).Steps {
-			if s.Action == "busy" {
+			if s.Action == api.ActionBusy {
 				busy++
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -92,7 +93,7 @@ func TestConfirmationsWaitForAProcessor(t *testing.T) {
 	p := b.processor(t, processor.Options{})
 	id := b.enqueue(t, pipeline.Batch{Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic},
 		Functions: []pipeline.Function{confirmed(time.Minute, 0)}})
-	if sr := step(t, b.ctx, p); sr.Action != "parked" {
+	if sr := step(t, b.ctx, p); sr.Action != api.ActionParked {
 		t.Fatalf("step: %+v", sr)
 	}
 	// Nobody consumes confirmations yet: the CONFIRM stream keeps it.
@@ -159,7 +160,7 @@ func TestPause(t *testing.T) {
 	id := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop()}})
 	set := func(paused bool) { b.setPaused(t, paused) }
 	set(true)
-	if rep := p.Tick(b.ctx, 5); rep.Status != processor.StatusPaused || len(rep.Steps) != 0 {
+	if rep := p.Tick(b.ctx, 5); rep.Status != api.TickPaused || len(rep.Steps) != 0 {
 		t.Fatalf("paused tick: %+v", rep)
 	}
 	if b.calls.total() != 0 {
@@ -180,7 +181,7 @@ func TestTickOverNATS(t *testing.T) {
 		b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop()}}),
 	}
 	nc := b.env.Conn(t, "ticker")
-	var rep processor.Report
+	var rep api.TickReport
 	testnats.Eventually(t, 5*time.Second, "processor answers ticks", func() bool {
 		m, err := nc.Request(streams.TickSubject(domain), []byte("2"), 500*time.Millisecond)
 		if err != nil {
@@ -191,7 +192,7 @@ func TestTickOverNATS(t *testing.T) {
 		}
 		return true
 	})
-	if rep.Status != processor.StatusOK || len(rep.Steps) != 2 {
+	if rep.Status != api.TickOK || len(rep.Steps) != 2 {
 		t.Fatalf("report %+v", rep)
 	}
 	cbs := b.callbacks(t)
@@ -223,7 +224,7 @@ func TestConfirmationWithAnUnreadableRecord(t *testing.T) {
 	p := b.processor(t, processor.Options{})
 	id := b.enqueue(t, pipeline.Batch{Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic},
 		Functions: []pipeline.Function{confirmed(time.Minute, 0)}})
-	if sr := step(t, b.ctx, p); sr.Action != "parked" {
+	if sr := step(t, b.ctx, p); sr.Action != api.ActionParked {
 		t.Fatalf("step: %+v", sr)
 	}
 	if _, err := b.env.JS(t, "admin").Publish(b.ctx, "$KV."+streams.BucketProgress+"."+streams.ProgressKey(domain, id), []byte("garbage")); err != nil {

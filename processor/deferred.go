@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/streams"
 	"github.com/tickflow/tickflow/telemetry"
 )
@@ -71,7 +72,7 @@ type acker struct {
 	done chan struct{}
 	// mu guards the report the acker corrects.
 	mu  *sync.Mutex
-	rep *Report
+	rep *api.TickReport
 }
 
 type ackItem struct {
@@ -79,7 +80,7 @@ type ackItem struct {
 	step int // index of the step's report
 }
 
-func (p *Processor) startAcker(mu *sync.Mutex, rep *Report) *acker {
+func (p *Processor) startAcker(mu *sync.Mutex, rep *api.TickReport) *acker {
 	a := &acker{p: p, in: make(chan ackItem, p.opts.MaxSteps), done: make(chan struct{}), mu: mu, rep: rep}
 	go a.run()
 	return a
@@ -101,7 +102,7 @@ func (a *acker) run() {
 		}
 		if err != nil {
 			a.mu.Lock()
-			a.rep.Steps[it.step].Action, a.rep.Steps[it.step].Error = ActionError, err.Error()
+			a.rep.Steps[it.step].Action, a.rep.Steps[it.step].Error = api.ActionError, err.Error()
 			a.mu.Unlock()
 		}
 	}

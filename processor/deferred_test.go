@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
@@ -23,7 +24,7 @@ func TestTokenAckedOnlyOnceItsCallbackIsStored(t *testing.T) {
 		t.Fatal(err)
 	}
 	sr := step(t, b.ctx, p)
-	if sr.BatchID != id || sr.Action != processor.ActionError {
+	if sr.BatchID != id || sr.Action != api.ActionError {
 		t.Fatalf("a step whose callback was not stored reported %+v, want an error", sr)
 	}
 	queue, err := b.admin.Stream(b.ctx, streams.QueueStream(sr.Priority))
@@ -38,7 +39,7 @@ func TestTokenAckedOnlyOnceItsCallbackIsStored(t *testing.T) {
 	}
 	testnats.Eventually(t, 10*time.Second, "the batch finished once callbacks are stored", func() bool {
 		rep := p.Tick(b.ctx, 1)
-		return len(rep.Steps) == 1 && rep.Steps[0].Action == processor.ActionFinished
+		return len(rep.Steps) == 1 && rep.Steps[0].Action == api.ActionFinished
 	})
 	// An ack is a one-way publish: the stream drops the token a moment later.
 	testnats.Eventually(t, 5*time.Second, "the token acknowledged", func() bool {
@@ -65,7 +66,7 @@ func TestTickAcknowledgesBeforeItReports(t *testing.T) {
 	testnats.Eventually(t, 10*time.Second, "every batch stepped", func() bool {
 		rep := p.Tick(b.ctx, n)
 		for _, s := range rep.Steps {
-			if s.Action != processor.ActionFinished {
+			if s.Action != api.ActionFinished {
 				t.Fatalf("step %+v, want finished", s)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -131,7 +132,7 @@ const (
 // wait puts back a step whose call the workers did not attempt, with a
 // growing delay and no attempt counted. Past Options.MaxWait without an
 // attempt, the function fails permanently instead.
-func (p *Processor) wait(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg, cause error) (Action, error) {
+func (p *Processor) wait(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg, cause error) (api.Action, error) {
 	prog := &st.Progress
 	id := tokenOf(m)
 	why := fmt.Sprintf("unattempted gen %d step %d next %d failures %d fallback %v", prog.Gen, prog.Rotation, prog.Next, prog.FailuresOf(prog.Next), prog.FallbackDue != nil)
@@ -141,7 +142,7 @@ func (p *Processor) wait(ctx context.Context, b *pipeline.Batch, st *state, m je
 		delay := p.backoff(h.tries, waitBase, waitCeiling)
 		p.log.Debug("call not attempted; tried again later", "batch_id", b.ID, "tries", h.tries, "delay", delay, "reason", cause)
 		p.recordWaiting(ctx, b, st, cause, h.since, now)
-		return ActionBusy, m.NakWithDelay(delay)
+		return api.ActionBusy, m.NakWithDelay(delay)
 	}
 	p.holds.forget(m)
 	msg := fmt.Sprintf("function %d: not attempted by any worker within %s: %v", prog.Next, p.opts.MaxWait, cause)
@@ -230,13 +231,13 @@ const (
 // records, with a growing delay, in case they catch up (an owner's edit
 // half done); after Options.PoisonRetries it finishes the batch as failed,
 // with a dead letter naming the reason and one callback.
-func (p *Processor) poisoned(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg, cause error) (Action, error) {
+func (p *Processor) poisoned(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg, cause error) (api.Action, error) {
 	id := tokenOf(m)
 	h := p.holds.note(id, "poison", p.opts.Now())
 	if h.tries <= p.opts.PoisonRetries {
 		delay := p.backoff(h.tries, poisonBase, poisonCeiling)
 		p.log.Debug("token cannot be reconciled with its records; tried again later", "batch_id", b.ID, "tries", h.tries, "delay", delay, "err", cause)
-		return ActionHeld, m.NakWithDelay(delay)
+		return api.ActionHeld, m.NakWithDelay(delay)
 	}
 	p.holds.forget(m)
 	prog := &st.Progress
@@ -245,7 +246,7 @@ func (p *Processor) poisoned(ctx context.Context, b *pipeline.Batch, st *state, 
 	prog.State, prog.Parked, prog.FallbackDue = streams.Queued, nil, nil
 	setError(prog, msg)
 	prog.FailedIndex = prog.Next
-	return ActionFinished, p.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, msg), m)
+	return api.ActionFinished, p.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, msg), m)
 }
 
 // maxMessage caps an error message kept in progress, dead letters and

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
@@ -62,7 +63,7 @@ func TestConcurrentHoldersKeepProgressConsistent(t *testing.T) {
 				t.Fatal(err)
 			}
 			seqA := info.State.LastSeq // the token A takes
-			aDone := make(chan processor.StepReport, 1)
+			aDone := make(chan api.StepReport, 1)
 			go func() {
 				for b.ctx.Err() == nil {
 					if rep := pA.Tick(b.ctx, 1); len(rep.Steps) == 1 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
@@ -38,7 +39,7 @@ import (
 
 // parkForInclusion parks function k, which dispatched out, until it is
 // included, failed, or Inclusion.MaxWait passed.
-func (p *Processor) parkForInclusion(ctx context.Context, b *pipeline.Batch, st *state, k int, out pipeline.Output, m jetstream.Msg) (Action, error) {
+func (p *Processor) parkForInclusion(ctx context.Context, b *pipeline.Batch, st *state, k int, out pipeline.Output, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
 	inc := b.Functions[k].Inclusion
 	if err := p.fits(b, prog, out); err != nil {
@@ -56,7 +57,7 @@ func (p *Processor) parkForInclusion(ctx context.Context, b *pipeline.Batch, st 
 	if err := p.fault(faultAfterProgress); err != nil {
 		return "", err
 	}
-	return ActionParked, m.NakWithDelay(pollDelay(inc, prog.Parked.Deadline, now))
+	return api.ActionParked, m.NakWithDelay(pollDelay(inc, prog.Parked.Deadline, now))
 }
 
 // pollDelay is how long a parked function's token waits before it comes
@@ -72,7 +73,7 @@ func pollDelay(inc *pipeline.Inclusion, deadline, now time.Time) time.Duration {
 // awaitInclusion handles the token of a function waiting for inclusion:
 // it polls (when the function polls), then waits on, or fails the function
 // once the deadline passed.
-func (p *Processor) awaitInclusion(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (Action, error) {
+func (p *Processor) awaitInclusion(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
 	k := prog.Parked.Index
 	f := b.Functions[k]
@@ -103,7 +104,7 @@ func (p *Processor) awaitInclusion(ctx context.Context, b *pipeline.Batch, st *s
 	}
 	now := p.opts.Now()
 	if now.Before(prog.Parked.Deadline) {
-		return ActionParked, m.NakWithDelay(pollDelay(inc, prog.Parked.Deadline, now))
+		return api.ActionParked, m.NakWithDelay(pollDelay(inc, prog.Parked.Deadline, now))
 	}
 	return p.notIncluded(ctx, b, st, fmt.Sprintf("function %d: dispatch %q not included within %s", k, logging.Capped(prog.Parked.Output.Ref), inc.MaxWait), true, m)
 }
@@ -137,7 +138,7 @@ func (p *Processor) leaseFor(ctx context.Context, b *pipeline.Batch, st *state) 
 // then no hook ran), then its success hook is called (once per function:
 // the worker records it), then the batch moves on. m is the token, or nil
 // for an outside confirmation.
-func (p *Processor) included(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (Action, error) {
+func (p *Processor) included(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
 	k, out := prog.Parked.Index, prog.Parked.Output
 	if !prog.Parked.Included {
@@ -153,7 +154,7 @@ func (p *Processor) included(ctx context.Context, b *pipeline.Batch, st *state, 
 	if notAttempted(err) && m != nil {
 		// Still parked, included: the token's next return calls it again.
 		p.log.Debug("success hook not attempted; asked again later", "batch_id", b.ID, "index", k, "err", err)
-		return ActionBusy, m.NakWithDelay(p.backoff(1, waitBase, waitCeiling))
+		return api.ActionBusy, m.NakWithDelay(p.backoff(1, waitBase, waitCeiling))
 	}
 	if err != nil {
 		return "", err
@@ -166,7 +167,7 @@ func (p *Processor) included(ctx context.Context, b *pipeline.Batch, st *state, 
 
 // notIncluded fails a parked function whose dispatch failed or was not
 // included in time: its effect no longer counts, so a retry dispatches anew.
-func (p *Processor) notIncluded(ctx context.Context, b *pipeline.Batch, st *state, msg string, retryable bool, m jetstream.Msg) (Action, error) {
+func (p *Processor) notIncluded(ctx context.Context, b *pipeline.Batch, st *state, msg string, retryable bool, m jetstream.Msg) (api.Action, error) {
 	return p.functionFailed(ctx, b, st, failure{index: st.Progress.Parked.Index, msg: msg, retryable: retryable, invalidated: true}, m)
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/tickflow/tickflow/api"
 )
 
 // Pace says what makes a processor take steps.
@@ -60,10 +62,10 @@ func (p *Processor) selfTick(ctx context.Context) {
 	paused := false
 	for ctx.Err() == nil {
 		rep := p.Tick(ctx, p.opts.Concurrency)
-		if rep.Status != StatusError {
+		if rep.Status != api.TickError {
 			errWait = 0
 		}
-		if now := rep.Status == StatusPaused; now != paused {
+		if now := rep.Status == api.TickPaused; now != paused {
 			paused = now
 			if paused {
 				p.log.Debug("domain paused; the ready pace waits")
@@ -72,15 +74,15 @@ func (p *Processor) selfTick(ctx context.Context) {
 			}
 		}
 		switch rep.Status {
-		case StatusOK:
-		case StatusNoMessages:
+		case api.TickOK:
+		case api.TickNoMessages:
 			if err := p.WaitWork(ctx, p.opts.IdleWait); err != nil && ctx.Err() == nil {
 				p.log.Warn("wait for work failed; looking again later", "err", err)
 				sleep(ctx, p.opts.IdleWait)
 			}
-		case StatusPaused:
+		case api.TickPaused:
 			sleep(ctx, pausedPoll)
-		case StatusThrottled:
+		case api.TickThrottled:
 			sleep(ctx, p.throttle.untilNext())
 		default:
 			errWait = min(max(2*errWait, errorWaitMin), errorWaitMax)

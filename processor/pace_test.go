@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -157,7 +158,7 @@ func TestReadyPacePauseStopsTheLoop(t *testing.T) {
 		t.Fatalf("a step ran while paused: %d", n)
 	}
 	rep := requestTick(t, b, 1)
-	if rep.Status != processor.StatusPaused {
+	if rep.Status != api.TickPaused {
 		t.Fatalf("tick while paused: %+v", rep)
 	}
 	set(false)
@@ -167,14 +168,14 @@ func TestReadyPacePauseStopsTheLoop(t *testing.T) {
 }
 
 // requestTick sends one tick over NATS and returns its report.
-func requestTick(t *testing.T, b *bundle, steps int) processor.Report {
+func requestTick(t *testing.T, b *bundle, steps int) api.TickReport {
 	t.Helper()
 	nc := b.env.Conn(t, "ticker")
 	m, err := nc.Request(streams.TickSubject(domain), []byte(strconv.Itoa(steps)), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep processor.Report
+	var rep api.TickReport
 	if err := json.Unmarshal(m.Data, &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +258,7 @@ func TestTickOnlyPaceTakesNoStepWithoutATick(t *testing.T) {
 		t.Fatalf("%d calls without a tick", n)
 	}
 	rep := requestTick(t, b, 4)
-	if rep.Status != processor.StatusOK || len(rep.Steps) != 1 || rep.Steps[0].BatchID != id {
+	if rep.Status != api.TickOK || len(rep.Steps) != 1 || rep.Steps[0].BatchID != id {
 		t.Fatalf("tick report %+v", rep)
 	}
 }
@@ -284,7 +285,7 @@ func TestThrottleHoldsAcrossReplicasAndRestarts(t *testing.T) {
 		b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop()}})
 	}
 	testnats.Eventually(t, 10*time.Second, "the second's budget spent", func() bool {
-		return b.calls.total() >= limit && requestTick(t, b, 8).Status == processor.StatusThrottled
+		return b.calls.total() >= limit && requestTick(t, b, 8).Status == api.TickThrottled
 	})
 	if n := b.calls.total(); n != limit {
 		t.Fatalf("%d steps in one second of a throttle of %d", n, limit)
@@ -295,14 +296,14 @@ func TestThrottleHoldsAcrossReplicasAndRestarts(t *testing.T) {
 	}
 	// A replica started now (a restart) draws from the same budget.
 	late := b.processor(t, processor.Options{Name: "late", Throttle: limit, Now: clock})
-	if rep := late.Tick(b.ctx, 8); rep.Status != processor.StatusThrottled {
+	if rep := late.Tick(b.ctx, 8); rep.Status != api.TickThrottled {
 		t.Fatalf("a new replica's tick in a spent second: %+v", rep)
 	}
 	mu.Lock()
 	now = now.Add(time.Second)
 	mu.Unlock()
 	testnats.Eventually(t, 10*time.Second, "the next second's budget spent", func() bool {
-		return b.calls.total() >= 2*limit && requestTick(t, b, 8).Status == processor.StatusThrottled
+		return b.calls.total() >= 2*limit && requestTick(t, b, 8).Status == api.TickThrottled
 	})
 	if n := b.calls.total(); n != 2*limit {
 		t.Fatalf("%d steps in two seconds of a throttle of %d", n, limit)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
@@ -63,7 +64,7 @@ func TestPoisonTokensEndVisibly(t *testing.T) {
 			start := time.Now()
 			testnats.Eventually(t, 15*time.Second, "the batch dead-lettered", func() bool {
 				for _, s := range p.Tick(b.ctx, 1).Steps {
-					if s.Action == "held" {
+					if s.Action == api.ActionHeld {
 						held++
 					} else {
 						other++

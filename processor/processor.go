@@ -23,6 +23,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/drain"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
@@ -427,16 +428,16 @@ func (p *Processor) Paused(ctx context.Context) (bool, error) {
 // Tick runs up to steps steps: batches from HIGH first, then from MED, at
 // most Options.Concurrency at once, and no more than the domain's throttle
 // (Options.Throttle) leaves of the current second.
-func (p *Processor) Tick(ctx context.Context, steps int) Report {
-	rep := Report{Domain: p.opts.Domain, Status: StatusOK}
+func (p *Processor) Tick(ctx context.Context, steps int) api.TickReport {
+	rep := api.TickReport{Domain: p.opts.Domain, Status: api.TickOK}
 	steps = min(max(steps, 1), p.opts.MaxSteps)
 	paused, err := p.Paused(ctx)
 	if err != nil {
-		rep.Status, rep.Error = StatusError, err.Error()
+		rep.Status, rep.Error = api.TickError, err.Error()
 		return rep
 	}
 	if paused {
-		rep.Status = StatusPaused
+		rep.Status = api.TickPaused
 		return rep
 	}
 	// A sliding window: up to Concurrency steps run at once, and free
@@ -466,7 +467,7 @@ func (p *Processor) Tick(ctx context.Context, steps int) Report {
 		mu.Unlock()
 		granted, second, err := p.throttle.take(ctx, want)
 		if err != nil {
-			rep.Status, rep.Error = StatusError, err.Error()
+			rep.Status, rep.Error = api.TickError, err.Error()
 			break
 		}
 		if granted == 0 {
@@ -483,7 +484,7 @@ func (p *Processor) Tick(ctx context.Context, steps int) Report {
 			}
 		}
 		if err != nil {
-			rep.Status, rep.Error = StatusError, err.Error()
+			rep.Status, rep.Error = api.TickError, err.Error()
 			break
 		}
 		if len(msgs) == 0 {
@@ -525,10 +526,10 @@ func (p *Processor) Tick(ctx context.Context, steps int) Report {
 	}
 	wg.Wait()
 	acks.close()
-	if len(rep.Steps) == 0 && rep.Status == StatusOK {
-		rep.Status = StatusNoMessages
+	if len(rep.Steps) == 0 && rep.Status == api.TickOK {
+		rep.Status = api.TickNoMessages
 		if throttled {
-			rep.Status = StatusThrottled
+			rep.Status = api.TickThrottled
 		}
 	}
 	return rep

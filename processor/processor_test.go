@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/testnats"
 
 	"github.com/tickflow/tickflow/examples/handlers"
@@ -27,7 +28,7 @@ func TestHighBeforeMed(t *testing.T) {
 	if want := []uint64{high, med1, med2}; !equal(order, want) {
 		t.Fatalf("order %v, want %v", order, want)
 	}
-	if rep := p.Tick(b.ctx, 1); rep.Status != processor.StatusNoMessages {
+	if rep := p.Tick(b.ctx, 1); rep.Status != api.TickNoMessages {
 		t.Fatalf("empty queues: status %q", rep.Status)
 	}
 }
@@ -118,7 +119,7 @@ func TestRetryDelayDoesNotBlockOthers(t *testing.T) {
 		Functions:  []pipeline.Function{fn(handlers.TypeFlaky, handlers.FlakyArgs{FailAttempts: 1})},
 	})
 	next := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop()}})
-	if sr := step(t, b.ctx, p); sr.BatchID != slow || sr.Action != "retry" {
+	if sr := step(t, b.ctx, p); sr.BatchID != slow || sr.Action != api.ActionRetry {
 		t.Fatalf("first step: %+v", sr)
 	}
 	if cb := b.outcome(t, p, next); cb.Outcome.Status != pipeline.Executed {
@@ -301,7 +302,7 @@ func TestTimedOutCallThatCompleted(t *testing.T) {
 	testnats.Eventually(t, 20*time.Second, "callback", func() bool {
 		rep := p.Tick(b.ctx, 1)
 		for _, s := range rep.Steps {
-			if s.Action == "busy" { // the first call timed out: let the handler finish
+			if s.Action == api.ActionBusy { // the first call timed out: let the handler finish
 				once.Do(func() { close(release) })
 			}
 		}
@@ -354,14 +355,14 @@ func TestTickPastAFullHighQueue(t *testing.T) {
 	done := map[uint64]bool{}
 	testnats.Eventually(t, 20*time.Second, "MED's batches run", func() bool {
 		rep := p.Tick(b.ctx, 8)
-		if rep.Status == processor.StatusError {
+		if rep.Status == api.TickError {
 			t.Fatalf("tick: %+v", rep)
 		}
 		for _, s := range rep.Steps {
 			if s.Priority != pipeline.Med {
 				t.Fatalf("a HIGH token was taken beyond MaxAckPending: %+v", s)
 			}
-			done[s.BatchID] = s.Action == processor.ActionFinished
+			done[s.BatchID] = s.Action == api.ActionFinished
 		}
 		return len(done) == len(med)
 	})

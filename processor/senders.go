@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
@@ -95,7 +96,7 @@ func (p *Processor) senderShare() int {
 // says the step ends here: set aside until a sender is free, finished
 // failed for a domain that has no senders at all, or dropped for a batch
 // that finished meanwhile.
-func (p *Processor) needSender(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (act Action, done bool, err error) {
+func (p *Processor) needSender(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (act api.Action, done bool, err error) {
 	name, leased, err := p.sender(ctx, b)
 	switch {
 	case err == nil && leased:
@@ -109,7 +110,7 @@ func (p *Processor) needSender(ctx context.Context, b *pipeline.Batch, st *state
 			p.leases.forget(b.ID) // checked again at the next step
 			return "", true, lerr
 		case cur.State == streams.Done:
-			return ActionStale, true, p.announce(ctx, b, &cur.Progress, m)
+			return api.ActionStale, true, p.announce(ctx, b, &cur.Progress, m)
 		case cur.Rev != st.Rev:
 			p.leases.forget(b.ID)
 			return "", true, fmt.Errorf("%w: batch %d moved while it leased a sender", streams.ErrConflict, b.ID)
@@ -127,10 +128,10 @@ func (p *Processor) needSender(ctx context.Context, b *pipeline.Batch, st *state
 		return act, true, err
 	case errors.Is(err, streams.ErrNoSender):
 		p.log.Debug("every sender leased; batch set aside", "batch_id", b.ID, "wait", p.opts.SenderWait)
-		return ActionSetAside, true, m.NakWithDelay(p.opts.SenderWait)
+		return api.ActionSetAside, true, m.NakWithDelay(p.opts.SenderWait)
 	case errors.Is(err, streams.ErrSenderShare):
 		p.log.Debug("submitter holds its share of the senders; batch set aside", "batch_id", b.ID, "submitter", logging.Capped(b.Submitter), "share", p.senderShare(), "wait", p.opts.SenderWait)
-		return ActionSetAside, true, m.NakWithDelay(p.opts.SenderWait)
+		return api.ActionSetAside, true, m.NakWithDelay(p.opts.SenderWait)
 	}
 	return "", true, err
 }

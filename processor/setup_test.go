@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
@@ -295,9 +296,9 @@ func (b *bundle) queued(t *testing.T) uint64 {
 
 // step ticks p for one step, polling until the step is taken: a token just
 // published reaches the consumer a moment after its PubAck.
-func step(t *testing.T, ctx context.Context, p *processor.Processor) processor.StepReport {
+func step(t *testing.T, ctx context.Context, p *processor.Processor) api.StepReport {
 	t.Helper()
-	var rep processor.Report
+	var rep api.TickReport
 	testnats.Eventually(t, 5*time.Second, "a step", func() bool {
 		rep = p.Tick(ctx, 1)
 		return len(rep.Steps) == 1

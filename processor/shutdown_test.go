@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
@@ -131,7 +132,7 @@ func TestStopUnderLoadAnswersEveryTick(t *testing.T) {
 			}
 			continue
 		}
-		var rep processor.Report
+		var rep api.TickReport
 		if err := json.Unmarshal(m.Data, &rep); err != nil {
 			t.Fatalf("tick %d: %s: %v", i, m.Data, err)
 		}
@@ -169,7 +170,7 @@ func TestWorkerShuttingDownIsBusy(t *testing.T) {
 	p := b.processor(t, processor.Options{})
 	id := b.enqueue(t, pipeline.Batch{Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic},
 		Functions: []pipeline.Function{{Type: "later"}}})
-	if s := step(t, b.ctx, p); s.Action != "busy" {
+	if s := step(t, b.ctx, p); s.Action != api.ActionBusy {
 		t.Fatalf("step against a stopping worker: %+v, want busy", s)
 	}
 	if err := stopping.Unsubscribe(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
@@ -56,21 +57,21 @@ const expirySkew = 10 * time.Second
 
 // step runs one step of the batch the token m points at and reports what
 // it did. A step that fails puts its token back for a redelivery soon.
-func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstream.Msg) StepReport {
+func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstream.Msg) api.StepReport {
 	tok, err := streams.Decode[streams.Token](m.Data())
 	if err != nil {
 		p.log.Error("undecodable token: dead-lettered", "subject", logging.Capped(m.Subject()), "err", err)
 		p.deadLetterRaw(ctx, m, err)
-		return StepReport{Priority: prio, Action: ActionError, Error: err.Error()}
+		return api.StepReport{Priority: prio, Action: api.ActionError, Error: err.Error()}
 	}
 	sr, err := p.stepToken(ctx, prio, m, tok)
 	sr.BatchID, sr.Priority = tok.BatchID, prio
-	if sr.Action != ActionBusy && sr.Action != ActionHeld {
+	if sr.Action != api.ActionBusy && sr.Action != api.ActionHeld {
 		p.holds.forget(m)
 	}
 	switch {
 	case errors.Is(err, errCrash):
-		sr.Action, sr.Error = ActionAbandoned, err.Error()
+		sr.Action, sr.Error = api.ActionAbandoned, err.Error()
 	case err != nil:
 		p.log.Warn("step failed; token redelivered shortly", "batch_id", tok.BatchID, "err", err)
 		delay := time.Second
@@ -78,14 +79,14 @@ func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstrea
 			delay = conflictDelay
 		}
 		_ = m.NakWithDelay(delay)
-		sr.Action, sr.Error = ActionError, err.Error()
+		sr.Action, sr.Error = api.ActionError, err.Error()
 	}
 	return sr
 }
 
 // stepToken is step for a decoded token. Its error, if any, means the step
 // did not settle the token: step puts it back.
-func (p *Processor) stepToken(ctx context.Context, prio pipeline.Priority, m jetstream.Msg, tok streams.Token) (sr StepReport, err error) {
+func (p *Processor) stepToken(ctx context.Context, prio pipeline.Priority, m jetstream.Msg, tok streams.Token) (sr api.StepReport, err error) {
 	var b *pipeline.Batch
 	if tok.Batch != nil && tok.Batch.ID == tok.BatchID {
 		b = tok.Batch // the token's copy: one read saved
@@ -96,7 +97,7 @@ func (p *Processor) stepToken(ctx context.Context, prio pipeline.Priority, m jet
 		// A token authz never recorded: a processor may rotate, never create.
 		p.log.Warn("token for an unrecorded batch dropped", "batch_id", tok.BatchID, "subject", logging.Capped(m.Subject()))
 		err = m.Ack()
-		sr.Action = ActionStale
+		sr.Action = api.ActionStale
 		return sr, err
 	}
 	if errors.Is(err, streams.ErrDecode) || errors.Is(err, streams.ErrVersion) {
@@ -134,11 +135,11 @@ func (p *Processor) stepToken(ctx context.Context, prio pipeline.Priority, m jet
 		// Terminal already: a crash may have come between the progress write
 		// and the callback; publish again (deduplicated), then drop the token.
 		err = p.announce(ctx, b, prog, m)
-		sr.Action, sr.Outcome = ActionStale, prog.Outcome.String()
+		sr.Action, sr.Outcome = api.ActionStale, prog.Outcome.String()
 		return sr, err
 	case prog.Position(tok) == streams.TokenBehind:
 		err = p.dropStale(ctx, b, prog, m)
-		sr.Action = ActionStale
+		sr.Action = api.ActionStale
 		return sr, err
 	case prog.Position(tok) == streams.TokenAhead:
 		// Either an edit is half done (it will catch up) or the record was
@@ -160,14 +161,14 @@ func (p *Processor) stepToken(ctx context.Context, prio pipeline.Priority, m jet
 	now := p.opts.Now()
 	if b.Expired(now) {
 		err = p.finish(ctx, b, st, pipeline.ExpiredOutcome(prog.Next), m)
-		sr.Action, sr.Outcome = ActionFinished, prog.Outcome.String()
+		sr.Action, sr.Outcome = api.ActionFinished, prog.Outcome.String()
 		return sr, err
 	}
 	if prog.State == streams.Parked {
 		if now.Before(prog.Parked.Deadline) {
 			// Woken early (e.g. redelivered after a crash): wait on.
 			err = m.NakWithDelay(prog.Parked.Deadline.Sub(now))
-			sr.Action = ActionParked
+			sr.Action = api.ActionParked
 			return sr, err
 		}
 		idx := prog.Parked.Index
@@ -177,7 +178,7 @@ func (p *Processor) stepToken(ctx context.Context, prio pipeline.Priority, m jet
 	}
 	if prog.NotBefore.After(now) {
 		err = m.NakWithDelay(prog.NotBefore.Sub(now))
-		sr.Action = ActionDelayed
+		sr.Action = api.ActionDelayed
 		return sr, err
 	}
 	if act, done, serr := p.needSender(ctx, b, st, m); done {
@@ -208,7 +209,7 @@ func outcomeOf(prog *streams.Progress) string {
 }
 
 // runAtomic sends all functions to one worker as one unit.
-func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (Action, error) {
+func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
 	failures := prog.FailuresOf(0)
 	calls := make([]streams.WorkCall, len(b.Functions))
@@ -237,7 +238,7 @@ func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state,
 			prog.Outputs = nil
 		}
 		prog.Next = len(b.Functions)
-		return ActionFinished, p.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
+		return api.ActionFinished, p.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
 	}
 	failures = prog.AddFailure(0)
 	setError(prog, rep.Error.Message)
@@ -252,13 +253,13 @@ func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state,
 		if err := p.fault(faultAfterProgress); err != nil {
 			return "", err
 		}
-		return ActionRetry, m.NakWithDelay(d.Delay)
+		return api.ActionRetry, m.NakWithDelay(d.Delay)
 	}
 	return p.settle(ctx, b, st, failure{index: rep.Error.Index, msg: rep.Error.Message, exhausted: d.Exhausted}, m)
 }
 
 // runFunction runs the next function of a non-atomic batch.
-func (p *Processor) runFunction(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (Action, error) {
+func (p *Processor) runFunction(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
 	k := prog.Next
 	f := b.Functions[k]
@@ -290,7 +291,7 @@ func (p *Processor) runFunction(ctx context.Context, b *pipeline.Batch, st *stat
 // advance records that function k took effect with output out. A function
 // that needs a confirmation is parked, with its token as the timer of the
 // confirmation's timeout; otherwise the batch moves on (keep).
-func (p *Processor) advance(ctx context.Context, b *pipeline.Batch, st *state, k int, out pipeline.Output, m jetstream.Msg) (Action, error) {
+func (p *Processor) advance(ctx context.Context, b *pipeline.Batch, st *state, k int, out pipeline.Output, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
 	if b.Functions[k].Inclusion != nil {
 		return p.parkForInclusion(ctx, b, st, k, out, m)
@@ -310,7 +311,7 @@ func (p *Processor) advance(ctx context.Context, b *pipeline.Batch, st *state, k
 		if err := p.fault(faultAfterProgress); err != nil {
 			return "", err
 		}
-		return ActionParked, m.NakWithDelay(c.Timeout.D())
+		return api.ActionParked, m.NakWithDelay(c.Timeout.D())
 	}
 	return p.keep(ctx, b, st, k, out, m)
 }
@@ -319,7 +320,7 @@ func (p *Processor) advance(ctx context.Context, b *pipeline.Batch, st *state, k
 // needing no confirmation, or handled by its fallback): the batch moves on
 // to its next function, or finishes. m is the token, or nil when called
 // for a confirmation.
-func (p *Processor) keep(ctx context.Context, b *pipeline.Batch, st *state, k int, out pipeline.Output, m jetstream.Msg) (Action, error) {
+func (p *Processor) keep(ctx context.Context, b *pipeline.Batch, st *state, k int, out pipeline.Output, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
 	if err := p.fits(b, prog, out); err != nil {
 		return p.tooLarge(ctx, b, st, k, err, m)
@@ -328,9 +329,9 @@ func (p *Processor) keep(ctx context.Context, b *pipeline.Batch, st *state, k in
 	prog.Outputs = append(prog.Outputs, out)
 	prog.Next = k + 1
 	if prog.Next == len(b.Functions) {
-		return ActionFinished, p.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
+		return api.ActionFinished, p.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
 	}
-	return ActionRotated, p.rotate(ctx, b, st, m)
+	return api.ActionRotated, p.rotate(ctx, b, st, m)
 }
 
 // rotate moves the batch to the back of its queue: progress first, then the
@@ -354,7 +355,7 @@ func (p *Processor) rotate(ctx context.Context, b *pipeline.Batch, st *state, m 
 // functionFailed applies the failure chain to a failure of a function of
 // a non-atomic batch (or of an atomic batch's confirmation, which atomic
 // batches lack). m is the token, or nil when called for a confirmation.
-func (p *Processor) functionFailed(ctx context.Context, b *pipeline.Batch, st *state, f failure, m jetstream.Msg) (Action, error) {
+func (p *Processor) functionFailed(ctx context.Context, b *pipeline.Batch, st *state, f failure, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
 	if f.invalidated {
 		prog.NewRound(f.index)
@@ -367,7 +368,7 @@ func (p *Processor) functionFailed(ctx context.Context, b *pipeline.Batch, st *s
 		prog.NotBefore = p.opts.Now().Add(d.Delay)
 		if m == nil {
 			// No token in hand: rotate; the new token waits for NotBefore.
-			return ActionRetry, p.rotate(ctx, b, st, nil)
+			return api.ActionRetry, p.rotate(ctx, b, st, nil)
 		}
 		if err := p.save(ctx, st); err != nil {
 			return "", err
@@ -375,7 +376,7 @@ func (p *Processor) functionFailed(ctx context.Context, b *pipeline.Batch, st *s
 		if err := p.fault(faultAfterProgress); err != nil {
 			return "", err
 		}
-		return ActionRetry, m.NakWithDelay(d.Delay)
+		return api.ActionRetry, m.NakWithDelay(d.Delay)
 	}
 	f.exhausted = d.Exhausted
 	return p.settle(ctx, b, st, f, m)
@@ -387,7 +388,7 @@ func (p *Processor) functionFailed(ctx context.Context, b *pipeline.Batch, st *s
 // fallback no worker attempted is asked for again later, the failure kept
 // in progress (FallbackDue) so the function does not run again meanwhile.
 // m is the token, or nil when called for a confirmation.
-func (p *Processor) settle(ctx context.Context, b *pipeline.Batch, st *state, f failure, m jetstream.Msg) (Action, error) {
+func (p *Processor) settle(ctx context.Context, b *pipeline.Batch, st *state, f failure, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
 	idx, msg := f.index, f.msg
 	atomic := b.Subroutine.Mode == pipeline.Atomic
@@ -425,21 +426,21 @@ func (p *Processor) settle(ctx context.Context, b *pipeline.Batch, st *state, f 
 		prog.Fallbacks = append(prog.Fallbacks, idx)
 		if atomic {
 			prog.Next = len(b.Functions)
-			return ActionFinished, p.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
+			return api.ActionFinished, p.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
 		}
 		return p.keep(ctx, b, st, idx, *out, m)
 	}
 	prog.FailedIndex = idx
 	if atomic {
-		return ActionFinished, p.finish(ctx, b, st, pipeline.RejectedOutcome(capMessage(msg)), m)
+		return api.ActionFinished, p.finish(ctx, b, st, pipeline.RejectedOutcome(capMessage(msg)), m)
 	}
-	return ActionFinished, p.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, capMessage(msg)), m)
+	return api.ActionFinished, p.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, capMessage(msg)), m)
 }
 
 // tooLarge ends a non-atomic batch whose function k took effect but whose
 // output cannot be kept beside the others: a permanent failure of k,
 // without a fallback (its output would not fit either).
-func (p *Processor) tooLarge(ctx context.Context, b *pipeline.Batch, st *state, k int, cause error, m jetstream.Msg) (Action, error) {
+func (p *Processor) tooLarge(ctx context.Context, b *pipeline.Batch, st *state, k int, cause error, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
 	msg := fmt.Sprintf("function %d: %v", k, cause)
 	p.log.Error("function output too large to keep: the batch ends", "batch_id", b.ID, "index", k, "err", cause)
@@ -447,7 +448,7 @@ func (p *Processor) tooLarge(ctx context.Context, b *pipeline.Batch, st *state, 
 	setError(prog, msg)
 	prog.State, prog.Parked, prog.FallbackDue = streams.Queued, nil, nil
 	prog.FailedIndex = k
-	return ActionFinished, p.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, prog.LastError), m)
+	return api.ActionFinished, p.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, prog.LastError), m)
 }
 
 // finish makes the batch terminal: progress first, then dead letter and

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 	"github.com/tickflow/tickflow/telemetry"
@@ -34,13 +35,13 @@ func (p *Processor) observe(nc *nats.Conn) {
 
 // observedStep is step, timed, counted in flight and traced when the
 // processor has telemetry.
-func (p *Processor) observedStep(ctx context.Context, prio pipeline.Priority, m *deferred) StepReport {
+func (p *Processor) observedStep(ctx context.Context, prio pipeline.Priority, m *deferred) api.StepReport {
 	t := p.opts.Telemetry
 	if t == nil {
 		return p.step(ctx, prio, m)
 	}
 	ctx, s := t.StartStep(ctx, p.opts.Domain, prio, m.Headers())
 	sr := p.step(ctx, prio, m)
-	s.End(sr.BatchID, string(sr.Action), sr.Outcome, sr.Action == ActionError || sr.Action == ActionAbandoned)
+	s.End(sr.BatchID, sr.Action, sr.Outcome, sr.Action == api.ActionError || sr.Action == api.ActionAbandoned)
 	return sr
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
@@ -30,7 +31,7 @@ func TestStepsShareAUnitRequest(t *testing.T) {
 	testnats.Eventually(t, 10*time.Second, "every batch stepped", func() bool {
 		rep := p.Tick(b.ctx, n)
 		for _, s := range rep.Steps {
-			if s.Action != processor.ActionFinished {
+			if s.Action != api.ActionFinished {
 				t.Fatalf("step %+v, want finished", s)
 			}
 		}
@@ -75,9 +76,9 @@ func TestASlowUnitHoldsUpOnlyItsOwnRequest(t *testing.T) {
 	for range 2 {
 		b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{{Type: "held"}}})
 	}
-	held := make(chan processor.Report, 1)
+	held := make(chan api.TickReport, 1)
 	go func() {
-		var rep processor.Report
+		var rep api.TickReport
 		for len(rep.Steps) == 0 {
 			rep = p.Tick(b.ctx, 2)
 		}
@@ -86,7 +87,7 @@ func TestASlowUnitHoldsUpOnlyItsOwnRequest(t *testing.T) {
 	<-started
 	<-started
 	fast := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop()}})
-	if sr := step(t, b.ctx, p); sr.BatchID != fast || sr.Action != processor.ActionFinished {
+	if sr := step(t, b.ctx, p); sr.BatchID != fast || sr.Action != api.ActionFinished {
 		t.Fatalf("the later step: %+v, want batch %d finished", sr, fast)
 	}
 	select {
@@ -109,7 +110,7 @@ func TestALoneUnitGoesToTheUnitsEndpoint(t *testing.T) {
 	single, batched := countUnitRequests(t, b)
 	p := b.processor(t, processor.Options{Concurrency: 1})
 	id := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop(), noop()}})
-	if sr := step(t, b.ctx, p); sr.BatchID != id || sr.Action != processor.ActionFinished {
+	if sr := step(t, b.ctx, p); sr.BatchID != id || sr.Action != api.ActionFinished {
 		t.Fatalf("step %+v, want batch %d finished", sr, id)
 	}
 	testnats.Eventually(t, 5*time.Second, "the request seen", func() bool { return single.Load()+batched.Load() > 0 })

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
@@ -71,7 +72,7 @@ func TestWaitWorkWakesOnTokenWithoutTakingIt(t *testing.T) {
 		t.Fatalf("after the wake: %d pending, %d awaiting ack; want the token pending and undelivered", pending, ackPending)
 	}
 	rep := p.Tick(b.ctx, 1)
-	if len(rep.Steps) != 1 || rep.Steps[0].BatchID != id || rep.Steps[0].Action != processor.ActionFinished {
+	if len(rep.Steps) != 1 || rep.Steps[0].BatchID != id || rep.Steps[0].Action != api.ActionFinished {
 		t.Fatalf("the tick after the wake: %+v, want batch %d finished", rep, id)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
@@ -42,7 +43,7 @@ func TestWaitingForAWorkerIsRecordedOnce(t *testing.T) {
 	for range 3 {
 		testnats.Eventually(t, 15*time.Second, "a put-back", func() bool {
 			for _, s := range p.Tick(b.ctx, 1).Steps {
-				if s.BatchID == id && s.Action == processor.ActionBusy {
+				if s.BatchID == id && s.Action == api.ActionBusy {
 					return true
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/telemetry"
 )
@@ -20,7 +21,7 @@ func BenchmarkOff(b *testing.B) {
 		c, s := tel.StartStep(ctx, "d", pipeline.High, h)
 		telemetry.Inject(c, h)
 		telemetry.Inject(c, h)
-		s.End(1, "finished", "Executed", false)
+		s.End(1, api.ActionFinished, "Executed", false)
 	}
 }
 
@@ -34,6 +35,6 @@ func BenchmarkOn(b *testing.B) {
 		c, s := tel.StartStep(ctx, "d", pipeline.High, h)
 		telemetry.Inject(c, h)
 		telemetry.Inject(c, h)
-		s.End(1, "finished", "Executed", false)
+		s.End(1, api.ActionFinished, "Executed", false)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 	"go.opentelemetry.io/otel/codes"
@@ -115,20 +116,20 @@ func (t *Telemetry) StartStep(ctx context.Context, domain string, prio pipeline.
 // End records what the step did to batch id: its action (one of the
 // processor's), its outcome if it finished the batch, and whether it
 // failed.
-func (s *Step) End(id uint64, action, outcome string, failed bool) {
+func (s *Step) End(id uint64, action api.Action, outcome string, failed bool) {
 	if s == nil {
 		return
 	}
 	t := s.t
 	t.steps.done(s.domain, s.ticket)
-	t.m.stepSeconds.WithLabelValues(s.domain, s.prio, action).Observe(time.Since(s.start).Seconds())
-	if action == "retry" {
+	t.m.stepSeconds.WithLabelValues(s.domain, s.prio, string(action)).Observe(time.Since(s.start).Seconds())
+	if action == api.ActionRetry {
 		t.m.retries.WithLabelValues(s.domain).Inc()
 	}
 	if t.tracer == nil {
 		return
 	}
-	s.span.SetAttributes(attrBatchID.Int64(int64(id)), attrAction.String(action))
+	s.span.SetAttributes(attrBatchID.Int64(int64(id)), attrAction.String(string(action)))
 	if outcome != "" {
 		// The status alone: a reason may quote a handler's error.
 		if i := strings.IndexByte(outcome, '('); i >= 0 {
@@ -138,7 +139,7 @@ func (s *Step) End(id uint64, action, outcome string, failed bool) {
 	}
 	if failed {
 		// The error's text may quote a handler's: only the action is told.
-		s.span.SetStatus(codes.Error, "step "+action)
+		s.span.SetStatus(codes.Error, "step "+string(action))
 	}
 	s.span.End()
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/telemetry"
 )
@@ -90,7 +91,7 @@ func TestNilIsOff(t *testing.T) {
 	c2, span := tel.StartRequest(ctx, "send", "alice", nil)
 	span.End()
 	c3, step := tel.StartStep(ctx, "d", pipeline.High, nil)
-	step.End(1, "finished", "Executed", false)
+	step.End(1, api.ActionFinished, "Executed", false)
 	c4, call := tel.StartCall(ctx, "w", nil, nil)
 	call.End(false)
 	tel.FallbackUsed("d")

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/internal/system"
@@ -53,11 +53,11 @@ func runSystemEnv(t *testing.T, tel *telemetry.Telemetry) (*client.Client, *test
 }
 
 // send submits under label, retrying while authz is not up yet.
-func send(t *testing.T, c *client.Client, label string, calls ...authz.CallSpec) uint64 {
+func send(t *testing.T, c *client.Client, label string, calls ...api.CallSpec) uint64 {
 	t.Helper()
 	ctx := testnats.Context(t, 10*time.Second)
 	for {
-		rep, err := c.Send(ctx, authz.SendRequest{Label: label, Functions: calls})
+		rep, err := c.Send(ctx, api.SendRequest{Label: label, Functions: calls})
 		if errors.Is(err, client.ErrNotRunning) && ctx.Err() == nil {
 			time.Sleep(10 * time.Millisecond) // polling for authz to start serving
 			continue
@@ -74,7 +74,7 @@ func finished(t *testing.T, c *client.Client, id uint64) pipeline.Status {
 	t.Helper()
 	var status pipeline.Status
 	testnats.Eventually(t, 20*time.Second, "the batch to finish", func() bool {
-		rep, err := c.Batch(context.Background(), authz.IDRequest{ID: id})
+		rep, err := c.Batch(context.Background(), api.IDRequest{ID: id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,11 +84,11 @@ func finished(t *testing.T, c *client.Client, id uint64) pipeline.Status {
 	return status
 }
 
-func call(typ string, payload any) authz.CallSpec {
+func call(typ string, payload any) api.CallSpec {
 	if payload == nil {
-		return authz.CallSpec{Type: typ}
+		return api.CallSpec{Type: typ}
 	}
-	return authz.CallSpec{Type: typ, Payload: pipeline.MustPayload(payload)}
+	return api.CallSpec{Type: typ, Payload: pipeline.MustPayload(payload)}
 }
 
 // TestScrapeCountsBatches runs a small system, sends batches with known
@@ -110,7 +110,7 @@ func TestScrapeCountsBatches(t *testing.T) {
 		ids = append(ids, send(t, c, "jobs", call(handlers.TypeFail, handlers.FailArgs{Permanent: true})))
 	}
 	ids = append(ids, send(t, c, "jobs", call(handlers.TypeFail, handlers.FailArgs{Permanent: true, Fallback: true})))
-	_, err := c.Send(context.Background(), authz.SendRequest{Label: "no-such-label", Functions: authz.Calls{call(handlers.TypeNoop, nil)}})
+	_, err := c.Send(context.Background(), api.SendRequest{Label: "no-such-label", Functions: api.Calls{call(handlers.TypeNoop, nil)}})
 	if !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("send under an unknown label: %v, want ErrNotFound", err)
 	}
@@ -175,7 +175,7 @@ func TestPausedQueueAges(t *testing.T) {
 		t.Fatal(err)
 	}
 	testnats.Eventually(t, 10*time.Second, "the pause", func() bool {
-		_, err := owner.Pause(context.Background(), authz.DomainRequest{Domain: "payments"})
+		_, err := owner.Pause(context.Background(), api.DomainRequest{Domain: "payments"})
 		return err == nil
 	})
 	url := serve(t, tel)

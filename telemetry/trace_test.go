@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/internal/testnats"
@@ -133,7 +133,7 @@ func TestCallerTraceIsLinkedNotContinued(t *testing.T) {
 	send(t, c, "jobs", call(handlers.TypeNoop, nil)) // authz is up
 
 	const callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
-	m := nats.NewMsg(streams.AuthzSubject("alice", "send"))
+	m := nats.NewMsg(streams.AuthzSubject("alice", api.OpSend))
 	m.Header.Set("traceparent", "00-"+callerTrace+"-00f067aa0ba902b7-00") // not sampled
 	m.Header.Set("tracestate", "caller=injected")
 	m.Data = []byte(`{"label":"jobs","functions":[{"type":"noop"}]}`)
@@ -141,7 +141,7 @@ func TestCallerTraceIsLinkedNotContinued(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep authz.SendReply
+	var rep api.SendReply
 	if err := json.Unmarshal(resp.Data, &rep); err != nil || rep.ID == 0 {
 		t.Fatalf("send: %s %v", resp.Data, err)
 	}
@@ -199,7 +199,7 @@ func TestAtomicBatchesTravellingTogetherKeepTheirTraces(t *testing.T) {
 	ctx := testnats.Context(t, 20*time.Second)
 	// Paused while they queue, so that the next tick takes them together
 	// and their units share requests.
-	if _, err := owner.Pause(ctx, authz.DomainRequest{Domain: "payments"}); err != nil {
+	if _, err := owner.Pause(ctx, api.DomainRequest{Domain: "payments"}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 24
@@ -207,7 +207,7 @@ func TestAtomicBatchesTravellingTogetherKeepTheirTraces(t *testing.T) {
 	for i := range n {
 		ids[i] = send(t, c, "transfer", call(handlers.TypeTransfer, handlers.Transfer{From: "alice", To: "bob", Amount: 1}))
 	}
-	if _, err := owner.Resume(ctx, authz.DomainRequest{Domain: "payments"}); err != nil {
+	if _, err := owner.Resume(ctx, api.DomainRequest{Domain: "payments"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range ids {

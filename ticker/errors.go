@@ -14,7 +14,7 @@ var ErrInvalid = errors.New("ticker: invalid options")
 var ErrNoAnswer = errors.New("ticker: no processor answered")
 
 // ErrBadReport is matched by the error Request returns when the answer is
-// not a processor.Report, or says the processor rejected the tick itself.
+// not a api.TickReport, or says the processor rejected the tick itself.
 var ErrBadReport = errors.New("ticker: bad report")
 
 // ErrStopping is matched by the error Request returns when the processor

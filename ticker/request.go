@@ -12,9 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/streams"
 )
 
@@ -52,16 +52,16 @@ func TickOnce(ctx context.Context, nc *nats.Conn, domain string, steps int) erro
 // it. The wait is bounded by ctx, or by DefaultRequestTimeout when ctx has
 // no deadline.
 //
-// A report whose Status is processor.StatusError is returned with a nil
+// A report whose Status is api.TickError is returned with a nil
 // error: the tick was delivered and the report says what went wrong. When
 // nobody answers, the error matches ErrNoAnswer and says "no processor
 // answered for domain <domain> within <d>" (or that no processor is
 // subscribed). An answer that is not a report matches ErrBadReport. Bad
 // arguments match ErrInvalid. A processor that is shutting down answers
 // 503, which matches ErrStopping.
-func Request(ctx context.Context, nc *nats.Conn, domain string, steps int) (processor.Report, error) {
+func Request(ctx context.Context, nc *nats.Conn, domain string, steps int) (api.TickReport, error) {
 	if err := checkArgs(nc, domain, steps); err != nil {
-		return processor.Report{}, err
+		return api.TickReport{}, err
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -74,18 +74,18 @@ func Request(ctx context.Context, nc *nats.Conn, domain string, steps int) (proc
 	m, err := nc.RequestWithContext(ctx, subj, body(steps))
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
-		return processor.Report{}, fmt.Errorf("%w for domain %s: nothing is subscribed to %s; is a processor for %s running? (%w)", ErrNoAnswer, domain, subj, domain, err)
+		return api.TickReport{}, fmt.Errorf("%w for domain %s: nothing is subscribed to %s; is a processor for %s running? (%w)", ErrNoAnswer, domain, subj, domain, err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-		return processor.Report{}, fmt.Errorf("%w for domain %s within %s: %w", ErrNoAnswer, domain, within, err)
+		return api.TickReport{}, fmt.Errorf("%w for domain %s within %s: %w", ErrNoAnswer, domain, within, err)
 	case err != nil:
-		return processor.Report{}, fmt.Errorf("ticker: tick request to %s: %w", subj, err)
+		return api.TickReport{}, fmt.Errorf("ticker: tick request to %s: %w", subj, err)
 	}
 	if m.Header.Get(micro.ErrorCodeHeader) == streams.CodeStopping {
-		return processor.Report{}, fmt.Errorf("%w for domain %s: %s", ErrStopping, domain, logging.Capped(m.Header.Get(micro.ErrorHeader)))
+		return api.TickReport{}, fmt.Errorf("%w for domain %s: %s", ErrStopping, domain, logging.Capped(m.Header.Get(micro.ErrorHeader)))
 	}
-	var rep processor.Report
+	var rep api.TickReport
 	if err := json.Unmarshal(m.Data, &rep); err != nil {
-		return processor.Report{}, fmt.Errorf("%w from domain %s: expected a JSON processor report, got %q: %w", ErrBadReport, domain, m.Data, err)
+		return api.TickReport{}, fmt.Errorf("%w from domain %s: expected a JSON processor report, got %q: %w", ErrBadReport, domain, m.Data, err)
 	}
 	if rep.Status == "" {
 		// A processor that cannot read the tick answers {"error": "…"}.

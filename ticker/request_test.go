@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/streams"
@@ -43,9 +44,9 @@ func TestRequestDecodesTheReport(t *testing.T) {
 			t.Errorf("fake processor: %v", err)
 			return nil
 		}
-		rep := processor.Report{Domain: "pay", Status: processor.StatusOK}
+		rep := api.TickReport{Domain: "pay", Status: api.TickOK}
 		for i := range n {
-			rep.Steps = append(rep.Steps, processor.StepReport{BatchID: uint64(i + 1), Priority: "high", Action: "executed", Outcome: "Executed"})
+			rep.Steps = append(rep.Steps, api.StepReport{BatchID: uint64(i + 1), Priority: "high", Action: "executed", Outcome: "Executed"})
 		}
 		out, _ := json.Marshal(rep)
 		return out
@@ -56,9 +57,9 @@ func TestRequestDecodesTheReport(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Request(steps %d) = %v", steps, err)
 		}
-		want := processor.Report{Domain: "pay", Status: processor.StatusOK}
+		want := api.TickReport{Domain: "pay", Status: api.TickOK}
 		for i := range max(steps, 1) {
-			want.Steps = append(want.Steps, processor.StepReport{BatchID: uint64(i + 1), Priority: "high", Action: "executed", Outcome: "Executed"})
+			want.Steps = append(want.Steps, api.StepReport{BatchID: uint64(i + 1), Priority: "high", Action: "executed", Outcome: "Executed"})
 		}
 		if !reflect.DeepEqual(rep, want) {
 			t.Errorf("Request(steps %d) = %+v, want %+v", steps, rep, want)
@@ -155,7 +156,7 @@ func TestRequestRealProcessor(t *testing.T) {
 	}()
 
 	nc := env.Conn(t, "ticker")
-	var rep processor.Report
+	var rep api.TickReport
 	testnats.Eventually(t, 5*time.Second, "the processor to answer a tick", func() bool {
 		rep, err = Request(testnats.Context(t, time.Second), nc, "pay", 2)
 		return !errors.Is(err, nats.ErrNoResponders)
@@ -163,8 +164,8 @@ func TestRequestRealProcessor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Domain != "pay" || rep.Status != processor.StatusNoMessages {
-		t.Fatalf("report = %+v, want domain pay with status %q", rep, processor.StatusNoMessages)
+	if rep.Domain != "pay" || rep.Status != api.TickNoMessages {
+		t.Fatalf("report = %+v, want domain pay with status %q", rep, api.TickNoMessages)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/config"
 	"github.com/tickflow/tickflow/conn"
@@ -121,7 +122,7 @@ labels:
 			return json.Unmarshal(m.Data, out)
 		}
 	}
-	var sent authz.SendReply
+	var sent api.SendReply
 	if err := request("alice", "send", map[string]any{"label": "greetings",
 		"functions": []map[string]any{{"type": "greet", "payload": "bob"}}}, &sent); err != nil {
 		fmt.Println(err)
@@ -131,7 +132,7 @@ labels:
 	// Tick until the batch is finished (a ticker process does this on an interval).
 	for {
 		p.Tick(ctx, 1)
-		var rep authz.BatchReply
+		var rep api.BatchReply
 		if err := request("alice", "batch", map[string]any{"id": sent.ID}, &rep); err != nil {
 			fmt.Println(err)
 			return

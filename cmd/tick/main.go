@@ -27,9 +27,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/robfig/cron/v3"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/config"
 	"github.com/tickflow/tickflow/internal/cli"
-	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/ticker"
 )
 
@@ -104,7 +104,7 @@ func report(ctx context.Context, nc *nats.Conn, cfg config.Tick, timeout time.Du
 		if err := enc.Encode(rep); err != nil {
 			return err
 		}
-		if rep.Status == processor.StatusError {
+		if rep.Status == api.TickError {
 			errs = append(errs, fmt.Errorf("domain %s reported an error: %s", d, rep.Error))
 		}
 	}

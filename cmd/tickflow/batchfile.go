@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/pipeline"
 	"go.yaml.in/yaml/v3"
 )
@@ -22,7 +22,7 @@ var sendFields = []string{"label", "functions", "key", "idempotency_key"}
 // YAML when it does not start with '{'. Its fields are the send request's
 // (label, functions, key, idempotency_key); anything else is refused, and a
 // function reads as authz reads it, so an error names the field.
-func readBatchFile(path string, in io.Reader) (*authz.SendRequest, error) {
+func readBatchFile(path string, in io.Reader) (*api.SendRequest, error) {
 	var data []byte
 	var err error
 	name := path
@@ -52,7 +52,7 @@ func readBatchFile(path string, in io.Reader) (*authz.SendRequest, error) {
 			return nil, usage("%s: unknown field %q; expected %s", name, f, strings.Join(sendFields, ", "))
 		}
 	}
-	var req authz.SendRequest
+	var req api.SendRequest
 	if err := json.Unmarshal(data, &req); err != nil {
 		return nil, usage("%s: %v", name, err)
 	}
@@ -114,14 +114,14 @@ func jsonValue(v any) (any, error) {
 
 // parseFunctions reads functions given as arguments: TYPE, or TYPE=PAYLOAD
 // with the payload as JSON.
-func parseFunctions(args []string) (authz.Calls, error) {
-	var calls authz.Calls
+func parseFunctions(args []string) (api.Calls, error) {
+	var calls api.Calls
 	for i, a := range args {
 		typ, payload, hasPayload := strings.Cut(a, "=")
 		if typ == "" {
 			return nil, usage("function %d %q: expected TYPE or TYPE=PAYLOAD (the payload as JSON)", i, a)
 		}
-		c := authz.CallSpec{Type: typ}
+		c := api.CallSpec{Type: typ}
 		if hasPayload {
 			if err := json.Unmarshal([]byte(payload), &c.Payload); err != nil {
 				return nil, usage("function %d (%s): payload %s: %v; expected JSON, quoted for the shell, e.g. '%s={\"name\":\"ada\"}'", i, typ, strconv.Quote(payload), err, typ)
@@ -134,7 +134,7 @@ func parseFunctions(args []string) (authz.Calls, error) {
 
 // applyExpects sets the confirmation content functions wait for, from
 // INDEX=CONTENT.
-func applyExpects(calls authz.Calls, expects []string) error {
+func applyExpects(calls api.Calls, expects []string) error {
 	for _, e := range expects {
 		i, content, ok := strings.Cut(e, "=")
 		n, err := strconv.Atoi(i)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/pipeline"
 	"golang.org/x/term"
@@ -25,7 +25,7 @@ type DLQCmd struct {
 // Run lists the dead letters.
 func (c *DLQCmd) Run(ctx context.Context, g *Globals, env *Env) error {
 	return withSession(ctx, g, env, func(ctx context.Context, cl *client.Client) error {
-		rep, err := cl.DLQ(ctx, authz.DLQRequest{Domain: c.Domain, From: c.From, Limit: c.Limit})
+		rep, err := cl.DLQ(ctx, api.DLQRequest{Domain: c.Domain, From: c.From, Limit: c.Limit})
 		if err != nil {
 			return err
 		}
@@ -60,7 +60,7 @@ func (c *ReplayCmd) Run(ctx context.Context, g *Globals, env *Env) error {
 		return usage("a sequence names one dead letter: give it alone, or --all (with --domain or not)")
 	}
 	return withSession(ctx, g, env, func(ctx context.Context, cl *client.Client) error {
-		rep, err := cl.Replay(ctx, authz.ReplayRequest{Seq: c.Seq, All: c.All, Domain: c.Domain})
+		rep, err := cl.Replay(ctx, api.ReplayRequest{Seq: c.Seq, All: c.All, Domain: c.Domain})
 		if err != nil {
 			return err
 		}
@@ -125,7 +125,7 @@ func (c *PurgeCmd) Run(ctx context.Context, g *Globals, env *Env) error {
 		}
 	}
 	return withSession(ctx, g, env, func(ctx context.Context, cl *client.Client) error {
-		rep, err := cl.Purge(ctx, authz.PurgeRequest{Seq: c.Seq, All: c.All, OlderThan: pipeline.Duration(c.OlderThan), Domain: c.Domain})
+		rep, err := cl.Purge(ctx, api.PurgeRequest{Seq: c.Seq, All: c.All, OlderThan: pipeline.Duration(c.OlderThan), Domain: c.Domain})
 		if err != nil {
 			return err
 		}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -31,7 +31,7 @@ func (c *ListCmd) Run(ctx context.Context, g *Globals, env *Env) error {
 		return usage("--status %q: expected one of %v", c.Status, statuses)
 	}
 	return withSession(ctx, g, env, func(ctx context.Context, cl *client.Client) error {
-		rep, err := cl.List(ctx, authz.ListRequest{Status: pipeline.Status(c.Status), Limit: c.Limit, Before: c.Before, Submitter: c.Submitter})
+		rep, err := cl.List(ctx, api.ListRequest{Status: pipeline.Status(c.Status), Limit: c.Limit, Before: c.Before, Submitter: c.Submitter})
 		if err != nil {
 			return err
 		}
@@ -53,7 +53,7 @@ func (c *ListCmd) Run(ctx context.Context, g *Globals, env *Env) error {
 }
 
 // links says how a listed batch relates to dead letters and replays.
-func links(it authz.BatchSummary) string {
+func links(it api.BatchSummary) string {
 	var l []string
 	if it.DeadLetter != 0 {
 		l = append(l, fmt.Sprintf("dead letter %d", it.DeadLetter))
@@ -78,7 +78,7 @@ type CancelCmd struct {
 // Run cancels.
 func (c *CancelCmd) Run(ctx context.Context, g *Globals, env *Env) error {
 	return withSession(ctx, g, env, func(ctx context.Context, cl *client.Client) error {
-		rep, err := cl.Cancel(ctx, authz.IDRequest{ID: c.ID})
+		rep, err := cl.Cancel(ctx, api.IDRequest{ID: c.ID})
 		if err != nil {
 			return err
 		}
@@ -101,7 +101,7 @@ type ConfirmCmd struct {
 // Run confirms.
 func (c *ConfirmCmd) Run(ctx context.Context, g *Globals, env *Env) error {
 	return withSession(ctx, g, env, func(ctx context.Context, cl *client.Client) error {
-		rep, err := cl.Confirm(ctx, authz.ConfirmRequest{ID: c.ID, Index: c.Index, Content: c.Content, Ref: c.Ref})
+		rep, err := cl.Confirm(ctx, api.ConfirmRequest{ID: c.ID, Index: c.Index, Content: c.Content, Ref: c.Ref})
 		if err != nil {
 			return err
 		}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/embedded"
 	"github.com/tickflow/tickflow/internal/system"
 	"github.com/tickflow/tickflow/internal/testnats"
@@ -146,20 +146,20 @@ func TestTickflow(t *testing.T) {
 	t.Run("send, wait, batch", func(t *testing.T) {
 		alice := alice.with()
 		alice.t = t
-		sent := decode[authz.SendReply](t, alice.ok("--json", "send", "--label", "jobs", "noop", `flaky={"fail_attempts":1}`))
+		sent := decode[api.SendReply](t, alice.ok("--json", "send", "--label", "jobs", "noop", `flaky={"fail_attempts":1}`))
 		if sent.ID == 0 || sent.Domain != "payments" || sent.Priority != pipeline.Med || sent.Duplicate {
 			t.Fatalf("send: %+v", sent)
 		}
 		id := strings.TrimSpace(alice.ok("send", "-q", "--label", "jobs", "noop"))
-		done := decode[authz.BatchReply](t, alice.ok("--json", "wait", id))
+		done := decode[api.BatchReply](t, alice.ok("--json", "wait", id))
 		if done.Record.Status != pipeline.Executed || done.Record.Batch.Label != "jobs" {
 			t.Fatalf("wait: %+v", done.Record)
 		}
-		waited := decode[authz.BatchReply](t, alice.ok("--json", "wait", jsonField(t, alice.ok("--json", "send", "-l", "jobs", `flaky={"fail_attempts":1}`), "id")))
+		waited := decode[api.BatchReply](t, alice.ok("--json", "wait", jsonField(t, alice.ok("--json", "send", "-l", "jobs", `flaky={"fail_attempts":1}`), "id")))
 		if waited.Record.Attempts != 2 {
 			t.Fatalf("the flaky batch took %d executions, want 2", waited.Record.Attempts)
 		}
-		got := decode[authz.BatchReply](t, alice.ok("--json", "batch", itoa(sent.ID)))
+		got := decode[api.BatchReply](t, alice.ok("--json", "batch", itoa(sent.ID)))
 		if got.Record.Batch.ID != sent.ID || len(got.Record.Batch.Functions) != 2 || got.Record.Batch.Functions[1].Type != "flaky" {
 			t.Fatalf("batch: %+v", got.Record.Batch)
 		}
@@ -172,7 +172,7 @@ func TestTickflow(t *testing.T) {
 		if !strings.Contains(r.out, "DEAD LETTER") {
 			t.Fatalf("send --wait printed no record:\n%s", r.out)
 		}
-		listed := decode[authz.ListReply](t, alice.ok("--json", "list", "--limit", "3"))
+		listed := decode[api.ListReply](t, alice.ok("--json", "list", "--limit", "3"))
 		if len(listed.Items) != 3 || listed.Items[0].Status != pipeline.Rejected || listed.Next == 0 {
 			t.Fatalf("list: %+v", listed)
 		}
@@ -186,12 +186,12 @@ func TestTickflow(t *testing.T) {
 		if err := os.WriteFile(file, []byte(yamlBatch), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		first := decode[authz.SendReply](t, alice.ok("--json", "send", "-f", file))
-		again := decode[authz.SendReply](t, alice.ok("--json", "send", "-f", file))
+		first := decode[api.SendReply](t, alice.ok("--json", "send", "-f", file))
+		again := decode[api.SendReply](t, alice.ok("--json", "send", "-f", file))
 		if again.ID != first.ID || !again.Duplicate {
 			t.Fatalf("the same file with its idempotency key sent twice: %+v then %+v", first, again)
 		}
-		rec := decode[authz.BatchReply](t, alice.ok("--json", "wait", itoa(first.ID)))
+		rec := decode[api.BatchReply](t, alice.ok("--json", "wait", itoa(first.ID)))
 		if rec.Record.Batch.Key != "acct-9" || rec.Record.IdempotencyKey != "order-1" || len(rec.Record.Batch.Functions) != 2 {
 			t.Fatalf("the YAML batch: %+v", rec.Record)
 		}
@@ -200,7 +200,7 @@ func TestTickflow(t *testing.T) {
 		if r.code != ExitOK {
 			t.Fatalf("send -f -: exit %d: %s", r.code, r.err)
 		}
-		if sent := decode[authz.SendReply](t, r.out); sent.ID == 0 {
+		if sent := decode[api.SendReply](t, r.out); sent.ID == 0 {
 			t.Fatalf("send from stdin: %s", r.out)
 		}
 	})
@@ -208,29 +208,29 @@ func TestTickflow(t *testing.T) {
 	t.Run("pause, queue, resume", func(t *testing.T) {
 		alice, owner := alice.with(), owner.with()
 		alice.t, owner.t = t, t
-		st := decode[authz.StateReply](t, owner.ok("--json", "pause", "payments"))
+		st := decode[api.StateReply](t, owner.ok("--json", "pause", "payments"))
 		if !st.Paused {
 			t.Fatalf("pause: %+v", st)
 		}
-		doms := decode[authz.DomainsReply](t, owner.ok("--json", "domains"))
+		doms := decode[api.DomainsReply](t, owner.ok("--json", "domains"))
 		if !paused(doms, "payments") {
 			t.Fatalf("domains after pause: %+v", doms)
 		}
 		id := jsonField(t, alice.ok("--json", "send", "-l", "jobs", "noop"), "id")
 		// Paused, the batch waits: wait gives up after --for with exit 8.
 		alice.expect(ExitTimeout, "batch "+id+" has not finished after 200ms", "wait", id, "--for", "200ms")
-		q := decode[authz.QueueReply](t, owner.ok("--json", "queue", "payments", "med"))
+		q := decode[api.QueueReply](t, owner.ok("--json", "queue", "payments", "med"))
 		if !queued(q, id) {
 			t.Fatalf("queue of paused payments: %+v, want batch %s", q, id)
 		}
-		in := decode[authz.InFlightReply](t, owner.ok("--json", "inflight", "payments", "--total"))
+		in := decode[api.InFlightReply](t, owner.ok("--json", "inflight", "payments", "--total"))
 		if in.Total == nil || *in.Total == 0 {
 			t.Fatalf("inflight: %+v", in)
 		}
 		if out := owner.ok("queue", "payments"); !strings.Contains(out, id) || !strings.Contains(out, "med: ") {
 			t.Fatalf("queue table:\n%s", out)
 		}
-		st = decode[authz.StateReply](t, owner.ok("--json", "resume", "payments"))
+		st = decode[api.StateReply](t, owner.ok("--json", "resume", "payments"))
 		if st.Paused {
 			t.Fatalf("resume: %+v", st)
 		}
@@ -242,7 +242,7 @@ func TestTickflow(t *testing.T) {
 		alice.t, owner.t = t, t
 		id := jsonField(t, alice.ok("--json", "send", "-l", "jobs", "fail"), "id")
 		alice.expect(ExitBatchFailed, "finished Rejected", "wait", id)
-		dl := decode[authz.DLQReply](t, owner.ok("--json", "dlq", "--domain", "payments"))
+		dl := decode[api.DLQReply](t, owner.ok("--json", "dlq", "--domain", "payments"))
 		var seq uint64
 		for _, it := range dl.Items {
 			if itoa(it.BatchID) == id {
@@ -252,11 +252,11 @@ func TestTickflow(t *testing.T) {
 		if seq == 0 {
 			t.Fatalf("no dead letter of batch %s in %+v", id, dl)
 		}
-		rep := decode[authz.ReplayReply](t, owner.ok("--json", "replay", itoa(seq)))
+		rep := decode[api.ReplayReply](t, owner.ok("--json", "replay", itoa(seq)))
 		if len(rep.Replayed) != 1 || itoa(rep.Replayed[0].From) != id || rep.Replayed[0].AsNew == 0 {
 			t.Fatalf("replay: %+v", rep)
 		}
-		again := decode[authz.ReplayReply](t, owner.ok("--json", "replay", itoa(seq)))
+		again := decode[api.ReplayReply](t, owner.ok("--json", "replay", itoa(seq)))
 		if again.Replayed[0].AsNew != rep.Replayed[0].AsNew {
 			t.Fatalf("a second replay of dead letter %d: %+v, want the same batch as %+v", seq, again, rep)
 		}
@@ -265,7 +265,7 @@ func TestTickflow(t *testing.T) {
 		}
 		// Purging asks for a confirmation; without a terminal, --force.
 		owner.expect(ExitUsage, "give --force", "purge", itoa(seq))
-		purged := decode[authz.PurgeReply](t, owner.ok("--json", "purge", itoa(seq), "--force"))
+		purged := decode[api.PurgeReply](t, owner.ok("--json", "purge", itoa(seq), "--force"))
 		if purged.Purged != 1 {
 			t.Fatalf("purge: %+v", purged)
 		}
@@ -292,7 +292,7 @@ func TestTickflow(t *testing.T) {
 		// Paused, a batch stays to be cancelled.
 		owner.ok("pause", "payments")
 		defer owner.ok("resume", "payments")
-		cancelled := decode[authz.CancelReply](t, alice.ok("--json", "cancel", jsonField(t, alice.ok("--json", "send", "-l", "jobs", "noop", "--key", "acct-json"), "id")))
+		cancelled := decode[api.CancelReply](t, alice.ok("--json", "cancel", jsonField(t, alice.ok("--json", "send", "-l", "jobs", "noop", "--key", "acct-json"), "id")))
 		if cancelled.Status != pipeline.RemovedByOwner {
 			t.Fatalf("cancel: %+v", cancelled)
 		}
@@ -364,7 +364,7 @@ func TestTickflow(t *testing.T) {
 		submitter := func(x cmd) string {
 			t.Helper()
 			id := jsonField(t, x.ok("--json", "send", "-l", "jobs", "noop"), "id")
-			return decode[authz.BatchReply](t, c.as("owner").ok("--json", "batch", id)).Record.Batch.Submitter
+			return decode[api.BatchReply](t, c.as("owner").ok("--json", "batch", id)).Record.Batch.Submitter
 		}
 		if got := submitter(x); got != "alice" {
 			t.Fatalf("with the selected context alice's batch was submitted by %q", got)
@@ -443,7 +443,7 @@ func itoa(n uint64) string {
 	return string(b)
 }
 
-func paused(d authz.DomainsReply, domain string) bool {
+func paused(d api.DomainsReply, domain string) bool {
 	for _, x := range d.Domains {
 		if x.Domain == domain {
 			return x.Paused
@@ -452,7 +452,7 @@ func paused(d authz.DomainsReply, domain string) bool {
 	return false
 }
 
-func queued(q authz.QueueReply, id string) bool {
+func queued(q api.QueueReply, id string) bool {
 	for _, it := range q.Items {
 		if itoa(it.ID) == id {
 			return true

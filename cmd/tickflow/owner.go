@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -59,9 +59,9 @@ func (c *QueueCmd) Run(ctx context.Context, g *Globals, env *Env) error {
 		return usage("--from and --to are positions in one queue: name its priority (high or med)")
 	}
 	return withSession(ctx, g, env, func(ctx context.Context, cl *client.Client) error {
-		var reps []*authz.QueueReply
+		var reps []*api.QueueReply
 		for _, p := range prios {
-			rep, err := cl.Queue(ctx, authz.QueueRequest{Domain: c.Domain, Priority: p, From: c.From, To: c.To})
+			rep, err := cl.Queue(ctx, api.QueueRequest{Domain: c.Domain, Priority: p, From: c.From, To: c.To})
 			if err != nil {
 				return err
 			}
@@ -99,7 +99,7 @@ type InflightCmd struct {
 // Run lists the batches in flight.
 func (c *InflightCmd) Run(ctx context.Context, g *Globals, env *Env) error {
 	return withSession(ctx, g, env, func(ctx context.Context, cl *client.Client) error {
-		rep, err := cl.InFlight(ctx, authz.InFlightRequest{Domain: c.Domain, Limit: c.Limit, Total: c.Total})
+		rep, err := cl.InFlight(ctx, api.InFlightRequest{Domain: c.Domain, Limit: c.Limit, Total: c.Total})
 		if err != nil {
 			return err
 		}
@@ -139,7 +139,7 @@ type KeysCmd struct {
 // Run lists the keys.
 func (c *KeysCmd) Run(ctx context.Context, g *Globals, env *Env) error {
 	return withSession(ctx, g, env, func(ctx context.Context, cl *client.Client) error {
-		rep, err := cl.Keys(ctx, authz.KeysRequest{Domain: c.Domain, Key: c.Key, After: c.After, Limit: c.Limit})
+		rep, err := cl.Keys(ctx, api.KeysRequest{Domain: c.Domain, Key: c.Key, After: c.After, Limit: c.Limit})
 		if err != nil {
 			return err
 		}
@@ -181,7 +181,7 @@ type SendersCmd struct {
 // Run lists the senders.
 func (c *SendersCmd) Run(ctx context.Context, g *Globals, env *Env) error {
 	return withSession(ctx, g, env, func(ctx context.Context, cl *client.Client) error {
-		rep, err := cl.Senders(ctx, authz.SendersRequest{Domain: c.Domain})
+		rep, err := cl.Senders(ctx, api.SendersRequest{Domain: c.Domain})
 		if err != nil {
 			return err
 		}
@@ -216,9 +216,9 @@ func (c *ResumeCmd) Run(ctx context.Context, g *Globals, env *Env) error {
 }
 
 func setPaused(ctx context.Context, g *Globals, env *Env, domain string,
-	op func(*client.Client, context.Context, authz.DomainRequest) (*authz.StateReply, error)) error {
+	op func(*client.Client, context.Context, api.DomainRequest) (*api.StateReply, error)) error {
 	return withSession(ctx, g, env, func(ctx context.Context, cl *client.Client) error {
-		rep, err := op(cl, ctx, authz.DomainRequest{Domain: domain})
+		rep, err := op(cl, ctx, api.DomainRequest{Domain: domain})
 		if err != nil {
 			return err
 		}

@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -27,7 +27,7 @@ type SendCmd struct {
 
 // Run sends the batch.
 func (c *SendCmd) Run(ctx context.Context, g *Globals, env *Env) error {
-	req := &authz.SendRequest{}
+	req := &api.SendRequest{}
 	if c.File != "" {
 		var err error
 		if req, err = readBatchFile(c.File, env.Stdin); err != nil {
@@ -104,7 +104,7 @@ type BatchCmd struct {
 // Run shows the batch.
 func (c *BatchCmd) Run(ctx context.Context, g *Globals, env *Env) error {
 	return withSession(ctx, g, env, func(ctx context.Context, cl *client.Client) error {
-		rep, err := cl.Batch(ctx, authz.IDRequest{ID: c.ID})
+		rep, err := cl.Batch(ctx, api.IDRequest{ID: c.ID})
 		if err != nil {
 			return err
 		}
@@ -155,7 +155,7 @@ func wait(ctx context.Context, cl *client.Client, g *Globals, env *Env, id uint6
 
 // outcomeText is a batch's outcome as callbacks name it, or its status
 // while it runs.
-func outcomeText(rep *authz.BatchReply) string {
+func outcomeText(rep *api.BatchReply) string {
 	if rep.Record.Outcome != nil {
 		return rep.Record.Outcome.String()
 	}
@@ -164,7 +164,7 @@ func outcomeText(rep *authz.BatchReply) string {
 
 // printBatch writes a batch's record, progress, functions, outputs and
 // history for a person.
-func printBatch(w io.Writer, rep *authz.BatchReply, now time.Time) error {
+func printBatch(w io.Writer, rep *api.BatchReply, now time.Time) error {
 	r := rep.Record
 	b := r.Batch
 	t := newTable(w)

@@ -20,12 +20,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/examples/underwriting"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 	"github.com/tickflow/tickflow/x/steps"
 )
 
@@ -61,8 +60,8 @@ type Row struct {
 type submission struct {
 	what  string
 	by    *client.Client
-	req   authz.SendRequest
-	reply authz.SendReply
+	req   api.SendRequest
+	reply api.SendReply
 	// afterPrevious holds the submission until the one before it finished,
 	// so an outcome that depends on another's effect (a balance) reads the
 	// same on every run.
@@ -82,44 +81,44 @@ func Run(ctx context.Context, conns Clients, echo *Echo, log *slog.Logger) ([]Ro
 	}
 	// The ledger moves only the submitter's own money: alice's transfers are from alice.
 	subs := []*submission{
-		{what: "two transfers, all or nothing", by: c.alice, req: authz.SendRequest{Label: "transfer", Functions: []authz.CallSpec{
+		{what: "two transfers, all or nothing", by: c.alice, req: api.SendRequest{Label: "transfer", Functions: []api.CallSpec{
 			{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "alice", To: "bob", Amount: 50})},
 			{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "alice", To: "carol", Amount: 20})},
 		}}},
-		{what: "overdraft: rolled back, dead letter", by: c.alice, afterPrevious: true, req: authz.SendRequest{Label: "transfer", Functions: []authz.CallSpec{
+		{what: "overdraft: rolled back, dead letter", by: c.alice, afterPrevious: true, req: api.SendRequest{Label: "transfer", Functions: []api.CallSpec{
 			{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "alice", To: "bob", Amount: 10})},
 			{Type: handlers.TypeTransfer, Payload: pipeline.MustPayload(handlers.Transfer{From: "alice", To: "carol", Amount: 1_000_000})},
 		}}},
-		{what: "job: flaky step retried, then an HTTP call", by: c.bob, req: authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{
+		{what: "job: flaky step retried, then an HTTP call", by: c.bob, req: api.SendRequest{Label: "jobs", Functions: []api.CallSpec{
 			{Type: handlers.TypeNoop},
 			{Type: handlers.TypeFlaky, Payload: pipeline.MustPayload(handlers.FlakyArgs{FailAttempts: 2})},
 			{Type: handlers.TypeHTTP, Payload: post("report ready")},
 		}}},
-		{what: "job failing at its 2nd step: dead letter", by: c.bob, req: authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{
+		{what: "job failing at its 2nd step: dead letter", by: c.bob, req: api.SendRequest{Label: "jobs", Functions: []api.CallSpec{
 			{Type: handlers.TypeNoop},
 			{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{})},
 			{Type: handlers.TypeNoop},
 		}}},
-		{what: "job whose failure a fallback handles", by: c.alice, req: authz.SendRequest{Label: "jobs", Functions: []authz.CallSpec{
+		{what: "job whose failure a fallback handles", by: c.alice, req: api.SendRequest{Label: "jobs", Functions: []api.CallSpec{
 			{Type: handlers.TypeFail, Payload: pipeline.MustPayload(handlers.FailArgs{Fallback: true})},
 		}}},
-		{what: "underwriting: form, bank statement, report", by: c.bob, req: authz.SendRequest{Label: "underwriting", Functions: []authz.CallSpec{
+		{what: "underwriting: form, bank statement, report", by: c.bob, req: api.SendRequest{Label: "underwriting", Functions: []api.CallSpec{
 			{Type: underwriting.TypeApplicationForm, Payload: document("s_application_form", map[string]any{
 				"business_name": "ACME Corp", "business_ein": DemoEIN, "requested_amount": 50000, "years_in_business": 3, "industry": "retail"})},
 			{Type: underwriting.TypeBankStatement, Payload: document("s_bank_statement", map[string]any{
 				"account_holder": "Acme, Inc.", "months": []map[string]any{{"month": "2025-07", "deposits": 40000, "ending_balance": 2500}}})},
 			{Type: underwriting.TypeClearBusinessReport, Payload: pipeline.MustPayload(steps.Request{SubjectID: "UW-1"})},
 		}}},
-		{what: "chain: dispatch on zkapp-1, polled until included", by: c.alice, req: authz.SendRequest{Label: "chain", Key: "zkapp-1", Functions: []authz.CallSpec{
+		{what: "chain: dispatch on zkapp-1, polled until included", by: c.alice, req: api.SendRequest{Label: "chain", Key: "zkapp-1", Functions: []api.CallSpec{
 			{Type: handlers.TypeDispatch, Payload: pipeline.MustPayload(handlers.DispatchArgs{Method: "vote"})},
 		}}},
-		{what: "chain: dispatch on zkapp-2, dropped once, fee raised", by: c.bob, req: authz.SendRequest{Label: "chain", Key: "zkapp-2", Functions: []authz.CallSpec{
+		{what: "chain: dispatch on zkapp-2, dropped once, fee raised", by: c.bob, req: api.SendRequest{Label: "chain", Key: "zkapp-2", Functions: []api.CallSpec{
 			{Type: handlers.TypeDispatch, Payload: pipeline.MustPayload(handlers.DispatchArgs{Method: "commit", DropAttempts: 1})},
 		}}},
-		{what: "chain: zkapp-1 again, waits for a free sender", by: c.alice, req: authz.SendRequest{Label: "chain", Key: "zkapp-1", Functions: []authz.CallSpec{
+		{what: "chain: zkapp-1 again, waits for a free sender", by: c.alice, req: api.SendRequest{Label: "chain", Key: "zkapp-1", Functions: []api.CallSpec{
 			{Type: handlers.TypeDispatch, Payload: pipeline.MustPayload(handlers.DispatchArgs{Method: "vote"})},
 		}}},
-		{what: "settlement waiting for a confirmation", by: c.alice, req: authz.SendRequest{Label: "settlement", Functions: []authz.CallSpec{
+		{what: "settlement waiting for a confirmation", by: c.alice, req: api.SendRequest{Label: "settlement", Functions: []api.CallSpec{
 			{Type: handlers.TypeNoop, Expect: "block-17"},
 			{Type: handlers.TypeHTTP, Payload: post("settled")},
 		}}},
@@ -137,7 +136,7 @@ func Run(ctx context.Context, conns Clients, echo *Echo, log *slog.Logger) ([]Ro
 				return nil, err
 			}
 		}
-		rep, err := whileStarting(ctx, func() (*authz.SendReply, error) { return s.by.Send(ctx, s.req) })
+		rep, err := whileStarting(ctx, func() (*api.SendReply, error) { return s.by.Send(ctx, s.req) })
 		if i == 0 && errors.Is(err, client.ErrConflict) {
 			return nil, fmt.Errorf("%w (%v)", ErrRanBefore, err)
 		}
@@ -154,7 +153,7 @@ func Run(ctx context.Context, conns Clients, echo *Echo, log *slog.Logger) ([]Ro
 	rows := make([]Row, 0, len(subs))
 	for _, s := range subs {
 		for {
-			rep, err := whileStarting(ctx, func() (*authz.BatchReply, error) { return c.owner.Batch(ctx, authz.IDRequest{ID: s.reply.ID}) })
+			rep, err := whileStarting(ctx, func() (*api.BatchReply, error) { return c.owner.Batch(ctx, api.IDRequest{ID: s.reply.ID}) })
 			if err != nil {
 				return nil, err
 			}
@@ -165,11 +164,11 @@ func Run(ctx context.Context, conns Clients, echo *Echo, log *slog.Logger) ([]Ro
 					Outcome: rec.Outcome.String(), Attempts: rec.Attempts})
 				break
 			}
-			if p := rep.Progress; p != nil && p.State == streams.Parked && rec.Batch.Functions[p.Parked.Index].Confirm != nil && !confirmed[rec.Batch.ID] {
+			if p := rep.Progress; p != nil && p.State == api.StateParked && rec.Batch.Functions[p.Parked.Index].Confirm != nil && !confirmed[rec.Batch.ID] {
 				f := rec.Batch.Functions[p.Parked.Index]
 				log.Info("demo: oracle confirms", "batch_id", rec.Batch.ID, "function", p.Parked.Index, "content", f.Confirm.Expect)
-				req := authz.ConfirmRequest{ID: rec.Batch.ID, Index: p.Parked.Index, Content: f.Confirm.Expect}
-				if _, err := whileStarting(ctx, func() (*authz.ConfirmReply, error) { return c.oracle.Confirm(ctx, req) }); err != nil {
+				req := api.ConfirmRequest{ID: rec.Batch.ID, Index: p.Parked.Index, Content: f.Confirm.Expect}
+				if _, err := whileStarting(ctx, func() (*api.ConfirmReply, error) { return c.oracle.Confirm(ctx, req) }); err != nil {
 					return nil, err
 				}
 				confirmed[rec.Batch.ID] = true
@@ -225,7 +224,7 @@ func whileStarting[R any](ctx context.Context, f func() (R, error)) (R, error) {
 // waitFinished polls, as the owner, until batch id is terminal.
 func waitFinished(ctx context.Context, owner *client.Client, id uint64) error {
 	for {
-		rep, err := whileStarting(ctx, func() (*authz.BatchReply, error) { return owner.Batch(ctx, authz.IDRequest{ID: id}) })
+		rep, err := whileStarting(ctx, func() (*api.BatchReply, error) { return owner.Batch(ctx, api.IDRequest{ID: id}) })
 		if err != nil {
 			return err
 		}

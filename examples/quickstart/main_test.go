@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/internal/testnats"
@@ -82,12 +83,12 @@ func TestQuickstart(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// The payload as `nats req` sends it: JSON in the send request.
-			var req authz.SendRequest
+			var req api.SendRequest
 			body := `{"label":"greetings","functions":[{"type":"greet.hello","payload":` + tt.payload + `}]}`
 			if err := json.Unmarshal([]byte(body), &req); err != nil {
 				t.Fatal(err)
 			}
-			var sent *authz.SendReply
+			var sent *api.SendReply
 			testnats.Eventually(t, 5*time.Second, "authz serving", func() bool {
 				sent, err = alice.Send(ctx, req)
 				return err == nil

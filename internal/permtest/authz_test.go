@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -240,7 +241,7 @@ func TestAuthz(t *testing.T) {
 		{
 			name: "serves callers but cannot listen as a worker or a processor",
 			allowed: func(t *testing.T) {
-				alice.allowed(t, "be answered by authz", alice.request(streams.AuthzSubject("alice", "send"), "alice"))
+				alice.allowed(t, "be answered by authz", alice.request(streams.AuthzSubject("alice", api.OpSend), "alice"))
 			},
 			denied: func(t *testing.T) {
 				authz.deniedSubscribe(t, "work.>")

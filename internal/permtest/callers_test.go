@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/streams"
 )
 
@@ -92,21 +93,21 @@ func TestCallers(t *testing.T) {
 		{
 			name: "alice speaks to authz as alice, not as bob",
 			allowed: func(t *testing.T) {
-				alice.allowed(t, "send to authz", alice.request(streams.AuthzSubject("alice", "send"), "alice"))
+				alice.allowed(t, "send to authz", alice.request(streams.AuthzSubject("alice", api.OpSend), "alice"))
 			},
 			denied: func(t *testing.T) {
-				subj := streams.AuthzSubject("bob", "send")
+				subj := streams.AuthzSubject("bob", api.OpSend)
 				alice.denied(t, subj, alice.request(subj, "bob"))
-				alice.deniedPublish(t, streams.AuthzSubject("owner", "pause"))
+				alice.deniedPublish(t, streams.AuthzSubject("owner", api.OpPause))
 			},
 		},
 		{
 			name: "bob speaks to authz as bob, not as alice",
 			allowed: func(t *testing.T) {
-				bob.allowed(t, "send to authz", bob.request(streams.AuthzSubject("bob", "send"), "bob"))
+				bob.allowed(t, "send to authz", bob.request(streams.AuthzSubject("bob", api.OpSend), "bob"))
 			},
 			denied: func(t *testing.T) {
-				subj := streams.AuthzSubject("alice", "send")
+				subj := streams.AuthzSubject("alice", api.OpSend)
 				bob.denied(t, subj, bob.request(subj, "alice"))
 			},
 		},
@@ -125,7 +126,7 @@ func TestCallers(t *testing.T) {
 		{
 			name: "confirmations go through authz, never straight to the stream",
 			allowed: func(t *testing.T) {
-				oracle.allowed(t, "confirm through authz", oracle.request(streams.AuthzSubject("oracle", "confirm"), "oracle"))
+				oracle.allowed(t, "confirm through authz", oracle.request(streams.AuthzSubject("oracle", api.OpConfirm), "oracle"))
 			},
 			denied: func(t *testing.T) {
 				for _, r := range []*role{alice, bob, owner, oracle} {
@@ -136,18 +137,18 @@ func TestCallers(t *testing.T) {
 		{
 			name: "the oracle speaks to authz as the oracle but reaches no queue",
 			allowed: func(t *testing.T) {
-				oracle.allowed(t, "send to authz", oracle.request(streams.AuthzSubject("oracle", "confirm"), "oracle"))
+				oracle.allowed(t, "send to authz", oracle.request(streams.AuthzSubject("oracle", api.OpConfirm), "oracle"))
 			},
 			denied: func(t *testing.T) {
 				s.deniedInto(t, oracle, streams.StreamHigh, highToken(), oracle.jsPublish(highToken()))
-				subj := streams.AuthzSubject("alice", "send")
+				subj := streams.AuthzSubject("alice", api.OpSend)
 				oracle.denied(t, subj, oracle.request(subj, "alice"))
 			},
 		},
 		{
 			name: "the owner operates through authz, never on the queues nor through discovery",
 			allowed: func(t *testing.T) {
-				owner.allowed(t, "pause a domain through authz", owner.request(streams.AuthzSubject("owner", "pause"), "owner"))
+				owner.allowed(t, "pause a domain through authz", owner.request(streams.AuthzSubject("owner", api.OpPause), "owner"))
 			},
 			denied: func(t *testing.T) {
 				s.deniedInto(t, owner, streams.StreamHigh, highToken(), owner.jsPublish(highToken()))
@@ -158,7 +159,7 @@ func TestCallers(t *testing.T) {
 					_, err := owner.nc.RequestWithContext(ctx, srv, nil)
 					return err
 				})
-				subj := streams.AuthzSubject("alice", "send")
+				subj := streams.AuthzSubject("alice", api.OpSend)
 				owner.denied(t, subj, owner.request(subj, "alice"))
 			},
 		},

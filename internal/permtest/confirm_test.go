@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/streams"
@@ -85,8 +86,8 @@ func TestConfirmOnlyThroughAuthz(t *testing.T) {
 	s := start(t)
 	s.runAuthz(t, confirmTable)
 	alice, bob, oracle := s.as(t, "alice"), s.as(t, "bob"), s.as(t, "oracle")
-	var sent authz.SendReply
-	if code, msg := alice.authzCall(t, "send", authz.SendRequest{Label: "settle", Functions: []authz.CallSpec{{Type: "noop", Expect: "block-17"}}}, &sent); code != "" {
+	var sent api.SendReply
+	if code, msg := alice.authzCall(t, "send", api.SendRequest{Label: "settle", Functions: []api.CallSpec{{Type: "noop", Expect: "block-17"}}}, &sent); code != "" {
 		t.Fatalf("alice send: %s %s", code, msg)
 	}
 	subject := streams.ConfirmSubject(domain, sent.ID, 0)
@@ -118,7 +119,7 @@ func TestConfirmOnlyThroughAuthz(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				before := s.msgs(t, streams.StreamConfirm)
-				code, msg := tt.r.authzCall(t, "confirm", authz.ConfirmRequest{ID: sent.ID, Content: "block-17"}, nil)
+				code, msg := tt.r.authzCall(t, "confirm", api.ConfirmRequest{ID: sent.ID, Content: "block-17"}, nil)
 				if code != tt.code {
 					t.Fatalf("%s confirm: %q %q, want %s", tt.r.user, code, msg, tt.code)
 				}
@@ -130,7 +131,7 @@ func TestConfirmOnlyThroughAuthz(t *testing.T) {
 	})
 
 	t.Run("the listed confirmer's confirmation carries its own name", func(t *testing.T) {
-		if code, msg := bob.authzCall(t, "confirm", authz.ConfirmRequest{ID: sent.ID, Content: "block-17"}, nil); code != "" {
+		if code, msg := bob.authzCall(t, "confirm", api.ConfirmRequest{ID: sent.ID, Content: "block-17"}, nil); code != "" {
 			t.Fatalf("bob confirm: %s %s", code, msg)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), opWait)

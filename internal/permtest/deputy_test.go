@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/system"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/streams"
@@ -131,7 +132,7 @@ func TestNoServiceWritesWhereACallerPoints(t *testing.T) {
 
 	// A batch waiting in its queue: a tick that ran would move it.
 	alice := s.as(t, "alice")
-	if _, err := alice.nc.Request(streams.AuthzSubject("alice", "send"),
+	if _, err := alice.nc.Request(streams.AuthzSubject("alice", api.OpSend),
 		[]byte(`{"label":"jobs","functions":[{"type":"noop"}]}`), 5*time.Second); err != nil {
 		t.Fatalf("alice send: %v", err)
 	}

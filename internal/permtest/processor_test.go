@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -205,7 +206,7 @@ func TestProcessor(t *testing.T) {
 			},
 			denied: func(t *testing.T) {
 				proc.deniedSubscribe(t, streams.AuthzSubject("*", ">"))
-				proc.deniedSubscribe(t, streams.AuthzSubject("alice", "send"))
+				proc.deniedSubscribe(t, streams.AuthzSubject("alice", api.OpSend))
 			},
 		},
 	})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/underwriting"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
@@ -148,7 +149,7 @@ func (b *bundle) tickUntil(t *testing.T, what string, cond func() bool) {
 		if cond() {
 			return true
 		}
-		if rep := b.proc.Tick(b.ctx, 1); rep.Status == processor.StatusError {
+		if rep := b.proc.Tick(b.ctx, 1); rep.Status == api.TickError {
 			t.Fatalf("tick: %s", rep.Error)
 		}
 		return false

@@ -1,35 +1,50 @@
-package processor
+package api
 
 import "github.com/tickflow/tickflow/pipeline"
 
-// Report says what one tick did.
-type Report struct {
+// TickReport says what one tick of a domain's processor did: the answer
+// to a tick request (ticker.Request), as JSON.
+type TickReport struct {
+	// Domain is the domain ticked.
 	Domain string `json:"domain"`
-	// Status is StatusOK, StatusPaused, StatusNoMessages, StatusThrottled
-	// or StatusError.
-	Status string       `json:"status"`
-	Error  string       `json:"error,omitempty"`
-	Steps  []StepReport `json:"steps,omitempty"`
+	// Status says how the tick went.
+	Status TickStatus `json:"status"`
+	// Error is why the tick failed, when Status is TickError.
+	Error string `json:"error,omitempty"`
+	// Steps are the steps the tick ran, one per batch it moved.
+	Steps []StepReport `json:"steps,omitempty"`
 }
 
 // StepReport says what one step did to one batch.
 type StepReport struct {
-	BatchID  uint64            `json:"batch_id"`
+	// BatchID is the batch stepped.
+	BatchID uint64 `json:"batch_id"`
+	// Priority is the queue its token came from.
 	Priority pipeline.Priority `json:"priority"`
-	Action   Action            `json:"action"`
-	Outcome  string            `json:"outcome,omitempty"`
-	Error    string            `json:"error,omitempty"`
+	// Action is what the step did to it.
+	Action Action `json:"action"`
+	// Outcome is the batch's outcome, when the step finished it.
+	Outcome string `json:"outcome,omitempty"`
+	// Error is why the step failed, when it did.
+	Error string `json:"error,omitempty"`
 }
 
-// Report statuses.
+// TickStatus says how a tick went, as its report says it.
+type TickStatus string
+
+// The statuses of a tick.
 const (
-	StatusOK         = "ok"
-	StatusPaused     = "paused"
-	StatusNoMessages = "no messages"
-	// StatusThrottled: the domain's throttle allowed no step this second
-	// (Options.Throttle), so the tick ran none.
-	StatusThrottled = "throttled"
-	StatusError     = "error"
+	// TickOK: the tick ran its steps.
+	TickOK TickStatus = "ok"
+	// TickPaused: the domain is paused; the tick ran no step.
+	TickPaused TickStatus = "paused"
+	// TickNoMessages: no token was due; the tick ran no step.
+	TickNoMessages TickStatus = "no messages"
+	// TickThrottled: the domain's throttle allowed no step this second,
+	// so the tick ran none.
+	TickThrottled TickStatus = "throttled"
+	// TickError: the tick failed (the report's Error says why).
+	TickError TickStatus = "error"
 )
 
 // Action is what one step did to its batch, as a tick report says it.

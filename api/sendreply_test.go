@@ -1,4 +1,4 @@
-package authz
+package api
 
 import (
 	"encoding/json"
@@ -22,7 +22,7 @@ func TestSendReplyJSONMatchesReflection(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, ok := r.appendJSON(nil); ok && string(got) != string(want) {
+		if got, ok := r.AppendJSON(nil); ok && string(got) != string(want) {
 			t.Errorf("%+v: wrote %s, reflection writes %s", r, got, want)
 		} else if !ok && plainJSON(r.Domain) && plainJSON(string(r.Priority)) {
 			t.Errorf("%+v: not written, though its strings are plain", r)

@@ -1,4 +1,4 @@
-package authz
+package api
 
 import (
 	"bytes"
@@ -8,21 +8,15 @@ import (
 	"github.com/tickflow/tickflow/pipeline"
 )
 
-// jsonAppender is a reply that writes its own JSON, the bytes
-// encoding/json would write; ok is false when it leaves that to
-// encoding/json.
-type jsonAppender interface {
-	appendJSON(b []byte) (out []byte, ok bool)
-}
-
 // sendReplyJSON is SendReply without its methods: what encoding/json
 // reads by reflection.
 type sendReplyJSON SendReply
 
-// appendJSON appends the reply as encoding/json writes it, without
-// reflection; ok is false (and b unchanged) when one of its strings needs
-// escaping, which domains and priorities never do.
-func (r *SendReply) appendJSON(b []byte) (out []byte, ok bool) {
+// AppendJSON appends the reply as encoding/json writes it, without
+// reflection: authz writes the hottest reply with it. ok is false (and b
+// unchanged) when one of its strings needs escaping, which domains and
+// priorities never do.
+func (r *SendReply) AppendJSON(b []byte) (out []byte, ok bool) {
 	if !plainJSON(r.Domain) || !plainJSON(string(r.Priority)) {
 		return b, false
 	}
@@ -40,7 +34,7 @@ func (r *SendReply) appendJSON(b []byte) (out []byte, ok bool) {
 }
 
 // UnmarshalJSON reads the reply as encoding/json would, without
-// reflection when it has the shape authz writes (appendJSON); anything else
+// reflection when it has the shape authz writes (AppendJSON); anything else
 // (other spacing or order, escapes, unknown fields) is read by
 // reflection.
 func (r *SendReply) UnmarshalJSON(b []byte) error {
@@ -55,7 +49,7 @@ func (r *SendReply) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// readSendReply reads b into r when it is exactly in appendJSON's shape,
+// readSendReply reads b into r when it is exactly in AppendJSON's shape,
 // and says whether it was; r is changed only then.
 func readSendReply(b []byte, r *SendReply) bool {
 	b, ok := bytes.CutPrefix(b, []byte(`{"id":`))
