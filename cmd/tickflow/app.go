@@ -30,23 +30,24 @@ type Globals struct {
 type CLI struct {
 	Globals `embed:""`
 
-	Send     SendCmd     `cmd:"" help:"Submit a batch under a label, from arguments and/or a JSON or YAML file."`
-	Batch    BatchCmd    `cmd:"" help:"Show a batch: its record, progress and outputs."`
-	Wait     WaitCmd     `cmd:"" help:"Wait until one of your batches finished; exit 0 when it executed, 6 when not."`
-	List     ListCmd     `cmd:"" help:"List your batches, newest first."`
-	Cancel   CancelCmd   `cmd:"" help:"Cancel one of your batches."`
-	Confirm  ConfirmCmd  `cmd:"" help:"Confirm a function waiting for a confirmation."`
-	Domains  DomainsCmd  `cmd:"" group:"owner" help:"Every domain: pause state, queue depths, dead letters."`
-	Queue    QueueCmd    `cmd:"" group:"owner" help:"A domain's queue in order."`
-	Inflight InflightCmd `cmd:"" group:"owner" help:"A domain's unfinished batches, oldest first."`
-	Keys     KeysCmd     `cmd:"" group:"owner" help:"A domain's keys: each one's running batch and how many wait."`
-	Senders  SendersCmd  `cmd:"" group:"owner" help:"A domain's senders, free or leased."`
-	Pause    PauseCmd    `cmd:"" group:"owner" help:"Pause a domain's processors."`
-	Resume   ResumeCmd   `cmd:"" group:"owner" help:"Resume a domain's processors."`
-	DLQ      DLQCmd      `cmd:"" name:"dlq" group:"owner" help:"List dead letters."`
-	Replay   ReplayCmd   `cmd:"" group:"owner" help:"Queue dead letters again as new batches."`
-	Purge    PurgeCmd    `cmd:"" group:"owner" help:"Remove dead letters for good."`
-	Reload   ReloadCmd   `cmd:"" group:"owner" help:"Make authz read its authorization table again."`
+	Send      SendCmd      `cmd:"" help:"Submit a batch under a label, from arguments and/or a JSON or YAML file."`
+	Batch     BatchCmd     `cmd:"" help:"Show a batch: its record, progress and outputs."`
+	Wait      WaitCmd      `cmd:"" help:"Wait until one of your batches finished; exit 0 when it executed, 6 when not."`
+	List      ListCmd      `cmd:"" help:"List your batches, newest first."`
+	Cancel    CancelCmd    `cmd:"" help:"Cancel one of your batches."`
+	Confirm   ConfirmCmd   `cmd:"" help:"Confirm a function waiting for a confirmation."`
+	Domains   DomainsCmd   `cmd:"" group:"owner" help:"Every domain: pause state, queue depths, dead letters."`
+	Queue     QueueCmd     `cmd:"" group:"owner" help:"A domain's queue in order."`
+	Inflight  InflightCmd  `cmd:"" group:"owner" help:"A domain's unfinished batches, oldest first."`
+	Keys      KeysCmd      `cmd:"" group:"owner" help:"A domain's keys: each one's running batch and how many wait."`
+	Senders   SendersCmd   `cmd:"" group:"owner" help:"A domain's senders, free or leased."`
+	Pause     PauseCmd     `cmd:"" group:"owner" help:"Pause a domain's processors."`
+	Resume    ResumeCmd    `cmd:"" group:"owner" help:"Resume a domain's processors."`
+	DLQ       DLQCmd       `cmd:"" name:"dlq" group:"owner" help:"List dead letters."`
+	Replay    ReplayCmd    `cmd:"" group:"owner" help:"Queue dead letters again as new batches."`
+	Purge     PurgeCmd     `cmd:"" group:"owner" help:"Remove dead letters for good."`
+	Reload    ReloadCmd    `cmd:"" group:"owner" help:"Make authz read its authorization table again."`
+	Schedules SchedulesCmd `cmd:"" group:"owner" help:"The table's periodic schedules; pause or resume one."`
 }
 
 const description = `tickflow speaks to tickflow's authz service as one user, over NATS.

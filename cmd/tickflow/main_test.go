@@ -113,6 +113,8 @@ func startSystem(t *testing.T) cmd {
 	}
 	tablePath := filepath.Join(t.TempDir(), "authz.yaml")
 	table = bytes.Replace(table, []byte("callers:\n"), []byte("callers:\n  bob: {send_rate: 0.001, send_burst: 1}\n"), 1)
+	// A schedule that fires once a year, so that it adds no batch to the tests.
+	table = append(table, []byte("\nschedules:\n  new-year:\n    cron: \"0 0 1 1 *\"\n    user: alice\n    label: jobs\n    functions: [{type: noop}]\n")...)
 	if err := os.WriteFile(tablePath, table, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -235,6 +237,29 @@ func TestTickflow(t *testing.T) {
 			t.Fatalf("resume: %+v", st)
 		}
 		alice.ok("wait", id, "--for", "30s")
+	})
+
+	t.Run("schedules, pause, resume", func(t *testing.T) {
+		alice, owner := alice.with(), owner.with()
+		alice.t, owner.t = t, t
+		rep := decode[api.SchedulesReply](t, owner.ok("--json", "schedules"))
+		if len(rep.Schedules) != 1 || rep.Schedules[0].Name != "new-year" || rep.Schedules[0].Paused || rep.Schedules[0].NextFire == nil {
+			t.Fatalf("schedules: %+v", rep)
+		}
+		if out := owner.ok("schedules", "list"); !strings.Contains(out, "new-year") || !strings.Contains(out, "0 0 1 1 *") {
+			t.Fatalf("schedules table:\n%s", out)
+		}
+		if s := decode[api.ScheduleInfo](t, owner.ok("--json", "schedules", "pause", "new-year")); !s.Paused || s.By != "owner" {
+			t.Fatalf("pause: %+v", s)
+		}
+		if out := owner.ok("schedules"); !strings.Contains(out, "yes") {
+			t.Fatalf("schedules after pause:\n%s", out)
+		}
+		if s := decode[api.ScheduleInfo](t, owner.ok("--json", "schedules", "resume", "new-year")); s.Paused {
+			t.Fatalf("resume: %+v", s)
+		}
+		owner.expect(ExitNotFound, "", "schedules", "pause", "no-such")
+		alice.expect(ExitRefused, "", "schedules")
 	})
 
 	t.Run("dlq, replay, purge", func(t *testing.T) {
