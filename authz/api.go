@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -52,6 +53,13 @@ type SendRequest struct {
 	Key string `json:"key,omitempty"`
 	// IdempotencyKey makes a repeated submission return the same batch.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// RunAt schedules the batch: an RFC 3339 time before which it does not
+	// run. A time not in the future runs it at once.
+	RunAt string `json:"run_at,omitempty"`
+	// Delay schedules the batch that long after the send: a Go duration
+	// such as "90s" or "2h". At most one of RunAt and Delay; both are
+	// bounded by the label's max_delay.
+	Delay string `json:"delay,omitempty"`
 }
 
 // SendReply says which batch was queued.
@@ -60,6 +68,9 @@ type SendReply struct {
 	Domain    string            `json:"domain"`
 	Priority  pipeline.Priority `json:"priority"`
 	Duplicate bool              `json:"duplicate,omitempty"`
+	// RunAt is when a scheduled batch runs (its first step, no earlier);
+	// absent for a batch that runs at once.
+	RunAt time.Time `json:"run_at,omitzero"`
 }
 
 // sendBody is op(s.send) with the send request's own decoder (decodeSend).
@@ -86,14 +97,39 @@ func (s *Service) send(ctx context.Context, user string, req *SendRequest) (any,
 	if err := t.allowedTypes(l.Domain, req.Functions); err != nil {
 		return nil, err
 	}
-	return s.submit(ctx, req.Label, l, user, req.Functions, req.Key, req.IdempotencyKey, l.Priority, false)
+	runAt, err := l.runAt(req.Label, req.RunAt, req.Delay, s.opts.Now())
+	if err != nil {
+		return nil, err
+	}
+	return s.submit(ctx, &submission{label: req.Label, l: l, user: user, calls: req.Functions, key: req.Key,
+		idem: req.IdempotencyKey, prio: l.Priority, runAt: runAt})
 }
 
-// submit builds, limits, records and queues a batch; force skips the
-// label's concurrency limit (the owner's insert). It does not publish the
-// token when noToken is set by the caller through queueLater.
-func (s *Service) submit(ctx context.Context, name string, l *Label, user string, calls []CallSpec, key, idem string, prio pipeline.Priority, force bool) (*SendReply, error) {
-	b, err := s.build(ctx, name, l, user, calls, key, idem, prio, force)
+// submission is what one submission asks for, once its caller is known to
+// be allowed: send builds one from its request, and every other way of
+// submitting a batch through the send path builds its own.
+type submission struct {
+	// label names l, the label the batch runs under.
+	label string
+	l     *Label
+	// user is the submitter.
+	user  string
+	calls []CallSpec
+	// key is the batch's serialisation key; idem its idempotency key.
+	key, idem string
+	prio      pipeline.Priority
+	// force skips the label's concurrency limits and key bound (the
+	// owner's insert).
+	force bool
+	// runAt, when set, schedules the batch: already checked against the
+	// label's max_delay, and in the future when it was read.
+	runAt time.Time
+}
+
+// submit builds, limits, records and queues a batch.
+func (s *Service) submit(ctx context.Context, sub *submission) (*SendReply, error) {
+	l := sub.l
+	b, err := s.build(ctx, sub)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +161,7 @@ func (s *Service) submit(ctx context.Context, name string, l *Label, user string
 			return nil, fmt.Errorf("authz: batch %d is recorded, but its token could not be published yet (%w); authz publishes it as soon as it can: send it again only with the same idempotency key", b.batch.ID, err)
 		}
 	}
-	return &SendReply{ID: b.batch.ID, Domain: b.batch.Domain, Priority: b.batch.Priority, Duplicate: b.dup}, nil
+	return &SendReply{ID: b.batch.ID, Domain: b.batch.Domain, Priority: b.batch.Priority, Duplicate: b.dup, RunAt: b.batch.RunAt}, nil
 }
 
 type built struct {
@@ -136,13 +172,21 @@ type built struct {
 
 // build checks a submission, takes a concurrency slot and records the batch,
 // without queueing it.
-func (s *Service) build(ctx context.Context, name string, l *Label, user string, calls []CallSpec, key, idem string, prio pipeline.Priority, force bool) (*built, error) {
+func (s *Service) build(ctx context.Context, sub *submission) (*built, error) {
+	name, l, user, key, idem, force := sub.label, sub.l, sub.user, sub.key, sub.idem, sub.force
 	now := s.opts.Now()
-	b, err := l.Build(name, user, calls, key, now)
+	b, err := l.Build(name, user, sub.calls, key, now)
 	if err != nil {
 		return nil, err
 	}
-	b.Priority = prio
+	b.Priority = sub.prio
+	if !sub.runAt.IsZero() {
+		// Expiry counts from when the batch may run.
+		b.RunAt = sub.runAt.UTC()
+		if l.Expiry > 0 {
+			b.ExpiresAt = b.RunAt.Add(l.Expiry.D()).UTC()
+		}
+	}
 	if idem != "" {
 		if rep, err := s.repeated(ctx, user, idem, b); rep != nil || err != nil {
 			return rep, err
@@ -351,6 +395,9 @@ type BatchReply struct {
 	// order: the record's once the batch finished, the progress's while it
 	// runs (every function's but the one running).
 	Outputs []pipeline.Output `json:"outputs"`
+	// Scheduled says the batch waits for its run_at (Record.Batch.RunAt):
+	// it has not started, and runs no earlier.
+	Scheduled bool `json:"scheduled,omitempty"`
 }
 
 // Terminal says whether the batch finished: its record holds its outcome
@@ -383,6 +430,7 @@ func (s *Service) batch(ctx context.Context, user string, req *IDRequest) (any, 
 	if rep.Outputs == nil {
 		rep.Outputs = []pipeline.Output{}
 	}
+	rep.Scheduled = rep.Progress == nil && rec.Status == pipeline.InProcess && rec.Batch.Scheduled(s.opts.Now())
 	return rep, nil
 }
 

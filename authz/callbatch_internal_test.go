@@ -38,7 +38,7 @@ func groupSetup(t *testing.T, batches int) *groupBundle {
 	g.SetLimit(16)
 	for i := range b.ids {
 		g.Go(func() error {
-			rep, err := b.s.submit(b.ctx, "jobs", b.s.Table().Labels["jobs"], "alice", []CallSpec{{Type: "noop"}}, "", "", pipeline.Med, false)
+			rep, err := b.s.submit(b.ctx, &submission{label: "jobs", l: b.s.Table().Labels["jobs"], user: "alice", calls: []CallSpec{{Type: "noop"}}, prio: pipeline.Med})
 			if err == nil {
 				b.ids[i] = rep.ID
 			}

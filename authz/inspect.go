@@ -128,11 +128,15 @@ type InFlightItem struct {
 	Label     string            `json:"label"`
 	Submitter string            `json:"submitter"`
 	Priority  pipeline.Priority `json:"priority"`
-	// Position is the batch's place in its queue.
+	// Position is the batch's place in its queue; for a scheduled batch,
+	// its place among the queue's scheduled batches (QueueReply.Scheduled).
 	Position int `json:"position"`
-	// State is queued (waiting, running or waiting on a retry delay) or
-	// parked (waiting for a confirmation).
+	// State is queued (waiting, running or waiting on a retry delay),
+	// parked (waiting for a confirmation) or scheduled (waiting for its
+	// RunAt, not in the queue yet).
 	State streams.State `json:"state"`
+	// RunAt is when a scheduled batch runs.
+	RunAt time.Time `json:"run_at,omitzero"`
 	// Next is the function that runs next, of Functions.
 	Next      int `json:"next"`
 	Functions int `json:"functions"`
@@ -201,6 +205,20 @@ func (s *Service) inflight(ctx context.Context, _ string, req *InFlightRequest) 
 			return nil, err
 		}
 		truncated = truncated || cut
+		// The schedules in the order sent, as far as the listing needs.
+		most := maxInFlightScan
+		if !req.Total {
+			most = req.Limit + 1
+		}
+		sched, cut, err := s.Schedules(ctx, req.Domain, p, most)
+		if err != nil {
+			return nil, err
+		}
+		truncated = truncated || cut
+		for _, it := range sched {
+			all = append(all, found{item: InFlightItem{ID: it.ID, Priority: p, Position: it.Position, State: it.State, RunAt: it.RunAt},
+				prog: &streams.ProgressEntry{}})
+		}
 	}
 	slices.SortFunc(all, func(a, b found) int { return cmpID(a.item.ID, b.item.ID) })
 	out := &InFlightReply{Domain: req.Domain, Items: []InFlightItem{}, More: truncated || len(all) > req.Limit}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/internal/submit"
@@ -40,6 +41,8 @@ type QueueItem struct {
 	// Key is the batch's key, when it has one and its token carries the
 	// batch: the batch is its key's head (the others wait without a token).
 	Key string `json:"key,omitempty"`
+	// RunAt is when a scheduled batch runs (State scheduled).
+	RunAt time.Time `json:"run_at,omitzero"`
 }
 
 // QueueReply is a slice of a queue.
@@ -48,6 +51,11 @@ type QueueReply struct {
 	Priority pipeline.Priority `json:"priority"`
 	Length   int               `json:"length"`
 	Items    []QueueItem       `json:"items"`
+	// Scheduled lists the batches that wait for their run_at, soonest
+	// first: not in the queue yet, they join its back when their time
+	// comes. Their Position is their place in this list, which evict takes
+	// with scheduled set.
+	Scheduled []QueueItem `json:"scheduled"`
 }
 
 func (s *Service) queue(ctx context.Context, user string, req *QueueRequest) (any, error) {
@@ -65,8 +73,13 @@ func (s *Service) queue(ctx context.Context, user string, req *QueueRequest) (an
 	if req.From < 0 || req.From > to {
 		return nil, errf(CodeOutOfBounds, "authz: index out of bounds: range [%d, %d) of a queue of length %d", req.From, req.To, len(items))
 	}
+	sched, _, err := s.Schedules(ctx, req.Domain, req.Priority, 0)
+	if err != nil {
+		return nil, err
+	}
 	// An empty slice answers [] as dlq does, never null.
-	return &QueueReply{Domain: req.Domain, Priority: req.Priority, Length: len(items), Items: append([]QueueItem{}, items[req.From:to]...)}, nil
+	return &QueueReply{Domain: req.Domain, Priority: req.Priority, Length: len(items), Items: append([]QueueItem{}, items[req.From:to]...),
+		Scheduled: append([]QueueItem{}, sched...)}, nil
 }
 
 func checkQueue(domain string, p pipeline.Priority) error {
@@ -90,6 +103,10 @@ type PositionRequest struct {
 	Domain   string            `json:"domain"`
 	Priority pipeline.Priority `json:"priority"`
 	Position int               `json:"position"`
+	// Scheduled makes Position a place in the queue's scheduled batches
+	// (QueueReply.Scheduled) instead: evict removes a batch before its
+	// run_at.
+	Scheduled bool `json:"scheduled,omitempty"`
 }
 
 // EvictReply names the evicted batch.
@@ -100,6 +117,9 @@ type EvictReply struct {
 func (s *Service) evict(ctx context.Context, user string, req *PositionRequest) (any, error) {
 	if err := checkQueue(req.Domain, req.Priority); err != nil {
 		return nil, err
+	}
+	if req.Scheduled {
+		return s.evictScheduled(ctx, req)
 	}
 	s.editMu.Lock()
 	defer s.editMu.Unlock()
@@ -228,7 +248,7 @@ func (s *Service) insert(ctx context.Context, user string, req *InsertRequest) (
 		return nil, errf(CodeOutOfBounds, "authz: index out of bounds: position %d of a queue of length %d", req.Position, len(items))
 	}
 	// The owner's insert bypasses the label's concurrency limit.
-	b, err := s.build(ctx, req.Label, l, user, req.Functions, req.Key, "", req.Priority, true)
+	b, err := s.build(ctx, &submission{label: req.Label, l: l, user: user, calls: req.Functions, key: req.Key, prio: req.Priority, force: true})
 	if err != nil {
 		return nil, err
 	}

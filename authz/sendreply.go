@@ -21,9 +21,10 @@ type sendReplyJSON SendReply
 
 // appendJSON appends the reply as encoding/json writes it, without
 // reflection; ok is false (and b unchanged) when one of its strings needs
-// escaping, which domains and priorities never do.
+// escaping, which domains and priorities never do, or when it has a RunAt
+// (a scheduled batch's reply is left to encoding/json).
 func (r *SendReply) appendJSON(b []byte) (out []byte, ok bool) {
-	if !plainJSON(r.Domain) || !plainJSON(string(r.Priority)) {
+	if !plainJSON(r.Domain) || !plainJSON(string(r.Priority)) || !r.RunAt.IsZero() {
 		return b, false
 	}
 	b = append(b, `{"id":`...)
