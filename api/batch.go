@@ -15,6 +15,9 @@ type BatchReply struct {
 	// order: the record's once the batch finished, the progress's while it
 	// runs (every function's but the one running).
 	Outputs []pipeline.Output `json:"outputs"`
+	// Scheduled says the batch waits for its run_at (Record.Batch.RunAt):
+	// it has not started, and runs no earlier.
+	Scheduled bool `json:"scheduled,omitempty"`
 }
 
 // Terminal says whether the batch finished: its record holds its outcome

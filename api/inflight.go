@@ -35,11 +35,15 @@ type InFlightItem struct {
 	Label     string            `json:"label"`
 	Submitter string            `json:"submitter"`
 	Priority  pipeline.Priority `json:"priority"`
-	// Position is the batch's place in its queue.
+	// Position is the batch's place in its queue; for a scheduled batch,
+	// its place among the queue's scheduled batches (QueueReply.Scheduled).
 	Position int `json:"position"`
-	// State is queued (waiting, running or waiting on a retry delay) or
-	// parked (waiting for a confirmation).
+	// State is queued (waiting, running or waiting on a retry delay),
+	// parked (waiting for a confirmation) or scheduled (waiting for its
+	// RunAt, not in the queue yet).
 	State State `json:"state"`
+	// RunAt is when a scheduled batch runs.
+	RunAt time.Time `json:"run_at,omitzero"`
 	// Next is the function that runs next, of Functions.
 	Next      int `json:"next"`
 	Functions int `json:"functions"`

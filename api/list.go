@@ -44,6 +44,11 @@ type BatchSummary struct {
 	ReplayedAs uint64    `json:"replayed_as,omitempty"`
 	CreatedAt  time.Time `json:"created_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
+	// RunAt is when a scheduled batch runs, or ran.
+	RunAt time.Time `json:"run_at,omitzero"`
+	// Scheduled says the batch waits for its RunAt (InProcess, RunAt
+	// ahead).
+	Scheduled bool `json:"scheduled,omitempty"`
 }
 
 // ListReply is a page of batches, newest first.

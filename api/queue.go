@@ -1,6 +1,10 @@
 package api
 
-import "github.com/tickflow/tickflow/pipeline"
+import (
+	"time"
+
+	"github.com/tickflow/tickflow/pipeline"
+)
 
 // QueueRequest lists a domain's queue of one priority, positions [From, To).
 type QueueRequest struct {
@@ -26,11 +30,13 @@ type QueueItem struct {
 	// the back of the queue.
 	Gen      uint32 `json:"gen"`
 	Rotation uint32 `json:"step"`
-	// State is queued or parked (waiting for a confirmation).
+	// State is queued, parked (waiting for a confirmation) or scheduled.
 	State State `json:"state"`
 	// Key is the batch's key, when it has one and its token carries the
 	// batch: the batch is its key's head (the others wait without a token).
 	Key string `json:"key,omitempty"`
+	// RunAt is when a scheduled batch runs (State scheduled).
+	RunAt time.Time `json:"run_at,omitzero"`
 }
 
 // QueueReply is a slice of a queue.
@@ -42,6 +48,11 @@ type QueueReply struct {
 	Length int `json:"length"`
 	// Items are the positions asked for.
 	Items []QueueItem `json:"items"`
+	// Scheduled lists the batches that wait for their run_at, soonest
+	// first: not in the queue yet, they join its back when their time
+	// comes. Their Position is their place in this list, which evict takes
+	// with scheduled set.
+	Scheduled []QueueItem `json:"scheduled"`
 }
 
 // PositionRequest names a position in a domain's queue.
@@ -50,6 +61,10 @@ type PositionRequest struct {
 	Domain   string            `json:"domain"`
 	Priority pipeline.Priority `json:"priority"`
 	Position int               `json:"position"`
+	// Scheduled makes Position a place in the queue's scheduled batches
+	// (QueueReply.Scheduled) instead: evict removes a batch before its
+	// run_at.
+	Scheduled bool `json:"scheduled,omitempty"`
 }
 
 // EvictReply names the evicted batch.

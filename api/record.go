@@ -76,6 +76,9 @@ const (
 	StateParked State = "parked"
 	// StateDone: terminal; Outcome is set and the callback was published.
 	StateDone State = "done"
+	// StateScheduled: waiting for its run_at, with no token in a queue
+	// yet. A listing's state only: never written in a progress record.
+	StateScheduled State = "scheduled"
 )
 
 // Progress is the execution state of one batch, as the processor that

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"time"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -17,6 +19,13 @@ type SendRequest struct {
 	Key string `json:"key,omitempty"`
 	// IdempotencyKey makes a repeated submission return the same batch.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// RunAt schedules the batch: an RFC 3339 time before which it does not
+	// run. A time not in the future runs it at once.
+	RunAt string `json:"run_at,omitempty"`
+	// Delay schedules the batch that long after the send: a Go duration
+	// such as "90s" or "2h". At most one of RunAt and Delay; both are
+	// bounded by the label's max_delay.
+	Delay string `json:"delay,omitempty"`
 }
 
 // SendReply says which batch was queued.
@@ -25,6 +34,9 @@ type SendReply struct {
 	Domain    string            `json:"domain"`
 	Priority  pipeline.Priority `json:"priority"`
 	Duplicate bool              `json:"duplicate,omitempty"`
+	// RunAt is when a scheduled batch runs (its first step, no earlier);
+	// absent for a batch that runs at once.
+	RunAt time.Time `json:"run_at,omitzero"`
 }
 
 // CallSpec is one function of a submission, as the caller writes it.

@@ -15,9 +15,10 @@ type sendReplyJSON SendReply
 // AppendJSON appends the reply as encoding/json writes it, without
 // reflection: authz writes the hottest reply with it. ok is false (and b
 // unchanged) when one of its strings needs escaping, which domains and
-// priorities never do.
+// priorities never do, or when it has a RunAt (a scheduled batch's reply
+// is left to encoding/json).
 func (r *SendReply) AppendJSON(b []byte) (out []byte, ok bool) {
-	if !plainJSON(r.Domain) || !plainJSON(string(r.Priority)) {
+	if !plainJSON(r.Domain) || !plainJSON(string(r.Priority)) || !r.RunAt.IsZero() {
 		return b, false
 	}
 	b = append(b, `{"id":`...)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -76,14 +77,39 @@ func (s *Service) send(ctx context.Context, user string, req *api.SendRequest) (
 	if err := t.allowedTypes(l.Domain, req.Functions); err != nil {
 		return nil, err
 	}
-	return s.submit(ctx, req.Label, l, user, req.Functions, req.Key, req.IdempotencyKey, l.Priority, false)
+	runAt, err := l.runAt(req.Label, req.RunAt, req.Delay, s.opts.Now())
+	if err != nil {
+		return nil, err
+	}
+	return s.submit(ctx, &submission{label: req.Label, l: l, user: user, calls: req.Functions, key: req.Key,
+		idem: req.IdempotencyKey, prio: l.Priority, runAt: runAt})
 }
 
-// submit builds, limits, records and queues a batch; force skips the
-// label's concurrency limit (the owner's insert). It does not publish the
-// token when noToken is set by the caller through queueLater.
-func (s *Service) submit(ctx context.Context, name string, l *Label, user string, calls []api.CallSpec, key, idem string, prio pipeline.Priority, force bool) (*api.SendReply, error) {
-	b, err := s.build(ctx, name, l, user, calls, key, idem, prio, force)
+// submission is what one submission asks for, once its caller is known to
+// be allowed: send builds one from its request, and every other way of
+// submitting a batch through the send path builds its own.
+type submission struct {
+	// label names l, the label the batch runs under.
+	label string
+	l     *Label
+	// user is the submitter.
+	user  string
+	calls []api.CallSpec
+	// key is the batch's serialisation key; idem its idempotency key.
+	key, idem string
+	prio      pipeline.Priority
+	// force skips the label's concurrency limits and key bound (the
+	// owner's insert).
+	force bool
+	// runAt, when set, schedules the batch: already checked against the
+	// label's max_delay, and in the future when it was read.
+	runAt time.Time
+}
+
+// submit builds, limits, records and queues a batch.
+func (s *Service) submit(ctx context.Context, sub *submission) (*api.SendReply, error) {
+	l := sub.l
+	b, err := s.build(ctx, sub)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +141,7 @@ func (s *Service) submit(ctx context.Context, name string, l *Label, user string
 			return nil, fmt.Errorf("authz: batch %d is recorded, but its token could not be published yet (%w); authz publishes it as soon as it can: send it again only with the same idempotency key", b.batch.ID, err)
 		}
 	}
-	return &api.SendReply{ID: b.batch.ID, Domain: b.batch.Domain, Priority: b.batch.Priority, Duplicate: b.dup}, nil
+	return &api.SendReply{ID: b.batch.ID, Domain: b.batch.Domain, Priority: b.batch.Priority, Duplicate: b.dup, RunAt: b.batch.RunAt}, nil
 }
 
 type built struct {
@@ -126,13 +152,21 @@ type built struct {
 
 // build checks a submission, takes a concurrency slot and records the batch,
 // without queueing it.
-func (s *Service) build(ctx context.Context, name string, l *Label, user string, calls []api.CallSpec, key, idem string, prio pipeline.Priority, force bool) (*built, error) {
+func (s *Service) build(ctx context.Context, sub *submission) (*built, error) {
+	name, l, user, key, idem, force := sub.label, sub.l, sub.user, sub.key, sub.idem, sub.force
 	now := s.opts.Now()
-	b, err := l.Build(name, user, calls, key, now)
+	b, err := l.Build(name, user, sub.calls, key, now)
 	if err != nil {
 		return nil, err
 	}
-	b.Priority = prio
+	b.Priority = sub.prio
+	if !sub.runAt.IsZero() {
+		// Expiry counts from when the batch may run.
+		b.RunAt = sub.runAt.UTC()
+		if l.Expiry > 0 {
+			b.ExpiresAt = b.RunAt.Add(l.Expiry.D()).UTC()
+		}
+	}
 	if idem != "" {
 		if rep, err := s.repeated(ctx, user, idem, b); rep != nil || err != nil {
 			return rep, err
@@ -352,6 +386,7 @@ func (s *Service) batch(ctx context.Context, user string, req *api.IDRequest) (a
 	if rep.Outputs == nil {
 		rep.Outputs = []pipeline.Output{}
 	}
+	rep.Scheduled = rep.Progress == nil && rec.Status == pipeline.InProcess && rec.Batch.Scheduled(s.opts.Now())
 	return rep, nil
 }
 

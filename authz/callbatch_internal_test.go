@@ -39,7 +39,7 @@ func groupSetup(t *testing.T, batches int) *groupBundle {
 	g.SetLimit(16)
 	for i := range b.ids {
 		g.Go(func() error {
-			rep, err := b.s.submit(b.ctx, "jobs", b.s.Table().Labels["jobs"], "alice", []api.CallSpec{{Type: "noop"}}, "", "", pipeline.Med, false)
+			rep, err := b.s.submit(b.ctx, &submission{label: "jobs", l: b.s.Table().Labels["jobs"], user: "alice", calls: []api.CallSpec{{Type: "noop"}}, prio: pipeline.Med})
 			if err == nil {
 				b.ids[i] = rep.ID
 			}

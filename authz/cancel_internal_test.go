@@ -61,7 +61,7 @@ func cancelSetup(t *testing.T) *cancelBundle {
 
 func (b *cancelBundle) send(t *testing.T, key string) uint64 {
 	t.Helper()
-	rep, err := b.s.submit(b.ctx, "seq", b.s.Table().Labels["seq"], "alice", []api.CallSpec{{Type: "noop"}}, key, "", pipeline.Med, false)
+	rep, err := b.s.submit(b.ctx, &submission{label: "seq", l: b.s.Table().Labels["seq"], user: "alice", calls: []api.CallSpec{{Type: "noop"}}, key: key, prio: pipeline.Med})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -225,7 +225,8 @@ func (s *Service) replayBatch(ctx context.Context, it deadLetter) (uint64, error
 		return rr.ID, nil
 	}
 	b := it.dl.Batch
-	b.ID, b.ReplayOf, b.CreatedAt = rr.ID, it.dl.Batch.ID, s.opts.Now().UTC()
+	// A replay runs now, whenever the batch it replays was scheduled for.
+	b.ID, b.ReplayOf, b.CreatedAt, b.RunAt = rr.ID, it.dl.Batch.ID, s.opts.Now().UTC(), time.Time{}
 	if !b.ExpiresAt.IsZero() {
 		b.ExpiresAt = time.Time{}
 		if l, ok := s.Table().Labels[b.Label]; ok && l.Expiry > 0 {

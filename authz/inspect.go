@@ -110,6 +110,20 @@ func (s *Service) inflight(ctx context.Context, _ string, req *api.InFlightReque
 			return nil, err
 		}
 		truncated = truncated || cut
+		// The schedules in the order sent, as far as the listing needs.
+		most := maxInFlightScan
+		if !req.Total {
+			most = req.Limit + 1
+		}
+		sched, cut, err := s.Schedules(ctx, req.Domain, p, most)
+		if err != nil {
+			return nil, err
+		}
+		truncated = truncated || cut
+		for _, it := range sched {
+			all = append(all, found{item: InFlightItem{ID: it.ID, Priority: p, Position: it.Position, State: it.State, RunAt: it.RunAt},
+				prog: &streams.ProgressEntry{}})
+		}
 	}
 	slices.SortFunc(all, func(a, b found) int { return cmpID(a.item.ID, b.item.ID) })
 	out := &api.InFlightReply{Domain: req.Domain, Items: []api.InFlightItem{}, More: truncated || len(all) > req.Limit}

@@ -29,7 +29,7 @@ func TestInFlightReadsOnlyWhatItLists(t *testing.T) {
 	const queued, limit = 40, 5
 	var ids []uint64
 	for range queued {
-		rep, err := s.submit(ctx, "jobs", table.Labels["jobs"], "alice", []api.CallSpec{{Type: "noop"}}, "", "", pipeline.Med, false)
+		rep, err := s.submit(ctx, &submission{label: "jobs", l: table.Labels["jobs"], user: "alice", calls: []api.CallSpec{{Type: "noop"}}, prio: pipeline.Med})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -62,7 +62,7 @@ func (s *Service) admit(ctx context.Context, b *pipeline.Batch, repeat bool, bou
 			_, err := s.startIfNeverRan(ctx, b)
 			return true, err
 		}
-		return true, submit.PublishTokenAcked(ctx, s.js, s.acks, b, 0, 0)
+		return true, s.publishFirst(ctx, b, true)
 	}
 	if repeat {
 		if done, err := s.finished(ctx, b.ID); err != nil || done {
@@ -95,7 +95,7 @@ func (s *Service) admit(ctx context.Context, b *pipeline.Batch, repeat bool, bou
 	if repeat {
 		err = s.ensureHead(ctx, b.Domain, b.Key, q.Head())
 	} else {
-		err = submit.PublishTokenAcked(ctx, s.js, s.acks, b, 0, 0)
+		err = s.publishFirst(ctx, b, true)
 	}
 	if err != nil {
 		// The batch is its key's head without a token: the repair loop
@@ -242,17 +242,23 @@ func (s *Service) startIfNeverRan(ctx context.Context, b *pipeline.Batch) (done 
 		// run beside it.
 		return false, nil
 	default:
-		return s.startHead(ctx, b)
+		return s.startHead(ctx, b, false)
 	}
 }
 
-// startHead gives head b, which never ran, its first token. done says b
-// finished meanwhile: a cancel may have written its progress after the
-// read that found it queued, and read the queue before the token was
-// there; the progress read after the publish sees it, and the removal is
-// finished here, token included.
-func (s *Service) startHead(ctx context.Context, b *pipeline.Batch) (done bool, err error) {
-	if err := submit.PublishToken(ctx, s.js, b, 0, 0); err != nil {
+// startHead gives head b, which never ran, its first token: its schedule
+// while it waits for its RunAt (publishFirst), unless due says the
+// schedule fired. done says b finished meanwhile: a cancel may have
+// written its progress after the read that found it queued, and read the
+// queue before the token was there; the progress read after the publish
+// sees it, and the removal is finished here, token included.
+func (s *Service) startHead(ctx context.Context, b *pipeline.Batch, due bool) (done bool, err error) {
+	if due {
+		err = submit.PublishToken(ctx, s.js, b, 0, 0)
+	} else {
+		err = s.publishFirst(ctx, b, false)
+	}
+	if err != nil {
 		return false, err
 	}
 	st, err := s.progressStore.Load(ctx, b.Domain, b.ID)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
@@ -34,8 +35,13 @@ func (s *Service) queue(ctx context.Context, user string, req *api.QueueRequest)
 	if req.From < 0 || req.From > to {
 		return nil, errf(api.CodeOutOfBounds, "authz: index out of bounds: range [%d, %d) of a queue of length %d", req.From, req.To, len(items))
 	}
+	sched, _, err := s.Schedules(ctx, req.Domain, req.Priority, 0)
+	if err != nil {
+		return nil, err
+	}
 	// An empty slice answers [] as dlq does, never null.
-	return &api.QueueReply{Domain: req.Domain, Priority: req.Priority, Length: len(items), Items: append([]api.QueueItem{}, items[req.From:to]...)}, nil
+	return &api.QueueReply{Domain: req.Domain, Priority: req.Priority, Length: len(items), Items: append([]api.QueueItem{}, items[req.From:to]...),
+		Scheduled: append([]api.QueueItem{}, sched...)}, nil
 }
 
 func checkQueue(domain string, p pipeline.Priority) error {
@@ -57,6 +63,9 @@ func (s *Service) Live(ctx context.Context, domain string, p pipeline.Priority) 
 func (s *Service) evict(ctx context.Context, user string, req *api.PositionRequest) (any, error) {
 	if err := checkQueue(req.Domain, req.Priority); err != nil {
 		return nil, err
+	}
+	if req.Scheduled {
+		return s.evictScheduled(ctx, req)
 	}
 	s.editMu.Lock()
 	defer s.editMu.Unlock()
@@ -163,7 +172,7 @@ func (s *Service) insert(ctx context.Context, user string, req *api.InsertReques
 		return nil, errf(api.CodeOutOfBounds, "authz: index out of bounds: position %d of a queue of length %d", req.Position, len(items))
 	}
 	// The owner's insert bypasses the label's concurrency limit.
-	b, err := s.build(ctx, req.Label, l, user, req.Functions, req.Key, "", req.Priority, true)
+	b, err := s.build(ctx, &submission{label: req.Label, l: l, user: user, calls: req.Functions, key: req.Key, prio: req.Priority, force: true})
 	if err != nil {
 		return nil, err
 	}

@@ -16,10 +16,12 @@ import (
 //  1. its progress record, Done, written with compare-and-set: a processor
 //     that reads it drops every token of the batch, and one stepping the
 //     batch loses its next write;
-//  2. its queue tokens, deleted: a new batch's first token is stepped
-//     without reading progress (one read saved per batch), so a token left
-//     in the queue would run the batch (a processor that has taken it
-//     already may finish the call it is making);
+//  2. its schedule, if it waits for its run_at, and its queue tokens,
+//     deleted: a new batch's first token is stepped without reading
+//     progress (one read saved per batch), so a token left in the queue
+//     would run the batch (a processor that has taken it already may
+//     finish the call it is making); a scheduled batch's progress is read
+//     first, so a schedule that fired as it was removed does not run it;
 //  3. its callback, deduplicated: authz records the outcome when it
 //     applies it, frees the batch's slot and sender, and releases its key.
 //
@@ -49,6 +51,12 @@ func removed(st *streams.ProgressEntry) bool {
 // duplicate says a callback of the batch was published before: a
 // processor's that finished it first, or this removal's, repeated.
 func (s *Service) retireRemoved(ctx context.Context, b *pipeline.Batch, st *streams.ProgressEntry, seqs []uint64) (duplicate bool, err error) {
+	// A scheduled batch's schedule first: one that fires now has its token
+	// forwarded, and read by tokensOf's next scan or dropped by the
+	// processor, which reads a scheduled batch's progress first.
+	if err := s.unschedule(ctx, b); err != nil {
+		return false, err
+	}
 	for _, seq := range seqs {
 		if err := deleteToken(ctx, s.queues[b.Priority], seq); err != nil {
 			return false, fmt.Errorf("authz: delete token %d of removed batch %d: %w", seq, b.ID, err)

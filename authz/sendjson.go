@@ -35,6 +35,10 @@ func fastSend(b []byte, req *api.SendRequest) bool {
 			return p.str(&req.Key)
 		case "idempotency_key":
 			return p.str(&req.IdempotencyKey)
+		case "run_at":
+			return p.str(&req.RunAt)
+		case "delay":
+			return p.str(&req.Delay)
 		case "functions":
 			return p.calls(&req.Functions)
 		}

@@ -103,6 +103,10 @@ type Service struct {
 	queues        map[pipeline.Priority]jetstream.Stream
 	dlq           jetstream.Stream
 	callbacks     jetstream.Consumer
+	// scheduled holds the schedules of batches sent to run later, and due
+	// reads those that fired (schedule.go).
+	scheduled jetstream.Stream
+	due       jetstream.Consumer
 
 	editMu sync.Mutex // serialises this replica's queue edits
 
@@ -201,6 +205,12 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 	if s.callbacks, err = js.Consumer(ctx, streams.StreamCallbacks, streams.CallbacksConsumer); err != nil {
 		return nil, bindError("consumer "+streams.CallbacksConsumer, err)
 	}
+	if s.scheduled, err = js.Stream(ctx, streams.StreamScheduled); err != nil {
+		return nil, bindError("stream "+streams.StreamScheduled, err)
+	}
+	if s.due, err = js.Consumer(ctx, streams.StreamScheduled, streams.ScheduledConsumer); err != nil {
+		return nil, bindError("consumer "+streams.ScheduledConsumer+" on "+streams.StreamScheduled, err)
+	}
 	s.observe(nc)
 	return s, nil
 }
@@ -275,9 +285,9 @@ func (s *Service) Run(ctx context.Context) error {
 	// until shutdown: micro's endpoint subscriptions are not reachable, so
 	// refusing at the gate is what stops a request queued in the client
 	// from running after Run.
-	var requests, applying drain.Gate
+	var requests, applying, forwarding drain.Gate
 	reqWorkers := startFairPool(s.opts.Concurrency, callerShare(s.opts.Concurrency))
-	var cc jetstream.ConsumeContext
+	var cc, dc jetstream.ConsumeContext
 	stop := func() {
 		if err := svc.Stop(); err != nil {
 			s.log.Warn("service stop failed", "err", err)
@@ -285,6 +295,12 @@ func (s *Service) Run(ctx context.Context) error {
 		if cc != nil {
 			cc.Drain()
 		}
+		if dc != nil {
+			dc.Drain()
+			<-dc.Closed()
+		}
+		forwarding.Close()
+		forwarding.Wait()
 		requests.Close()
 		requests.Wait()
 		reqWorkers.stop()
@@ -341,6 +357,20 @@ func (s *Service) Run(ctx context.Context) error {
 		cc = nil
 		stop()
 		return fmt.Errorf("authz: consume callbacks: %w", err)
+	}
+	dc, err = s.due.Consume(func(m jetstream.Msg) {
+		if !forwarding.Enter() {
+			return // redelivered after AckWait
+		}
+		defer forwarding.Leave()
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		s.forwardDue(fctx, m)
+	})
+	if err != nil {
+		dc = nil
+		stop()
+		return fmt.Errorf("authz: consume fired schedules: %w", err)
 	}
 	s.log.Info("authz serving", "owner", s.opts.Owner, "labels", len(s.Table().Labels))
 	warned, scheduled := make(chan struct{}), make(chan struct{})

@@ -95,7 +95,12 @@ func (c *counter) get(k string) int {
 func setup(t *testing.T, opts ...testnats.Option) *bundle {
 	t.Helper()
 	opts = append([]testnats.Option{testnats.WithSettings(func(s *streams.Settings) { s.AckWait = time.Second })}, opts...)
-	env := testnats.Start(t, []string{domain}, opts...)
+	return setupOn(t, testnats.Start(t, []string{domain}, opts...))
+}
+
+// setupOn runs authz, a worker and a processor on env's server.
+func setupOn(t *testing.T, env *testnats.Env) *bundle {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	b := &bundle{env: env, ctx: ctx, calls: &counter{n: map[string]int{}}, ledger: handlers.NewLedger(map[string]int64{"alice": 100})}

@@ -109,7 +109,7 @@ func jobsService(t *testing.T) (*Service, context.Context) {
 func cutShort(ctx context.Context, t *testing.T, s *Service, idem string) *pipeline.Batch {
 	t.Helper()
 	l := s.Table().Labels["jobs"]
-	b, err := s.build(ctx, "jobs", l, "alice", []api.CallSpec{{Type: "noop"}}, "", idem, l.Priority, false)
+	b, err := s.build(ctx, &submission{label: "jobs", l: l, user: "alice", calls: []api.CallSpec{{Type: "noop"}}, idem: idem, prio: l.Priority})
 	if err != nil {
 		t.Fatal(err)
 	}

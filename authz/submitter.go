@@ -449,7 +449,7 @@ func (s *Service) list(ctx context.Context, user string, req *api.ListRequest) (
 				continue // not recorded (refused), listed already, another's, or not the status asked for
 			}
 			seen[rec.Batch.ID] = true
-			out.Items = append(out.Items, summary(rec))
+			out.Items = append(out.Items, s.summary(rec))
 			if len(out.Items) == req.Limit {
 				break
 			}
@@ -556,7 +556,7 @@ func (s *Service) listLegacy(ctx context.Context, who string, req *api.ListReque
 			if rec.Batch.Submitter != who || (req.Status != "" && rec.Status != req.Status) {
 				continue
 			}
-			out.Items = append(out.Items, summary(rec))
+			out.Items = append(out.Items, s.summary(rec))
 			if len(out.Items) == req.Limit {
 				if j < len(recs)-1 || i < len(windows)-1 {
 					out.Next = cursorLegacy | rec.Batch.ID
@@ -610,11 +610,17 @@ func (s *Service) windowRecords(ctx context.Context, w, before uint64) ([]*strea
 	return slices.DeleteFunc(recs, func(r *streams.BatchRecord) bool { return r == nil }), nil
 }
 
+func (s *Service) summary(rec *streams.BatchRecord) api.BatchSummary {
+	out := summary(rec)
+	out.Scheduled = rec.Status == pipeline.InProcess && rec.Batch.Scheduled(s.opts.Now())
+	return out
+}
+
 func summary(rec *streams.BatchRecord) api.BatchSummary {
 	b := &rec.Batch
 	out := api.BatchSummary{ID: b.ID, Label: b.Label, Domain: b.Domain, Priority: b.Priority, Status: rec.Status,
 		Attempts: rec.Attempts, Functions: len(b.Functions), DeadLetter: rec.DeadLetter, ReplayOf: b.ReplayOf,
-		ReplayedAs: rec.ReplayedAs, CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt}
+		ReplayedAs: rec.ReplayedAs, CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, RunAt: b.RunAt}
 	if rec.Outcome != nil {
 		out.Outcome = rec.Outcome.String()
 	}

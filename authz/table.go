@@ -49,6 +49,9 @@ type Label struct {
 	// the label: one more is refused with 429 until one of them finishes.
 	// 0: no bound.
 	MaxPerSubmitter int `yaml:"max_per_submitter,omitempty" json:"max_per_submitter,omitempty"`
+	// MaxDelay bounds how far ahead a send may schedule a batch under the
+	// label (its run_at or delay); 0: DefaultMaxDelay.
+	MaxDelay pipeline.Duration `yaml:"max_delay,omitempty" json:"max_delay,omitempty"`
 }
 
 // DefaultSenderMaxFunctions is the most functions a batch that needs a
@@ -195,6 +198,9 @@ func (t *Table) Validate() error {
 		}
 		if l.MaxPerSubmitter < 0 {
 			return fail("max_per_submitter", errors.New("must not be negative"))
+		}
+		if l.MaxDelay < 0 {
+			return fail("max_delay", errors.New("must not be negative"))
 		}
 	}
 	if err := t.validateCallers(); err != nil {

@@ -101,6 +101,9 @@ type Batch struct {
 	CreatedAt time.Time `msgpack:"created_at" json:"created_at"`
 	// ReplayOf links a replayed dead letter to the batch it came from.
 	ReplayOf uint64 `msgpack:"replay_of,omitempty" json:"replay_of,omitempty"`
+	// RunAt, when set, is when a scheduled batch becomes executable: its
+	// first step runs no earlier. Zero: at once.
+	RunAt time.Time `msgpack:"run_at,omitempty" json:"run_at,omitzero"`
 }
 
 // MaxFunctions bounds the functions of one batch.
@@ -241,4 +244,10 @@ func (b *Batch) RetryFor(i int) *RetryLogic {
 // Expired reports whether the batch has an expiry at or before now.
 func (b *Batch) Expired(now time.Time) bool {
 	return !b.ExpiresAt.IsZero() && !now.Before(b.ExpiresAt)
+}
+
+// Scheduled reports whether the batch waits for its RunAt at now: its
+// first step may not run yet.
+func (b *Batch) Scheduled(now time.Time) bool {
+	return !b.RunAt.IsZero() && now.Before(b.RunAt)
 }

@@ -29,7 +29,7 @@ func (b *Batch) DecodeMsgpack(dec *msgpack.Decoder) error { return wire.Decode(d
 // AppendMsgpack appends the batch's msgpack encoding to buf.
 func (b *Batch) AppendMsgpack(buf []byte) []byte {
 	n := 6
-	n += wire.Count(b.Label != "", b.Submitter != "", b.Key != "", !b.ExpiresAt.IsZero(), b.ReplayOf != 0)
+	n += wire.Count(b.Label != "", b.Submitter != "", b.Key != "", !b.ExpiresAt.IsZero(), b.ReplayOf != 0, !b.RunAt.IsZero())
 	buf = wire.AppendMapHeader(buf, n)
 	buf = wire.AppendUint64(wire.AppendString(buf, "id"), b.ID)
 	buf = wire.AppendString(wire.AppendString(buf, "domain"), b.Domain)
@@ -60,6 +60,9 @@ func (b *Batch) AppendMsgpack(buf []byte) []byte {
 	if b.ReplayOf != 0 {
 		buf = wire.AppendUint64(wire.AppendString(buf, "replay_of"), b.ReplayOf)
 	}
+	if !b.RunAt.IsZero() {
+		buf = wire.AppendTime(wire.AppendString(buf, "run_at"), b.RunAt)
+	}
 	return buf
 }
 
@@ -89,6 +92,8 @@ func (b *Batch) ReadMsgpack(buf []byte) ([]byte, error) {
 			b.CreatedAt, buf, err = wire.ReadTime(buf)
 		case "replay_of":
 			b.ReplayOf, buf, err = wire.ReadUnsigned[uint64](buf)
+		case "run_at":
+			b.RunAt, buf, err = wire.ReadTime(buf)
 		default:
 			buf, err = wire.Skip(buf)
 		}

@@ -55,7 +55,7 @@ func codecBatch() pipeline.Batch {
 		ID: 1 << 40, Domain: "payments", Label: "retail", Submitter: "alice",
 		Functions:  []pipeline.Function{codecFunction(), {Type: "noop"}},
 		Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic, Retry: codecRetry()},
-		Priority:   pipeline.High, Key: "acct-1", ExpiresAt: codecTime(30), CreatedAt: codecTime(1), ReplayOf: 41,
+		Priority:   pipeline.High, Key: "acct-1", ExpiresAt: codecTime(30), CreatedAt: codecTime(1), ReplayOf: 41, RunAt: codecTime(20),
 	}
 }
 

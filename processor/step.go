@@ -116,11 +116,14 @@ func (p *Processor) stepToken(ctx context.Context, prio pipeline.Priority, m jet
 		return sr, err
 	}
 	var st *state
-	if md, merr := streams.DeliveryOf(m.Reply()); merr == nil && md.NumDelivered == 1 && tok.Gen == 0 && tok.Rotation == 0 {
+	if md, merr := streams.DeliveryOf(m.Reply()); merr == nil && md.NumDelivered == 1 && tok.Gen == 0 && tok.Rotation == 0 && b.RunAt.IsZero() {
 		// A new batch's first delivery: it has no progress unless the owner
 		// evicted or moved it meanwhile, and then the first progress write
 		// (a create) fails, and the step runs again with the record read.
 		// One read saved per batch; the worker's record answers the rerun.
+		// Not for a scheduled batch: its token reaches the queue when its
+		// schedule fires, long after the send, and a cancel or evict that
+		// came as it fired may not have found it there.
 		st = &state{ProgressEntry: streams.ProgressEntry{Progress: streams.Progress{BatchID: b.ID, State: streams.Queued}}}
 	} else if st, err = p.load(ctx, b.ID); err != nil {
 		if st != nil { // a record that does not decode
@@ -178,6 +181,13 @@ func (p *Processor) stepToken(ctx context.Context, prio pipeline.Priority, m jet
 	}
 	if prog.NotBefore.After(now) {
 		err = m.NakWithDelay(prog.NotBefore.Sub(now))
+		sr.Action = api.ActionDelayed
+		return sr, err
+	}
+	if b.Scheduled(now) {
+		// Its schedule fired early by this clock (clocks differ): never
+		// before its run_at.
+		err = m.NakWithDelay(b.RunAt.Sub(now))
 		sr.Action = api.ActionDelayed
 		return sr, err
 	}

@@ -29,6 +29,10 @@ const (
 	// (SubmittedSubject), whose messages list that submitter's batches in
 	// the order they were accepted.
 	StreamSubmitted = "SUBMITTED"
+	// StreamScheduled holds the schedules of batches sent to run later
+	// (ScheduleSubject), and, once the server fires one, its first token
+	// until authz forwards it to its queue (DueSubject).
+	StreamScheduled = "SCHEDULED"
 )
 
 // KV bucket names.
@@ -64,6 +68,9 @@ const (
 const (
 	// CallbacksConsumer is authz's durable consumer on CALLBACKS.
 	CallbacksConsumer = "authz"
+	// ScheduledConsumer is authz's durable consumer on SCHEDULED, filtered
+	// to DueSubject.
+	ScheduledConsumer = "authz"
 )
 
 // Micro service names.
@@ -128,6 +135,29 @@ func RequeueSubject(p pipeline.Priority, domain string) string {
 func QueueFilter(p pipeline.Priority, domain string) string {
 	return "*." + string(p) + "." + domain
 }
+
+// ScheduleSubject is the subject of the schedule of batch id, of domain at
+// priority p: one subject per schedule, so the server keeps one schedule
+// per batch (a repeated publish replaces it) and a cancel removes it by
+// subject.
+func ScheduleSubject(p pipeline.Priority, domain string, id uint64) string {
+	return "sched.at." + string(p) + "." + domain + "." + strconv.FormatUint(id, 10)
+}
+
+// ScheduleFilter matches the schedules of domain at priority p, for
+// listing them.
+func ScheduleFilter(p pipeline.Priority, domain string) string {
+	return "sched.at." + string(p) + "." + domain + ".*"
+}
+
+// ScheduleSubjects matches every ScheduleSubject.
+const ScheduleSubjects = "sched.at.>"
+
+// DueSubject is the target of every schedule: the server publishes a
+// schedule's token there when it fires, and authz forwards it to the
+// batch's queue. One literal subject, so authz's consumer finds its next
+// message without walking the schedules.
+const DueSubject = "sched.due"
 
 // CallbackSubject is where domain's processors publish callbacks.
 func CallbackSubject(domain string) string { return "callbacks." + domain }

@@ -44,6 +44,9 @@ const (
 	Parked State = "parked"
 	// Done: terminal; Outcome is set and the callback was published.
 	Done State = "done"
+	// Scheduled: waiting for its run_at, with no token in a queue yet. A
+	// listing's state only: never written in a progress record.
+	Scheduled State = "scheduled"
 )
 
 // ParkedFunction is the function waiting for its confirmation.

@@ -61,6 +61,7 @@ func fullBatch() pipeline.Batch {
 		ExpiresAt:  at(30),
 		CreatedAt:  at(1),
 		ReplayOf:   41,
+		RunAt:      at(20),
 	}
 }
 

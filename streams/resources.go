@@ -148,6 +148,23 @@ func Streams(s Settings) []jetstream.StreamConfig {
 			MaxAge:      s.SubmittedMaxAge(),
 		},
 		{
+			// Schedules wait here, not in HIGH and MED: a stream that allows
+			// schedules allows roll-ups and schedule-purge headers from
+			// whoever may publish to it, and processors publish to the
+			// queues (requeue.>). Only authz publishes here.
+			Name:              StreamScheduled,
+			Description:       "tickflow schedules of batches sent to run later, and their fired tokens",
+			Subjects:          []string{ScheduleSubjects, DueSubject},
+			Retention:         jetstream.WorkQueuePolicy,
+			Storage:           s.storage(),
+			Replicas:          s.Replicas,
+			Duplicates:        s.DuplicateWindow,
+			Discard:           jetstream.DiscardOld,
+			AllowDirect:       true,
+			AllowMsgSchedules: true,
+			AllowRollup:       true,
+		},
+		{
 			Name:        StreamIDs,
 			Description: "tickflow global batch ids: each id is a sequence of this log",
 			Subjects:    []string{IDsSubject},
@@ -249,6 +266,16 @@ func SystemConsumers(s Settings) []ConsumerSpec {
 	return []ConsumerSpec{{Stream: StreamCallbacks, Config: jetstream.ConsumerConfig{
 		Durable:       CallbacksConsumer,
 		Description:   "authz applies callbacks to batch records",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckWait:       s.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: s.MaxAckPending,
+		Replicas:      s.Replicas,
+	}}, {Stream: StreamScheduled, Config: jetstream.ConsumerConfig{
+		Durable:       ScheduledConsumer,
+		Description:   "authz forwards fired schedules to their queues",
+		FilterSubject: DueSubject,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckWait:       s.AckWait,

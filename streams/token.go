@@ -2,8 +2,10 @@ package streams
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
@@ -32,6 +34,32 @@ func TokenMsg(subject string, b *pipeline.Batch, gen, rotation uint32) (*nats.Ms
 	m.Header.Set(HeaderStep, strconv.FormatUint(uint64(rotation), 10))
 	m.Header.Set(nats.MsgIdHdr, TokenMsgID(b.ID, gen, rotation))
 	return m, nil
+}
+
+// ScheduleMsg builds the schedule of batch b, which has a RunAt: its first
+// token, on b's ScheduleSubject, which the server publishes to DueSubject
+// at RunAt rounded up to the whole second (the schedule's resolution), so
+// never before it. Its deduplication id is the first token's: a repeated
+// publish within the window is dropped, and one after it replaces the
+// schedule (one per subject).
+func ScheduleMsg(b *pipeline.Batch) (*nats.Msg, error) {
+	m, err := TokenMsg(ScheduleSubject(b.Priority, b.Domain, b.ID), b, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	m.Header.Set(jetstream.ScheduleHeader, "@at "+ScheduleTime(b.RunAt).Format(time.RFC3339))
+	m.Header.Set(jetstream.ScheduleTargetHeader, DueSubject)
+	return m, nil
+}
+
+// ScheduleTime is when the schedule of a batch with RunAt t fires: t
+// rounded up to the whole second, UTC.
+func ScheduleTime(t time.Time) time.Time {
+	u := t.UTC()
+	if r := u.Truncate(time.Second); !r.Equal(u) {
+		return r.Add(time.Second)
+	}
+	return u
 }
 
 // CallbackMsg builds the terminal callback message of a batch, with

@@ -188,7 +188,7 @@
         el("td", { class: "num" }, it.next + "/" + it.functions),
         el("td", { class: "num" }, it.attempts),
         el("td", {}, it.holder || el("span", { class: "muted" }, "not picked up")),
-        el("td", {}, time(it.since)),
+        el("td", {}, it.state === "scheduled" ? ["runs at ", time(it.run_at)] : time(it.since)),
         ageCell(it.created_at),
         el("td", { class: "error" }, waitingText(it.waiting) || it.last_error || "")));
     return table(["batch", "label", "submitter", "queue", "state", "step", "executions", "moved by", "since", "age", "last error"], rows, "Nothing in flight.");
@@ -241,7 +241,8 @@
     const r = b.record, bt = r.batch, p = b.progress;
     const mayCancel = r.status === "InProcess" && (info.operator || bt.submitter === info.user);
     const fields = [
-      ["status", badge(r.status)], ["outcome", r.outcome ? r.outcome.status + (r.outcome.reason ? ": " + r.outcome.reason : "") : ""],
+      ["status", b.scheduled ? [badge(r.status), " ", badge("scheduled")] : badge(r.status)],
+      ["run at", bt.run_at ? new Date(bt.run_at).toLocaleString() : ""], ["outcome", r.outcome ? r.outcome.status + (r.outcome.reason ? ": " + r.outcome.reason : "") : ""],
       ["label", bt.label], ["domain", bt.domain], ["priority", bt.priority], ["submitter", bt.submitter],
       ["key", bt.key || ""], ["executions", r.attempts], ["created", new Date(r.created_at).toLocaleString()],
       ["updated", new Date(r.updated_at).toLocaleString()],
@@ -277,7 +278,7 @@
     const rows = page.items.map((b) =>
       el("tr", { id: "mine-" + b.id },
         el("td", {}, batchLink(b.id)), el("td", {}, b.label), el("td", {}, b.domain), el("td", {}, b.priority),
-        el("td", {}, badge(b.status)), el("td", {}, b.outcome || ""), el("td", { class: "num" }, b.attempts),
+        el("td", {}, b.scheduled ? [badge(b.status), " ", badge("scheduled"), " ", new Date(b.run_at).toLocaleString()] : badge(b.status)), el("td", {}, b.outcome || ""), el("td", { class: "num" }, b.attempts),
         el("td", {}, new Date(b.created_at).toLocaleString())));
     const older = page.next ? el("a", { href: "#/mine?" + new URLSearchParams({ status, before: String(page.next) }), id: "older" }, "Older →") : null;
     return [el("h1", {}, "My batches"), el("p", {}, select), table(["batch", "label", "domain", "priority", "status", "outcome", "executions", "created"], rows, "No batches."), older];

@@ -8,8 +8,9 @@ import (
 )
 
 // TestOnlyAuthzEnqueues: of the service identities only authz (and admin,
-// which provisions) may publish to batches.>; for everyone else the publish
-// is denied and the queue does not grow.
+// which provisions) may publish to batches.> and schedule batches
+// (sched.at.>); for everyone else the publish is denied and the stream
+// does not grow.
 func TestOnlyAuthzEnqueues(t *testing.T) {
 	s := start(t)
 	tests := []struct {
@@ -31,6 +32,9 @@ func TestOnlyAuthzEnqueues(t *testing.T) {
 	}{
 		{stream: streams.StreamHigh, subject: streams.TokenSubject(pipeline.High, domain)},
 		{stream: streams.StreamMed, subject: streams.TokenSubject(pipeline.Med, domain)},
+		// A schedule fires into any subject of its stream: whoever may
+		// publish one could enqueue through it.
+		{stream: streams.StreamScheduled, subject: streams.ScheduleSubject(pipeline.High, domain, 1)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

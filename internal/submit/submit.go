@@ -61,6 +61,9 @@ func NewRecord(b *pipeline.Batch, idemKey string) *streams.BatchRecord {
 	if b.ReplayOf != 0 {
 		rec.History = append(rec.History, streams.Event{At: b.CreatedAt, What: "replay", Detail: fmt.Sprintf("replay of batch %d", b.ReplayOf)})
 	}
+	if !b.RunAt.IsZero() {
+		rec.History = append(rec.History, streams.Event{At: b.CreatedAt, What: "scheduled", Detail: "runs at " + b.RunAt.UTC().Format(time.RFC3339Nano)})
+	}
 	return rec
 }
 

@@ -1,0 +1,251 @@
+package authz
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/submit"
+	"github.com/tickflow/tickflow/logging"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/streams"
+)
+
+// Scheduled batches. A send with run_at or delay records its batch at once
+// and gives it, instead of a queue token, a schedule in the SCHEDULED
+// stream (streams.ScheduleMsg): its first token, which the server
+// publishes to streams.DueSubject at the batch's RunAt. authz forwards it
+// from there to the batch's queue (forwardDue), and the batch runs as any
+// other. The server keeps the schedule through restarts; nothing polls.
+// A keyed batch joins its key's order when it is sent, as any other, and
+// gets its schedule when it is its key's head. Cancel and evict remove the
+// schedule by its subject; a fired one that is on its way is dropped by
+// the processor, which reads a scheduled batch's progress before its first
+// step.
+
+// DefaultMaxDelay is Label.MaxDelay when the label sets none.
+const DefaultMaxDelay = 30 * 24 * time.Hour
+
+// DelayBound is the furthest ahead a send under the label may schedule a
+// batch.
+func (l *Label) DelayBound() time.Duration {
+	if l.MaxDelay > 0 {
+		return l.MaxDelay.D()
+	}
+	return DefaultMaxDelay
+}
+
+// runAt reads a send's run_at (RFC 3339) or delay (a Go duration) at now:
+// the zero time for neither, or for a time not after now (the batch runs
+// at once). Both, a malformed value, a negative delay or a time past the
+// label's bound (DelayBound) are 400s that say so.
+func (l *Label) runAt(label, runAt, delay string, now time.Time) (time.Time, error) {
+	var at time.Time
+	switch {
+	case runAt != "" && delay != "":
+		return time.Time{}, errf(CodeBadRequest, "authz: give run_at or delay, not both")
+	case runAt != "":
+		t, err := time.Parse(time.RFC3339Nano, runAt)
+		if err != nil {
+			return time.Time{}, errf(CodeBadRequest, "authz: run_at %q: expected an RFC 3339 time such as 2030-01-02T15:04:05Z", logging.Capped(runAt))
+		}
+		at = t
+	case delay != "":
+		d, err := time.ParseDuration(delay)
+		if err != nil {
+			return time.Time{}, errf(CodeBadRequest, "authz: delay %q: expected a duration such as 90s, 15m or 2h", logging.Capped(delay))
+		}
+		if d < 0 {
+			return time.Time{}, errf(CodeBadRequest, "authz: delay %s: must not be negative", d)
+		}
+		at = now.Add(d)
+	default:
+		return time.Time{}, nil
+	}
+	if !at.After(now) {
+		return time.Time{}, nil
+	}
+	if bound := l.DelayBound(); at.Sub(now) > bound {
+		return time.Time{}, errf(CodeBadRequest, "authz: the batch would run %s from now; label %q schedules at most %s ahead (max_delay)", at.Sub(now).Round(time.Second), label, bound)
+	}
+	return at.UTC(), nil
+}
+
+// publishFirst publishes the first token of b, which never ran: to its
+// queue, or, while b waits for its RunAt, as its schedule. acked publishes
+// through the service's pipelined publisher (a send's own path).
+func (s *Service) publishFirst(ctx context.Context, b *pipeline.Batch, acked bool) error {
+	if !b.Scheduled(s.opts.Now()) {
+		if acked {
+			return submit.PublishTokenAcked(ctx, s.js, s.acks, b, 0, 0)
+		}
+		return submit.PublishToken(ctx, s.js, b, 0, 0)
+	}
+	m, err := streams.ScheduleMsg(b)
+	if err != nil {
+		return err
+	}
+	if acked {
+		_, err = submit.PublishAcked(ctx, s.js, s.acks, m)
+	} else {
+		_, err = submit.Publish(ctx, s.js, m)
+	}
+	if err != nil {
+		return fmt.Errorf("authz: schedule batch %d: %w", b.ID, err)
+	}
+	return nil
+}
+
+// unschedule removes the schedule of b, if it has one that has not fired.
+func (s *Service) unschedule(ctx context.Context, b *pipeline.Batch) error {
+	if b.RunAt.IsZero() {
+		return nil
+	}
+	err := s.scheduled.Purge(ctx, jetstream.WithPurgeSubject(streams.ScheduleSubject(b.Priority, b.Domain, b.ID)))
+	if err != nil {
+		return fmt.Errorf("authz: remove the schedule of batch %d: %w", b.ID, err)
+	}
+	return nil
+}
+
+// forwardDue puts the token of a fired schedule on its batch's queue
+// (startHead: a batch removed meanwhile has its removal finished instead),
+// then acknowledges it. A token that does not decode, or whose batch has
+// no record, is dropped with a log line: only authz writes the stream.
+func (s *Service) forwardDue(ctx context.Context, m jetstream.Msg) {
+	tok, err := streams.Decode[streams.Token](m.Data())
+	if err != nil {
+		s.log.Error("fired schedule does not decode: dropped", "err", err)
+		_ = m.Term()
+		return
+	}
+	b := tok.Batch
+	if b == nil || b.ID != tok.BatchID {
+		rec, err := s.record(ctx, tok.BatchID)
+		if ae := (*Error)(nil); errors.As(err, &ae) && ae.Code == CodeNotFound {
+			s.log.Warn("fired schedule of a batch without a record: dropped", "batch_id", tok.BatchID)
+			_ = m.Term()
+			return
+		}
+		if err != nil {
+			s.log.Warn("fired schedule not forwarded; redelivered", "batch_id", tok.BatchID, "err", err)
+			_ = m.NakWithDelay(time.Second)
+			return
+		}
+		b = &rec.Batch
+	}
+	if _, err := s.startHead(ctx, b, true); err != nil {
+		s.log.Warn("fired schedule not forwarded; redelivered", "batch_id", b.ID, "err", err)
+		_ = m.NakWithDelay(time.Second)
+		return
+	}
+	if err := m.DoubleAck(ctx); err != nil {
+		// Redelivered: the token's deduplication id drops the copy within
+		// the window, and a processor drops one that comes after its batch ran.
+		s.log.Warn("fired schedule forwarded, not acknowledged", "batch_id", b.ID, "err", err)
+	}
+}
+
+// Schedules returns the batches of a domain's queue of one priority that
+// wait for their run_at, soonest first (State streams.Scheduled, Position
+// their place in this list); it reads at most max schedules (0: all) and
+// says when it stopped there. One direct get per schedule and one
+// progress read each: a batch removed meanwhile is left out.
+func (s *Service) Schedules(ctx context.Context, domain string, p pipeline.Priority, max int) (items []QueueItem, truncated bool, err error) {
+	filter := streams.ScheduleFilter(p, domain)
+	for seq, read := uint64(1), 0; ; read++ {
+		if max > 0 && read == max {
+			truncated = true
+			break
+		}
+		rm, err := s.scheduled.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("authz: read the schedules of %s's %s queue: %w", domain, p, err)
+		}
+		seq = rm.Sequence + 1
+		tok, err := streams.Decode[streams.Token](rm.Data)
+		if err != nil || tok.Batch == nil || tok.Batch.ID != tok.BatchID {
+			if err == nil {
+				rec, rerr := s.record(ctx, tok.BatchID)
+				if rerr != nil {
+					continue // gone: finished, or never recorded
+				}
+				tok.Batch = &rec.Batch
+			} else {
+				continue
+			}
+		}
+		pr, err := s.progressStore.Load(ctx, domain, tok.BatchID)
+		if err != nil {
+			return nil, false, err
+		}
+		if pr.Rev != 0 {
+			continue // removed (its schedule's purge cut short), or running
+		}
+		items = append(items, QueueItem{ID: tok.BatchID, Seq: rm.Sequence, Subject: rm.Subject, State: streams.Scheduled,
+			Key: tokenKey(tok), RunAt: tok.Batch.RunAt})
+	}
+	slices.SortStableFunc(items, func(a, b QueueItem) int {
+		if c := a.RunAt.Compare(b.RunAt); c != 0 {
+			return c
+		}
+		return cmpID(a.ID, b.ID)
+	})
+	for i := range items {
+		items[i].Position = i
+	}
+	return items, truncated, nil
+}
+
+// evictScheduled removes the batch at a position of a queue's scheduled
+// batches (Schedules) before it runs, as evict does a queued one (see
+// Removal): its progress, then its schedule, then its callback.
+func (s *Service) evictScheduled(ctx context.Context, req *PositionRequest) (any, error) {
+	for range 10 {
+		items, _, err := s.Schedules(ctx, req.Domain, req.Priority, 0)
+		if err != nil {
+			return nil, err
+		}
+		if req.Position < 0 || req.Position >= len(items) {
+			return nil, errf(CodeOutOfBounds, "authz: index out of bounds: position %d of %d scheduled batches", req.Position, len(items))
+		}
+		it := items[req.Position]
+		st, err := s.progressStore.Load(ctx, req.Domain, it.ID)
+		if err != nil {
+			return nil, err
+		}
+		if st.Rev != 0 {
+			continue // it started, or was removed, meanwhile: look again
+		}
+		rec, err := s.record(ctx, it.ID)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.markRemoved(ctx, &rec.Batch, st, ""); errors.Is(err, streams.ErrConflict) {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		// Its schedule may have fired meanwhile: its token is deleted too.
+		seqs, err := s.tokensOf(ctx, &rec.Batch)
+		if err != nil {
+			return nil, err
+		}
+		dup, err := s.retireRemoved(ctx, &rec.Batch, st, seqs)
+		if err != nil {
+			return nil, err
+		}
+		if dup {
+			return nil, errf(CodeConflict, "authz: batch %d finished before it could be evicted", it.ID)
+		}
+		s.log.Info("scheduled batch evicted", "batch_id", it.ID, "domain", req.Domain, "position", req.Position)
+		return &EvictReply{ID: it.ID}, nil
+	}
+	return nil, errf(CodeConflict, "authz: the scheduled batches kept changing; try again")
+}
