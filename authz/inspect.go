@@ -121,7 +121,7 @@ func (s *Service) inflight(ctx context.Context, _ string, req *api.InFlightReque
 		}
 		truncated = truncated || cut
 		for _, it := range sched {
-			all = append(all, found{item: InFlightItem{ID: it.ID, Priority: p, Position: it.Position, State: it.State, RunAt: it.RunAt},
+			all = append(all, found{item: api.InFlightItem{ID: it.ID, Priority: p, Position: it.Position, State: it.State, RunAt: it.RunAt},
 				prog: &streams.ProgressEntry{}})
 		}
 	}

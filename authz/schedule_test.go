@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
@@ -15,19 +16,19 @@ import (
 
 // sendAt sends one noop under jobs as alice, scheduled by req's RunAt or
 // Delay, and returns the reply.
-func (b *bundle) sendAt(t *testing.T, req authz.SendRequest) *authz.SendReply {
+func (b *bundle) sendAt(t *testing.T, req api.SendRequest) *api.SendReply {
 	t.Helper()
-	req.Label, req.Functions = "jobs", authz.Calls{noop()}
-	return answered(t, "send", func() (*authz.SendReply, error) { return b.client(t, "alice").Send(b.ctx, req) })
+	req.Label, req.Functions = "jobs", api.Calls{noop()}
+	return answered(t, "send", func() (*api.SendReply, error) { return b.client(t, "alice").Send(b.ctx, req) })
 }
 
 // runsNotBefore ticks the processor until batch id is terminal, failing
 // the test if its function was called before runAt: a call seen at a
 // moment before runAt happened before it.
-func (b *bundle) runsNotBefore(t *testing.T, id uint64, runAt time.Time) *streams.BatchRecord {
+func (b *bundle) runsNotBefore(t *testing.T, id uint64, runAt time.Time) *api.BatchRecord {
 	t.Helper()
 	call := fmt.Sprintf("%d/0", id)
-	var rec *streams.BatchRecord
+	var rec *api.BatchRecord
 	testnats.Eventually(t, 20*time.Second, fmt.Sprintf("batch %d settled", id), func() bool {
 		b.proc.Tick(b.ctx, 8)
 		n := b.calls.get(call)
@@ -53,15 +54,15 @@ func (b *bundle) runsNotBefore(t *testing.T, id uint64, runAt time.Time) *stream
 func TestScheduledBatchRunsAtItsTime(t *testing.T) {
 	b := setup(t)
 	before := time.Now()
-	rep := b.sendAt(t, authz.SendRequest{Delay: "2s"})
+	rep := b.sendAt(t, api.SendRequest{Delay: "2s"})
 	if rep.RunAt.Before(before.Add(2 * time.Second)) {
 		t.Fatalf("run_at %s: want at least 2s after the send (%s)", rep.RunAt, before)
 	}
 	// Sent at once, for comparison: it runs, the scheduled one waits.
 	now := b.send(t, "alice", "jobs", noop())
 
-	got := answered(t, "batch", func() (*authz.BatchReply, error) {
-		return b.client(t, "alice").Batch(b.ctx, authz.IDRequest{ID: rep.ID})
+	got := answered(t, "batch", func() (*api.BatchReply, error) {
+		return b.client(t, "alice").Batch(b.ctx, api.IDRequest{ID: rep.ID})
 	})
 	if !got.Scheduled || !got.Record.Batch.RunAt.Equal(rep.RunAt) || got.Record.Status != pipeline.InProcess {
 		t.Fatalf("batch: scheduled %v, run_at %s, status %s; want scheduled at %s, InProcess", got.Scheduled, got.Record.Batch.RunAt, got.Record.Status, rep.RunAt)
@@ -69,8 +70,8 @@ func TestScheduledBatchRunsAtItsTime(t *testing.T) {
 	if h := got.Record.History; len(h) < 2 || h[1].What != "scheduled" {
 		t.Fatalf("history %+v: want a scheduled event", h)
 	}
-	list := answered(t, "list", func() (*authz.ListReply, error) {
-		return b.client(t, "alice").List(b.ctx, authz.ListRequest{})
+	list := answered(t, "list", func() (*api.ListReply, error) {
+		return b.client(t, "alice").List(b.ctx, api.ListRequest{})
 	})
 	found := false
 	for _, it := range list.Items {
@@ -81,10 +82,10 @@ func TestScheduledBatchRunsAtItsTime(t *testing.T) {
 	if !found {
 		t.Fatalf("list %+v: want batch %d scheduled at %s", list.Items, rep.ID, rep.RunAt)
 	}
-	q := answered(t, "queue", func() (*authz.QueueReply, error) {
-		return b.client(t, "owner").Queue(b.ctx, authz.QueueRequest{Domain: domain, Priority: pipeline.Med})
+	q := answered(t, "queue", func() (*api.QueueReply, error) {
+		return b.client(t, "owner").Queue(b.ctx, api.QueueRequest{Domain: domain, Priority: pipeline.Med})
 	})
-	if len(q.Scheduled) != 1 || q.Scheduled[0].ID != rep.ID || q.Scheduled[0].State != streams.Scheduled || !q.Scheduled[0].RunAt.Equal(rep.RunAt) {
+	if len(q.Scheduled) != 1 || q.Scheduled[0].ID != rep.ID || q.Scheduled[0].State != api.StateScheduled || !q.Scheduled[0].RunAt.Equal(rep.RunAt) {
 		t.Fatalf("queue's scheduled %+v: want batch %d at %s", q.Scheduled, rep.ID, rep.RunAt)
 	}
 	for _, it := range q.Items {
@@ -92,13 +93,13 @@ func TestScheduledBatchRunsAtItsTime(t *testing.T) {
 			t.Fatalf("queue items %+v: the scheduled batch is in the queue's order before its time", q.Items)
 		}
 	}
-	fl := answered(t, "inflight", func() (*authz.InFlightReply, error) {
-		return b.client(t, "owner").InFlight(b.ctx, authz.InFlightRequest{Domain: domain})
+	fl := answered(t, "inflight", func() (*api.InFlightReply, error) {
+		return b.client(t, "owner").InFlight(b.ctx, api.InFlightRequest{Domain: domain})
 	})
 	found = false
 	for _, it := range fl.Items {
 		if it.ID == rep.ID {
-			found = it.State == streams.Scheduled && it.RunAt.Equal(rep.RunAt) && it.Submitter == "alice"
+			found = it.State == api.StateScheduled && it.RunAt.Equal(rep.RunAt) && it.Submitter == "alice"
 		}
 	}
 	if !found {
@@ -134,8 +135,8 @@ func TestScheduledExpiryCountsFromRunAt(t *testing.T) {
 	b := setup(t)
 	b.stop()
 	b.runAuthz(t, authz.Options{Table: table})
-	rep := answered(t, "send", func() (*authz.SendReply, error) {
-		return b.client(t, "alice").Send(b.ctx, authz.SendRequest{Label: "soon", Functions: authz.Calls{noop()}, Delay: "30m"})
+	rep := answered(t, "send", func() (*api.SendReply, error) {
+		return b.client(t, "alice").Send(b.ctx, api.SendRequest{Label: "soon", Functions: api.Calls{noop()}, Delay: "30m"})
 	})
 	rec := b.record(t, rep.ID)
 	if want := rep.RunAt.Add(time.Second); !rec.Batch.ExpiresAt.Equal(want) {
@@ -148,14 +149,14 @@ func TestScheduledExpiryCountsFromRunAt(t *testing.T) {
 // not before its run_at, when they are back.
 func TestScheduledBatchSurvivesRestarts(t *testing.T) {
 	b := setup(t)
-	rep := b.sendAt(t, authz.SendRequest{Delay: "2s"})
+	rep := b.sendAt(t, api.SendRequest{Delay: "2s"})
 	b.stop()
 	env := b.env
 	env.Restart(t)
 	forgetConns(env)
 	b = setupOn(t, env)
-	q := answered(t, "queue", func() (*authz.QueueReply, error) {
-		return b.client(t, "owner").Queue(b.ctx, authz.QueueRequest{Domain: domain, Priority: pipeline.Med})
+	q := answered(t, "queue", func() (*api.QueueReply, error) {
+		return b.client(t, "owner").Queue(b.ctx, api.QueueRequest{Domain: domain, Priority: pipeline.Med})
 	})
 	if time.Now().Before(rep.RunAt) && (len(q.Scheduled) != 1 || q.Scheduled[0].ID != rep.ID) {
 		t.Fatalf("after the restart, before its time: scheduled %+v, want batch %d", q.Scheduled, rep.ID)
@@ -181,23 +182,23 @@ func forgetConns(env *testnats.Env) {
 // one evicted by the owner from the queue's scheduled list likewise.
 func TestCancelScheduledBatch(t *testing.T) {
 	b := setup(t)
-	cancelled := b.sendAt(t, authz.SendRequest{Delay: "2s"})
-	evicted := b.sendAt(t, authz.SendRequest{Delay: "3s"})
-	control := b.sendAt(t, authz.SendRequest{Delay: "3s"})
-	c := answered(t, "cancel", func() (*authz.CancelReply, error) {
-		return b.client(t, "alice").Cancel(b.ctx, authz.IDRequest{ID: cancelled.ID})
+	cancelled := b.sendAt(t, api.SendRequest{Delay: "2s"})
+	evicted := b.sendAt(t, api.SendRequest{Delay: "3s"})
+	control := b.sendAt(t, api.SendRequest{Delay: "3s"})
+	c := answered(t, "cancel", func() (*api.CancelReply, error) {
+		return b.client(t, "alice").Cancel(b.ctx, api.IDRequest{ID: cancelled.ID})
 	})
 	if c.Status != pipeline.RemovedByOwner {
 		t.Fatalf("cancel: %+v", c)
 	}
-	q := answered(t, "queue", func() (*authz.QueueReply, error) {
-		return b.client(t, "owner").Queue(b.ctx, authz.QueueRequest{Domain: domain, Priority: pipeline.Med})
+	q := answered(t, "queue", func() (*api.QueueReply, error) {
+		return b.client(t, "owner").Queue(b.ctx, api.QueueRequest{Domain: domain, Priority: pipeline.Med})
 	})
 	if len(q.Scheduled) != 2 || q.Scheduled[0].ID != evicted.ID || q.Scheduled[1].ID != control.ID {
 		t.Fatalf("scheduled after the cancel: %+v, want %d then %d", q.Scheduled, evicted.ID, control.ID)
 	}
-	ev := answered(t, "evict", func() (*authz.EvictReply, error) {
-		return b.client(t, "owner").Evict(b.ctx, authz.PositionRequest{Domain: domain, Priority: pipeline.Med, Position: 0, Scheduled: true})
+	ev := answered(t, "evict", func() (*api.EvictReply, error) {
+		return b.client(t, "owner").Evict(b.ctx, api.PositionRequest{Domain: domain, Priority: pipeline.Med, Position: 0, Scheduled: true})
 	})
 	if ev.ID != evicted.ID {
 		t.Fatalf("evicted %d, want %d", ev.ID, evicted.ID)
@@ -234,21 +235,21 @@ func TestBadSchedules(t *testing.T) {
 	b := setup(t)
 	tests := []struct {
 		name  string
-		req   authz.SendRequest
+		req   api.SendRequest
 		wants string
 	}{
-		{name: "both", req: authz.SendRequest{RunAt: time.Now().Add(time.Hour).Format(time.RFC3339), Delay: "1h"}, wants: "not both"},
-		{name: "run_at not RFC 3339", req: authz.SendRequest{RunAt: "tomorrow"}, wants: "RFC 3339"},
-		{name: "run_at without zone", req: authz.SendRequest{RunAt: "2030-01-02T15:04:05"}, wants: "RFC 3339"},
-		{name: "delay not a duration", req: authz.SendRequest{Delay: "5 minutes"}, wants: "duration"},
-		{name: "delay without unit", req: authz.SendRequest{Delay: "60"}, wants: "duration"},
-		{name: "negative delay", req: authz.SendRequest{Delay: "-5m"}, wants: "negative"},
-		{name: "beyond max_delay", req: authz.SendRequest{Delay: "721h"}, wants: "max_delay"},
-		{name: "run_at beyond max_delay", req: authz.SendRequest{RunAt: "9999-12-31T23:59:59Z"}, wants: "720h0m0s"},
+		{name: "both", req: api.SendRequest{RunAt: time.Now().Add(time.Hour).Format(time.RFC3339), Delay: "1h"}, wants: "not both"},
+		{name: "run_at not RFC 3339", req: api.SendRequest{RunAt: "tomorrow"}, wants: "RFC 3339"},
+		{name: "run_at without zone", req: api.SendRequest{RunAt: "2030-01-02T15:04:05"}, wants: "RFC 3339"},
+		{name: "delay not a duration", req: api.SendRequest{Delay: "5 minutes"}, wants: "duration"},
+		{name: "delay without unit", req: api.SendRequest{Delay: "60"}, wants: "duration"},
+		{name: "negative delay", req: api.SendRequest{Delay: "-5m"}, wants: "negative"},
+		{name: "beyond max_delay", req: api.SendRequest{Delay: "721h"}, wants: "max_delay"},
+		{name: "run_at beyond max_delay", req: api.SendRequest{RunAt: "9999-12-31T23:59:59Z"}, wants: "720h0m0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.req.Label, tt.req.Functions = "jobs", authz.Calls{noop()}
+			tt.req.Label, tt.req.Functions = "jobs", api.Calls{noop()}
 			e := b.call(t, "alice", "send", tt.req, nil)
 			if e == nil || e.Code != "400" || !strings.Contains(e.Msg, tt.wants) {
 				t.Fatalf("send %+v: %+v, want a 400 saying %q", tt.req, e, tt.wants)
@@ -258,7 +259,7 @@ func TestBadSchedules(t *testing.T) {
 	if msgs := testnats.Messages(t, b.env.JS(t, "admin"), streams.StreamScheduled); len(msgs) != 0 {
 		t.Fatalf("refused sends left %d schedules", len(msgs))
 	}
-	past := b.sendAt(t, authz.SendRequest{RunAt: time.Now().Add(-time.Hour).Format(time.RFC3339)})
+	past := b.sendAt(t, api.SendRequest{RunAt: time.Now().Add(-time.Hour).Format(time.RFC3339)})
 	if !past.RunAt.IsZero() {
 		t.Fatalf("a run_at in the past: reply run_at %s, want none (runs at once)", past.RunAt)
 	}
@@ -273,9 +274,9 @@ func TestBadSchedules(t *testing.T) {
 // its first step, so the batch does not run, and keeps its one callback.
 func TestFiredScheduleOfCancelledBatch(t *testing.T) {
 	b := setup(t)
-	rep := b.sendAt(t, authz.SendRequest{Delay: "1s"})
-	answered(t, "cancel", func() (*authz.CancelReply, error) {
-		return b.client(t, "alice").Cancel(b.ctx, authz.IDRequest{ID: rep.ID})
+	rep := b.sendAt(t, api.SendRequest{Delay: "1s"})
+	answered(t, "cancel", func() (*api.CancelReply, error) {
+		return b.client(t, "alice").Cancel(b.ctx, api.IDRequest{ID: rep.ID})
 	})
 	rec := b.record(t, rep.ID)
 	testnats.Eventually(t, 5*time.Second, "run_at passed", func() bool { return time.Now().After(rep.RunAt) })
@@ -303,9 +304,9 @@ func TestFiredScheduleOfCancelledBatch(t *testing.T) {
 // it runs after it, even though it could run at once.
 func TestScheduledKeyedBatchHoldsItsKey(t *testing.T) {
 	b := setup(t)
-	first := b.sendAt(t, authz.SendRequest{Key: "acct-1", Delay: "2s"})
-	second := b.sendAt(t, authz.SendRequest{Key: "acct-1"})
-	other := b.sendAt(t, authz.SendRequest{Key: "acct-2"})
+	first := b.sendAt(t, api.SendRequest{Key: "acct-1", Delay: "2s"})
+	second := b.sendAt(t, api.SendRequest{Key: "acct-1"})
+	other := b.sendAt(t, api.SendRequest{Key: "acct-2"})
 	if rec := b.settled(t, other.ID); rec.Status != pipeline.Executed {
 		t.Fatalf("batch of another key: %s", rec.Status)
 	}

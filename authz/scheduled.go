@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
@@ -46,20 +47,20 @@ func (l *Label) runAt(label, runAt, delay string, now time.Time) (time.Time, err
 	var at time.Time
 	switch {
 	case runAt != "" && delay != "":
-		return time.Time{}, errf(CodeBadRequest, "authz: give run_at or delay, not both")
+		return time.Time{}, errf(api.CodeBadRequest, "authz: give run_at or delay, not both")
 	case runAt != "":
 		t, err := time.Parse(time.RFC3339Nano, runAt)
 		if err != nil {
-			return time.Time{}, errf(CodeBadRequest, "authz: run_at %q: expected an RFC 3339 time such as 2030-01-02T15:04:05Z", logging.Capped(runAt))
+			return time.Time{}, errf(api.CodeBadRequest, "authz: run_at %q: expected an RFC 3339 time such as 2030-01-02T15:04:05Z", logging.Capped(runAt))
 		}
 		at = t
 	case delay != "":
 		d, err := time.ParseDuration(delay)
 		if err != nil {
-			return time.Time{}, errf(CodeBadRequest, "authz: delay %q: expected a duration such as 90s, 15m or 2h", logging.Capped(delay))
+			return time.Time{}, errf(api.CodeBadRequest, "authz: delay %q: expected a duration such as 90s, 15m or 2h", logging.Capped(delay))
 		}
 		if d < 0 {
-			return time.Time{}, errf(CodeBadRequest, "authz: delay %s: must not be negative", d)
+			return time.Time{}, errf(api.CodeBadRequest, "authz: delay %s: must not be negative", d)
 		}
 		at = now.Add(d)
 	default:
@@ -69,7 +70,7 @@ func (l *Label) runAt(label, runAt, delay string, now time.Time) (time.Time, err
 		return time.Time{}, nil
 	}
 	if bound := l.DelayBound(); at.Sub(now) > bound {
-		return time.Time{}, errf(CodeBadRequest, "authz: the batch would run %s from now; label %q schedules at most %s ahead (max_delay)", at.Sub(now).Round(time.Second), label, bound)
+		return time.Time{}, errf(api.CodeBadRequest, "authz: the batch would run %s from now; label %q schedules at most %s ahead (max_delay)", at.Sub(now).Round(time.Second), label, bound)
 	}
 	return at.UTC(), nil
 }
@@ -125,7 +126,7 @@ func (s *Service) forwardDue(ctx context.Context, m jetstream.Msg) {
 	b := tok.Batch
 	if b == nil || b.ID != tok.BatchID {
 		rec, err := s.record(ctx, tok.BatchID)
-		if ae := (*Error)(nil); errors.As(err, &ae) && ae.Code == CodeNotFound {
+		if ae := (*Error)(nil); errors.As(err, &ae) && ae.Code == api.CodeNotFound {
 			s.log.Warn("fired schedule of a batch without a record: dropped", "batch_id", tok.BatchID)
 			_ = m.Term()
 			return
@@ -150,11 +151,11 @@ func (s *Service) forwardDue(ctx context.Context, m jetstream.Msg) {
 }
 
 // Schedules returns the batches of a domain's queue of one priority that
-// wait for their run_at, soonest first (State streams.Scheduled, Position
+// wait for their run_at, soonest first (State api.StateScheduled, Position
 // their place in this list); it reads at most max schedules (0: all) and
 // says when it stopped there. One direct get per schedule and one
 // progress read each: a batch removed meanwhile is left out.
-func (s *Service) Schedules(ctx context.Context, domain string, p pipeline.Priority, max int) (items []QueueItem, truncated bool, err error) {
+func (s *Service) Schedules(ctx context.Context, domain string, p pipeline.Priority, max int) (items []api.QueueItem, truncated bool, err error) {
 	filter := streams.ScheduleFilter(p, domain)
 	for seq, read := uint64(1), 0; ; read++ {
 		if max > 0 && read == max {
@@ -188,10 +189,10 @@ func (s *Service) Schedules(ctx context.Context, domain string, p pipeline.Prior
 		if pr.Rev != 0 {
 			continue // removed (its schedule's purge cut short), or running
 		}
-		items = append(items, QueueItem{ID: tok.BatchID, Seq: rm.Sequence, Subject: rm.Subject, State: streams.Scheduled,
+		items = append(items, api.QueueItem{ID: tok.BatchID, Seq: rm.Sequence, Subject: rm.Subject, State: api.StateScheduled,
 			Key: tokenKey(tok), RunAt: tok.Batch.RunAt})
 	}
-	slices.SortStableFunc(items, func(a, b QueueItem) int {
+	slices.SortStableFunc(items, func(a, b api.QueueItem) int {
 		if c := a.RunAt.Compare(b.RunAt); c != 0 {
 			return c
 		}
@@ -206,14 +207,14 @@ func (s *Service) Schedules(ctx context.Context, domain string, p pipeline.Prior
 // evictScheduled removes the batch at a position of a queue's scheduled
 // batches (Schedules) before it runs, as evict does a queued one (see
 // Removal): its progress, then its schedule, then its callback.
-func (s *Service) evictScheduled(ctx context.Context, req *PositionRequest) (any, error) {
+func (s *Service) evictScheduled(ctx context.Context, req *api.PositionRequest) (any, error) {
 	for range 10 {
 		items, _, err := s.Schedules(ctx, req.Domain, req.Priority, 0)
 		if err != nil {
 			return nil, err
 		}
 		if req.Position < 0 || req.Position >= len(items) {
-			return nil, errf(CodeOutOfBounds, "authz: index out of bounds: position %d of %d scheduled batches", req.Position, len(items))
+			return nil, errf(api.CodeOutOfBounds, "authz: index out of bounds: position %d of %d scheduled batches", req.Position, len(items))
 		}
 		it := items[req.Position]
 		st, err := s.progressStore.Load(ctx, req.Domain, it.ID)
@@ -242,10 +243,10 @@ func (s *Service) evictScheduled(ctx context.Context, req *PositionRequest) (any
 			return nil, err
 		}
 		if dup {
-			return nil, errf(CodeConflict, "authz: batch %d finished before it could be evicted", it.ID)
+			return nil, errf(api.CodeConflict, "authz: batch %d finished before it could be evicted", it.ID)
 		}
 		s.log.Info("scheduled batch evicted", "batch_id", it.ID, "domain", req.Domain, "position", req.Position)
-		return &EvictReply{ID: it.ID}, nil
+		return &api.EvictReply{ID: it.ID}, nil
 	}
-	return nil, errf(CodeConflict, "authz: the scheduled batches kept changing; try again")
+	return nil, errf(api.CodeConflict, "authz: the scheduled batches kept changing; try again")
 }

@@ -184,7 +184,7 @@ func (s *Service) sendPeriod(ctx context.Context, t *Table, name string, sc *Sch
 	if err := t.allowedTypes(l.Domain, sc.calls); err != nil {
 		return 0, err
 	}
-	rep, err := s.submit(ctx, sc.Label, l, sc.User, sc.calls, sc.Key, idem, sc.priority(l), false)
+	rep, err := s.submit(ctx, &submission{label: sc.Label, l: l, user: sc.User, calls: sc.calls, key: sc.Key, idem: idem, prio: sc.priority(l)})
 	if err == nil {
 		return rep.ID, nil
 	}
