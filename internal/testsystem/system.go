@@ -48,12 +48,12 @@ type Options struct {
 	// Processor, when set, is the options of every domain's processor
 	// (Domain set to each domain). The processors are built, not run.
 	Processor *processor.Options
-	// Dashboard, when set, is the config of a dashboard served on a
-	// loopback port (System.URL). The server then listens on loopback and,
-	// unless Dial is set, logins dial it over TCP, as the dashboard does
-	// where the server listens: a refused login ends at once, where an
-	// in-process connection waits out the server's write deadline.
-	Dashboard *dashboard.Config
+	// Dashboard, when set, adjusts the config of a dashboard served on a
+	// loopback port (System.URL). The server then listens on loopback, and
+	// the config it is given dials the server over TCP, as the dashboard
+	// does where the server listens: a refused login ends at once, where
+	// an in-process connection waits out the server's write deadline.
+	Dashboard func(*dashboard.Config)
 }
 
 // System is a running server with the components Start was asked for.
@@ -151,7 +151,7 @@ func Start(t testing.TB, table string, o Options) *System {
 		s.Proc = s.Procs[o.Domains[0]]
 	}
 	if o.Dashboard != nil {
-		s.serveDashboard(t, *o.Dashboard)
+		s.serveDashboard(t, o.Dashboard)
 	}
 	s.WaitUp(t, wait...)
 	return s
@@ -219,15 +219,15 @@ func (s *System) run(t testing.TB, what string, run func(context.Context) error)
 	return stop
 }
 
-// serveDashboard serves the dashboard with cfg on a loopback port.
-func (s *System) serveDashboard(t testing.TB, cfg dashboard.Config) {
+// serveDashboard serves the dashboard on a loopback port, with the config
+// adjust makes.
+func (s *System) serveDashboard(t testing.TB, adjust func(*dashboard.Config)) {
 	t.Helper()
-	if cfg.Dial == nil {
-		url := s.Env.Server.URL()
-		cfg.Dial = func(user, password string) (*nats.Conn, error) {
-			return streams.Connect(streams.Credentials{URL: url, User: user, Password: password, Name: "dashboard-" + user})
-		}
-	}
+	url := s.Env.Server.URL()
+	cfg := dashboard.Config{Dial: func(user, password string) (*nats.Conn, error) {
+		return streams.Connect(streams.Credentials{URL: url, User: user, Password: password, Name: "dashboard-" + user})
+	}}
+	adjust(&cfg)
 	d, err := dashboard.New(cfg)
 	if err != nil {
 		t.Fatal(err)
