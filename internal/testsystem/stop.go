@@ -12,25 +12,25 @@ import (
 	"github.com/tickflow/tickflow/internal/testnats"
 )
 
-// Stopping is a component run as a command runs it, for a test that stops
+// Stopping runs a component as a command runs it, for a test that stops
 // it under load: its connection closes the moment Run returns, as a
 // command's deferred Close does, so a request it answered later would
-// never be answered.
+// never be answered. The zero value is ready to Start, and Returned false
+// until then: a handler may ask it before the component runs.
 type Stopping struct {
 	returned atomic.Bool
 	done     chan error
 }
 
-// RunStopping runs run on nc's component under ctx.
-func RunStopping(ctx context.Context, nc *nats.Conn, run func(context.Context) error) *Stopping {
-	s := &Stopping{done: make(chan error, 1)}
+// Start runs run, the Run of nc's component, under ctx.
+func (s *Stopping) Start(ctx context.Context, nc *nats.Conn, run func(context.Context) error) {
+	s.done = make(chan error, 1)
 	go func() {
 		err := run(ctx)
 		s.returned.Store(true)
 		nc.Close()
 		s.done <- err
 	}()
-	return s
 }
 
 // Returned reports whether Run has returned.

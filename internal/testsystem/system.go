@@ -112,12 +112,7 @@ func Start(t testing.TB, table string, o Options) *System {
 	env := testnats.Start(t, o.Domains, natsOpts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	s := &System{
-		Env: env, Ctx: ctx, Domains: o.Domains,
-		Admin: env.JS(t, "admin"), AuthzJS: env.JS(t, "authz"),
-		StopAuthz: func() {}, Procs: map[string]*processor.Processor{},
-		tb: t, conns: map[string]*nats.Conn{},
-	}
+	s := Attach(ctx, t, env, o.Domains...)
 	var wait []string
 	if table != "" {
 		parsed, err := authz.ParseTable([]byte(table))
@@ -155,6 +150,20 @@ func Start(t testing.TB, table string, o Options) *System {
 	}
 	s.WaitUp(t, wait...)
 	return s
+}
+
+// Attach is a System around a server a test started itself, with
+// nothing running beside it: its connections, clients and observers,
+// under ctx, for domains (provisioned by the test). RunAuthz then needs a
+// table in its options.
+func Attach(ctx context.Context, t testing.TB, env *testnats.Env, domains ...string) *System {
+	t.Helper()
+	return &System{
+		Env: env, Ctx: ctx, Domains: domains,
+		Admin: env.JS(t, "admin"), AuthzJS: env.JS(t, "authz"),
+		StopAuthz: func() {}, Procs: map[string]*processor.Processor{},
+		tb: t, conns: map[string]*nats.Conn{},
+	}
 }
 
 // RunAuthz runs an authz replica with opts until the test ends or
