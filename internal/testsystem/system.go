@@ -134,7 +134,7 @@ func Start(t testing.TB, table string, o Options) *System {
 		wait = append(wait, streams.AuthzService)
 	}
 	if o.Handlers != nil {
-		s.RunWorker(t, o.Handlers, o.Worker)
+		s.RunWorker(ctx, t, o.Handlers, o.Worker)
 		wait = append(wait, streams.WorkerService)
 	}
 	if o.Processor != nil {
@@ -185,15 +185,15 @@ func (s *System) RunAuthz(t testing.TB, opts authz.Options) {
 	s.StopAuthz = s.run(t, "authz", svc.Run)
 }
 
-// RunWorker runs one more worker serving mux until the test ends, and
-// waits until a worker answers pings. Run failing fails the test.
-func (s *System) RunWorker(t testing.TB, mux *pipeline.ServeMux, opts worker.Options) {
+// RunWorker runs one more worker serving mux until ctx or the test ends,
+// and waits until a worker answers pings. Run failing fails the test.
+func (s *System) RunWorker(ctx context.Context, t testing.TB, mux *pipeline.ServeMux, opts worker.Options) {
 	t.Helper()
-	w, err := worker.New(s.Ctx, s.Env.Conn(t, "worker"), mux, opts)
+	w, err := worker.New(ctx, s.Env.Conn(t, "worker"), mux, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.run(t, "worker", w.Run)
+	s.runUnder(ctx, t, "worker", w.Run)
 	s.WaitUp(t, streams.WorkerService)
 }
 
@@ -214,7 +214,12 @@ func (s *System) Processor(t testing.TB, opts processor.Options) *processor.Proc
 // run runs a component until the test ends or the returned stop, which
 // waits for Run to return (testnats.Stopped) and may be called again.
 func (s *System) run(t testing.TB, what string, run func(context.Context) error) func() {
-	ctx, cancel := context.WithCancel(s.Ctx)
+	return s.runUnder(s.Ctx, t, what, run)
+}
+
+// runUnder is run under ctx, which may end before the test.
+func (s *System) runUnder(ctx context.Context, t testing.TB, what string, run func(context.Context) error) func() {
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
