@@ -21,18 +21,7 @@ func TestMain(m *testing.M) {
 
 const domain = "pay"
 
-const tableYAML = `
-labels:
-  jobs:
-    domain: pay
-    users: [alice, bob]
-    mode: non_atomic
-    priority: med
-    functions:
-      noop: {}
-      fail: {}
-      flaky: {}
-  units:
+const tableYAML = testsystem.JobsTable + `  units:
     domain: pay
     users: [alice]
     mode: atomic

@@ -25,18 +25,7 @@ func TestMain(m *testing.M) {
 
 const domain = "pay"
 
-const tableYAML = `
-labels:
-  jobs:
-    domain: pay
-    users: [alice, bob]
-    mode: non_atomic
-    priority: med
-    functions:
-      noop: {}
-      fail: {}
-      flaky: {}
-`
+const tableYAML = testsystem.JobsTable
 
 // bundle is a server with authz (owner "owner"), a worker, a processor of
 // domain pay that runs only when the test ticks it, and the dashboard on
