@@ -3,6 +3,7 @@ package authz_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -228,17 +229,7 @@ func (b *bundle) queue(t *testing.T, p pipeline.Priority) []uint64 {
 	return ids
 }
 
-func equal(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
+func equal(a, b []uint64) bool { return slices.Equal(a, b) }
 
 func nats_ErrorHandler(errs chan<- error) nats.Option {
 	return nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/internal/testnats"
 )
 
@@ -142,4 +143,19 @@ func (a *Answers) Once(t testing.TB, what string, i int) *nats.Msg {
 		t.Fatalf("%s %d answered %d times", what, i, len(ms))
 	}
 	return ms[0]
+}
+
+// Refused reports whether m, the answer to request i, is an error reply,
+// and fails the test unless that error is "503": the component refused
+// the request as it stopped, and a client may send it again.
+func Refused(t testing.TB, what string, i int, m *nats.Msg) bool {
+	t.Helper()
+	code := m.Header.Get(micro.ErrorCodeHeader)
+	if code == "" {
+		return false
+	}
+	if code != "503" {
+		t.Fatalf("%s %d answered %s %s", what, i, code, m.Header.Get(micro.ErrorHeader))
+	}
+	return true
 }
