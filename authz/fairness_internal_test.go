@@ -256,17 +256,7 @@ func TestFairPoolReleaseBeforeTheWorkerEnds(t *testing.T) {
 }
 
 // recv receives from ch, waiting at most d.
-func recv[T any](ch <-chan T, d time.Duration) (T, bool) {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case v := <-ch:
-		return v, true
-	case <-timer.C:
-		var zero T
-		return zero, false
-	}
-}
+func recv[T any](ch <-chan T, d time.Duration) (T, bool) { return testnats.Receive(ch, d) }
 
 // TestCallerLimitsResolve: a named caller's keys win, "*" fills the rest,
 // and the built-in defaults what neither sets.

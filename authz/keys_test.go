@@ -19,7 +19,6 @@ import (
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/streams"
-	"github.com/tickflow/tickflow/worker"
 )
 
 const keyedTable = `
@@ -122,12 +121,8 @@ func keyedSetup(t *testing.T, replicas int) *keyedBundle {
 // keyedSetupWith is keyedSetup with authz running table.
 func keyedSetupWith(t *testing.T, replicas int, table string) *keyedBundle {
 	t.Helper()
-	env := testnats.Start(t, []string{domain}, testnats.WithSettings(func(s *streams.Settings) { s.AckWait = time.Second }))
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	b := &keyedBundle{bundle: &bundle{env: env, ctx: ctx}, rec: &recorder{inflight: map[string]int{}}, table: table}
+	b := &keyedBundle{bundle: &bundle{}, rec: &recorder{inflight: map[string]int{}}, table: table}
 	b.failing.Store(true)
-	b.startKeyedAuthz(t)
 	mux := pipeline.NewServeMux()
 	mux.RegisterFunc("seq.step", func(_ context.Context, c *pipeline.Call) (pipeline.Result, error) {
 		// A moment of work, so that calls running together overlap.
@@ -145,27 +140,10 @@ func keyedSetupWith(t *testing.T, replicas int, table string) *keyedBundle {
 	mux.RegisterFunc("seq.wait", func(_ context.Context, c *pipeline.Call) (pipeline.Result, error) {
 		return pipeline.Result{}, b.rec.run(c, func() error { return nil })
 	})
-	w, err := worker.New(ctx, env.Conn(t, "worker"), mux, worker.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, wcancel := context.WithCancel(ctx)
-	wdone := make(chan struct{})
-	go func() { defer close(wdone); _ = w.Run(wctx) }()
-	t.Cleanup(func() { wcancel(); testnats.Stopped(t, "worker", wdone) })
+	b.start(t, table, mux, nil)
 	for i := range replicas {
-		p, err := processor.New(ctx, env.Conn(t, "processor"), processor.Options{Domain: domain, Name: fmt.Sprintf("p%d", i), Concurrency: 8})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.procs = append(b.procs, p)
+		b.procs = append(b.procs, b.Processor(t, processor.Options{Name: fmt.Sprintf("p%d", i), Concurrency: 8}))
 	}
-	admin := env.Conn(t, "admin")
-	testnats.Eventually(t, 5*time.Second, "services up", func() bool {
-		_, e1 := admin.Request("$SRV.PING.worker", nil, 100*time.Millisecond)
-		_, e2 := admin.Request("$SRV.PING.authz", nil, 100*time.Millisecond)
-		return e1 == nil && e2 == nil
-	})
 	return b
 }
 

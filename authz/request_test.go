@@ -75,12 +75,12 @@ func TestPayloadNumbersRoundTrip(t *testing.T) {
 		t.Fatalf("batch reply %s does not carry the payload %s as sent", m.Data, payload)
 	}
 	b.settled(t, sent.ID)
-	v, ok := b.payloads.Load(key(sent.ID))
+	v, ok := b.calls.Payload(key(sent.ID))
 	if !ok {
 		t.Fatal("the handler never ran")
 	}
 	var got map[string]any
-	if err := v.(pipeline.Payload).Decode(&got); err != nil {
+	if err := v.Decode(&got); err != nil {
 		t.Fatal(err)
 	}
 	if got["big"] != uint64(12345678901234567890) || got["max"] != uint64(18446744073709551615) || fmt.Sprint(got["min"]) != "-9223372036854775808" || got["tenth"] != 0.1 {

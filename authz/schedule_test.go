@@ -153,7 +153,6 @@ func TestScheduledBatchSurvivesRestarts(t *testing.T) {
 	b.stop()
 	env := b.env
 	env.Restart(t)
-	forgetConns(env)
 	b = setupOn(t, env)
 	q := answered(t, "queue", func() (*api.QueueReply, error) {
 		return b.client(t, "owner").Queue(b.ctx, api.QueueRequest{Domain: domain, Priority: pipeline.Med})
@@ -164,17 +163,6 @@ func TestScheduledBatchSurvivesRestarts(t *testing.T) {
 	if rec := b.runsNotBefore(t, rep.ID, rep.RunAt); rec.Status != pipeline.Executed {
 		t.Fatalf("scheduled batch after restarts: %s, want Executed", rec.Status)
 	}
-}
-
-// forgetConns drops the cached connections to env's server, dead once it
-// restarted.
-func forgetConns(env *testnats.Env) {
-	conns.Range(func(k, _ any) bool {
-		if strings.HasPrefix(k.(string), env.Dir+"/") {
-			conns.Delete(k)
-		}
-		return true
-	})
 }
 
 // TestCancelScheduledBatch: a scheduled batch cancelled before its time

@@ -11,10 +11,9 @@ import (
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/internal/testsystem"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
-	"github.com/tickflow/tickflow/streams"
-	"github.com/tickflow/tickflow/worker"
 )
 
 const senderTable = `
@@ -51,34 +50,11 @@ func setupSenders(t *testing.T) *bundle {
 // with h and a processor (ticked by the test) with the senders named.
 func setupSendersWith(t *testing.T, tableYAML string, h pipeline.Handler, senders ...string) *bundle {
 	t.Helper()
-	env := testnats.Start(t, []string{domain}, testnats.WithSettings(func(s *streams.Settings) { s.AckWait = time.Second }))
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	b := &bundle{env: env, ctx: ctx, calls: &counter{n: map[string]int{}}}
-	table, err := authz.ParseTable([]byte(tableYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := authz.New(ctx, env.Conn(t, "authz"), authz.Options{Owner: "owner", Table: table})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := &bundle{}
 	mux := pipeline.NewServeMux()
+	b.calls = counter{testsystem.Count(mux)}
 	mux.Register("chain.dispatch", h)
-	w, err := worker.New(ctx, env.Conn(t, "worker"), mux, worker.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, run := range []func(context.Context) error{svc.Run, w.Run} {
-		rctx, rcancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); _ = run(rctx) }()
-		t.Cleanup(func() { rcancel(); testnats.Stopped(t, "authz or worker", done) })
-	}
-	b.svc = svc
-	if b.proc, err = processor.New(ctx, env.Conn(t, "processor"), processor.Options{Domain: domain, Senders: senders, SenderWait: 20 * time.Millisecond}); err != nil {
-		t.Fatal(err)
-	}
+	b.start(t, tableYAML, mux, &processor.Options{Senders: senders, SenderWait: 20 * time.Millisecond})
 	return b
 }
 

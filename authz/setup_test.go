@@ -3,9 +3,7 @@ package authz_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"strconv"
-	"sync"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,10 +14,10 @@ import (
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/internal/testsystem"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/streams"
-	"github.com/tickflow/tickflow/worker"
 )
 
 func TestMain(m *testing.M) {
@@ -67,72 +65,62 @@ labels:
       flaky: {}
 `
 
+// bundle is a server with authz (owner "owner"), a worker serving the
+// example handlers, counted, and a processor of domain pay ticked by the
+// test.
 type bundle struct {
+	*testsystem.System
 	env    *testnats.Env
 	ctx    context.Context
 	svc    *authz.Service
 	stop   func()
-	calls  *counter
+	calls  counter
 	ledger *handlers.Ledger
 	proc   *processor.Processor
-	// payloads holds the last Call.Payload each function's handler got, by
-	// idempotency key.
-	payloads sync.Map
 }
 
-type counter struct {
-	mu sync.Mutex
-	n  map[string]int
-}
+// counter counts the handler executions per idempotency key, and keeps
+// the last Call.Payload each got.
+type counter struct{ *testsystem.Counter }
 
-func (c *counter) add(k string) { c.mu.Lock(); c.n[k]++; c.mu.Unlock() }
-func (c *counter) get(k string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n[k]
-}
+func (c counter) get(k string) int { return c.Get(k) }
 
 func setup(t *testing.T, opts ...testnats.Option) *bundle {
 	t.Helper()
-	opts = append([]testnats.Option{testnats.WithSettings(func(s *streams.Settings) { s.AckWait = time.Second })}, opts...)
-	return setupOn(t, testnats.Start(t, []string{domain}, opts...))
+	b, mux := newBundle()
+	b.start(t, tableYAML, mux, &processor.Options{}, opts...)
+	return b
 }
 
-// setupOn runs authz, a worker and a processor on env's server.
+// setupOn is setup on env's server, which the test started (or restarted)
+// itself.
 func setupOn(t *testing.T, env *testnats.Env) *bundle {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	b := &bundle{env: env, ctx: ctx, calls: &counter{n: map[string]int{}}, ledger: handlers.NewLedger(map[string]int64{"alice": 100})}
-	b.startAuthz(t)
-	mux := pipeline.NewServeMux()
-	mux.Use(func(next pipeline.Handler) pipeline.Handler {
-		return pipeline.HandlerFunc(func(ctx context.Context, c *pipeline.Call) (pipeline.Result, error) {
-			b.calls.add(c.IdempotencyKey())
-			b.payloads.Store(c.IdempotencyKey(), c.Payload)
-			return next.Handle(ctx, c)
-		})
-	})
-	handlers.Register(mux, b.ledger, nil)
-	w, err := worker.New(ctx, env.Conn(t, "worker"), mux, worker.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, wcancel := context.WithCancel(ctx)
-	wdone := make(chan struct{})
-	go func() { defer close(wdone); _ = w.Run(wctx) }()
-	t.Cleanup(func() { wcancel(); testnats.Stopped(t, "worker", wdone) })
-	b.proc, err = processor.New(ctx, env.Conn(t, "processor"), processor.Options{Domain: domain})
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := env.Conn(t, "admin")
-	testnats.Eventually(t, 5*time.Second, "services up", func() bool {
-		_, e1 := admin.Request("$SRV.PING.worker", nil, 100*time.Millisecond)
-		_, e2 := admin.Request("$SRV.PING.authz", nil, 100*time.Millisecond)
-		return e1 == nil && e2 == nil
-	})
+	b, mux := newBundle()
+	b.System = testsystem.StartOn(t, env, tableYAML, testsystem.Options{Handlers: mux, Processor: &processor.Options{}})
+	b.env, b.ctx, b.svc, b.stop, b.proc = b.Env, b.Ctx, b.Authz, b.StopAuthz, b.Proc
 	return b
+}
+
+// newBundle is a bundle with its ledger (alice has 100) and a mux serving
+// the example handlers, counted.
+func newBundle() (*bundle, *pipeline.ServeMux) {
+	b := &bundle{ledger: handlers.NewLedger(map[string]int64{"alice": 100})}
+	mux := pipeline.NewServeMux()
+	b.calls = counter{testsystem.Count(mux)}
+	handlers.Register(mux, b.ledger, nil)
+	return b, mux
+}
+
+// start starts the system: authz with table, a worker serving mux, and,
+// with procOpts, a processor (the settings' ack wait 1 s, then opts).
+func (b *bundle) start(t *testing.T, table string, mux *pipeline.ServeMux, procOpts *processor.Options, opts ...testnats.Option) {
+	t.Helper()
+	b.System = testsystem.Start(t, table, testsystem.Options{
+		NATS:     append([]testnats.Option{testnats.WithSettings(func(s *streams.Settings) { s.AckWait = time.Second })}, opts...),
+		Handlers: mux, Processor: procOpts,
+	})
+	b.env, b.ctx, b.svc, b.stop, b.proc = b.Env, b.Ctx, b.Authz, b.StopAuthz, b.Proc
 }
 
 // startAuthz runs an authz replica; b.stop stops it.
@@ -142,30 +130,9 @@ func (b *bundle) startAuthz(t *testing.T) { b.runAuthz(t, authz.Options{}) }
 // opts names one) its table; b.stop stops it.
 func (b *bundle) runAuthz(t *testing.T, opts authz.Options) {
 	t.Helper()
-	if opts.Table == nil {
-		table, err := authz.ParseTable([]byte(tableYAML))
-		if err != nil {
-			t.Fatal(err)
-		}
-		opts.Table = table
-	}
 	opts.Owner = "owner"
-	svc, err := authz.New(b.ctx, b.env.Conn(t, "authz"), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(b.ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := svc.Run(ctx); err != nil {
-			t.Error(err)
-		}
-	}()
-	var once sync.Once
-	b.svc = svc
-	b.stop = func() { once.Do(func() { cancel(); testnats.Stopped(t, "authz", done) }) }
-	t.Cleanup(b.stop)
+	b.RunAuthz(t, opts)
+	b.svc, b.stop = b.Authz, b.StopAuthz
 }
 
 // apiError is an error reply of the authz service.
@@ -213,17 +180,12 @@ func (b *bundle) raw(t *testing.T, user, op string, data []byte) (*nats.Msg, *ap
 	return m, nil
 }
 
-var conns sync.Map
-
+// conn is the bundle's one connection as user.
 func (b *bundle) conn(t *testing.T, user string) *nats.Conn {
-	key := b.env.Dir + "/" + user
-	if nc, ok := conns.Load(key); ok {
-		return nc.(*nats.Conn)
+	if b.System == nil { // a bundle around a server the test started itself
+		b.System = testsystem.Attach(b.ctx, t, b.env, domain)
 	}
-	nc := b.env.Conn(t, user)
-	conns.Store(key, nc)
-	t.Cleanup(func() { conns.Delete(key) })
-	return nc
+	return b.Conn(t, user)
 }
 
 func (b *bundle) send(t *testing.T, user, label string, calls ...api.CallSpec) uint64 {
@@ -252,7 +214,7 @@ func answered[R any](t *testing.T, what string, f func() (*R, error)) *R {
 	var err error
 	testnats.Eventually(t, 10*time.Second, "authz answers "+what, func() bool {
 		rep, err = f()
-		return !errors.Is(err, client.ErrNotRunning) && !errors.Is(err, client.ErrUnavailable)
+		return !testsystem.Retryable(err)
 	})
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
@@ -264,24 +226,13 @@ func noop() api.CallSpec { return api.CallSpec{Type: handlers.TypeNoop} }
 
 func (b *bundle) record(t *testing.T, id uint64) *api.BatchRecord {
 	t.Helper()
-	return answered(t, "batch", func() (*api.BatchReply, error) {
-		return b.client(t, "owner").Batch(b.ctx, api.IDRequest{ID: id})
-	}).Record
+	return b.Record(t, id)
 }
 
 // settled ticks the processor until the batch's record is terminal.
 func (b *bundle) settled(t *testing.T, id uint64) *api.BatchRecord {
 	t.Helper()
-	var rec *api.BatchRecord
-	testnats.Eventually(t, 15*time.Second, "batch "+strconv.FormatUint(id, 10)+" settled", func() bool {
-		rec = b.record(t, id)
-		if rec.Status.Terminal() {
-			return true
-		}
-		b.proc.Tick(b.ctx, 8)
-		return false
-	})
-	return rec
+	return b.Settled(t, b.proc, id)
 }
 
 func (b *bundle) queue(t *testing.T, p pipeline.Priority) []uint64 {
@@ -296,17 +247,7 @@ func (b *bundle) queue(t *testing.T, p pipeline.Priority) []uint64 {
 	return ids
 }
 
-func equal(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
+func equal(a, b []uint64) bool { return slices.Equal(a, b) }
 
 func nats_ErrorHandler(errs chan<- error) nats.Option {
 	return nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {

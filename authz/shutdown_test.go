@@ -5,16 +5,14 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/internal/testsystem"
 	"github.com/tickflow/tickflow/streams"
 )
 
@@ -52,6 +50,7 @@ func TestStopUnderLoadAnswersEveryRequest(t *testing.T) {
 	}
 	var stopped atomic.Bool
 	var late atomic.Int32
+	var run testsystem.Stopping
 	ac := env.Conn(t, "authz")
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -59,7 +58,7 @@ func TestStopUnderLoadAnswersEveryRequest(t *testing.T) {
 		Table: table, Concurrency: 2,
 		Logger: slog.New(onMessage{msg: "authz stopped", f: func() { stopped.Store(true) }}),
 		Now: func() time.Time {
-			if stopped.Load() {
+			if stopped.Load() || run.Returned() {
 				late.Add(1)
 			}
 			return time.Now()
@@ -68,13 +67,7 @@ func TestStopUnderLoadAnswersEveryRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
-		err := svc.Run(ctx)
-		stopped.Store(true)
-		ac.Close() // as a command's deferred Close does
-		done <- err
-	}()
+	run.Start(ctx, ac, svc.Run)
 	admin := env.Conn(t, "admin")
 	testnats.Eventually(t, 5*time.Second, "authz up", func() bool {
 		_, err := admin.Request("$SRV.PING.authz", nil, 100*time.Millisecond)
@@ -82,65 +75,28 @@ func TestStopUnderLoadAnswersEveryRequest(t *testing.T) {
 	})
 
 	nc := env.Conn(t, "alice")
-	inbox := nc.NewInbox()
-	var mu sync.Mutex
-	answers := map[string][]*nats.Msg{}
-	first := make(chan struct{}, 1)
-	sub, err := nc.Subscribe(inbox+".*", func(m *nats.Msg) {
-		mu.Lock()
-		answers[m.Subject] = append(answers[m.Subject], m)
-		mu.Unlock()
-		select {
-		case first <- struct{}{}:
-		default:
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	answers := testsystem.Collect(t, nc)
 	body, err := json.Marshal(api.SendRequest{Label: "jobs", Functions: []api.CallSpec{noop()}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
-		if err := nc.PublishRequest(streams.AuthzSubject("alice", api.OpSend), inbox+"."+strconv.Itoa(i), body); err != nil {
+		if err := nc.PublishRequest(streams.AuthzSubject("alice", "send"), answers.Reply(i), body); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	<-first // serving, with the rest queued behind two slots
+	<-answers.First() // serving, with the rest queued behind two slots
 	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	run.Wait(t)
 
-	count := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(answers)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("answered %d of %d requests", count(), n)
-		}
-	})
-	testnats.Eventually(t, 5*time.Second, "every request answered", func() bool { return count() == n })
-	mu.Lock()
-	defer mu.Unlock()
+	answers.WaitAll(t, n, "requests")
 	accepted := 0
 	for i := range n {
-		ms := answers[inbox+"."+strconv.Itoa(i)]
-		if len(ms) != 1 {
-			t.Fatalf("request %d answered %d times", i, len(ms))
-		}
-		m := ms[0]
-		if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
-			if code != "503" {
-				t.Fatalf("request %d answered %s %s", i, code, m.Header.Get(micro.ErrorHeader))
-			}
+		m := answers.Once(t, "request", i)
+		if testsystem.Refused(t, "request", i, m) {
 			continue
 		}
 		var rep api.SendReply

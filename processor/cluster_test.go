@@ -13,6 +13,7 @@ import (
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/internal/testsystem"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/streams"
@@ -79,12 +80,11 @@ func TestCluster(t *testing.T) {
 	}
 
 	var runs atomic.Int32
-	calls := &counter{n: map[string]int{}}
 	mux := pipeline.NewServeMux()
+	calls := counter{testsystem.Count(mux)}
 	mux.Use(func(next pipeline.Handler) pipeline.Handler {
 		return pipeline.HandlerFunc(func(ctx context.Context, call *pipeline.Call) (pipeline.Result, error) {
 			runs.Add(1)
-			calls.add(call.IdempotencyKey())
 			return next.Handle(ctx, call)
 		})
 	})

@@ -2,6 +2,7 @@ package processor_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -33,17 +34,7 @@ func TestHighBeforeMed(t *testing.T) {
 	}
 }
 
-func equal(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
+func equal(a, b []uint64) bool { return slices.Equal(a, b) }
 
 func TestAtomicAllOrNothing(t *testing.T) {
 	b := setup(t)

@@ -121,19 +121,7 @@ func (d *dispatcher) senderOf(id uint64) string {
 // holds secret references for senders s1 and s2.
 func setupSequencer(t *testing.T) (*bundle, *dispatcher) {
 	t.Helper()
-	env := testnats.Start(t, []string{domain}, testnats.WithSettings(func(s *streams.Settings) {
-		s.AckWait = time.Second
-	}))
-	ctx, cancel := context.WithCancel(context.Background())
-	b := &bundle{
-		env:    env,
-		ledger: handlers.NewLedger(map[string]int64{"alice": 100}, opsLabel),
-		mux:    pipeline.NewServeMux(),
-		authz:  env.JS(t, "authz"),
-		admin:  env.JS(t, "admin"),
-		calls:  &counter{n: map[string]int{}},
-		ctx:    ctx,
-	}
+	b := newBundle(handlers.NewLedger(map[string]int64{"alice": 100}, opsLabel))
 	d := newDispatcher()
 	b.mux.Use(func(next pipeline.Handler) pipeline.Handler {
 		return pipeline.HandlerFunc(func(ctx context.Context, call *pipeline.Call) (pipeline.Result, error) {
@@ -147,10 +135,9 @@ func setupSequencer(t *testing.T) (*bundle, *dispatcher) {
 	b.mux.Register(typeDispatch, d)
 	t.Setenv("TEST_SENDER_S1", "secret-one")
 	t.Setenv("TEST_SENDER_S2", "secret-two")
-	b.startWorkerWith(t, ctx, worker.Options{Senders: map[string]map[string]string{
+	b.start(t, worker.Options{Senders: map[string]map[string]string{
 		domain: {"s1": "env:TEST_SENDER_S1", "s2": "env:TEST_SENDER_S2"},
 	}})
-	t.Cleanup(cancel)
 	return b, d
 }
 

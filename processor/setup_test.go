@@ -3,9 +3,7 @@ package processor_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/handlers"
-	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/internal/testsystem"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/streams"
@@ -30,73 +28,54 @@ const domain = "pay"
 // bundle is a real server with a worker serving the example handlers and
 // helpers to enqueue batches and observe callbacks.
 type bundle struct {
+	*testsystem.System
 	env    *testnats.Env
 	ledger *handlers.Ledger
 	mux    *pipeline.ServeMux
 	authz  jetstream.JetStream
 	admin  jetstream.JetStream
-	calls  *counter
+	calls  counter
 	ctx    context.Context
 }
 
 // counter counts handler executions per idempotency key.
-type counter struct {
-	mu sync.Mutex
-	n  map[string]int
-}
+type counter struct{ *testsystem.Counter }
 
-func (c *counter) add(k string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.n[k]++
-}
-
-func (c *counter) get(k string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n[k]
-}
-
-func (c *counter) total() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := 0
-	for _, v := range c.n {
-		t += v
-	}
-	return t
-}
+func (c counter) get(k string) int { return c.Get(k) }
+func (c counter) total() int       { return c.Total() }
 
 // setup starts a server with the domain provisioned (ack wait 1 s, then
 // settings applied) and a worker.
 func setup(t *testing.T, settings ...func(*streams.Settings)) *bundle {
 	t.Helper()
-	env := testnats.Start(t, []string{domain}, testnats.WithSettings(func(s *streams.Settings) {
-		s.AckWait = time.Second
-		for _, f := range settings {
-			f(s)
-		}
-	}))
-	ctx, cancel := context.WithCancel(context.Background())
-	b := &bundle{
-		env:    env,
-		ledger: handlers.NewLedger(map[string]int64{"alice": 100, "bob": 0}, opsLabel),
-		mux:    pipeline.NewServeMux(),
-		authz:  env.JS(t, "authz"),
-		admin:  env.JS(t, "admin"),
-		calls:  &counter{n: map[string]int{}},
-		ctx:    ctx,
-	}
-	b.mux.Use(func(next pipeline.Handler) pipeline.Handler {
-		return pipeline.HandlerFunc(func(ctx context.Context, call *pipeline.Call) (pipeline.Result, error) {
-			b.calls.add(call.IdempotencyKey())
-			return next.Handle(ctx, call)
-		})
-	})
+	b := newBundle(handlers.NewLedger(map[string]int64{"alice": 100, "bob": 0}, opsLabel))
 	handlers.Register(b.mux, b.ledger, nil)
-	b.startWorker(t, ctx)
-	t.Cleanup(cancel)
+	b.start(t, worker.Options{}, settings...)
 	return b
+}
+
+// newBundle is a bundle, not started, with a mux whose executions it
+// counts.
+func newBundle(ledger *handlers.Ledger) *bundle {
+	mux := pipeline.NewServeMux()
+	return &bundle{ledger: ledger, mux: mux, calls: counter{testsystem.Count(mux)}}
+}
+
+// start starts the server (ack wait 1 s, then settings applied) and a
+// worker with opts serving b.mux.
+func (b *bundle) start(t *testing.T, opts worker.Options, settings ...func(*streams.Settings)) {
+	t.Helper()
+	b.System = testsystem.Start(t, "", testsystem.Options{
+		Domains: []string{domain},
+		NATS: []testnats.Option{testnats.WithSettings(func(s *streams.Settings) {
+			s.AckWait = time.Second
+			for _, f := range settings {
+				f(s)
+			}
+		})},
+		Handlers: b.mux, Worker: opts,
+	})
+	b.env, b.ctx, b.authz, b.admin = b.Env, b.Ctx, b.AuthzJS, b.Admin
 }
 
 func (b *bundle) startWorker(t *testing.T, ctx context.Context) {
@@ -107,20 +86,7 @@ func (b *bundle) startWorker(t *testing.T, ctx context.Context) {
 // startWorkerWith starts one more worker over the bundle's mux.
 func (b *bundle) startWorkerWith(t *testing.T, ctx context.Context, opts worker.Options) {
 	t.Helper()
-	nc := b.env.Conn(t, "worker")
-	w, err := worker.New(ctx, nc, b.mux, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); testnats.Stopped(t, "worker", done) })
-	admin := b.env.Conn(t, "admin")
-	testnats.Eventually(t, 5*time.Second, "worker endpoints", func() bool {
-		_, err := admin.Request("$SRV.PING.worker", nil, 100*time.Millisecond)
-		return err == nil
-	})
+	b.RunWorker(ctx, t, b.mux, opts)
 }
 
 // processor binds a processor of the domain. Unless opts says otherwise it
@@ -136,11 +102,7 @@ func (b *bundle) processor(t *testing.T, opts processor.Options) *processor.Proc
 	if opts.WorkTimeout == 0 {
 		opts.WorkTimeout = 5 * time.Second
 	}
-	p, err := processor.New(b.ctx, b.env.Conn(t, "processor"), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return b.Processor(t, opts)
 }
 
 // enqueue submits a batch the way authz does.
@@ -180,32 +142,19 @@ func (b *bundle) enqueue(t *testing.T, bt pipeline.Batch) uint64 {
 	if bt.Subroutine.Mode == "" {
 		bt.Subroutine.Mode = pipeline.Atomic
 	}
-	id, err := submit.Enqueue(b.ctx, b.authz, &bt, "", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return b.Enqueue(t, &bt)
 }
 
 // callbacks returns every callback in CALLBACKS, by batch id.
 func (b *bundle) callbacks(t *testing.T) map[uint64][]streams.Callback {
 	t.Helper()
-	return testnats.Callbacks(t, b.admin)
+	return b.Callbacks(t)
 }
 
 // outcome waits (ticking p) for the batch's callback and returns it.
 func (b *bundle) outcome(t *testing.T, p *processor.Processor, id uint64) streams.Callback {
 	t.Helper()
-	var cb streams.Callback
-	testnats.Eventually(t, 15*time.Second, fmt.Sprintf("callback of batch %d", id), func() bool {
-		if cbs := b.callbacks(t)[id]; len(cbs) > 0 {
-			cb = cbs[0]
-			return true
-		}
-		p.Tick(b.ctx, 8)
-		return false
-	})
-	return cb
+	return b.Outcome(t, p, id)
 }
 
 func (b *bundle) progress(t *testing.T, id uint64) streams.Progress {
@@ -220,7 +169,7 @@ func (b *bundle) progress(t *testing.T, id uint64) streams.Progress {
 // deadLetters returns the DLQ entries.
 func (b *bundle) deadLetters(t *testing.T) []streams.DeadLetter {
 	t.Helper()
-	return testnats.DeadLetters(t, b.admin)
+	return b.DeadLetters(t)
 }
 
 func key(id uint64, index int) string { return strconv.FormatUint(id, 10) + "/" + strconv.Itoa(index) }
@@ -264,7 +213,7 @@ func pub(t *testing.T, nc *nats.Conn, subject string, data []byte) {
 
 func (b *bundle) tryProgress(t *testing.T, id uint64) (streams.Progress, bool) {
 	t.Helper()
-	return testnats.Progress(t, b.admin, domain, id)
+	return b.Progress(t, id)
 }
 
 func natsErrorHandler(errs chan<- error) nats.Option {

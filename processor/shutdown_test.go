@@ -4,15 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/internal/testsystem"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/streams"
@@ -28,19 +27,14 @@ import (
 func TestStopUnderLoadAnswersEveryTick(t *testing.T) {
 	b := setup(t)
 	const inFlight, burst = 4, 200
-	var returned atomic.Bool
+	var run testsystem.Stopping
 	var late atomic.Int32
-	started := make(chan struct{}, 64)
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	free := func() { releaseOnce.Do(func() { close(release) }) }
-	t.Cleanup(free)
+	hold := testsystem.NewHold(t, 64)
 	b.mux.RegisterFunc("held", func(context.Context, *pipeline.Call) (pipeline.Result, error) {
-		if returned.Load() {
+		if run.Returned() {
 			late.Add(1)
 		}
-		started <- struct{}{}
-		<-release
+		hold.Wait()
 		return pipeline.Result{}, nil
 	})
 	b.startWorkerWith(t, b.ctx, worker.Options{})
@@ -54,29 +48,12 @@ func TestStopUnderLoadAnswersEveryTick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
-		err := p.Run(ctx)
-		returned.Store(true)
-		pc.Close() // as a command's deferred Close does
-		done <- err
-	}()
+	run.Start(ctx, pc, p.Run)
 
 	nc := b.env.Conn(t, "ticker")
-	inbox := nc.NewInbox()
-	var mu sync.Mutex
-	answers := map[string][]*nats.Msg{}
-	sub, err := nc.Subscribe(inbox+".*", func(m *nats.Msg) {
-		mu.Lock()
-		answers[m.Subject] = append(answers[m.Subject], m)
-		mu.Unlock()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	answers := testsystem.Collect(t, nc)
 	tick := func(i, steps int) {
-		if err := nc.PublishRequest(streams.TickSubject(domain), inbox+"."+strconv.Itoa(i), []byte(strconv.Itoa(steps))); err != nil {
+		if err := nc.PublishRequest(streams.TickSubject(domain), answers.Reply(i), []byte(strconv.Itoa(steps))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -85,7 +62,7 @@ func TestStopUnderLoadAnswersEveryTick(t *testing.T) {
 	first := 0
 	testnats.Eventually(t, 10*time.Second, "a step in flight", func() bool {
 		select {
-		case <-started:
+		case <-hold.Started():
 			return true
 		default:
 		}
@@ -101,35 +78,15 @@ func TestStopUnderLoadAnswersEveryTick(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	free()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	hold.Release()
+	run.Wait(t)
 
-	count := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(answers)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("answered %d of %d ticks", count(), first+burst)
-		}
-	})
-	testnats.Eventually(t, 5*time.Second, "every tick answered", func() bool { return count() == first+burst })
-	mu.Lock()
-	defer mu.Unlock()
+	// Tick 0 was never sent: the ticks are 1 to first+burst.
+	answers.WaitAll(t, first+burst, "ticks")
 	executed := 0
 	for i := 1; i <= first+burst; i++ {
-		ms := answers[inbox+"."+strconv.Itoa(i)]
-		if len(ms) != 1 {
-			t.Fatalf("tick %d answered %d times", i, len(ms))
-		}
-		m := ms[0]
-		if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
-			if code != "503" {
-				t.Fatalf("tick %d answered %s %s", i, code, m.Header.Get(micro.ErrorHeader))
-			}
+		m := answers.Once(t, "tick", i)
+		if testsystem.Refused(t, "tick", i, m) {
 			continue
 		}
 		var rep api.TickReport

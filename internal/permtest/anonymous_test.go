@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/streams"
 )
 
@@ -34,7 +35,7 @@ func TestAnonymousMayOnlyTick(t *testing.T) {
 	if err := nc.Publish(streams.TickSubject(domain), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := recvWithin(ticks, opWait); !ok {
+	if _, ok := testnats.Receive(ticks, opWait); !ok {
 		t.Fatal("an anonymous tick was not delivered")
 	}
 	before := s.msgs(t, streams.StreamHigh)
@@ -45,7 +46,7 @@ func TestAnonymousMayOnlyTick(t *testing.T) {
 		if err := nc.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := recvWithin(violations, opWait); !ok {
+		if _, ok := testnats.Receive(violations, opWait); !ok {
 			t.Fatalf("anonymous publish to %s was not denied", subject)
 		}
 	}

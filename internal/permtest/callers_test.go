@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/streams"
 )
 
@@ -27,7 +28,7 @@ func TestTicker(t *testing.T) {
 		if err := ticker.nc.Publish(subject, []byte("1")); err != nil {
 			t.Fatal(err)
 		}
-		m, ok := recvWithin(ticks, opWait)
+		m, ok := testnats.Receive(ticks, opWait)
 		if !ok || m.Subject != subject {
 			t.Fatalf("admin received %v, want the tick on %s%s", m, subject, ticker.reported())
 		}
@@ -49,7 +50,7 @@ func TestTicker(t *testing.T) {
 			allowed: func(t *testing.T) {
 				ticker.allowed(t, "read a tick's report", ticker.request(streams.TickSubject(domain), "report"))
 				// The request's tick reached admin's subscription too.
-				if _, ok := recvWithin(ticks, opWait); !ok {
+				if _, ok := testnats.Receive(ticks, opWait); !ok {
 					t.Fatal("admin did not see the requested tick")
 				}
 			},

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -200,7 +201,7 @@ func TestProcessor(t *testing.T) {
 				if err := ticker.nc.Publish(streams.TickSubject(domain), []byte("1")); err != nil {
 					t.Fatal(err)
 				}
-				if _, ok := recvWithin(ticks, opWait); !ok {
+				if _, ok := testnats.Receive(ticks, opWait); !ok {
 					t.Fatalf("processor received no tick%s", proc.reported())
 				}
 			},

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/internal/testsystem"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -41,13 +42,8 @@ type suite struct {
 
 func start(t *testing.T) *suite {
 	t.Helper()
-	env := testnats.Start(t, []string{domain})
-	nc := env.Conn(t, "admin")
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &suite{env: env, adminNC: nc, admin: js}
+	sys := testsystem.Start(t, "", testsystem.Options{Domains: []string{domain}})
+	return &suite{env: sys.Env, adminNC: sys.Conn(t, "admin"), admin: sys.Admin}
 }
 
 // role is a connection as one nats.conf user that collects the permission
@@ -324,19 +320,6 @@ func (s *suite) serveTicks(t *testing.T) *role {
 		t.Fatal(err)
 	}
 	return r
-}
-
-// recvWithin receives from ch, waiting at most d.
-func recvWithin[T any](ch <-chan T, d time.Duration) (T, bool) {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case v := <-ch:
-		return v, true
-	case <-timer.C:
-		var zero T
-		return zero, false
-	}
 }
 
 // boundary is one line a role must not cross: allowed proves the side the

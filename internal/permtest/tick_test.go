@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
 )
@@ -26,7 +27,7 @@ func TestAnyoneMayTick(t *testing.T) {
 				if err := r.nc.Publish(streams.TickSubject(domain), []byte(user)); err != nil {
 					t.Fatal(err)
 				}
-				m, ok := recvWithin(ticks, opWait)
+				m, ok := testnats.Receive(ticks, opWait)
 				if !ok || string(m.Data) != user {
 					t.Fatalf("admin received %v, want %s's tick%s", m, user, r.reported())
 				}

@@ -269,3 +269,16 @@ func Progress(t testing.TB, js jetstream.JetStream, domain string, id uint64) (s
 	}
 	return p, true
 }
+
+// Receive receives from ch, waiting at most d, and says whether it did.
+func Receive[T any](ch <-chan T, d time.Duration) (T, bool) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v, true
+	case <-timer.C:
+		var zero T
+		return zero, false
+	}
+}

@@ -16,8 +16,8 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/underwriting"
-	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/internal/testsystem"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
 	"github.com/tickflow/tickflow/streams"
@@ -36,6 +36,7 @@ const (
 
 // bundle is a real server, provisioned for domain, with a processor.
 type bundle struct {
+	*testsystem.System
 	env   *testnats.Env
 	admin jetstream.JetStream
 	authz jetstream.JetStream
@@ -45,18 +46,12 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	env := testnats.Start(t, []string{domain}, testnats.WithSettings(func(s *streams.Settings) {
-		s.AckWait = time.Second
-	}))
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	b := &bundle{env: env, admin: env.JS(t, "admin"), authz: env.JS(t, "authz"), ctx: ctx}
-	p, err := processor.New(ctx, env.Conn(t, "processor"), processor.Options{Domain: domain, WorkTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.proc = p
-	return b
+	sys := testsystem.Start(t, "", testsystem.Options{
+		Domains:   []string{domain},
+		NATS:      []testnats.Option{testnats.WithSettings(func(s *streams.Settings) { s.AckWait = time.Second })},
+		Processor: &processor.Options{WorkTimeout: 5 * time.Second},
+	})
+	return &bundle{System: sys, env: sys.Env, admin: sys.Admin, authz: sys.AuthzJS, proc: sys.Proc, ctx: sys.Ctx}
 }
 
 // workerProcess is what survives of a worker process in memory: its own
@@ -135,11 +130,7 @@ func (b *bundle) enqueue(t *testing.T, functions ...pipeline.Function) uint64 {
 		Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic},
 		Functions:  functions,
 	}
-	id, err := submit.Enqueue(b.ctx, b.authz, &bt, "", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return b.Enqueue(t, &bt)
 }
 
 // tickUntil ticks the processor one step at a time until cond holds.
@@ -161,11 +152,9 @@ func (b *bundle) outcome(t *testing.T, id uint64) streams.Callback {
 	t.Helper()
 	var cb streams.Callback
 	b.tickUntil(t, fmt.Sprintf("callback of batch %d", id), func() bool {
-		if cbs := testnats.Callbacks(t, b.admin)[id]; len(cbs) > 0 {
-			cb = cbs[0]
-			return true
-		}
-		return false
+		var ok bool
+		cb, ok = b.Callback(t, id)
+		return ok
 	})
 	return cb
 }
@@ -173,13 +162,13 @@ func (b *bundle) outcome(t *testing.T, id uint64) streams.Callback {
 // deadLetters returns the DLQ's entries.
 func (b *bundle) deadLetters(t *testing.T) []streams.DeadLetter {
 	t.Helper()
-	return testnats.DeadLetters(t, b.admin)
+	return b.DeadLetters(t)
 }
 
 // progress returns the batch's progress record, and whether there is one.
 func (b *bundle) progress(t *testing.T, id uint64) (streams.Progress, bool) {
 	t.Helper()
-	return testnats.Progress(t, b.admin, domain, id)
+	return b.Progress(t, id)
 }
 
 // processors are the underwriting processors with the report's faults.
