@@ -39,6 +39,7 @@ func (s *Service) endpoints() []endpoint {
 		{"senders", "a domain's senders, free or leased", owner, op(s.listSenders)},
 		{"domains", "every domain's queue depths, dead letters and pause state", owner, op(s.domains)},
 		{"inflight", "a domain's unfinished batches, oldest first", owner, op(s.inflight)},
+		{"presence", "the running processors and workers, and what nothing running serves", owner, op(s.presence)},
 		{"list", "your own batches, newest first, paged", !owner, op(s.list)},
 		{"cancel", "cancel one of your own batches", !owner, op(s.cancel)},
 	}

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -77,6 +80,17 @@ func runSoakPhase(cfg *config, res *results) error {
 		w.progress, _ = bucketMsgs(e.ctx, e.adminJS, streams.BucketProgress)
 		w.others = wm.others()
 		res.soak = append(res.soak, w)
+		if cfg.memprofile != "" && cfg.profilePhase == "soak" && (i == soakThird(windows)+1 || i == windows) {
+			// The live heap a third of the way in and at the end: what
+			// grows between them is what holds the RSS.
+			path := cfg.memprofile
+			if i < windows {
+				path += ".third"
+			}
+			if err := writeLiveHeap(path); err != nil {
+				return err
+			}
+		}
 		logf("soak: %s: %d batches finished, %.1f MiB on disk (streams %.1f MiB), batches %d / progress %d messages, RSS %.1f MiB, other processes %.2f cores",
 			w.at, w.done, mib(w.disk), mib(int64(w.streams)), w.batches, w.progress, w.rss, w.others)
 		if err := e.err(); err != nil {
@@ -104,6 +118,17 @@ func runSoakPhase(cfg *config, res *results) error {
 		mib(third.disk), mib(last.disk), third.rss, last.rss, third.done, last.done)
 	res.note("Soak: the shipped wiring (2 processors in the ready pace beside the run's ticker, one authz) with `streams.finished_max_age` %s, submit and drain together in a closed loop at full speed for %s; every tenth of the run: batches finished (terminal callbacks), the store's bytes on disk (the JetStream directory) and the bytes its streams hold (`State.Bytes` summed over every stream, the buckets' included), the messages in the `batches` and `progress` buckets, the RSS after a GC. Every component (server, authz, processors, workers, ticker) runs in the one bench process, so the RSS is theirs together, not any one process's. Retention holds when the last window's disk and RSS stay within 1.2× of the window a third of the way in.", cfg.soakRetention, d)
 	return e.err()
+}
+
+// writeLiveHeap writes the profile of the live heap, after a GC, to path.
+func writeLiveHeap(path string) error {
+	runtime.GC()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("heap").WriteTo(f, 0)
 }
 
 // soakWindow is what the soak phase measured at the end of one window.
