@@ -40,7 +40,7 @@ func TestOwnerOnlyEndpoints(t *testing.T) {
 			t.Errorf("%s is open to callers, but alice got %+v", op, ae)
 		}
 	}
-	if owners != 13 {
-		t.Fatalf("%d owner-only endpoints advertised, want 13 (queue, pause, resume, evict, insert, dlq, replay, purge, reload, keys, senders, domains, inflight)", owners)
+	if owners != 14 {
+		t.Fatalf("%d owner-only endpoints advertised, want 14 (queue, pause, resume, evict, insert, dlq, replay, purge, reload, keys, senders, domains, inflight, presence)", owners)
 	}
 }
