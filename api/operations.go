@@ -49,6 +49,9 @@ const (
 	// OpInFlight lists a domain's unfinished batches (owner):
 	// InFlightRequest, InFlightReply.
 	OpInFlight = "inflight"
+	// OpPresence lists the running processors and workers, and what
+	// nothing running serves (owner): an empty request, PresenceReply.
+	OpPresence = "presence"
 	// OpList pages through the caller's own batches: ListRequest,
 	// ListReply.
 	OpList = "list"

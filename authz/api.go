@@ -42,6 +42,7 @@ func (s *Service) endpoints() []endpoint {
 		{api.OpSenders, "a domain's senders, free or leased", owner, op(s.listSenders)},
 		{api.OpDomains, "every domain's queue depths, dead letters and pause state", owner, op(s.domains)},
 		{api.OpInFlight, "a domain's unfinished batches, oldest first", owner, op(s.inflight)},
+		{api.OpPresence, "the running processors and workers, and what nothing running serves", owner, op(s.presence)},
 		{api.OpList, "your own batches, newest first, paged", !owner, op(s.list)},
 		{api.OpCancel, "cancel one of your own batches", !owner, op(s.cancel)},
 		{api.OpSchedules, "the table's schedules: last period fired, next, pause state", owner, op(s.listSchedules)},

@@ -16,6 +16,7 @@ import (
 // with exactly one callback.
 func TestCancelledBatchNeverRuns(t *testing.T) {
 	b := setup(t)
+	testnats.KeepCallbacks(t, b.env.JS(t, "admin"))
 	for _, tc := range []struct {
 		name, label string
 		call        api.CallSpec

@@ -47,13 +47,13 @@ func TestOwnerOnlyEndpoints(t *testing.T) {
 	}
 	want := []string{api.OpSend, api.OpBatch, api.OpConfirm, api.OpQueue, api.OpPause, api.OpResume, api.OpEvict,
 		api.OpInsert, api.OpDLQ, api.OpReplay, api.OpPurge, api.OpReload, api.OpKeys, api.OpSenders, api.OpDomains,
-		api.OpInFlight, api.OpList, api.OpCancel, api.OpSchedules, api.OpPauseSchedule, api.OpResumeSchedule}
+		api.OpInFlight, api.OpPresence, api.OpList, api.OpCancel, api.OpSchedules, api.OpPauseSchedule, api.OpResumeSchedule}
 	slices.Sort(ops)
 	slices.Sort(want)
 	if !slices.Equal(ops, want) {
 		t.Errorf("endpoints %v, want the api's operations %v", ops, want)
 	}
-	if owners != 16 {
-		t.Fatalf("%d owner-only endpoints advertised, want 16 (queue, pause, resume, evict, insert, dlq, replay, purge, reload, keys, senders, domains, inflight, schedules, pause_schedule, resume_schedule)", owners)
+	if owners != 17 {
+		t.Fatalf("%d owner-only endpoints advertised, want 17 (queue, pause, resume, evict, insert, dlq, replay, purge, reload, keys, senders, domains, inflight, presence, schedules, pause_schedule, resume_schedule)", owners)
 	}
 }

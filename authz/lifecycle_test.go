@@ -68,6 +68,28 @@ func TestCallbacksAppliedOnce(t *testing.T) {
 	}
 }
 
+// TestAppliedCallbacksAreRemoved: CALLBACKS holds a callback only until
+// authz applied it, so the stream does not grow with the batches done;
+// one authz has not applied yet stays (TestCallbacksWhileAuthzIsDown).
+func TestAppliedCallbacksAreRemoved(t *testing.T) {
+	b := setup(t)
+	ids := []uint64{b.send(t, "alice", "jobs", noop()), b.send(t, "alice", "jobs", noop(), noop())}
+	for _, id := range ids {
+		if rec := b.settled(t, id); rec.Status != pipeline.Executed {
+			t.Fatalf("batch %d: %s", id, rec.Status)
+		}
+	}
+	admin := b.env.JS(t, "admin")
+	testnats.Eventually(t, 10*time.Second, "applied callbacks removed", func() bool {
+		s, err := admin.Stream(b.ctx, streams.StreamCallbacks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := s.CachedInfo().State
+		return st.LastSeq >= uint64(len(ids)) && st.Msgs == 0
+	})
+}
+
 func TestCallbacksWhileAuthzIsDown(t *testing.T) {
 	b := setup(t)
 	ids := []uint64{b.send(t, "alice", "jobs", noop()), b.send(t, "alice", "transfer", noop())}
@@ -201,6 +223,7 @@ func TestConfirmEndpoint(t *testing.T) {
 // batch still reaches exactly one terminal outcome and nothing is lost.
 func TestEditsWhileTicking(t *testing.T) {
 	b := setup(t)
+	testnats.KeepCallbacks(t, b.env.JS(t, "admin"))
 	var ids []uint64
 	for range 12 {
 		ids = append(ids, b.send(t, "bob", "jobs", noop(), noop(), noop()))
@@ -316,6 +339,7 @@ var _ = nats.ErrTimeout
 func TestSendRepairedAfterAFailedToken(t *testing.T) {
 	b := setup(t)
 	admin := b.env.JS(t, "admin")
+	testnats.KeepCallbacks(t, admin)
 	ctx := testnats.Context(t, 30*time.Second)
 	if err := admin.DeleteStream(ctx, streams.StreamMed); err != nil {
 		t.Fatal(err)

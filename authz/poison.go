@@ -94,6 +94,9 @@ func (s *Service) deadLetterCallback(ctx context.Context, m jetstream.Msg, cb *s
 		Domain: domain, Error: reason, Attempts: cb.Attempts, Outcome: cb.Outcome, At: at.UTC(),
 		Origin: streams.Origin{Stream: streams.StreamCallbacks, Subject: m.Subject(), Seq: seq},
 	}
+	// Acknowledging the callback removes it from CALLBACKS: its bytes go
+	// with the dead letter, for the replay.
+	dl.Callback = m.Data()
 	data, err := streams.Encode(dl)
 	if err == nil {
 		msg := nats.NewMsg(streams.DLQSubject(domain))
@@ -124,7 +127,9 @@ func (s *Service) deadLetterCallback(ctx context.Context, m jetstream.Msg, cb *s
 }
 
 // replayCallback applies a dead-lettered callback again: the original from
-// CALLBACKS, or, once that has aged out, the one its dead letter describes.
+// CALLBACKS (a dead letter written before callbacks were removed once
+// acknowledged), else the bytes its dead letter kept, else the one it
+// describes.
 // The batch keeps its id.
 func (s *Service) replayCallback(ctx context.Context, it deadLetter) (uint64, error) {
 	o := it.dl.Origin
@@ -135,6 +140,13 @@ func (s *Service) replayCallback(ctx context.Context, it deadLetter) (uint64, er
 	var cb streams.Callback
 	rm, err := cbs.GetMsg(ctx, o.Seq)
 	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound) && len(it.dl.Callback) > 0:
+		if cb, err = streams.Decode[streams.Callback](it.dl.Callback); err != nil {
+			return 0, errf(api.CodeConflict, "authz: dead letter %d: %v", it.item.Seq, unreadable("callback", cb.V, err))
+		}
+		if cb.At.IsZero() {
+			cb.At = it.dl.At
+		}
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		if it.dl.Outcome.Status == "" {
 			return 0, errf(api.CodeNotFound, "authz: dead letter %d: its callback (%s sequence %d) is gone and was never read", it.item.Seq, o.Stream, o.Seq)

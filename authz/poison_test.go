@@ -87,7 +87,8 @@ func TestPoisonedCallbackIsDeadLettered(t *testing.T) {
 	}
 	callback := func(id uint64) *nats.Msg {
 		m, err := streams.CallbackMsg(&streams.Callback{BatchID: id, Domain: domain, Priority: pipeline.Med,
-			Outcome: pipeline.ExecutedOutcome(1), Attempts: 1, At: time.Now(), Processor: "p1"})
+			Outcome: pipeline.ExecutedOutcome(1), Attempts: 1, At: time.Now(), Processor: "p1",
+			Outputs: []pipeline.Output{{Index: 0, Type: "noop", Data: pipeline.MustPayload("kept")}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,6 +179,15 @@ func TestPoisonedCallbackIsDeadLettered(t *testing.T) {
 				}
 				return info.NumAckPending == 0 && info.NumPending == 0
 			})
+			// Acknowledged, the callback left CALLBACKS: its dead letter
+			// keeps its bytes for the replay below.
+			testnats.Eventually(t, 5*time.Second, "callback removed", func() bool {
+				s, err := admin.Stream(b.ctx, streams.StreamCallbacks)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s.CachedInfo().State.Msgs == 0
+			})
 
 			// One line at warn or above, naming the version when known.
 			var loud []map[string]any
@@ -211,8 +221,9 @@ func TestPoisonedCallbackIsDeadLettered(t *testing.T) {
 			if e := b.call(t, "owner", api.OpReplay, api.ReplayRequest{Seq: it.Seq}, &rep); e != nil || len(rep.Replayed) != 1 || rep.Replayed[0].AsNew != id {
 				t.Fatalf("replay: %+v %+v", e, rep)
 			}
-			if rec := b.record(t, id); rec.Status != pipeline.Executed || rec.Attempts != 1 {
-				t.Fatalf("record after replay: %+v", rec)
+			if rec := b.record(t, id); rec.Status != pipeline.Executed || rec.Attempts != 1 ||
+				len(rec.Outputs) != 1 || string(rec.Outputs[0].Data) != string(pipeline.MustPayload("kept")) {
+				t.Fatalf("record after replay, want the callback's outputs: %+v", rec)
 			}
 		})
 	}

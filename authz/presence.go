@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/streams"
 )
 
@@ -20,17 +21,45 @@ const presenceWait = 5 * time.Second
 // nothing to say why. A presence bucket that cannot be read gives one
 // warning saying so, not an error: the table is in force either way.
 func (s *Service) Unserved(ctx context.Context) []string {
-	ctx, cancel := context.WithTimeout(ctx, presenceWait)
-	defer cancel()
-	var live []streams.Presence
-	kv, err := s.js.KeyValue(ctx, streams.BucketPresence)
-	if err == nil {
-		live, err = streams.ListPresence(ctx, kv)
-	}
+	live, err := s.live(ctx)
 	if err != nil {
 		return []string{fmt.Sprintf("cannot tell which domains and function types are served: %v", err)}
 	}
 	return unserved(s.Table(), live)
+}
+
+// live reads every presence record, oldest start first.
+func (s *Service) live(ctx context.Context) ([]streams.Presence, error) {
+	ctx, cancel := context.WithTimeout(ctx, presenceWait)
+	defer cancel()
+	kv, err := s.js.KeyValue(ctx, streams.BucketPresence)
+	if err != nil {
+		return nil, err
+	}
+	return streams.ListPresence(ctx, kv)
+}
+
+// presence answers which processors and workers run: one read of the
+// presence bucket, whose records expire streams.PresenceTTL after a
+// process stops refreshing them.
+func (s *Service) presence(ctx context.Context, _ string, _ *struct{}) (any, error) {
+	live, err := s.live(ctx)
+	if err != nil {
+		return nil, errf(api.CodeUnavailable, "authz: cannot read which processors and workers run: %v", err)
+	}
+	out := &api.PresenceReply{Processors: []api.Presence{}, Workers: []api.Presence{}, Unserved: unserved(s.Table(), live)}
+	for _, p := range live {
+		v := api.Presence{Name: p.Name, Kind: p.Kind, Domains: p.Domains, Types: p.Types, Since: p.Since, At: p.At}
+		if p.Kind == streams.PresenceProcessor {
+			out.Processors = append(out.Processors, v)
+		} else {
+			out.Workers = append(out.Workers, v)
+		}
+	}
+	if out.Unserved == nil {
+		out.Unserved = []string{}
+	}
+	return out, nil
 }
 
 // unserved compares table t with the live presence records.

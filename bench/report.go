@@ -403,15 +403,15 @@ func soakTargets(ws []soakWindow) []target {
 // writeSoak writes the soak phase's windows as a table.
 func writeSoak(sb *strings.Builder, res *results) {
 	fmt.Fprintf(sb, "\nSoak (finished batches kept %s; every component in the one bench process):\n\n", res.soakRetention)
-	sb.WriteString("| at | batches finished | batches/s in the window | store on disk | streams' bytes | `batches` + `progress` messages | RSS | other processes' CPU (cores) |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	sb.WriteString("| at | batches finished | batches/s in the window | store on disk | streams' bytes | `batches` + `progress` messages | RSS | live heap | other processes' CPU (cores) |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	var prev soakWindow
 	for _, w := range res.soak {
 		rate := 0.0
 		if dt := (w.at - prev.at).Seconds(); dt > 0 {
 			rate = float64(w.done-prev.done) / dt
 		}
-		fmt.Fprintf(sb, "| %s | %d | %.0f | %.1f MiB | %.1f MiB | %d | %.1f MiB | %.2f |\n",
-			w.at, w.done, rate, mib(w.disk), mib(int64(w.streams)), w.batches+w.progress, w.rss, w.others)
+		fmt.Fprintf(sb, "| %s | %d | %.0f | %.1f MiB | %.1f MiB | %d | %.1f MiB | %.1f MiB | %.2f |\n",
+			w.at, w.done, rate, mib(w.disk), mib(int64(w.streams)), w.batches+w.progress, w.rss, w.heap, w.others)
 		prev = w
 	}
 }

@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -71,14 +75,25 @@ func runSoakPhase(cfg *config, res *results) error {
 	for i := 1; i <= windows; i++ {
 		wm := startMeter()
 		time.Sleep(time.Until(start.Add(d * time.Duration(i) / time.Duration(windows))))
-		w := soakWindow{at: time.Since(start).Round(time.Second), done: done.Load(), disk: dirBytes(e.dir), rss: rssMiB()}
+		w := soakWindow{at: time.Since(start).Round(time.Second), done: done.Load(), disk: dirBytes(e.dir), rss: rssMiB(), heap: liveHeapMiB()}
 		w.streams, _ = streamBytes(e.ctx, e.adminJS)
 		w.batches, _ = bucketMsgs(e.ctx, e.adminJS, streams.BucketBatches)
 		w.progress, _ = bucketMsgs(e.ctx, e.adminJS, streams.BucketProgress)
 		w.others = wm.others()
 		res.soak = append(res.soak, w)
-		logf("soak: %s: %d batches finished, %.1f MiB on disk (streams %.1f MiB), batches %d / progress %d messages, RSS %.1f MiB, other processes %.2f cores",
-			w.at, w.done, mib(w.disk), mib(int64(w.streams)), w.batches, w.progress, w.rss, w.others)
+		if cfg.memprofile != "" && cfg.profilePhase == "soak" && (i == soakThird(windows)+1 || i == windows) {
+			// The live heap a third of the way in and at the end: what
+			// grows between them is what holds the RSS.
+			path := cfg.memprofile
+			if i < windows {
+				path += ".third"
+			}
+			if err := writeLiveHeap(path); err != nil {
+				return err
+			}
+		}
+		logf("soak: %s: %d batches finished, %.1f MiB on disk (streams %.1f MiB), batches %d / progress %d messages, RSS %.1f MiB (live heap %.1f MiB), other processes %.2f cores",
+			w.at, w.done, mib(w.disk), mib(int64(w.streams)), w.batches, w.progress, w.rss, w.heap, w.others)
 		if err := e.err(); err != nil {
 			return err
 		}
@@ -106,6 +121,29 @@ func runSoakPhase(cfg *config, res *results) error {
 	return e.err()
 }
 
+// liveHeapMiB is the bytes of live heap objects, read right after the GC
+// of rssMiB: with RSS it tells memory held by live objects from memory the
+// runtime keeps after a peak (spans partly freed, which it cannot return).
+func liveHeapMiB() float64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return float64(s[0].Value.Uint64()) / (1 << 20)
+}
+
+// writeLiveHeap writes the profile of the live heap, after a GC, to path.
+func writeLiveHeap(path string) error {
+	runtime.GC()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("heap").WriteTo(f, 0)
+}
+
 // soakWindow is what the soak phase measured at the end of one window.
 type soakWindow struct {
 	at                time.Duration // since the soak started
@@ -114,6 +152,7 @@ type soakWindow struct {
 	streams           uint64        // State.Bytes summed over every stream
 	batches, progress uint64        // messages in those buckets
 	rss               float64       // MiB, after a GC
+	heap              float64       // MiB of live heap objects, after the same GC
 	others            float64       // cores other processes used during the window
 }
 

@@ -265,12 +265,18 @@ func writeHeapProfile(path string) error {
 	return pprof.Lookup("allocs").WriteTo(f, 0)
 }
 
-// checkClean verifies the burn-down did what it claims: n callbacks, no dead
+// checkClean verifies the burn-down did what it claims: n callbacks, all
+// applied (CALLBACKS removes each once authz acknowledged it), no dead
 // letters, empty queues.
 func checkClean(e *env, n int) error {
 	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
 	defer cancel()
-	for name, want := range map[string]uint64{streams.StreamCallbacks: uint64(n), streams.StreamDLQ: 0, streams.StreamHigh: 0, streams.StreamMed: 0} {
+	if published, applied, err := e.callbackProgress(ctx); err != nil {
+		return err
+	} else if published != uint64(n) || applied != uint64(n) {
+		return fmt.Errorf("after the burn-down %d callbacks published and %d applied, want %d", published, applied, n)
+	}
+	for name, want := range map[string]uint64{streams.StreamCallbacks: 0, streams.StreamDLQ: 0, streams.StreamHigh: 0, streams.StreamMed: 0} {
 		s, err := e.adminJS.Stream(ctx, name)
 		if err != nil {
 			return err

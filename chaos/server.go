@@ -103,15 +103,21 @@ func waitJetStream(ctx context.Context, nc *nats.Conn) error {
 	})
 }
 
-// provision creates every resource for the domain, retrying while a
+// provision creates every resource for the domain, and the consumer
+// that keeps every callback for the checker, retrying while a
 // cluster's peers are still catching up.
 func provision(ctx context.Context, nc *nats.Conn, s streams.Settings, domain string) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
 	}
+	// The checker reads every callback at the end of the run: a consumer
+	// that never acknowledges keeps them, which a deployment has not.
 	return retryUntil(ctx, "provision", 10*time.Second, 500*time.Millisecond, func(ctx context.Context) error {
-		return streams.Provision(ctx, js, s, domain)
+		if err := streams.Provision(ctx, js, s, domain); err != nil {
+			return err
+		}
+		return streams.KeepCallbacks(ctx, js, s)
 	})
 }
 

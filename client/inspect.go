@@ -15,6 +15,14 @@ func (c *Client) Domains(ctx context.Context) (*api.DomainsReply, error) {
 	return call[api.DomainsReply](ctx, c, api.OpDomains, struct{}{})
 }
 
+// Presence lists the running processors (name, domains, since) and workers
+// (name, function types, since), from the records they refresh while they
+// run, and says which labels' domains and function types nothing running
+// serves. Owner only (ErrForbidden).
+func (c *Client) Presence(ctx context.Context) (*api.PresenceReply, error) {
+	return call[api.PresenceReply](ctx, c, api.OpPresence, struct{}{})
+}
+
 // InFlight lists a domain's unfinished batches, oldest first: where each
 // stands, its attempts, and the processor that moved it last and when.
 // Limit 0 means api.DefaultInFlight. The reply's More says there are

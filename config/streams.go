@@ -26,13 +26,17 @@ type Streams struct {
 	// DuplicateWindow is how long the queue and callback streams remember
 	// Nats-Msg-Id values. Default 2m.
 	DuplicateWindow time.Duration `yaml:"duplicate_window"`
-	// CallbackMaxAge is how long callbacks are kept; at least
+	// CallbackMaxAge is how long a callback authz has not applied is kept
+	// (one it applied leaves the stream at once); at least
 	// DuplicateWindow. Default 168h (7 days).
 	CallbackMaxAge time.Duration `yaml:"callback_max_age"`
 	// DLQMaxAge is how long dead letters are kept. Default 720h (30 days).
 	DLQMaxAge time.Duration `yaml:"dlq_max_age"`
 	// ResultsMaxAge is how long completion records and step-pipeline runs
-	// are kept after their last write. Default 168h (7 days).
+	// are kept after their last write, at most: a completion record
+	// expires FinishedMaxAge after it was written, but never under
+	// AckWait + DuplicateWindow (streams.Settings.RecordTTL). Default 168h
+	// (7 days).
 	ResultsMaxAge time.Duration `yaml:"results_max_age"`
 	// FinishedMaxAge is how long every record of a finished batch (its
 	// batch record, progress, submitter index and idempotency key) is kept

@@ -14,6 +14,10 @@ func (s *Server) getDomains(r *http.Request, ss *session) (any, error) {
 	return ss.c.Domains(r.Context())
 }
 
+func (s *Server) getPresence(r *http.Request, ss *session) (any, error) {
+	return ss.c.Presence(r.Context())
+}
+
 func (s *Server) getInFlight(r *http.Request, ss *session) (any, error) {
 	limit, err := queryInt(r, "limit")
 	if err != nil {

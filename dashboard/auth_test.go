@@ -71,7 +71,7 @@ func TestAuthentication(t *testing.T) {
 			t.Errorf("GET %s without a session: %d, want a redirect to the login", path, code)
 		}
 	}
-	for _, path := range []string{"/api/session", "/api/domains", "/api/inflight?domain=pay", "/api/batch?id=1", "/api/dlq", "/api/list"} {
+	for _, path := range []string{"/api/session", "/api/domains", "/api/inflight?domain=pay", "/api/presence", "/api/batch?id=1", "/api/dlq", "/api/list"} {
 		if code, _ := b.call(t, http.MethodGet, path, nil, "", ""); code != http.StatusUnauthorized {
 			t.Errorf("GET %s without a session: %d, want 401", path, code)
 		}

@@ -263,6 +263,14 @@ func TestBrowser(t *testing.T) {
 		chromedp.WaitVisible(css(fmt.Sprintf("#inflight-%d", replayed))),
 	)
 
+	run("see what runs: the worker, and that no processor serves pay",
+		chromedp.Click(css("#nav-running")),
+		chromedp.WaitVisible(css("#worker-0")),
+		until(`document.getElementById("worker-0").textContent.includes("noop")`),
+		until(`document.getElementById("unserved").textContent.includes("no running processor serves its domain pay")`),
+		shot("running.png"),
+	)
+
 	run("a finished batch's page shows its output",
 		chromedp.Navigate(fmt.Sprintf("%s/#/batch/%d", b.url, produced)),
 		until(`(document.getElementById("output-0") || {}).textContent === "0flaky1"`),

@@ -42,6 +42,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/session", s.api(s.sessionInfo))
 	mux.HandleFunc("GET /api/domains", s.api(s.getDomains))
 	mux.HandleFunc("GET /api/inflight", s.api(s.getInFlight))
+	mux.HandleFunc("GET /api/presence", s.api(s.getPresence))
 	mux.HandleFunc("GET /api/batch", s.api(s.getBatch))
 	mux.HandleFunc("GET /api/dlq", s.api(s.getDLQ))
 	mux.HandleFunc("GET /api/list", s.api(s.getList))

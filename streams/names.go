@@ -71,6 +71,11 @@ const (
 	// ScheduledConsumer is authz's durable consumer on SCHEDULED, filtered
 	// to DueSubject.
 	ScheduledConsumer = "authz"
+	// CallbacksKeeper is a consumer on CALLBACKS that never acknowledges
+	// anything, so that the stream keeps every callback (up to
+	// CallbackMaxAge) for whoever reads them all at the end of a run: the
+	// chaos suite's checker, tests. A deployment has none (KeepCallbacks).
+	CallbacksKeeper = "keep"
 )
 
 // Micro service names.

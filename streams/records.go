@@ -255,6 +255,10 @@ type DeadLetter struct {
 	Outputs  []pipeline.Output `msgpack:"outputs,omitempty" json:"outputs,omitempty"`
 	Origin   Origin            `msgpack:"origin" json:"origin"`
 	At       time.Time         `msgpack:"at" json:"at"`
+	// Callback is the bytes of a callback authz dead-lettered (one it
+	// could not apply): CALLBACKS removes a callback once acknowledged,
+	// so replay decodes these instead.
+	Callback []byte `msgpack:"callback,omitempty" json:"callback,omitempty"`
 }
 
 // Confirmation is the body of a message on a confirm subject.

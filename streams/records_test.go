@@ -113,8 +113,9 @@ func deadLetterFixture() streams.DeadLetter {
 	return streams.DeadLetter{
 		Batch: fullBatch(), Domain: "payments", Index: 1, Error: "card declined", Attempts: 4,
 		Outcome: *fullOutcome(), Outputs: fullOutputs(),
-		Origin: streams.Origin{Stream: streams.StreamHigh, Subject: "batches.high.payments.42", Seq: 77},
-		At:     at(10),
+		Origin:   streams.Origin{Stream: streams.StreamHigh, Subject: "batches.high.payments.42", Seq: 77},
+		At:       at(10),
+		Callback: []byte("\x81\xa2id\x2a"),
 	}
 }
 

@@ -19,14 +19,16 @@ type Settings struct {
 	// DuplicateWindow is how long the queue and callback streams remember
 	// Nats-Msg-Id values. Default 2m.
 	DuplicateWindow time.Duration
-	// CallbackMaxAge is how long callbacks are kept. Default 7 days.
+	// CallbackMaxAge is how long a callback authz has not applied is kept;
+	// an applied one is removed at once. Default 7 days.
 	CallbackMaxAge time.Duration
 	// DLQMaxAge is how long dead letters are kept. Default 30 days.
 	DLQMaxAge time.Duration
 	// ResultsMaxAge is how long workers' completion records and step-pipeline
-	// runs are kept after their last write. A record is needed only until its
-	// batch's progress moves past the function, so this bounds the buckets'
-	// growth without bounding any batch. Default 7 days.
+	// runs are kept after their last write, at most. A record is needed only
+	// until its batch's progress moves past the function, so this bounds the
+	// buckets' growth without bounding any batch; a completion record
+	// expires sooner, RecordTTL after it was written. Default 7 days.
 	ResultsMaxAge time.Duration
 	// FinishedMaxAge is how long a finished batch's records (its batch
 	// record, progress, submitter index and idempotency keys) are kept
@@ -106,10 +108,13 @@ func Streams(s Settings) []jetstream.StreamConfig {
 		queue(StreamHigh, pipeline.High),
 		queue(StreamMed, pipeline.Med),
 		{
+			// A callback is removed once every consumer acknowledged it:
+			// authz's, once applied (or dead-lettered with its bytes).
+			// MaxAge bounds only the ones never applied.
 			Name:        StreamCallbacks,
 			Description: "tickflow callbacks from processors to authz",
 			Subjects:    []string{"callbacks.*"},
-			Retention:   jetstream.LimitsPolicy,
+			Retention:   jetstream.InterestPolicy,
 			Storage:     s.storage(),
 			Replicas:    s.Replicas,
 			Duplicates:  s.DuplicateWindow,
@@ -214,7 +219,7 @@ func Buckets(s Settings) []jetstream.KeyValueConfig {
 		kv(BucketLocks, "tickflow per-key and sender leases", 1),
 		markers(kv(BucketKeys, "tickflow per-key order: the batches waiting per domain and key", 1)),
 		kv(BucketSenders, "tickflow sender pools and their leases, per domain", 1),
-		expiring(kv(BucketResults, "tickflow completion records of workers, per function", 1)),
+		s.recordsExpire(expiring(kv(BucketResults, "tickflow completion records of workers, per function", 1))),
 		expiring(kv(BucketRuns, "tickflow step-pipeline runs and step outputs", 1)),
 		present(kv(BucketPresence, "tickflow running processors and workers, refreshed while they run", 1)),
 		kv(BucketSchedules, "tickflow periodic schedules: the last period fired and the pause state, per schedule", 1),
@@ -285,6 +290,24 @@ func SystemConsumers(s Settings) []ConsumerSpec {
 	}}}
 }
 
+// KeepCallbacks adds the consumer CallbacksKeeper to CALLBACKS, so that
+// applied callbacks stay in the stream, for a checker that reads them
+// all; it needs the admin identity. Nothing in a deployment calls it:
+// there, a callback is removed once authz applied it.
+func KeepCallbacks(ctx context.Context, js jetstream.JetStream, s Settings) error {
+	_, err := js.CreateOrUpdateConsumer(ctx, StreamCallbacks, jetstream.ConsumerConfig{
+		Durable:       CallbacksKeeper,
+		Description:   "keeps every callback for a checker; never acknowledges",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Replicas:      s.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("streams: keep callbacks: %w", err)
+	}
+	return nil
+}
+
 // Provision creates or updates every stream, bucket and consumer, for the
 // given domains. It is idempotent: running it again with the same settings
 // changes nothing. It needs the admin identity.
@@ -304,7 +327,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, s Settings, domains 
 	}
 	for _, cfg := range Buckets(s) {
 		var err error
-		if _, ok := cfg.Metadata[MetaFinishedMaxAge]; ok {
+		if len(cfg.Metadata) > 0 {
 			// A bucket whose records expire one by one: its stream allows
 			// a per-message TTL, which the KV configuration cannot say
 			// without also asking for a marker at every expiry.

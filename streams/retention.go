@@ -99,8 +99,70 @@ func (s Settings) resultsAge() time.Duration {
 	return min(s.ResultsMaxAge, max(s.FinishedMaxAge, MinResultsAge))
 }
 
-// MinResultsAge is the shortest time completion records are kept.
+// MinResultsAge is the shortest age of the results and runs buckets: a
+// worker's claim, and a released one's marker, live that long at most.
 const MinResultsAge = time.Hour
+
+// MetaRecordTTL, on the results bucket's stream, holds RecordTTL in
+// seconds: the time to live a worker gives every completion record it
+// writes.
+const MetaRecordTTL = "tickflow_record_ttl_s"
+
+// RecordTTL is how long a worker's completion record is kept after it was
+// written: FinishedMaxAge, the age of a finished batch's other records,
+// but at least AckWait + DuplicateWindow, and at most ResultsMaxAge.
+//
+// A record answers a call repeated before the batch's progress recorded
+// it: a lost reply, a processor that died (its token comes back after
+// AckWait), a server restart. Once progress moved past the function the
+// record is never read again, except for a batch that finished at its
+// first step: it writes no progress, and its record answers a token
+// that comes back after its callback, as a done progress record
+// (FinishedMaxAge) answers the others'. The floor keeps a record past
+// the token's redelivery whatever FinishedMaxAge is, and past the
+// duplicate window within which the callback repeated is dropped.
+// Claims are not records: they keep the bucket's age (resultsAge), so
+// no claim expires under a running call.
+func (s Settings) RecordTTL() time.Duration {
+	return min(s.ResultsMaxAge, max(s.FinishedMaxAge, s.AckWait+s.DuplicateWindow))
+}
+
+// recordsExpire marks c, the results bucket, as one whose completion
+// records carry a time to live: its metadata holds RecordTTL.
+func (s Settings) recordsExpire(c jetstream.KeyValueConfig) jetstream.KeyValueConfig {
+	c.Metadata = map[string]string{MetaRecordTTL: strconv.FormatInt(int64((s.RecordTTL()+time.Second-1)/time.Second), 10)}
+	return c
+}
+
+// ReadRecordTTL reads the time to live of a completion record provisioned
+// on the results bucket kv; 0 (none) on a bucket provisioned by a
+// version without one, whose stream takes no per-message TTL.
+func ReadRecordTTL(ctx context.Context, kv jetstream.KeyValue) (time.Duration, error) {
+	cfg, err := bucketConfig(ctx, kv)
+	if err != nil || cfg == nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(cfg.Metadata[MetaRecordTTL], 10, 64)
+	if err != nil || n <= 0 {
+		return 0, nil
+	}
+	return time.Duration(n) * time.Second, nil
+}
+
+// bucketConfig is the configuration of bucket kv's stream, if it allows a
+// per-message TTL; nil if not.
+func bucketConfig(ctx context.Context, kv jetstream.KeyValue) (*jetstream.StreamConfig, error) {
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("streams: read the retention of bucket %s: %w", kv.Bucket(), err)
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok || bs.StreamInfo() == nil || !bs.StreamInfo().Config.AllowMsgTTL {
+		return nil, nil
+	}
+	cfg := bs.StreamInfo().Config
+	return &cfg, nil
+}
 
 // KVStreamConfig is the stream of KV bucket c, as jetstream would make it,
 // with per-message TTLs allowed and no marker left at an expiry. The
@@ -137,17 +199,9 @@ func KVStreamConfig(c jetstream.KeyValueConfig) jetstream.StreamConfig {
 // ReadRetention reads the retention provisioned on bucket kv (the batches
 // or progress bucket); a bucket without one gives the zero Retention.
 func ReadRetention(ctx context.Context, kv jetstream.KeyValue) (Retention, error) {
-	st, err := kv.Status(ctx)
-	if err != nil {
-		return Retention{}, fmt.Errorf("streams: read the retention of bucket %s: %w", kv.Bucket(), err)
-	}
-	bs, ok := st.(*jetstream.KeyValueBucketStatus)
-	if !ok || bs.StreamInfo() == nil {
-		return Retention{}, nil
-	}
-	cfg := bs.StreamInfo().Config
-	if !cfg.AllowMsgTTL {
-		return Retention{}, nil
+	cfg, err := bucketConfig(ctx, kv)
+	if err != nil || cfg == nil {
+		return Retention{}, err
 	}
 	secs := func(k string) time.Duration {
 		n, err := strconv.ParseInt(cfg.Metadata[k], 10, 64)

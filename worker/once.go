@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/streams"
@@ -182,7 +183,7 @@ func (w *Worker) lookup(ctx context.Context, key string, deadline time.Time) *st
 // call over). It reports whether this call's record is the one in the bucket.
 func (w *Worker) record(ctx context.Context, key string, done []byte, rev uint64, until time.Time) bool {
 	return w.retry(ctx, key, "completion record", until.Add(claimGrace), func(ctx context.Context) (bool, error) {
-		_, err := w.writeKV(ctx, key, done, rev)
+		err := w.writeRecord(ctx, key, done, rev)
 		if err == nil {
 			return true, nil
 		}
@@ -194,7 +195,11 @@ func (w *Worker) record(ctx context.Context, key string, done []byte, rev uint64
 		e, gerr := w.results.Get(ctx, key)
 		switch {
 		case errors.Is(gerr, jetstream.ErrKeyNotFound):
-			if _, cerr := w.results.Create(ctx, key, done); cerr != nil {
+			var opts []jetstream.KVCreateOpt
+			if w.recordTTL > 0 {
+				opts = append(opts, jetstream.KeyTTL(w.recordTTL))
+			}
+			if _, cerr := w.results.Create(ctx, key, done, opts...); cerr != nil {
 				return false, cerr
 			}
 			return true, nil
@@ -218,6 +223,29 @@ func (w *Worker) writeKV(ctx context.Context, key string, value []byte, rev uint
 		return 0, err
 	}
 	return a.Wait(ctx)
+}
+
+// recordMsg is the write of completion record done under key with
+// compare-and-set on rev (0: a key never written, or deleted), with the
+// record's time to live: the server removes it RecordTTL after this write,
+// since the key's last write decides.
+func (w *Worker) recordMsg(key string, done []byte, rev uint64) *nats.Msg {
+	m := streams.KVUpdateMsg(streams.BucketResults, key, done, rev)
+	if w.recordTTL > 0 {
+		streams.SetTTL(m, w.recordTTL)
+	}
+	return m
+}
+
+// writeRecord writes completion record done under key (recordMsg) and
+// waits for its answer.
+func (w *Worker) writeRecord(ctx context.Context, key string, done []byte, rev uint64) error {
+	a, err := w.pub.Publish(w.recordMsg(key, done, rev))
+	if err != nil {
+		return err
+	}
+	_, err = a.Wait(ctx)
+	return err
 }
 
 // release deletes the claim at rev after a failed run, so a retry runs

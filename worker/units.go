@@ -99,7 +99,7 @@ func (w *Worker) runUnits(ctx context.Context, units []streams.WorkRequest, dead
 			}
 			r := w.inSlot(ctx, deadline, func() *streams.WorkReply { return w.observedUnit(cctx, u) })
 			if s.done, r = w.completion(cctx, u, s.key, s.rev, until, r); s.done != nil {
-				s.rec, s.err = w.pub.Publish(streams.KVUpdateMsg(streams.BucketResults, s.key, s.done, s.rev))
+				s.rec, s.err = w.pub.Publish(w.recordMsg(s.key, s.done, s.rev))
 			}
 			reps[i] = *r
 		})

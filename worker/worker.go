@@ -96,6 +96,9 @@ type Worker struct {
 	log     *slog.Logger
 	js      jetstream.JetStream
 	results jetstream.KeyValue
+	// recordTTL is the time to live of a completion record, as
+	// provisioned on the results bucket; 0: records keep the bucket's age.
+	recordTTL time.Duration
 	// pub publishes the claims and completion records of a batch of units
 	// pipelined.
 	pub *streams.AckPublisher
@@ -133,12 +136,16 @@ func New(ctx context.Context, nc *nats.Conn, mux *pipeline.ServeMux, opts Option
 	if err != nil {
 		return nil, fmt.Errorf("worker: results bucket: %w", err)
 	}
+	ttl, err := streams.ReadRecordTTL(ctx, kv)
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
 	pub, err := streams.NewAckPublisher(nc, kvTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	w := &Worker{
-		nc: nc, mux: mux, opts: opts, js: js, results: kv, pub: pub,
+		nc: nc, mux: mux, opts: opts, js: js, results: kv, recordTTL: ttl, pub: pub,
 		log:     opts.Logger.With("worker", opts.Name),
 		sem:     make(chan struct{}, opts.Concurrency),
 		waiters: make(chan struct{}, 4*opts.Concurrency),

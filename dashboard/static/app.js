@@ -143,6 +143,11 @@
       return { data: q, build: () => [el("h1", {}, "Dead letters"), purgeBar(q.items), dlqTable(q.items)] };
     },
 
+    async running() {
+      const p = await get("/api/presence");
+      return { data: p, build: () => runningView(p) };
+    },
+
     async mine(params) {
       params = params || new URLSearchParams();
       const q = new URLSearchParams({ limit: "50" });
@@ -192,6 +197,27 @@
         ageCell(it.created_at),
         el("td", { class: "error" }, waitingText(it.waiting) || it.last_error || "")));
     return table(["batch", "label", "submitter", "queue", "state", "step", "executions", "moved by", "since", "age", "last error"], rows, "Nothing in flight.");
+  }
+
+  // runningView shows the processors and workers that keep a presence
+  // record (refreshed while they run, gone 30s after one stops), and what
+  // of the table nothing running serves.
+  function runningView(p) {
+    const rows = (list, what, prefix) => list.map((r, i) =>
+      el("tr", { id: prefix + i },
+        el("td", {}, r.name),
+        el("td", {}, (what(r) || []).join(", ")),
+        el("td", {}, new Date(r.since).toLocaleString()),
+        ageCell(r.since),
+        el("td", {}, time(r.at))));
+    return [
+      el("h1", {}, "Running"),
+      p.unserved.length ? el("ul", { id: "unserved", class: "error" }, p.unserved.map((w) => el("li", {}, w))) : null,
+      el("h2", {}, "Processors ", el("span", { class: "muted" }, "(" + p.processors.length + ")")),
+      table(["name", "domains", "since", "up", "last seen"], rows(p.processors, (r) => r.domains, "processor-"), "No processor is running."),
+      el("h2", {}, "Workers ", el("span", { class: "muted" }, "(" + p.workers.length + ")")),
+      table(["name", "function types", "since", "up", "last seen"], rows(p.workers, (r) => r.types, "worker-"), "No worker is running."),
+    ];
   }
 
   function dlqTable(items) {
@@ -293,6 +319,7 @@
       case "inflight": return () => views.inflight(arg);
       case "batch": return () => views.batch(arg);
       case "dlq": return () => views.dlq();
+      case "running": return () => views.running();
       case "mine": return () => views.mine(params);
       default: return () => views.overview();
     }

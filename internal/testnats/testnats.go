@@ -215,7 +215,20 @@ func Messages(t testing.TB, js jetstream.JetStream, stream string) [][]byte {
 	return out
 }
 
-// Callbacks decodes every callback in CALLBACKS, by batch id.
+// KeepCallbacks makes CALLBACKS keep every callback, applied or not, so
+// that Callbacks reads them all; without it, authz's acknowledgement
+// removes each callback it applied.
+func KeepCallbacks(t testing.TB, js jetstream.JetStream) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := streams.KeepCallbacks(ctx, js, streams.DefaultSettings()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Callbacks decodes every callback in CALLBACKS, by batch id: those authz
+// applied only under KeepCallbacks.
 func Callbacks(t testing.TB, js jetstream.JetStream) map[uint64][]streams.Callback {
 	t.Helper()
 	out := map[uint64][]streams.Callback{}
