@@ -170,6 +170,7 @@ func TestScheduledBatchSurvivesRestarts(t *testing.T) {
 // one evicted by the owner from the queue's scheduled list likewise.
 func TestCancelScheduledBatch(t *testing.T) {
 	b := setup(t)
+	testnats.KeepCallbacks(t, b.env.JS(t, "admin"))
 	cancelled := b.sendAt(t, api.SendRequest{Delay: "2s"})
 	evicted := b.sendAt(t, api.SendRequest{Delay: "3s"})
 	control := b.sendAt(t, api.SendRequest{Delay: "3s"})
@@ -262,6 +263,7 @@ func TestBadSchedules(t *testing.T) {
 // its first step, so the batch does not run, and keeps its one callback.
 func TestFiredScheduleOfCancelledBatch(t *testing.T) {
 	b := setup(t)
+	testnats.KeepCallbacks(t, b.env.JS(t, "admin"))
 	rep := b.sendAt(t, api.SendRequest{Delay: "1s"})
 	answered(t, "cancel", func() (*api.CancelReply, error) {
 		return b.client(t, "alice").Cancel(b.ctx, api.IDRequest{ID: rep.ID})

@@ -37,12 +37,24 @@ func (s *Stopping) Start(ctx context.Context, nc *nats.Conn, run func(context.Co
 // Returned reports whether Run has returned.
 func (s *Stopping) Returned() bool { return s.returned.Load() }
 
+// stopBound is how long Wait waits for Run to return: far past any
+// shutdown's own bounds (a handler's deadline, the record window, the
+// drain's), so that a Run that never returns fails its test instead of
+// hanging the suite.
+const stopBound = 2 * time.Minute
+
 // Wait waits for Run to return (its context cancelled by the caller) and
-// fails the test on its error.
+// fails the test on its error, or when Run has not returned within
+// stopBound.
 func (s *Stopping) Wait(t testing.TB) {
 	t.Helper()
-	if err := <-s.done; err != nil {
-		t.Fatal(err)
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(stopBound):
+		t.Fatalf("Run has not returned %s after its context was cancelled", stopBound)
 	}
 }
 
