@@ -36,8 +36,13 @@ func TestAPIDefaults(t *testing.T) {
 		{"max_functions of a sender batch", "`max_functions` functions \\(default (\\d+)\\)", []int{DefaultSenderMaxFunctions}},
 		{"max_requests", "a quarter of the replica's (\\d+) workers \\(`authz.Options.Concurrency`\\): (\\d+)", []int{DefaultConcurrency, defaultMaxRequests(DefaultConcurrency)}},
 		{"keys limit", "at most `limit` \\(default (\\d+), at most (\\d+);", []int{api.DefaultKeysLimit, api.MaxKeysLimit}},
-		{"list limit", "accepting replica's clock\\): `limit` \\(1 to (\\d+), default (\\d+)\\)", []int{api.MaxListLimit, api.DefaultListLimit}},
+		{"list limit", "the page size: `limit` \\(1 to (\\d+), default (\\d+)\\)", []int{api.MaxListLimit, api.DefaultListLimit}},
+		{"list limit error", "`authz: limit 600: expected 1 to (\\d+), or 0 for (\\d+)`", []int{api.MaxListLimit, api.DefaultListLimit}},
 		{"inflight limit", "oldest first, up to `limit` \\(1 to (\\d+), default (\\d+)\\)", []int{api.MaxInFlight, api.DefaultInFlight}},
+		{"inflight limit field", "the batches listed: 1 to (\\d+), 0 for (\\d+)", []int{api.MaxInFlight, api.DefaultInFlight}},
+		{"inflight limit error", "`authz: limit 5000: expected 1 to (\\d+), or 0 for (\\d+)`", []int{api.MaxInFlight, api.DefaultInFlight}},
+		{"keys limit error", "`authz: limit -1: expected 1 to (\\d+), or 0 for (\\d+)`", []int{api.MaxKeysLimit, api.DefaultKeysLimit}},
+		{"dlq limit", "the dead letters listed: 1 to (\\d+); 0, or more, lists (\\d+)", []int{api.MaxDLQLimit, api.DefaultDLQLimit}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
