@@ -2,7 +2,7 @@ package authz
 
 import (
 	"github.com/tickflow/tickflow/api"
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/internal/streams"
 )
 
 // The API's views of the records (api.BatchRecord, api.Progress, …) are

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // TestAPIViewsMatchRecords: a record with every field set, copied into

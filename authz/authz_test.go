@@ -10,9 +10,9 @@ import (
 
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 func TestIDsInOrderAcrossQueues(t *testing.T) {

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // Callbacks reach authz on the CALLBACKS consumer and are applied in

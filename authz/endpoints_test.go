@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/api"
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/internal/streams"
 )
 
 // TestOwnerOnlyEndpoints: the service advertises an endpoint for every

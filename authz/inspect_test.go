@@ -6,10 +6,10 @@ import (
 
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // TestInFlight: the owner sees a domain's unfinished batches oldest first,

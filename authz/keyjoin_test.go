@@ -15,9 +15,9 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // sharedKeyTable lets alice and bob submit to one domain under one label,

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/api"
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/internal/streams"
 )
 
 // presenceWait bounds the read of the presence bucket.

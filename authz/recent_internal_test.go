@@ -3,9 +3,9 @@ package authz
 import (
 	"testing"
 
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // TestRecentRecordsBoundedByBytes: the records a replica remembers are

@@ -9,8 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // errUnrecorded stops updateRecord when the batch has no record.

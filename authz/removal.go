@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // Removal: the owner's evict and a submitter's cancel finish a batch as

@@ -8,8 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // A finished batch's records expire on their own (streams.Retention): the

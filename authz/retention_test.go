@@ -13,9 +13,9 @@ import (
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // shortRetention keeps a finished batch's records one second.

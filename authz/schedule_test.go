@@ -8,10 +8,10 @@ import (
 
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // sendAt sends one noop under jobs as alice, scheduled by req's RunAt or

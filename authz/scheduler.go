@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // The scheduler: every replica fires every schedule. Each period's batch

@@ -9,8 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // The owner's schedule operations: schedules lists them, pause_schedule

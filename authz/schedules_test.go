@@ -14,8 +14,8 @@ import (
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/client"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // everySecond is tableYAML with a schedule firing a noop under jobs as

@@ -11,9 +11,9 @@ import (
 
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/internal/testsystem"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // onMessage is a slog.Handler that calls f when a record with message msg

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // A label's concurrency limit is enforced with one record per label in the

@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // TestSubmitCutShortAfterItsRecord: authz died (or the token's publish

@@ -11,9 +11,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 const listTable = `labels: {jobs: {domain: pay, users: [alice, bob, carol], mode: atomic, priority: high, functions: {noop: {}}}}`

@@ -11,9 +11,9 @@ import (
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // TestList: a submitter pages through their own batches, newest first,

@@ -2,8 +2,8 @@ package authz
 
 import (
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 	"github.com/tickflow/tickflow/telemetry"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/tickflow/tickflow/embedded"
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/internal/streams"
 )
 
 // clusterNodes is the size of the cluster phase's cluster: the smallest

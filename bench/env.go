@@ -16,9 +16,9 @@ import (
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/embedded"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
-	"github.com/tickflow/tickflow/streams"
 	"github.com/tickflow/tickflow/ticker"
 	"github.com/tickflow/tickflow/worker"
 )

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/processor"
-	"github.com/tickflow/tickflow/streams"
 	"github.com/tickflow/tickflow/worker"
 
 	tfconfig "github.com/tickflow/tickflow/config"

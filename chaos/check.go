@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // EdgeWindow is how soon after a handler's effect its worker must have been

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/internal/streams"
 )
 
 // Scenario is one kind of trouble and the load it hits. The zero value of

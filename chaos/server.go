@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/embedded"
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/internal/streams"
 )
 
 // clusterName names the chaos suite's clusters.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/internal/streams"
 )
 
 // State is what a run left behind, read once everything has stopped moving.

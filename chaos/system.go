@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/internal/streams"
 )
 
 // Domain is the domain every chaos batch runs in.

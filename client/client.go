@@ -11,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // DefaultTimeout bounds a request when Config.Timeout is zero.
@@ -35,8 +35,8 @@ type Client struct {
 }
 
 // New returns a client that speaks as user over nc. nc must be connected as
-// user with the user's inbox prefix (streams.InboxPrefix, which
-// streams.Connect and conn.Dial set): authz answers nowhere else. New
+// user with the user's inbox prefix (_INBOX_<user>, which
+// conn.Dial sets): authz answers nowhere else. New
 // sends nothing; a missing authz shows on the first request (ErrNotRunning).
 func New(nc *nats.Conn, user string, cfg Config) (*Client, error) {
 	if nc == nil {
@@ -47,7 +47,7 @@ func New(nc *nats.Conn, user string, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("client: user %q: expected a name without '.', '*', '>' or spaces: %w", logging.Capped(user), err)
 	}
 	if inbox := nc.NewInbox(); !streams.IsInboxOf(inbox, user) {
-		return nil, fmt.Errorf("client: the connection's inboxes look like %q, but authz answers %s only under %q: connect with its inbox prefix (streams.Connect, conn.Dial or nats.CustomInboxPrefix)",
+		return nil, fmt.Errorf("client: the connection's inboxes look like %q, but authz answers %s only under %q: connect with its inbox prefix (conn.Dial or nats.CustomInboxPrefix)",
 			inbox, user, streams.InboxPrefix(user)+".")
 	}
 	if cfg.Timeout < 0 {

@@ -4,7 +4,7 @@
 // to name them.
 //
 // A Client speaks as one user over a connection made as that user, with the
-// user's own inbox prefix (streams.Connect and conn.Dial set it): nats.conf
+// user's own inbox prefix (conn.Dial sets it): nats.conf
 // lets a user publish only on authz.<user>.… and authz answers only into
 // _INBOX_<user>.…, so New refuses a connection whose inbox prefix is not the
 // user's.

@@ -15,9 +15,9 @@ import (
 	"github.com/tickflow/tickflow/config"
 	"github.com/tickflow/tickflow/conn"
 	"github.com/tickflow/tickflow/embedded"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
-	"github.com/tickflow/tickflow/streams"
 	"github.com/tickflow/tickflow/worker"
 )
 

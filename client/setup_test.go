@@ -8,11 +8,11 @@ import (
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/internal/testsystem"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
-	"github.com/tickflow/tickflow/streams"
 )
 
 func TestMain(m *testing.M) {

@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/client"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // batchReads is how many batch requests authz answered so far.

@@ -5,7 +5,7 @@ import (
 	"flag"
 
 	"github.com/tickflow/tickflow/authz"
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/internal/streams"
 )
 
 // Authz configures the authz command: the service that admits batches,

@@ -6,7 +6,7 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/internal/streams"
 )
 
 // validateDomains checks each domain is one subject token and none

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/worker"
 )
 

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/internal/streams"
 )
 
 // Storage kinds of Streams.Storage.

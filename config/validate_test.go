@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // fieldErrors flattens the joined errors Validate returns.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/config"
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/internal/streams"
 )
 
 // Conn is a connection whose Close drains it and waits until it is closed.

@@ -42,7 +42,7 @@ const (
 // default, except Dial, which is required.
 type Config struct {
 	// Dial connects to NATS as user with password, with the user's inbox
-	// prefix (streams.Connect sets it): the session's every request goes
+	// prefix (the connection it makes sets it): the session's every request goes
 	// through this connection, so the user's own rights apply. An error
 	// refuses the login. Required.
 	Dial func(user, password string) (*nats.Conn, error)

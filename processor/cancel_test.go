@@ -4,10 +4,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // TestRemovedBatchLeasesNoSender: a batch that needs a sender is removed

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // handleConfirmation applies one confirmation from the CONFIRM stream. A

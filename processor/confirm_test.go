@@ -8,10 +8,10 @@ import (
 
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
-	"github.com/tickflow/tickflow/streams"
 )
 
 func confirmed(timeout time.Duration, times int) pipeline.Function {

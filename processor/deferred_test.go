@@ -5,10 +5,10 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // TestTokenAckedOnlyOnceItsCallbackIsStored: the callback is published

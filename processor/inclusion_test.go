@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // txRef is the dispatch reference the dispatcher returns for an attempt.

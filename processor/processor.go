@@ -25,9 +25,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/drain"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 	"github.com/tickflow/tickflow/telemetry"
 )
 

@@ -11,9 +11,9 @@ import (
 	"github.com/tickflow/tickflow/internal/testnats"
 
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
-	"github.com/tickflow/tickflow/streams"
 )
 
 func TestHighBeforeMed(t *testing.T) {

@@ -11,11 +11,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/internal/testsystem"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
-	"github.com/tickflow/tickflow/streams"
 	"github.com/tickflow/tickflow/worker"
 )
 

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // recordHeadroom is kept free of a record's maximum size for headers and

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/internal/streams"
 )
 
 // throttle caps the steps a domain takes per second across all its

@@ -9,10 +9,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // TestStepsShareAUnitRequest: the atomic units of a tick's concurrent steps

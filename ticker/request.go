@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // DefaultFlushTimeout bounds the flush after a single tick (TickOnce, Run

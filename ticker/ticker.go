@@ -11,9 +11,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/robfig/cron/v3"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
-	"github.com/tickflow/tickflow/streams"
 	"github.com/tickflow/tickflow/telemetry"
 )
 

@@ -10,9 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/robfig/cron/v3"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/processor"
-	"github.com/tickflow/tickflow/streams"
 )
 
 func TestMain(m *testing.M) {

@@ -8,8 +8,8 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // A function that waits for inclusion is served on two more endpoints of

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 	"github.com/tickflow/tickflow/telemetry"
 )
 

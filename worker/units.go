@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/internal/drain"
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/internal/streams"
 )
 
 // serveUnits serves several atomic units in one request

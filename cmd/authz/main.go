@@ -29,7 +29,7 @@ import (
 	"github.com/tickflow/tickflow/authz"
 	"github.com/tickflow/tickflow/config"
 	"github.com/tickflow/tickflow/internal/cli"
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/internal/streams"
 )
 
 func main() { cli.Main("authz", run) }

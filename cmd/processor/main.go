@@ -41,8 +41,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/config"
 	"github.com/tickflow/tickflow/internal/cli"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/processor"
-	"github.com/tickflow/tickflow/streams"
 	"golang.org/x/sync/errgroup"
 )
 

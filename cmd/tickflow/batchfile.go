@@ -16,7 +16,7 @@ import (
 )
 
 // sendFields are the fields of a batch file: those of the send request.
-var sendFields = []string{"label", "functions", "key", "idempotency_key"}
+var sendFields = []string{"label", "functions", "key", "idempotency_key", "run_at", "delay"}
 
 // readBatchFile reads a send request from path ("-": in) as JSON, or as
 // YAML when it does not start with '{'. Its fields are the send request's

@@ -12,9 +12,9 @@ import (
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/config"
 	"github.com/tickflow/tickflow/conn"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // Connection holds the global flags that say how to reach NATS and as whom.

@@ -7,16 +7,17 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/embedded"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/system"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 func TestMain(m *testing.M) { testnats.VerifyTestMain(m) }
@@ -237,6 +238,34 @@ func TestTickflow(t *testing.T) {
 			t.Fatalf("resume: %+v", st)
 		}
 		alice.ok("wait", id, "--for", "30s")
+	})
+
+	t.Run("send scheduled, batch, cancel", func(t *testing.T) {
+		alice := alice.with()
+		alice.t = t
+		rep := decode[api.SendReply](t, alice.ok("--json", "send", "-l", "jobs", "noop", "--delay", "1h"))
+		if rep.RunAt.IsZero() || time.Until(rep.RunAt) < 59*time.Minute {
+			t.Fatalf("send --delay 1h: %+v", rep)
+		}
+		id := strconv.FormatUint(rep.ID, 10)
+		if b := decode[api.BatchReply](t, alice.ok("--json", "batch", id)); !b.Scheduled {
+			t.Fatalf("batch %s after send --delay: %+v, want scheduled", id, b)
+		}
+		at := decode[api.SendReply](t, alice.ok("--json", "send", "-l", "jobs", "noop", "--run-at", rep.RunAt.Format(time.RFC3339)))
+		if !at.RunAt.Equal(rep.RunAt.Truncate(time.Second)) {
+			t.Fatalf("send --run-at %s: %+v", rep.RunAt.Format(time.RFC3339), at)
+		}
+		out := alice.ok("send", "-l", "jobs", "noop", "--delay", "2h")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 2 || !strings.Contains(lines[0], "RUN AT") || strings.Contains(lines[1], " now ") {
+			t.Fatalf("send --delay table:\n%s", out)
+		}
+		for _, other := range []string{strconv.FormatUint(at.ID, 10), strings.Fields(lines[1])[0]} {
+			alice.ok("cancel", other)
+		}
+		alice.expect(ExitUsage, "run_at or delay, not both", "send", "-l", "jobs", "noop", "--delay", "1h", "--run-at", rep.RunAt.Format(time.RFC3339))
+		alice.expect(ExitUsage, "delay", "send", "-l", "jobs", "noop", "--delay", "soon")
+		alice.ok("cancel", id)
 	})
 
 	t.Run("schedules, pause, resume", func(t *testing.T) {

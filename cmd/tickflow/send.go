@@ -20,6 +20,8 @@ type SendCmd struct {
 	Key            string        `short:"k" help:"Run one at a time, in order, with the domain's other batches of this key."`
 	IdempotencyKey string        `name:"idempotency-key" short:"i" placeholder:"KEY" help:"Make the send safe to repeat: the same submission with the same key answers the same batch."`
 	Expect         []string      `placeholder:"INDEX=CONTENT" sep:"none" help:"The confirmation content function INDEX (from 0) waits for; repeatable."`
+	RunAt          string        `name:"run-at" placeholder:"TIME" help:"Schedule the batch: an RFC 3339 time (2030-01-02T15:04:05Z) before which it does not run."`
+	Delay          string        `placeholder:"DURATION" help:"Schedule the batch this long after the send (90s, 15m, 2h)."`
 	Quiet          bool          `short:"q" help:"Print only the batch's id, for scripts: id=$$(tickflow send -q ...)."`
 	Wait           bool          `help:"Then wait until the batch finished, as wait does (and exit as it does)."`
 	For            time.Duration `placeholder:"DURATION" help:"With --wait: how long to wait (default: until it finished)."`
@@ -47,7 +49,7 @@ func (c *SendCmd) Run(ctx context.Context, g *Globals, env *Env) error {
 	for _, f := range []struct {
 		dst *string
 		v   string
-	}{{&req.Label, c.Label}, {&req.Key, c.Key}, {&req.IdempotencyKey, c.IdempotencyKey}} {
+	}{{&req.Label, c.Label}, {&req.Key, c.Key}, {&req.IdempotencyKey, c.IdempotencyKey}, {&req.RunAt, c.RunAt}, {&req.Delay, c.Delay}} {
 		if f.v != "" {
 			*f.dst = f.v
 		}
@@ -78,12 +80,16 @@ func (c *SendCmd) Run(ctx context.Context, g *Globals, env *Env) error {
 		}
 		if !c.Wait || !g.JSON {
 			if err := output(g, env, rep, func(w io.Writer) error {
-				t := newTable(w, "ID", "DOMAIN", "PRIORITY", "DUPLICATE")
+				t := newTable(w, "ID", "DOMAIN", "PRIORITY", "RUN AT", "DUPLICATE")
 				dup := "no"
 				if rep.Duplicate {
 					dup = "yes: sent before with this idempotency key; nothing queued again"
 				}
-				t.row(rep.ID, rep.Domain, rep.Priority, dup)
+				runAt := "now"
+				if !rep.RunAt.IsZero() {
+					runAt = stamp(rep.RunAt)
+				}
+				t.row(rep.ID, rep.Domain, rep.Priority, runAt, dup)
 				return t.flush()
 			}); err != nil {
 				return err

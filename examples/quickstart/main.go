@@ -17,8 +17,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/tickflow/tickflow/config"
+	"github.com/tickflow/tickflow/conn"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 	"github.com/tickflow/tickflow/worker"
 )
 
@@ -78,12 +79,12 @@ func run() error {
 		user, password = "worker", "local-worker"
 	}
 	// An empty URL is nats://127.0.0.1:4222, where `make run` listens.
-	nc, err := streams.Connect(streams.Credentials{URL: os.Getenv("NATS_URL"), User: user, Password: password, Name: "quickstart"})
+	nc, err := conn.Dial(config.NATS{URL: os.Getenv("NATS_URL"), User: user, Password: password, Name: "quickstart"}, "worker", log)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	w, err := worker.New(ctx, nc, NewMux(), worker.Options{Logger: log})
+	defer nc.Close() // drains what is still to be sent
+	w, err := worker.New(ctx, nc.Conn, NewMux(), worker.Options{Logger: log})
 	if err != nil {
 		return err
 	}

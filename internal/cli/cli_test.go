@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/config"
 	"github.com/tickflow/tickflow/internal/cli"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
-	"github.com/tickflow/tickflow/streams"
 )
 
 func TestMain(m *testing.M) { testnats.VerifyTestMain(m) }

@@ -15,6 +15,7 @@ const module = "github.com/tickflow/tickflow"
 // pkg is what go list says of one package.
 type pkg struct {
 	ImportPath string
+	Imports    []string
 	Deps       []string
 }
 
@@ -27,7 +28,7 @@ func list(t *testing.T) []pkg {
 	if err != nil {
 		t.Skipf("the go command is not on PATH: %v", err)
 	}
-	out, err := exec.Command(goBin, "list", "-json=ImportPath,Deps", module+"/...").Output()
+	out, err := exec.Command(goBin, "list", "-json=ImportPath,Imports,Deps", module+"/...").Output()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
@@ -89,6 +90,23 @@ func TestDomainImportsNoNATS(t *testing.T) {
 		for _, d := range p.Deps {
 			if strings.HasPrefix(d, "github.com/nats-io/") {
 				t.Errorf("%s depends on %s: the domain never imports NATS", p.ImportPath, d)
+			}
+		}
+	}
+}
+
+// userFacing are the examples a user copies into a module of their own:
+// they may import only the module's public packages.
+var userFacing = []string{"examples/quickstart", "examples/billing-worker"}
+
+func TestUserFacingExamplesImportNothingInternal(t *testing.T) {
+	for _, p := range list(t) {
+		if !slices.ContainsFunc(userFacing, func(rel string) bool { return under(p.ImportPath, rel) }) {
+			continue
+		}
+		for _, d := range p.Imports {
+			if under(d, "internal") {
+				t.Errorf("%s imports %s: an example a user copies cannot import an internal package", p.ImportPath, d)
 			}
 		}
 	}

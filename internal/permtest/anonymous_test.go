@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // TestAnonymousMayOnlyTick: a connection without credentials is nats.conf's

@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // confirmTable has one label whose only function must be confirmed by bob.

@@ -16,9 +16,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/system"
 	"github.com/tickflow/tickflow/internal/testnats"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // servedSubject is one row of the confused-deputy table: a subject a

@@ -3,8 +3,8 @@ package permtest
 import (
 	"testing"
 
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // TestOnlyAuthzEnqueues: of the service identities only authz (and admin,

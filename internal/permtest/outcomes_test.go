@@ -3,7 +3,7 @@ package permtest
 import (
 	"testing"
 
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/internal/streams"
 )
 
 // TestOutcomes: authz announces a finished batch on its submitter's

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/internal/streams"
 )
 
 // TestSchedules: authz keeps the schedules' state (the last period fired,

@@ -4,9 +4,9 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // TestAnyoneMayTick: ticks are permissionless, every role may publish

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/internal/streams"
 )
 
 // TestWorker: workers answer work requests and keep their completion and

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
-	"github.com/tickflow/tickflow/streams"
 )
 
 func TestMain(m *testing.M) {

@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/dashboard"
 	"github.com/tickflow/tickflow/embedded"
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/internal/streams"
 )
 
 // dashboardRun returns the run of the dashboard on ln. Each login dials

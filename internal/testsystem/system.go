@@ -16,10 +16,10 @@ import (
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/dashboard"
 	"github.com/tickflow/tickflow/embedded"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
-	"github.com/tickflow/tickflow/streams"
 	"github.com/tickflow/tickflow/worker"
 )
 

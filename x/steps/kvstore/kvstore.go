@@ -14,7 +14,7 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/x/steps"
 )
 

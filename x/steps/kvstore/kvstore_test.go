@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
-	"github.com/tickflow/tickflow/streams"
 	"github.com/tickflow/tickflow/x/steps"
 	"github.com/tickflow/tickflow/x/steps/kvstore"
 	"github.com/tickflow/tickflow/x/steps/storetest"

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/internal/streams"
 )
 
 // TestScheduleIdempotencyKey: a period's key reads back as its schedule

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
-	"github.com/tickflow/tickflow/streams"
 )
 
 func TestKeyQueueKey(t *testing.T) {

@@ -3,9 +3,9 @@ package streams_test
 import (
 	"testing"
 
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/wire/wiretest"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // Shadow types: the same fields and tags without the hand-written codec,

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tickflow/tickflow/streams"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/vmihailenco/msgpack/v5"
 )
 

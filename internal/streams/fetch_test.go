@@ -12,8 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // fetchBed is a stream of n messages "m1"… and a durable pull consumer

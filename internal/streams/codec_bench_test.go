@@ -3,8 +3,8 @@ package streams_test
 import (
 	"testing"
 
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // BenchmarkNoopBatchWire is the record encoding and decoding one atomic

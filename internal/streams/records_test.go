@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/streams"
 	"github.com/vmihailenco/msgpack/v5"
 )
 

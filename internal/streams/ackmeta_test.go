@@ -7,8 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
-	"github.com/tickflow/tickflow/streams"
 )
 
 // FuzzDeliveryOf: on any reply subject, DeliveryOf and MetadataOf give
