@@ -24,6 +24,9 @@ func TestStartRunsABatch(t *testing.T) {
 	calls := testsystem.Count(mux)
 	mux.RegisterFunc("noop", func(context.Context, *pipeline.Call) (pipeline.Result, error) { return pipeline.Result{}, nil })
 	sys := testsystem.Start(t, testsystem.JobsTable, testsystem.Options{Handlers: mux, Processor: &processor.Options{}})
+	// authz applies the callback, and CALLBACKS lets it go then: keep it
+	// for Outcome to read.
+	testnats.KeepCallbacks(t, sys.Admin)
 	rep, err := sys.Client(t, "alice", client.Config{}).Send(sys.Ctx, api.SendRequest{Label: "jobs", Functions: api.Calls{{Type: "noop"}, {Type: "noop"}}})
 	if err != nil {
 		t.Fatal(err)
