@@ -196,3 +196,15 @@ func withSession(ctx context.Context, g *Globals, env *Env, f func(ctx context.C
 	defer sess.close()
 	return f(ctx, sess.client)
 }
+
+// show runs one request in a session and prints its reply: as JSON with
+// --json, else as human writes it.
+func show[R any](ctx context.Context, g *Globals, env *Env, call func(context.Context, *client.Client) (*R, error), human func(io.Writer, *R) error) error {
+	return withSession(ctx, g, env, func(ctx context.Context, cl *client.Client) error {
+		rep, err := call(ctx, cl)
+		if err != nil {
+			return err
+		}
+		return output(g, env, rep, func(w io.Writer) error { return human(w, rep) })
+	})
+}

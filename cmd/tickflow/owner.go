@@ -180,18 +180,15 @@ type SendersCmd struct {
 
 // Run lists the senders.
 func (c *SendersCmd) Run(ctx context.Context, g *Globals, env *Env) error {
-	return withSession(ctx, g, env, func(ctx context.Context, cl *client.Client) error {
-		rep, err := cl.Senders(ctx, api.SendersRequest{Domain: c.Domain})
-		if err != nil {
-			return err
+	call := func(ctx context.Context, cl *client.Client) (*api.SendersReply, error) {
+		return cl.Senders(ctx, api.SendersRequest{Domain: c.Domain})
+	}
+	return show(ctx, g, env, call, func(w io.Writer, rep *api.SendersReply) error {
+		t := newTable(w, "NAME", "STATE", "KEY", "BATCH", "SUBMITTER", "PROCESSOR", "FOR")
+		for _, s := range rep.Senders {
+			t.row(s.Name, s.State, orDash(s.Key), orDash(s.Batch), orDash(s.Submitter), orDash(s.Processor), short(s.For.D()))
 		}
-		return output(g, env, rep, func(w io.Writer) error {
-			t := newTable(w, "NAME", "STATE", "KEY", "BATCH", "SUBMITTER", "PROCESSOR", "FOR")
-			for _, s := range rep.Senders {
-				t.row(s.Name, s.State, orDash(s.Key), orDash(s.Batch), orDash(s.Submitter), orDash(s.Processor), short(s.For.D()))
-			}
-			return t.flush()
-		})
+		return t.flush()
 	})
 }
 
@@ -217,20 +214,13 @@ func (c *ResumeCmd) Run(ctx context.Context, g *Globals, env *Env) error {
 
 func setPaused(ctx context.Context, g *Globals, env *Env, domain string,
 	op func(*client.Client, context.Context, api.DomainRequest) (*api.StateReply, error)) error {
-	return withSession(ctx, g, env, func(ctx context.Context, cl *client.Client) error {
-		rep, err := op(cl, ctx, api.DomainRequest{Domain: domain})
-		if err != nil {
-			return err
-		}
-		return output(g, env, rep, func(w io.Writer) error {
-			paused := "no"
-			if rep.Paused {
-				paused = "yes"
-			}
-			t := newTable(w, "DOMAIN", "PAUSED")
-			t.row(rep.Domain, paused)
-			return t.flush()
-		})
+	call := func(ctx context.Context, cl *client.Client) (*api.StateReply, error) {
+		return op(cl, ctx, api.DomainRequest{Domain: domain})
+	}
+	return show(ctx, g, env, call, func(w io.Writer, rep *api.StateReply) error {
+		t := newTable(w, "DOMAIN", "PAUSED")
+		t.row(rep.Domain, yesNo(rep.Paused))
+		return t.flush()
 	})
 }
 

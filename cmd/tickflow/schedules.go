@@ -22,19 +22,14 @@ type ScheduleListCmd struct{}
 
 // Run lists the schedules.
 func (c *ScheduleListCmd) Run(ctx context.Context, g *Globals, env *Env) error {
-	return withSession(ctx, g, env, func(ctx context.Context, cl *client.Client) error {
-		rep, err := cl.Schedules(ctx)
-		if err != nil {
-			return err
-		}
-		return output(g, env, rep, func(w io.Writer) error {
+	return show(ctx, g, env, func(ctx context.Context, cl *client.Client) (*api.SchedulesReply, error) { return cl.Schedules(ctx) },
+		func(w io.Writer, rep *api.SchedulesReply) error {
 			t := newTable(w, "NAME", "CRON", "USER", "LABEL", "PAUSED", "LAST FIRED", "LAST BATCH", "NEXT")
 			for _, s := range rep.Schedules {
 				t.row(s.Name, s.Cron, s.User, s.Label, yesNo(s.Paused), stampOrDash(s.LastFired), orDash(s.LastBatch), stampOrDash(s.NextFire))
 			}
 			return t.flush()
 		})
-	})
 }
 
 // SchedulePauseCmd pauses a schedule.
@@ -59,16 +54,13 @@ func (c *ScheduleResumeCmd) Run(ctx context.Context, g *Globals, env *Env) error
 
 func setSchedulePaused(ctx context.Context, g *Globals, env *Env, name string,
 	op func(*client.Client, context.Context, api.ScheduleRequest) (*api.ScheduleInfo, error)) error {
-	return withSession(ctx, g, env, func(ctx context.Context, cl *client.Client) error {
-		s, err := op(cl, ctx, api.ScheduleRequest{Name: name})
-		if err != nil {
-			return err
-		}
-		return output(g, env, s, func(w io.Writer) error {
-			t := newTable(w, "NAME", "PAUSED", "BY", "NEXT")
-			t.row(s.Name, yesNo(s.Paused), orDash(s.By), stampOrDash(s.NextFire))
-			return t.flush()
-		})
+	call := func(ctx context.Context, cl *client.Client) (*api.ScheduleInfo, error) {
+		return op(cl, ctx, api.ScheduleRequest{Name: name})
+	}
+	return show(ctx, g, env, call, func(w io.Writer, s *api.ScheduleInfo) error {
+		t := newTable(w, "NAME", "PAUSED", "BY", "NEXT")
+		t.row(s.Name, yesNo(s.Paused), orDash(s.By), stampOrDash(s.NextFire))
+		return t.flush()
 	})
 }
 

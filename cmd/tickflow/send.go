@@ -109,13 +109,10 @@ type BatchCmd struct {
 
 // Run shows the batch.
 func (c *BatchCmd) Run(ctx context.Context, g *Globals, env *Env) error {
-	return withSession(ctx, g, env, func(ctx context.Context, cl *client.Client) error {
-		rep, err := cl.Batch(ctx, api.IDRequest{ID: c.ID})
-		if err != nil {
-			return err
-		}
-		return output(g, env, rep, func(w io.Writer) error { return printBatch(w, rep, time.Now()) })
-	})
+	call := func(ctx context.Context, cl *client.Client) (*api.BatchReply, error) {
+		return cl.Batch(ctx, api.IDRequest{ID: c.ID})
+	}
+	return show(ctx, g, env, call, func(w io.Writer, rep *api.BatchReply) error { return printBatch(w, rep, time.Now()) })
 }
 
 // WaitCmd waits for one of the user's batches to finish.
