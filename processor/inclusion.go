@@ -90,7 +90,7 @@ func (p *Processor) awaitInclusion(ctx context.Context, b *pipeline.Batch, st *s
 		if err := p.leaseFor(ctx, b, st); err != nil {
 			return "", err
 		}
-		rep, err := p.work(ctx, streams.PollSubject(f.Type), p.inclusionRequest(b, st, k, &streams.InclusionCall{Ref: prog.Parked.Output.Ref}))
+		rep, err := p.workers.call(ctx, streams.PollSubject(f.Type), p.inclusionRequest(b, st, k, &streams.InclusionCall{Ref: prog.Parked.Output.Ref}))
 		switch {
 		case notAttempted(err):
 			p.log.Debug("inclusion poll not attempted", "batch_id", b.ID, "index", k, "err", err)
@@ -150,7 +150,7 @@ func (p *Processor) included(ctx context.Context, b *pipeline.Batch, st *state, 
 			return "", err
 		}
 	}
-	rep, err := p.work(ctx, streams.HookSubject(b.Functions[k].Type), p.inclusionRequest(b, st, k, &streams.InclusionCall{Ref: out.Ref, Hook: streams.HookSuccess, Output: &out}))
+	rep, err := p.workers.call(ctx, streams.HookSubject(b.Functions[k].Type), p.inclusionRequest(b, st, k, &streams.InclusionCall{Ref: out.Ref, Hook: streams.HookSuccess, Output: &out}))
 	if notAttempted(err) && m != nil {
 		// Still parked, included: the token's next return calls it again.
 		p.log.Debug("success hook not attempted; asked again later", "batch_id", b.ID, "index", k, "err", err)
@@ -185,7 +185,7 @@ func (p *Processor) failureHook(ctx context.Context, b *pipeline.Batch, st *stat
 		BatchID: b.ID, Index: f.index, Key: b.Key, CreatedAt: b.CreatedAt,
 		Failures: prog.FailuresOf(f.index), LastError: prog.LastError, Exhausted: f.exhausted,
 	}
-	rep, err := p.work(ctx, streams.HookSubject(b.Functions[f.index].Type), req)
+	rep, err := p.workers.call(ctx, streams.HookSubject(b.Functions[f.index].Type), req)
 	if err != nil {
 		return err
 	}

@@ -176,6 +176,9 @@ type Processor struct {
 
 	// throttle caps the domain's steps per second; nil: no cap.
 	throttle *throttle
+
+	// workers sends requests to the workers.
+	workers *workClient
 }
 
 // cacheSize bounds the batches kept in memory; their content never changes.
@@ -238,6 +241,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 		queues:  map[pipeline.Priority]*streams.Fetcher{},
 		streams: map[pipeline.Priority]jetstream.Stream{},
 		cache:   map[uint64]*pipeline.Batch{},
+		workers: &workClient{nc: nc, timeout: opts.WorkTimeout},
 	}
 	name := streams.ProcessorConsumer(opts.Domain)
 	for _, prio := range []pipeline.Priority{pipeline.High, pipeline.Med} {

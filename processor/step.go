@@ -274,7 +274,7 @@ func (p *Processor) runFunction(ctx context.Context, b *pipeline.Batch, st *stat
 	k := prog.Next
 	f := b.Functions[k]
 	failures := prog.FailuresOf(k)
-	rep, err := p.work(ctx, streams.WorkSubject(f.Type), &streams.WorkRequest{
+	rep, err := p.workers.call(ctx, streams.WorkSubject(f.Type), &streams.WorkRequest{
 		BatchID: b.ID, Domain: b.Domain, Key: b.Key, CreatedAt: b.CreatedAt,
 		Submitter: b.Submitter, Label: b.Label,
 		Attempt: failures + 1, Round: prog.RoundOf(k),
@@ -406,7 +406,7 @@ func (p *Processor) settle(ctx context.Context, b *pipeline.Batch, st *state, f 
 	if atomic {
 		counted = 0
 	}
-	out, err := p.fallback(ctx, b, prog, f, prog.FailuresOf(counted))
+	out, err := p.workers.fallback(ctx, b, prog, f, prog.FailuresOf(counted))
 	if err == nil && out == nil {
 		err = p.failureHook(ctx, b, st, f)
 	}

@@ -148,7 +148,7 @@ func (p *Processor) sendUnits(ctx context.Context, batch []*queuedUnit) {
 		for _, u := range batch {
 			wg.Go(func() {
 				// Under the unit's own trace, not the flying step's.
-				rep, err := p.work(p.opts.Telemetry.ExtractMap(ctx, u.req.Trace), streams.WorkUnitSubject, u.req)
+				rep, err := p.workers.call(p.opts.Telemetry.ExtractMap(ctx, u.req.Trace), streams.WorkUnitSubject, u.req)
 				u.ch <- unitEvent{rep: rep, err: err}
 			})
 		}
