@@ -166,7 +166,7 @@ type Processor struct {
 	holds holds
 
 	// units gathers the atomic units of concurrent steps into one request.
-	units unitQueue
+	units *unitBatcher
 
 	// waker serves WaitWork.
 	waker waker
@@ -243,6 +243,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 		cache:   map[uint64]*pipeline.Batch{},
 		workers: &workClient{nc: nc, timeout: opts.WorkTimeout},
 	}
+	p.units = &unitBatcher{workers: p.workers, tel: opts.Telemetry}
 	name := streams.ProcessorConsumer(opts.Domain)
 	for _, prio := range []pipeline.Priority{pipeline.High, pipeline.Med} {
 		if _, err := js.Consumer(ctx, streams.QueueStream(prio), name); err != nil {

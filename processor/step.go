@@ -226,7 +226,7 @@ func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state,
 	for i, f := range b.Functions {
 		calls[i] = streams.WorkCall{Index: i, Type: f.Type, Payload: f.Payload}
 	}
-	rep, err := p.workUnit(ctx, &streams.WorkRequest{
+	rep, err := p.units.run(ctx, &streams.WorkRequest{
 		BatchID: b.ID, Domain: b.Domain, Key: b.Key, CreatedAt: b.CreatedAt,
 		Submitter: b.Submitter, Label: b.Label,
 		Attempt: failures + 1, Round: prog.RoundOf(0), Unit: true, Calls: calls,
