@@ -124,7 +124,7 @@ func (p *Processor) inclusionRequest(b *pipeline.Batch, st *state, k int, ic *st
 
 // leaseFor gives st the sender batch b holds, for a poll or hook request.
 func (p *Processor) leaseFor(ctx context.Context, b *pipeline.Batch, st *state) error {
-	sender, _, err := p.sender(ctx, b)
+	sender, _, err := p.senders.lease(ctx, b)
 	if err != nil && !errors.Is(err, streams.ErrNoSender) {
 		return err
 	}

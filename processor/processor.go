@@ -156,8 +156,7 @@ type Processor struct {
 	store    *streams.ProgressStore // the progress records, with compare-and-set
 	batches  jetstream.KeyValue
 	state    jetstream.KeyValue
-	senders  jetstream.KeyValue
-	leases   leases
+	senders  *senderPool
 
 	cacheMu sync.Mutex
 	cache   map[uint64]*pipeline.Batch
@@ -259,14 +258,16 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 	if p.confirm, err = js.Consumer(ctx, streams.StreamConfirm, name); err != nil {
 		return nil, fmt.Errorf("processor: consumer %s on %s: %w", name, streams.StreamConfirm, err)
 	}
+	var senders jetstream.KeyValue
 	for _, b := range []struct {
 		name string
 		kv   *jetstream.KeyValue
-	}{{streams.BucketProgress, &p.progress}, {streams.BucketBatches, &p.batches}, {streams.BucketDomainStates, &p.state}, {streams.BucketSenders, &p.senders}} {
+	}{{streams.BucketProgress, &p.progress}, {streams.BucketBatches, &p.batches}, {streams.BucketDomainStates, &p.state}, {streams.BucketSenders, &senders}} {
 		if *b.kv, err = js.KeyValue(ctx, b.name); err != nil {
 			return nil, fmt.Errorf("processor: bucket %s: %w", b.name, err)
 		}
 	}
+	p.senders = &senderPool{kv: senders, names: opts.Senders, limit: opts.SenderShare, holder: opts.Name, now: opts.Now, log: p.log}
 	p.store = streams.NewProgressStore(p.progress, p.opts.Now)
 	retention, err := streams.ReadRetention(ctx, p.progress)
 	if err != nil {

@@ -513,7 +513,7 @@ func (p *Processor) announce(ctx context.Context, b *pipeline.Batch, prog *strea
 	if err := p.publishThenAck(ctx, cb, m, fmt.Sprintf("callback of batch %d", b.ID), faultAfterCallback); err != nil {
 		return err
 	}
-	p.releaseSender(ctx, b)
+	p.senders.release(ctx, b)
 	p.forget(b.ID)
 	// Every outcome is in the batch record and its callback; a log line per
 	// executed batch would cost every batch, so only the others are Info.
