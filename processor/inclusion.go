@@ -42,7 +42,7 @@ import (
 func (p *Processor) parkForInclusion(ctx context.Context, b *pipeline.Batch, st *state, k int, out pipeline.Output, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
 	inc := b.Functions[k].Inclusion
-	if err := p.fits(b, prog, out); err != nil {
+	if err := p.limits.fits(b, prog, out); err != nil {
 		return p.tooLarge(ctx, b, st, k, err, m)
 	}
 	now := p.opts.Now()

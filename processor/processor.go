@@ -176,6 +176,9 @@ type Processor struct {
 	// throttle caps the domain's steps per second; nil: no cap.
 	throttle *throttle
 
+	// limits sizes records against the server's max_payload.
+	limits recordLimits
+
 	// workers sends requests to the workers.
 	workers *workClient
 }
@@ -241,6 +244,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 		streams: map[pipeline.Priority]jetstream.Stream{},
 		cache:   map[uint64]*pipeline.Batch{},
 		workers: &workClient{nc: nc, timeout: opts.WorkTimeout},
+		limits:  recordLimits{maxPayload: nc.MaxPayload},
 	}
 	p.units = &unitBatcher{workers: p.workers, tel: opts.Telemetry}
 	name := streams.ProcessorConsumer(opts.Domain)

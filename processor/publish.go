@@ -63,7 +63,7 @@ func (p *Processor) publishDeadLetter(ctx context.Context, b *pipeline.Batch, pr
 		}
 	}
 	data, err := streams.Encode(dl)
-	if err == nil && len(data) > p.maxRecord() && len(dl.Outputs) > 0 {
+	if err == nil && len(data) > p.limits.maxRecord() && len(dl.Outputs) > 0 {
 		// The dead letter must fit: the outputs' data goes, their index
 		// and type stay; the batch (needed to replay it) stays whole.
 		trimmed := make([]pipeline.Output, len(dl.Outputs))

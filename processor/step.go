@@ -241,7 +241,7 @@ func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state,
 	if rep.Error == nil {
 		st.fresh = rep.Fresh
 		prog.Outputs = rep.Outputs
-		if err := p.fits(b, prog); err != nil {
+		if err := p.limits.fits(b, prog); err != nil {
 			// The unit took effect; its outputs are kept for inspection
 			// only, and these do not fit beside the batch.
 			p.log.Warn("outputs of an atomic batch left out of its progress", "batch_id", b.ID, "err", err)
@@ -307,7 +307,7 @@ func (p *Processor) advance(ctx context.Context, b *pipeline.Batch, st *state, k
 		return p.parkForInclusion(ctx, b, st, k, out, m)
 	}
 	if c := b.Functions[k].Confirm; c != nil {
-		if err := p.fits(b, prog, out); err != nil {
+		if err := p.limits.fits(b, prog, out); err != nil {
 			return p.tooLarge(ctx, b, st, k, err, m)
 		}
 		prog.State = streams.Parked
@@ -332,7 +332,7 @@ func (p *Processor) advance(ctx context.Context, b *pipeline.Batch, st *state, k
 // for a confirmation.
 func (p *Processor) keep(ctx context.Context, b *pipeline.Batch, st *state, k int, out pipeline.Output, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
-	if err := p.fits(b, prog, out); err != nil {
+	if err := p.limits.fits(b, prog, out); err != nil {
 		return p.tooLarge(ctx, b, st, k, err, m)
 	}
 	prog.State, prog.Parked = streams.Queued, nil
