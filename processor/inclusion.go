@@ -54,7 +54,7 @@ func (p *Processor) parkForInclusion(ctx context.Context, b *pipeline.Batch, st 
 	if err := p.save(ctx, st); err != nil {
 		return "", err
 	}
-	if err := p.fault(faultAfterProgress); err != nil {
+	if err := p.fault.at(faultAfterProgress); err != nil {
 		return "", err
 	}
 	return api.ActionParked, m.NakWithDelay(pollDelay(inc, prog.Parked.Deadline, now))
@@ -146,7 +146,7 @@ func (p *Processor) included(ctx context.Context, b *pipeline.Batch, st *state, 
 		if err := p.save(ctx, st); err != nil {
 			return "", err
 		}
-		if err := p.fault(faultAfterProgress); err != nil {
+		if err := p.fault.at(faultAfterProgress); err != nil {
 			return "", err
 		}
 	}

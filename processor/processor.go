@@ -170,8 +170,12 @@ type Processor struct {
 	// waker serves WaitWork.
 	waker waker
 
-	// pub publishes a step's last write without waiting (deferred).
-	pub *streams.AckPublisher
+	// pub publishes tokens, dead letters and callbacks, a step's last
+	// write without waiting (deferred).
+	pub *publisher
+
+	// fault is Options.fault, the crash points of a step.
+	fault crashPoints
 
 	// throttle caps the domain's steps per second; nil: no cap.
 	throttle *throttle
@@ -245,6 +249,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 		cache:   map[uint64]*pipeline.Batch{},
 		workers: &workClient{nc: nc, timeout: opts.WorkTimeout},
 		limits:  recordLimits{maxPayload: nc.MaxPayload},
+		fault:   crashPoints(opts.fault),
 	}
 	p.units = &unitBatcher{workers: p.workers, tel: opts.Telemetry}
 	name := streams.ProcessorConsumer(opts.Domain)
@@ -285,9 +290,11 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 		}
 		p.throttle = &throttle{store: streams.NewThrottleStore(locks, p.opts.Now), domain: opts.Domain, limit: opts.Throttle, now: p.opts.Now}
 	}
-	if p.pub, err = streams.NewAckPublisher(nc, pubAckTimeout); err != nil {
+	async, err := streams.NewAckPublisher(nc, pubAckTimeout)
+	if err != nil {
 		return nil, fmt.Errorf("processor: %w", err)
 	}
+	p.pub = &publisher{js: js, async: async, limits: p.limits, domain: opts.Domain, name: opts.Name, now: opts.Now, log: p.log, fault: p.fault}
 	p.observe(nc)
 	return p, nil
 }
@@ -463,7 +470,7 @@ func (p *Processor) Tick(ctx context.Context, steps int) api.TickReport {
 	refill := max(1, p.opts.Concurrency/4)
 	// A step's last write is published asynchronously; its token is
 	// acknowledged here when the write is stored (deferred).
-	acks := p.startAcker(&mu, &rep)
+	acks := startAcker(p.log, p.opts.MaxSteps, &mu, &rep)
 	// The queues whose consumer left a fetch unanswered: not asked again
 	// this tick (each such fetch waits a second).
 	silent := map[pipeline.Priority]bool{}

@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -14,41 +15,55 @@ import (
 	"github.com/tickflow/tickflow/telemetry"
 )
 
-// publishToken appends the batch's token at its current step to the back of its queue.
-func (p *Processor) publishToken(ctx context.Context, b *pipeline.Batch, prog *streams.Progress) error {
+// publisher writes what a step leads to: the batch's token at the back of
+// its queue, its dead letter, its terminal callback, and, for a token taken
+// by a tick, the last write of its step without waiting (deferred).
+type publisher struct {
+	js     jetstream.JetStream
+	async  *streams.AckPublisher // the deferred writes
+	limits recordLimits
+	domain string
+	name   string // this replica (Options.Name), in callbacks
+	now    func() time.Time
+	log    *slog.Logger
+	fault  crashPoints
+}
+
+// token appends the batch's token at its current step to the back of its queue.
+func (pb *publisher) token(ctx context.Context, b *pipeline.Batch, prog *streams.Progress) error {
 	m, err := streams.TokenMsg(streams.RequeueSubject(b.Priority, b.Domain), b, prog.Gen, prog.Rotation)
 	if err != nil {
 		return err
 	}
 	telemetry.Inject(ctx, m.Header)
-	if _, err := p.js.PublishMsg(ctx, m); err != nil {
+	if _, err := pb.js.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("processor: requeue batch %d: %w", b.ID, err)
 	}
 	return nil
 }
 
-// callbackMsg is the terminal callback, deduplicated by batch id. It
+// callback is the terminal callback, deduplicated by batch id. It
 // carries the outputs, which authz keeps in the batch record for the
 // submitter: a batch that finished at its first step has them nowhere else
 // authz may read. They fit: fits bounds them below max_payload beside the
 // batch.
-func (p *Processor) callbackMsg(b *pipeline.Batch, prog *streams.Progress, dlSeq uint64) (*nats.Msg, error) {
+func (pb *publisher) callback(b *pipeline.Batch, prog *streams.Progress, dlSeq uint64) (*nats.Msg, error) {
 	at := prog.UpdatedAt
 	if at.IsZero() {
 		// A batch that succeeded at its first step wrote no progress
 		// (finish skips it): it finished now.
-		at = p.opts.Now().UTC()
+		at = pb.now().UTC()
 	}
 	cb := &streams.Callback{
 		BatchID: b.ID, Domain: b.Domain, Priority: b.Priority, Outcome: *prog.Outcome,
-		Attempts: prog.Attempts(b.Subroutine.Mode == pipeline.Atomic), At: at, Processor: p.opts.Name,
+		Attempts: prog.Attempts(b.Subroutine.Mode == pipeline.Atomic), At: at, Processor: pb.name,
 		Fallback: len(prog.Fallbacks) > 0, DeadLetter: dlSeq, Outputs: prog.Outputs,
 	}
 	return streams.CallbackMsg(cb)
 }
 
-// publishDeadLetter writes the batch to the DLQ and returns its sequence.
-func (p *Processor) publishDeadLetter(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, m jetstream.Msg) (uint64, error) {
+// deadLetter writes the batch to the DLQ and returns its sequence.
+func (pb *publisher) deadLetter(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, m jetstream.Msg) (uint64, error) {
 	dl := &streams.DeadLetter{
 		Batch: *b, Domain: b.Domain, Index: prog.FailedIndex, Error: prog.LastError,
 		Attempts: prog.Attempts(b.Subroutine.Mode == pipeline.Atomic), Outcome: *prog.Outcome, Outputs: prog.Outputs, At: prog.UpdatedAt,
@@ -63,7 +78,7 @@ func (p *Processor) publishDeadLetter(ctx context.Context, b *pipeline.Batch, pr
 		}
 	}
 	data, err := streams.Encode(dl)
-	if err == nil && len(data) > p.limits.maxRecord() && len(dl.Outputs) > 0 {
+	if err == nil && len(data) > pb.limits.maxRecord() && len(dl.Outputs) > 0 {
 		// The dead letter must fit: the outputs' data goes, their index
 		// and type stay; the batch (needed to replay it) stays whole.
 		trimmed := make([]pipeline.Output, len(dl.Outputs))
@@ -86,7 +101,7 @@ func (p *Processor) publishDeadLetter(ctx context.Context, b *pipeline.Batch, pr
 	msg.Header.Set(streams.HeaderReason, headerValue(prog.LastError))
 	msg.Header.Set(streams.HeaderOrigin, dl.Origin.Subject)
 	msg.Header.Set(nats.MsgIdHdr, streams.DeadLetterMsgID(b.ID))
-	ack, err := p.js.PublishMsg(ctx, msg)
+	ack, err := pb.js.PublishMsg(ctx, msg)
 	if err != nil {
 		return 0, fmt.Errorf("processor: dead letter of batch %d: %w", b.ID, err)
 	}
@@ -94,14 +109,14 @@ func (p *Processor) publishDeadLetter(ctx context.Context, b *pipeline.Batch, pr
 }
 
 // deadLetterRaw copies an undecodable token to the DLQ, then terminates it.
-func (p *Processor) deadLetterRaw(ctx context.Context, m jetstream.Msg, cause error) {
-	msg := nats.NewMsg(streams.DLQSubject(p.opts.Domain))
+func (pb *publisher) deadLetterRaw(ctx context.Context, m jetstream.Msg, cause error) {
+	msg := nats.NewMsg(streams.DLQSubject(pb.domain))
 	msg.Data = m.Data()
-	msg.Header.Set(streams.HeaderDomain, p.opts.Domain)
+	msg.Header.Set(streams.HeaderDomain, pb.domain)
 	msg.Header.Set(streams.HeaderReason, headerValue(cause.Error()))
 	msg.Header.Set(streams.HeaderOrigin, m.Subject())
-	if _, err := p.js.PublishMsg(ctx, msg); err != nil {
-		p.log.Error("dead letter of an undecodable token failed; redelivered later", "err", err)
+	if _, err := pb.js.PublishMsg(ctx, msg); err != nil {
+		pb.log.Error("dead letter of an undecodable token failed; redelivered later", "err", err)
 		_ = m.NakWithDelay(time.Second)
 		return
 	}

@@ -61,7 +61,7 @@ func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstrea
 	tok, err := streams.Decode[streams.Token](m.Data())
 	if err != nil {
 		p.log.Error("undecodable token: dead-lettered", "subject", logging.Capped(m.Subject()), "err", err)
-		p.deadLetterRaw(ctx, m, err)
+		p.pub.deadLetterRaw(ctx, m, err)
 		return api.StepReport{Priority: prio, Action: api.ActionError, Error: err.Error()}
 	}
 	sr, err := p.stepToken(ctx, prio, m, tok)
@@ -235,7 +235,7 @@ func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state,
 	if err != nil {
 		return "", err
 	}
-	if err := p.fault(faultAfterWork); err != nil {
+	if err := p.fault.at(faultAfterWork); err != nil {
 		return "", err
 	}
 	if rep.Error == nil {
@@ -260,7 +260,7 @@ func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state,
 		if err := p.save(ctx, st); err != nil {
 			return "", err
 		}
-		if err := p.fault(faultAfterProgress); err != nil {
+		if err := p.fault.at(faultAfterProgress); err != nil {
 			return "", err
 		}
 		return api.ActionRetry, m.NakWithDelay(d.Delay)
@@ -284,7 +284,7 @@ func (p *Processor) runFunction(ctx context.Context, b *pipeline.Batch, st *stat
 	if err != nil {
 		return "", err
 	}
-	if err := p.fault(faultAfterWork); err != nil {
+	if err := p.fault.at(faultAfterWork); err != nil {
 		return "", err
 	}
 	if rep.Error != nil {
@@ -318,7 +318,7 @@ func (p *Processor) advance(ctx context.Context, b *pipeline.Batch, st *state, k
 		if err := p.save(ctx, st); err != nil {
 			return "", err
 		}
-		if err := p.fault(faultAfterProgress); err != nil {
+		if err := p.fault.at(faultAfterProgress); err != nil {
 			return "", err
 		}
 		return api.ActionParked, m.NakWithDelay(c.Timeout.D())
@@ -352,14 +352,14 @@ func (p *Processor) rotate(ctx context.Context, b *pipeline.Batch, st *state, m 
 	if err := p.save(ctx, st); err != nil {
 		return err
 	}
-	if err := p.fault(faultAfterProgress); err != nil {
+	if err := p.fault.at(faultAfterProgress); err != nil {
 		return err
 	}
 	msg, err := streams.TokenMsg(streams.RequeueSubject(b.Priority, b.Domain), b, st.Progress.Gen, st.Progress.Rotation)
 	if err != nil {
 		return err
 	}
-	return p.publishThenAck(ctx, msg, m, fmt.Sprintf("requeue batch %d", b.ID), faultAfterRequeue)
+	return p.pub.thenAck(ctx, msg, m, fmt.Sprintf("requeue batch %d", b.ID), faultAfterRequeue)
 }
 
 // functionFailed applies the failure chain to a failure of a function of
@@ -383,7 +383,7 @@ func (p *Processor) functionFailed(ctx context.Context, b *pipeline.Batch, st *s
 		if err := p.save(ctx, st); err != nil {
 			return "", err
 		}
-		if err := p.fault(faultAfterProgress); err != nil {
+		if err := p.fault.at(faultAfterProgress); err != nil {
 			return "", err
 		}
 		return api.ActionRetry, m.NakWithDelay(d.Delay)
@@ -419,7 +419,7 @@ func (p *Processor) settle(ctx context.Context, b *pipeline.Batch, st *state, f 
 			if err := p.save(ctx, st); err != nil {
 				return "", err
 			}
-			if err := p.fault(faultAfterProgress); err != nil {
+			if err := p.fault.at(faultAfterProgress); err != nil {
 				return "", err
 			}
 		}
@@ -485,7 +485,7 @@ func (p *Processor) finish(ctx context.Context, b *pipeline.Batch, st *state, o 
 			return err
 		}
 	}
-	if err := p.fault(faultAfterProgress); err != nil {
+	if err := p.fault.at(faultAfterProgress); err != nil {
 		return err
 	}
 	return p.announce(ctx, b, prog, m)
@@ -497,20 +497,20 @@ func (p *Processor) finish(ctx context.Context, b *pipeline.Batch, st *state, o 
 func (p *Processor) announce(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, m jetstream.Msg) error {
 	var dlSeq uint64
 	if s := prog.Outcome.Status; s == pipeline.Rejected || s == pipeline.PartiallyExecuted {
-		seq, err := p.publishDeadLetter(ctx, b, prog, m)
+		seq, err := p.pub.deadLetter(ctx, b, prog, m)
 		if err != nil {
 			return err
 		}
 		dlSeq = seq
-		if err := p.fault(faultAfterDeadLetter); err != nil {
+		if err := p.fault.at(faultAfterDeadLetter); err != nil {
 			return err
 		}
 	}
-	cb, err := p.callbackMsg(b, prog, dlSeq)
+	cb, err := p.pub.callback(b, prog, dlSeq)
 	if err != nil {
 		return err
 	}
-	if err := p.publishThenAck(ctx, cb, m, fmt.Sprintf("callback of batch %d", b.ID), faultAfterCallback); err != nil {
+	if err := p.pub.thenAck(ctx, cb, m, fmt.Sprintf("callback of batch %d", b.ID), faultAfterCallback); err != nil {
 		return err
 	}
 	p.senders.release(ctx, b)
@@ -536,18 +536,23 @@ func (p *Processor) announce(ctx context.Context, b *pipeline.Batch, prog *strea
 // second run).
 func (p *Processor) dropStale(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, m jetstream.Msg) error {
 	if prog.State != streams.Parked { // a parked batch's token is its timer, which exists
-		if err := p.publishToken(ctx, b, prog); err != nil {
+		if err := p.pub.token(ctx, b, prog); err != nil {
 			return err
 		}
 	}
 	return m.Ack()
 }
 
-func (p *Processor) fault(point string) error {
-	if p.opts.fault == nil {
+// crashPoints is Options.fault: called at each crash point of a step.
+type crashPoints func(point string) error
+
+// at abandons the step at point (an error matching errCrash) when the hook
+// says so; without a hook it does nothing.
+func (f crashPoints) at(point string) error {
+	if f == nil {
 		return nil
 	}
-	if err := p.opts.fault(point); err != nil {
+	if err := f(point); err != nil {
 		return fmt.Errorf("%w at %s: %w", errCrash, point, err)
 	}
 	return nil
