@@ -95,14 +95,15 @@ func (h *holds) forget(m jetstream.Msg) {
 	h.mu.Unlock()
 }
 
-// backoff is base doubled per try after the first, capped, with ±20% jitter.
-func (p *Processor) backoff(try int, base, ceiling time.Duration) time.Duration {
+// backoff is base doubled per try after the first, capped, with ±20%
+// jitter drawn from rnd (in [0, 1)).
+func backoff(try int, base, ceiling time.Duration, rnd func() float64) time.Duration {
 	d := base
 	for i := 1; i < try && d < ceiling; i++ {
 		d *= 2
 	}
 	d = min(d, ceiling)
-	return time.Duration(float64(d) * (0.8 + 0.4*p.opts.Rand()))
+	return time.Duration(float64(d) * (0.8 + 0.4*rnd()))
 }
 
 // errBusy means a worker answered that it did not attempt the call: it runs
@@ -139,7 +140,7 @@ func (p *Processor) wait(ctx context.Context, b *pipeline.Batch, st *state, m je
 	now := p.opts.Now()
 	h := p.holds.note(id, why, now)
 	if now.Sub(h.since) < p.opts.MaxWait {
-		delay := p.backoff(h.tries, waitBase, waitCeiling)
+		delay := backoff(h.tries, waitBase, waitCeiling, p.opts.Rand)
 		p.log.Debug("call not attempted; tried again later", "batch_id", b.ID, "tries", h.tries, "delay", delay, "reason", cause)
 		p.recordWaiting(ctx, b, st, cause, h.since, now)
 		return api.ActionBusy, m.NakWithDelay(delay)
@@ -235,7 +236,7 @@ func (p *Processor) poisoned(ctx context.Context, b *pipeline.Batch, st *state, 
 	id := tokenOf(m)
 	h := p.holds.note(id, "poison", p.opts.Now())
 	if h.tries <= p.opts.PoisonRetries {
-		delay := p.backoff(h.tries, poisonBase, poisonCeiling)
+		delay := backoff(h.tries, poisonBase, poisonCeiling, p.opts.Rand)
 		p.log.Debug("token cannot be reconciled with its records; tried again later", "batch_id", b.ID, "tries", h.tries, "delay", delay, "err", cause)
 		return api.ActionHeld, m.NakWithDelay(delay)
 	}

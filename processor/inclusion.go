@@ -154,7 +154,7 @@ func (p *Processor) included(ctx context.Context, b *pipeline.Batch, st *state, 
 	if notAttempted(err) && m != nil {
 		// Still parked, included: the token's next return calls it again.
 		p.log.Debug("success hook not attempted; asked again later", "batch_id", b.ID, "index", k, "err", err)
-		return api.ActionBusy, m.NakWithDelay(p.backoff(1, waitBase, waitCeiling))
+		return api.ActionBusy, m.NakWithDelay(backoff(1, waitBase, waitCeiling, p.opts.Rand))
 	}
 	if err != nil {
 		return "", err
