@@ -170,6 +170,9 @@ type Processor struct {
 	// waker serves WaitWork.
 	waker waker
 
+	// pacer ticks the processor in the ready pace.
+	pacer *pacer
+
 	// pub publishes tokens, dead letters and callbacks, a step's last
 	// write without waiting (deferred).
 	pub *publisher
@@ -250,6 +253,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 		workers: &workClient{nc: nc, timeout: opts.WorkTimeout},
 		limits:  recordLimits{maxPayload: nc.MaxPayload},
 		fault:   crashPoints(opts.fault),
+		waker:   waker{nc: nc, domain: opts.Domain},
 	}
 	p.units = &unitBatcher{workers: p.workers, tel: opts.Telemetry}
 	name := streams.ProcessorConsumer(opts.Domain)
@@ -295,6 +299,10 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 		return nil, fmt.Errorf("processor: %w", err)
 	}
 	p.pub = &publisher{js: js, async: async, limits: p.limits, domain: opts.Domain, name: opts.Name, now: opts.Now, log: p.log, fault: p.fault}
+	p.pacer = &pacer{
+		tick: p.Tick, waitWork: p.WaitWork, untilNext: p.throttle.untilNext, sleep: sleep,
+		steps: opts.Concurrency, idleWait: opts.IdleWait, log: p.log,
+	}
 	p.observe(nc)
 	return p, nil
 }
@@ -360,7 +368,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	if p.opts.Pace == PaceReady {
 		go func() {
 			defer close(paced)
-			p.selfTick(ctx)
+			p.pacer.run(ctx)
 		}()
 	} else {
 		close(paced)
