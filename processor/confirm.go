@@ -86,7 +86,7 @@ func (p *Processor) confirm1(ctx context.Context, m jetstream.Msg) error {
 		return fmt.Errorf("%w: %w", errDropConfirmation, err)
 	}
 	conf := DecodeConfirmation(m.Data())
-	b, err := p.batch(ctx, id)
+	b, err := p.cache.get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("%w: unknown batch %d", errDropConfirmation, id)
 	}

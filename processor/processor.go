@@ -158,8 +158,7 @@ type Processor struct {
 	state    jetstream.KeyValue
 	senders  *senderPool
 
-	cacheMu sync.Mutex
-	cache   map[uint64]*pipeline.Batch
+	cache *batchCache
 
 	// holds bounds the put-backs of steps that cannot proceed.
 	holds holds
@@ -189,9 +188,6 @@ type Processor struct {
 	// workers sends requests to the workers.
 	workers *workClient
 }
-
-// cacheSize bounds the batches kept in memory; their content never changes.
-const cacheSize = 4096
 
 // New binds a processor to its domain's consumers and buckets, which must
 // have been provisioned (streams.Provision).
@@ -249,7 +245,6 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 		log:     opts.Logger.With("domain", opts.Domain, "processor", opts.Name),
 		queues:  map[pipeline.Priority]*streams.Fetcher{},
 		streams: map[pipeline.Priority]jetstream.Stream{},
-		cache:   map[uint64]*pipeline.Batch{},
 		workers: &workClient{nc: nc, timeout: opts.WorkTimeout},
 		limits:  recordLimits{maxPayload: nc.MaxPayload},
 		fault:   crashPoints(opts.fault),
@@ -280,6 +275,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 			return nil, fmt.Errorf("processor: bucket %s: %w", b.name, err)
 		}
 	}
+	p.cache = &batchCache{kv: p.batches, m: map[uint64]*pipeline.Batch{}}
 	p.senders = &senderPool{kv: senders, names: opts.Senders, limit: opts.SenderShare, holder: opts.Name, now: opts.Now, log: p.log}
 	p.store = streams.NewProgressStore(p.progress, p.opts.Now)
 	retention, err := streams.ReadRetention(ctx, p.progress)
@@ -603,39 +599,4 @@ func (p *Processor) fetch(silent map[pipeline.Priority]bool, n int) ([]fetched, 
 		p.log.Warn("a fetch failed; the tokens taken run", "taken", len(out), "err", err)
 	}
 	return out, nil
-}
-
-// batch returns the batch with id, from memory or the batches bucket.
-func (p *Processor) batch(ctx context.Context, id uint64) (*pipeline.Batch, error) {
-	p.cacheMu.Lock()
-	b, ok := p.cache[id]
-	p.cacheMu.Unlock()
-	if ok {
-		return b, nil
-	}
-	e, err := p.batches.Get(ctx, streams.BatchKey(id))
-	if err != nil {
-		return nil, err
-	}
-	rec, err := streams.Decode[streams.BatchRecord](e.Value())
-	if err != nil {
-		return nil, err
-	}
-	b = &rec.Batch
-	p.cacheMu.Lock()
-	if len(p.cache) >= cacheSize {
-		for k := range p.cache { // evict an arbitrary entry
-			delete(p.cache, k)
-			break
-		}
-	}
-	p.cache[id] = b
-	p.cacheMu.Unlock()
-	return b, nil
-}
-
-func (p *Processor) forget(id uint64) {
-	p.cacheMu.Lock()
-	delete(p.cache, id)
-	p.cacheMu.Unlock()
 }

@@ -91,7 +91,7 @@ func (p *Processor) stepToken(ctx context.Context, prio pipeline.Priority, m jet
 	if tok.Batch != nil && tok.Batch.ID == tok.BatchID {
 		b = tok.Batch // the token's copy: one read saved
 	} else {
-		b, err = p.batch(ctx, tok.BatchID)
+		b, err = p.cache.get(ctx, tok.BatchID)
 	}
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		// A token authz never recorded: a processor may rotate, never create.
@@ -514,7 +514,7 @@ func (p *Processor) announce(ctx context.Context, b *pipeline.Batch, prog *strea
 		return err
 	}
 	p.senders.release(ctx, b)
-	p.forget(b.ID)
+	p.cache.forget(b.ID)
 	// Every outcome is in the batch record and its callback; a log line per
 	// executed batch would cost every batch, so only the others are Info.
 	level := slog.LevelInfo
