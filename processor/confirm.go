@@ -21,19 +21,19 @@ import (
 // The confirmer's identity is the body's By, which the processor trusts:
 // nats.conf lets only authz, which stamps By with the caller named by the
 // subject authz.<user>.confirm, and admin publish confirm.>.
-func (p *Processor) handleConfirmation(ctx context.Context, m jetstream.Msg) {
-	err := p.confirm1(ctx, m)
+func (s *stepper) handleConfirmation(ctx context.Context, m jetstream.Msg) {
+	err := s.confirm1(ctx, m)
 	switch {
 	case err == nil:
 		_ = m.Ack()
 	case errors.Is(err, errDropConfirmation):
-		p.log.Warn("confirmation dropped", "subject", m.Subject(), "reason", err)
+		s.log.Warn("confirmation dropped", "subject", m.Subject(), "reason", err)
 		_ = m.Ack()
 	case errors.Is(err, streams.ErrDecode) || errors.Is(err, streams.ErrVersion):
 		// A record of the batch is unreadable: waiting cannot help. The
 		// batch's token meets the same record and ends the batch visibly;
 		// the parked function, unconfirmed, times out meanwhile.
-		p.log.Error("confirmation dropped: a record of its batch is unreadable", "subject", logging.Capped(m.Subject()), "err", err)
+		s.log.Error("confirmation dropped: a record of its batch is unreadable", "subject", logging.Capped(m.Subject()), "err", err)
 		_ = m.Ack()
 	default:
 		n := 1
@@ -41,14 +41,14 @@ func (p *Processor) handleConfirmation(ctx context.Context, m jetstream.Msg) {
 			n = int(md.NumDelivered)
 		}
 		if n >= maxConfirmDeliveries {
-			p.log.Error("confirmation dropped: not applicable after repeated tries", "subject", logging.Capped(m.Subject()), "deliveries", n, "err", err)
+			s.log.Error("confirmation dropped: not applicable after repeated tries", "subject", logging.Capped(m.Subject()), "deliveries", n, "err", err)
 			_ = m.Ack()
 			return
 		}
 		if n == 1 {
-			p.log.Warn("confirmation not applied yet; redelivered with backoff", "subject", logging.Capped(m.Subject()), "err", err)
+			s.log.Warn("confirmation not applied yet; redelivered with backoff", "subject", logging.Capped(m.Subject()), "err", err)
 		} else {
-			p.log.Debug("confirmation not applied yet", "subject", logging.Capped(m.Subject()), "deliveries", n, "err", err)
+			s.log.Debug("confirmation not applied yet", "subject", logging.Capped(m.Subject()), "deliveries", n, "err", err)
 		}
 		_ = m.NakWithDelay(confirmRetryDelay(n, err))
 	}
@@ -80,20 +80,20 @@ func DecodeConfirmation(body []byte) streams.Confirmation {
 	return streams.Confirmation{Content: string(body)}
 }
 
-func (p *Processor) confirm1(ctx context.Context, m jetstream.Msg) error {
+func (s *stepper) confirm1(ctx context.Context, m jetstream.Msg) error {
 	_, id, index, err := streams.ParseConfirmSubject(m.Subject())
 	if err != nil {
 		return fmt.Errorf("%w: %w", errDropConfirmation, err)
 	}
 	conf := DecodeConfirmation(m.Data())
-	b, err := p.cache.get(ctx, id)
+	b, err := s.cache.get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("%w: unknown batch %d", errDropConfirmation, id)
 	}
 	if err != nil {
 		return err
 	}
-	st, err := p.load(ctx, id)
+	st, err := s.load(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func (p *Processor) confirm1(ctx context.Context, m jetstream.Msg) error {
 		return fmt.Errorf("%w: batch %d is not waiting for a confirmation of function %d (state %s)", errDropConfirmation, id, index, prog.State)
 	}
 	if b.Functions[index].Inclusion != nil {
-		return p.confirmInclusion(ctx, b, st, index, conf)
+		return s.confirmInclusion(ctx, b, st, index, conf)
 	}
 	spec := b.Functions[index].Confirm
 	if len(spec.By) > 0 && !slices.Contains(spec.By, conf.By) {
@@ -110,15 +110,15 @@ func (p *Processor) confirm1(ctx context.Context, m jetstream.Msg) error {
 	}
 	timer := prog.Parked.Timer
 	if conf.Content == spec.Expect {
-		_, err = p.keep(ctx, b, st, index, prog.Parked.Output, nil)
+		_, err = s.keep(ctx, b, st, index, prog.Parked.Output, nil)
 	} else {
-		_, err = p.functionFailed(ctx, b, st, failure{index: index, msg: fmt.Sprintf("function %d: confirmation content %q does not match the expected %q", index, logging.Capped(conf.Content), logging.Capped(spec.Expect)), retryable: true, invalidated: true}, nil)
+		_, err = s.functionFailed(ctx, b, st, failure{index: index, msg: fmt.Sprintf("function %d: confirmation content %q does not match the expected %q", index, logging.Capped(conf.Content), logging.Capped(spec.Expect)), retryable: true, invalidated: true}, nil)
 	}
 	if err == nil && timer != 0 {
 		// The timeout no longer matters: retire its token. If this fails the
 		// token fires later, finds itself stale and is dropped.
-		if derr := p.streams[b.Priority].DeleteMsg(ctx, timer); derr != nil && !errors.Is(derr, jetstream.ErrMsgNotFound) {
-			p.log.Debug("timer token not deleted", "batch_id", b.ID, "seq", timer, "err", derr)
+		if derr := s.streams[b.Priority].DeleteMsg(ctx, timer); derr != nil && !errors.Is(derr, jetstream.ErrMsgNotFound) {
+			s.log.Debug("timer token not deleted", "batch_id", b.ID, "seq", timer, "err", derr)
 		}
 	}
 	return err

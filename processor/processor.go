@@ -145,26 +145,16 @@ var errCrash = errors.New("processor: step abandoned (fault injected)")
 // Processor serves one domain. It is safe for concurrent use; any number of
 // replicas may serve the same domain.
 type Processor struct {
-	opts     Options
-	log      *slog.Logger
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	queues   map[pipeline.Priority]*streams.Fetcher
-	streams  map[pipeline.Priority]jetstream.Stream
-	confirm  jetstream.Consumer
-	progress jetstream.KeyValue
-	store    *streams.ProgressStore // the progress records, with compare-and-set
-	batches  jetstream.KeyValue
-	state    jetstream.KeyValue
-	senders  *senderPool
+	opts    Options
+	log     *slog.Logger
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	queues  map[pipeline.Priority]*streams.Fetcher
+	confirm jetstream.Consumer
+	state   jetstream.KeyValue
 
-	cache *batchCache
-
-	// holds bounds the put-backs of steps that cannot proceed.
-	holds holds
-
-	// units gathers the atomic units of concurrent steps into one request.
-	units *unitBatcher
+	// steps runs the steps and applies the confirmations.
+	steps *stepper
 
 	// waker serves WaitWork.
 	waker waker
@@ -172,21 +162,8 @@ type Processor struct {
 	// pacer ticks the processor in the ready pace.
 	pacer *pacer
 
-	// pub publishes tokens, dead letters and callbacks, a step's last
-	// write without waiting (deferred).
-	pub *publisher
-
-	// fault is Options.fault, the crash points of a step.
-	fault crashPoints
-
 	// throttle caps the domain's steps per second; nil: no cap.
 	throttle *throttle
-
-	// limits sizes records against the server's max_payload.
-	limits recordLimits
-
-	// workers sends requests to the workers.
-	workers *workClient
 }
 
 // New binds a processor to its domain's consumers and buckets, which must
@@ -242,47 +219,52 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 	}
 	p := &Processor{
 		opts: opts, nc: nc, js: js,
-		log:     opts.Logger.With("domain", opts.Domain, "processor", opts.Name),
-		queues:  map[pipeline.Priority]*streams.Fetcher{},
+		log:    opts.Logger.With("domain", opts.Domain, "processor", opts.Name),
+		queues: map[pipeline.Priority]*streams.Fetcher{},
+		waker:  waker{nc: nc, domain: opts.Domain},
+	}
+	workers := &workClient{nc: nc, timeout: opts.WorkTimeout}
+	s := &stepper{
+		opts: opts, log: p.log,
 		streams: map[pipeline.Priority]jetstream.Stream{},
-		workers: &workClient{nc: nc, timeout: opts.WorkTimeout},
+		workers: workers,
+		units:   &unitBatcher{workers: workers, tel: opts.Telemetry},
 		limits:  recordLimits{maxPayload: nc.MaxPayload},
 		fault:   crashPoints(opts.fault),
-		waker:   waker{nc: nc, domain: opts.Domain},
 	}
-	p.units = &unitBatcher{workers: p.workers, tel: opts.Telemetry}
+	p.steps = s
 	name := streams.ProcessorConsumer(opts.Domain)
 	for _, prio := range []pipeline.Priority{pipeline.High, pipeline.Med} {
 		if _, err := js.Consumer(ctx, streams.QueueStream(prio), name); err != nil {
 			return nil, fmt.Errorf("processor: consumer %s on %s (provision the domain first): %w", name, streams.QueueStream(prio), err)
 		}
 		p.queues[prio] = streams.NewFetcher(nc, streams.QueueStream(prio), name, 0)
-		s, err := js.Stream(ctx, streams.QueueStream(prio))
+		qs, err := js.Stream(ctx, streams.QueueStream(prio))
 		if err != nil {
 			return nil, fmt.Errorf("processor: stream %s: %w", streams.QueueStream(prio), err)
 		}
-		p.streams[prio] = s
+		s.streams[prio] = qs
 	}
 	if p.confirm, err = js.Consumer(ctx, streams.StreamConfirm, name); err != nil {
 		return nil, fmt.Errorf("processor: consumer %s on %s: %w", name, streams.StreamConfirm, err)
 	}
-	var senders jetstream.KeyValue
+	var progress, batches, senders jetstream.KeyValue
 	for _, b := range []struct {
 		name string
 		kv   *jetstream.KeyValue
-	}{{streams.BucketProgress, &p.progress}, {streams.BucketBatches, &p.batches}, {streams.BucketDomainStates, &p.state}, {streams.BucketSenders, &senders}} {
+	}{{streams.BucketProgress, &progress}, {streams.BucketBatches, &batches}, {streams.BucketDomainStates, &p.state}, {streams.BucketSenders, &senders}} {
 		if *b.kv, err = js.KeyValue(ctx, b.name); err != nil {
 			return nil, fmt.Errorf("processor: bucket %s: %w", b.name, err)
 		}
 	}
-	p.cache = &batchCache{kv: p.batches, m: map[uint64]*pipeline.Batch{}}
-	p.senders = &senderPool{kv: senders, names: opts.Senders, limit: opts.SenderShare, holder: opts.Name, now: opts.Now, log: p.log}
-	p.store = streams.NewProgressStore(p.progress, p.opts.Now)
-	retention, err := streams.ReadRetention(ctx, p.progress)
+	s.cache = &batchCache{kv: batches, m: map[uint64]*pipeline.Batch{}}
+	s.senders = &senderPool{kv: senders, names: opts.Senders, limit: opts.SenderShare, holder: opts.Name, now: opts.Now, log: p.log}
+	s.store = streams.NewProgressStore(progress, p.opts.Now)
+	retention, err := streams.ReadRetention(ctx, progress)
 	if err != nil {
 		return nil, fmt.Errorf("processor: %w", err)
 	}
-	p.store.Expire(js, retention)
+	s.store.Expire(js, retention)
 	if opts.Throttle > 0 {
 		locks, err := js.KeyValue(ctx, streams.BucketLocks)
 		if err != nil {
@@ -294,7 +276,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("processor: %w", err)
 	}
-	p.pub = &publisher{js: js, async: async, limits: p.limits, domain: opts.Domain, name: opts.Name, now: opts.Now, log: p.log, fault: p.fault}
+	s.pub = &publisher{js: js, async: async, limits: s.limits, domain: opts.Domain, name: opts.Name, now: opts.Now, log: p.log, fault: s.fault}
 	p.pacer = &pacer{
 		tick: p.Tick, waitWork: p.WaitWork, untilNext: p.throttle.untilNext, sleep: sleep,
 		steps: opts.Concurrency, idleWait: opts.IdleWait, log: p.log,
@@ -352,7 +334,7 @@ func (p *Processor) Run(ctx context.Context) error {
 			return
 		}
 		defer confirms.Leave()
-		p.handleConfirmation(ctx, m)
+		p.steps.handleConfirmation(ctx, m)
 	})
 	if err != nil {
 		_ = sub.Unsubscribe()

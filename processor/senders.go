@@ -110,23 +110,23 @@ func (sp *senderPool) share() int {
 // says the step ends here: set aside until a sender is free, finished
 // failed for a domain that has no senders at all, or dropped for a batch
 // that finished meanwhile.
-func (p *Processor) needSender(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (act api.Action, done bool, err error) {
-	name, leased, err := p.senders.lease(ctx, b)
+func (s *stepper) needSender(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (act api.Action, done bool, err error) {
+	name, leased, err := s.senders.lease(ctx, b)
 	switch {
 	case err == nil && leased:
 		// Authz may have removed the batch (a cancel) after this step read
 		// its progress, or, on a first step, without the step reading it
 		// at all: then the sender authz freed with the callback is leased
 		// again, and the batch must neither run nor keep it.
-		cur, lerr := p.load(ctx, b.ID)
+		cur, lerr := s.load(ctx, b.ID)
 		switch {
 		case lerr != nil:
-			p.senders.leases.forget(b.ID) // checked again at the next step
+			s.senders.leases.forget(b.ID) // checked again at the next step
 			return "", true, lerr
 		case cur.State == streams.Done:
-			return api.ActionStale, true, p.announce(ctx, b, &cur.Progress, m)
+			return api.ActionStale, true, s.announce(ctx, b, &cur.Progress, m)
 		case cur.Rev != st.Rev:
-			p.senders.leases.forget(b.ID)
+			s.senders.leases.forget(b.ID)
 			return "", true, fmt.Errorf("%w: batch %d moved while it leased a sender", streams.ErrConflict, b.ID)
 		}
 		st.sender = name
@@ -134,18 +134,18 @@ func (p *Processor) needSender(ctx context.Context, b *pipeline.Batch, st *state
 	case err == nil:
 		st.sender = name
 		return "", false, nil
-	case errors.Is(err, streams.ErrNoSender) && len(p.opts.Senders) == 0:
+	case errors.Is(err, streams.ErrNoSender) && len(s.opts.Senders) == 0:
 		msg := fmt.Sprintf("function %d needs a sender, and domain %s has none configured", st.Progress.Next, b.Domain)
-		p.log.Error("batch needs a sender; none configured", "batch_id", b.ID)
+		s.log.Error("batch needs a sender; none configured", "batch_id", b.ID)
 		st.noWait = true // nothing to wait for
-		act, err = p.settle(ctx, b, st, failure{index: st.Progress.Next, msg: msg}, m)
+		act, err = s.settle(ctx, b, st, failure{index: st.Progress.Next, msg: msg}, m)
 		return act, true, err
 	case errors.Is(err, streams.ErrNoSender):
-		p.log.Debug("every sender leased; batch set aside", "batch_id", b.ID, "wait", p.opts.SenderWait)
-		return api.ActionSetAside, true, m.NakWithDelay(p.opts.SenderWait)
+		s.log.Debug("every sender leased; batch set aside", "batch_id", b.ID, "wait", s.opts.SenderWait)
+		return api.ActionSetAside, true, m.NakWithDelay(s.opts.SenderWait)
 	case errors.Is(err, streams.ErrSenderShare):
-		p.log.Debug("submitter holds its share of the senders; batch set aside", "batch_id", b.ID, "submitter", logging.Capped(b.Submitter), "share", p.senders.share(), "wait", p.opts.SenderWait)
-		return api.ActionSetAside, true, m.NakWithDelay(p.opts.SenderWait)
+		s.log.Debug("submitter holds its share of the senders; batch set aside", "batch_id", b.ID, "submitter", logging.Capped(b.Submitter), "share", s.senders.share(), "wait", s.opts.SenderWait)
+		return api.ActionSetAside, true, m.NakWithDelay(s.opts.SenderWait)
 	}
 	return "", true, err
 }
