@@ -199,7 +199,8 @@ func (s *stepper) failureHook(ctx context.Context, b *pipeline.Batch, st *state,
 // for inclusion: pipeline.ConfirmIncluded, or pipeline.ConfirmFailed with
 // an optional ": reason", about the parked dispatch (conf.Ref). One about
 // another dispatch (an earlier round's, arriving late) is dropped, and so
-// is a failure of a dispatch whose inclusion was saved already.
+// is a failure of a dispatch whose inclusion was saved already. The
+// caller retires the timer token once it is applied.
 func (s *stepper) confirmInclusion(ctx context.Context, b *pipeline.Batch, st *state, index int, conf streams.Confirmation) error {
 	inc := b.Functions[index].Inclusion
 	if len(inc.By) > 0 && !slices.Contains(inc.By, conf.By) {
@@ -213,7 +214,6 @@ func (s *stepper) confirmInclusion(ctx context.Context, b *pipeline.Batch, st *s
 	if failed && parked.Included {
 		return fmt.Errorf("%w: function %d of batch %d: dispatch %q was included already; its failure confirmed by %s comes too late", errDropConfirmation, index, b.ID, logging.Capped(parked.Output.Ref), conf.By)
 	}
-	timer := parked.Timer
 	if err := s.leaseFor(ctx, b, st); err != nil {
 		return err
 	}
@@ -225,11 +225,6 @@ func (s *stepper) confirmInclusion(ctx context.Context, b *pipeline.Batch, st *s
 		_, err = s.notIncluded(ctx, b, st, fmt.Sprintf("function %d: dispatch %q failed (confirmed by %s): %s", index, logging.Capped(parked.Output.Ref), conf.By, logging.Capped(conf.Content)), true, nil)
 	default:
 		return fmt.Errorf("%w: inclusion of function %d of batch %d confirmed with %q: expected %q or %q", errDropConfirmation, index, b.ID, logging.Capped(conf.Content), pipeline.ConfirmIncluded, pipeline.ConfirmFailed)
-	}
-	if err == nil && timer != 0 {
-		if derr := s.streams[b.Priority].DeleteMsg(ctx, timer); derr != nil && !errors.Is(derr, jetstream.ErrMsgNotFound) {
-			s.log.Debug("timer token not deleted", "batch_id", b.ID, "seq", timer, "err", derr)
-		}
 	}
 	return err
 }

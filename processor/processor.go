@@ -153,8 +153,11 @@ type Processor struct {
 	confirm jetstream.Consumer
 	state   jetstream.KeyValue
 
-	// steps runs the steps and applies the confirmations.
+	// steps runs the steps.
 	steps *stepper
+
+	// confirms applies the confirmations.
+	confirms *confirmations
 
 	// waker serves WaitWork.
 	waker waker
@@ -226,13 +229,13 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 	workers := &workClient{nc: nc, timeout: opts.WorkTimeout}
 	s := &stepper{
 		opts: opts, log: p.log,
-		streams: map[pipeline.Priority]jetstream.Stream{},
 		workers: workers,
 		units:   &unitBatcher{workers: workers, tel: opts.Telemetry},
 		limits:  recordLimits{maxPayload: nc.MaxPayload},
 		fault:   crashPoints(opts.fault),
 	}
 	p.steps = s
+	p.confirms = &confirmations{steps: s, log: p.log, streams: map[pipeline.Priority]jetstream.Stream{}}
 	name := streams.ProcessorConsumer(opts.Domain)
 	for _, prio := range []pipeline.Priority{pipeline.High, pipeline.Med} {
 		if _, err := js.Consumer(ctx, streams.QueueStream(prio), name); err != nil {
@@ -243,7 +246,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 		if err != nil {
 			return nil, fmt.Errorf("processor: stream %s: %w", streams.QueueStream(prio), err)
 		}
-		s.streams[prio] = qs
+		p.confirms.streams[prio] = qs
 	}
 	if p.confirm, err = js.Consumer(ctx, streams.StreamConfirm, name); err != nil {
 		return nil, fmt.Errorf("processor: consumer %s on %s: %w", name, streams.StreamConfirm, err)
@@ -334,7 +337,7 @@ func (p *Processor) Run(ctx context.Context) error {
 			return
 		}
 		defer confirms.Leave()
-		p.steps.handleConfirmation(ctx, m)
+		p.confirms.handle(ctx, m)
 	})
 	if err != nil {
 		_ = sub.Unsubscribe()

@@ -56,16 +56,12 @@ const conflictDelay = 50 * time.Millisecond
 const expirySkew = 10 * time.Second
 
 // stepper runs the steps of a domain's batches, each from its token to
-// the writes that settle it, and applies the confirmations of parked
-// functions: the orchestration over the duties below it.
+// the writes that settle it: the orchestration over the duties below it.
 type stepper struct {
 	opts  Options
 	log   *slog.Logger
 	store *streams.ProgressStore // the progress records, with compare-and-set
 	cache *batchCache
-	// streams are the queues' streams, where a confirmed function's timer
-	// token is deleted.
-	streams map[pipeline.Priority]jetstream.Stream
 	// holds bounds the put-backs of steps that cannot proceed.
 	holds holds
 	// senders leases the domain's senders to its batches.
