@@ -116,7 +116,7 @@ func (c *confirmations) apply(ctx context.Context, m jetstream.Msg) error {
 	}
 	timer := prog.Parked.Timer
 	if b.Functions[index].Inclusion != nil {
-		err = c.steps.confirmInclusion(ctx, b, st, index, conf)
+		err = c.steps.inc.confirm(ctx, b, st, index, conf)
 	} else {
 		spec := b.Functions[index].Confirm
 		if len(spec.By) > 0 && !slices.Contains(spec.By, conf.By) {

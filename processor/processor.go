@@ -262,6 +262,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 	}
 	s.cache = &batchCache{kv: batches, m: map[uint64]*pipeline.Batch{}}
 	s.senders = &senderPool{kv: senders, names: opts.Senders, limit: opts.SenderShare, holder: opts.Name, now: opts.Now, log: p.log}
+	s.inc = &inclusions{steps: s, workers: workers, senders: s.senders, limits: s.limits, now: opts.Now, rand: opts.Rand, log: p.log}
 	s.store = streams.NewProgressStore(progress, p.opts.Now)
 	retention, err := streams.ReadRetention(ctx, progress)
 	if err != nil {

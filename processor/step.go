@@ -77,6 +77,8 @@ type stepper struct {
 	limits recordLimits
 	// fault is Options.fault, the crash points of a step.
 	fault crashPoints
+	// inc waits for the inclusion of dispatches.
+	inc *inclusions
 }
 
 // step runs one step of the batch the token m points at and reports what
@@ -181,7 +183,7 @@ func (s *stepper) stepToken(ctx context.Context, prio pipeline.Priority, m jetst
 	// hooks run until it is included, failed or past its maximum wait.
 	// The batch expires at its next step.
 	if prog.State == streams.Parked && b.Functions[prog.Parked.Index].Inclusion != nil {
-		sr.Action, err = s.awaitInclusion(ctx, b, st, m)
+		sr.Action, err = s.inc.await(ctx, b, st, m)
 		sr.Outcome = outcomeOf(prog)
 		return sr, err
 	}
@@ -328,7 +330,7 @@ func (s *stepper) runFunction(ctx context.Context, b *pipeline.Batch, st *state,
 func (s *stepper) advance(ctx context.Context, b *pipeline.Batch, st *state, k int, out pipeline.Output, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
 	if b.Functions[k].Inclusion != nil {
-		return s.parkForInclusion(ctx, b, st, k, out, m)
+		return s.inc.park(ctx, b, st, k, out, m)
 	}
 	if c := b.Functions[k].Confirm; c != nil {
 		if err := s.limits.fits(b, prog, out); err != nil {
@@ -432,7 +434,7 @@ func (s *stepper) settle(ctx context.Context, b *pipeline.Batch, st *state, f fa
 	}
 	out, err := s.workers.fallback(ctx, b, prog, f, prog.FailuresOf(counted))
 	if err == nil && out == nil {
-		err = s.failureHook(ctx, b, st, f)
+		err = s.inc.failureHook(ctx, b, st, f)
 	}
 	if notAttempted(err) && !st.noWait {
 		if m == nil {
