@@ -61,7 +61,7 @@ type unitEvent struct {
 // streams.WorkUnitSubject, sending it together with the units other steps
 // of this processor want run meanwhile (streams.WorkUnitsSubject): each
 // unit keeps its own completion key, claim and answer, so what a worker
-// does for it, and what its answer means, is what work would give.
+// does for it, and what its answer means, is what call would give.
 func (q *unitBatcher) run(ctx context.Context, req *streams.WorkRequest) (*streams.WorkReply, error) {
 	// The request may carry other steps' units: this one's trace context
 	// travels in its body.
