@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -30,29 +31,29 @@ type deferred struct {
 	what  string
 }
 
-// publishThenAck publishes msg and acknowledges the token m once msg is
+// thenAck publishes msg and acknowledges the token m once msg is
 // stored, with the crash point fault in between. A token taken by a tick
 // (deferred) is acknowledged by the tick's acker when the PubAck arrives;
 // any other is acknowledged after a synchronous publish. m may be nil (a
 // confirmation has no token): then msg is published synchronously.
-func (p *Processor) publishThenAck(ctx context.Context, msg *nats.Msg, m jetstream.Msg, what, fault string) error {
+func (pb *publisher) thenAck(ctx context.Context, msg *nats.Msg, m jetstream.Msg, what, fault string) error {
 	telemetry.Inject(ctx, msg.Header)
 	if d, ok := m.(*deferred); ok {
-		f, err := p.pub.Publish(msg)
+		f, err := pb.async.Publish(msg)
 		if err != nil {
 			return fmt.Errorf("processor: %s: %w", what, err)
 		}
-		if err := p.fault(fault); err != nil {
+		if err := pb.fault.at(fault); err != nil {
 			f.Forget()
 			return err
 		}
 		d.write, d.what = f, what
 		return nil
 	}
-	if _, err := p.js.PublishMsg(ctx, msg); err != nil {
+	if _, err := pb.js.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("processor: %s: %w", what, err)
 	}
-	if err := p.fault(fault); err != nil {
+	if err := pb.fault.at(fault); err != nil {
 		return err
 	}
 	if m == nil {
@@ -67,7 +68,7 @@ func (p *Processor) publishThenAck(ctx context.Context, msg *nats.Msg, m jetstre
 // and turns its step's report into an error. It is owned by one tick,
 // which closes it and waits for it before reporting.
 type acker struct {
-	p    *Processor
+	log  *slog.Logger
 	in   chan ackItem
 	done chan struct{}
 	// mu guards the report the acker corrects.
@@ -80,8 +81,10 @@ type ackItem struct {
 	step int // index of the step's report
 }
 
-func (p *Processor) startAcker(mu *sync.Mutex, rep *api.TickReport) *acker {
-	a := &acker{p: p, in: make(chan ackItem, p.opts.MaxSteps), done: make(chan struct{}), mu: mu, rep: rep}
+// startAcker starts the acker of a tick of at most steps steps, which
+// corrects rep (guarded by mu).
+func startAcker(log *slog.Logger, steps int, mu *sync.Mutex, rep *api.TickReport) *acker {
+	a := &acker{log: log, in: make(chan ackItem, steps), done: make(chan struct{}), mu: mu, rep: rep}
 	go a.run()
 	return a
 }
@@ -96,7 +99,7 @@ func (a *acker) run() {
 		if err == nil {
 			err = it.d.Ack()
 		} else {
-			a.p.log.Warn("write not stored; token redelivered shortly", "write", it.d.what, "err", err)
+			a.log.Warn("write not stored; token redelivered shortly", "write", it.d.what, "err", err)
 			_ = it.d.NakWithDelay(time.Second)
 			err = fmt.Errorf("processor: %s: %w", it.d.what, err)
 		}

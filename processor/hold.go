@@ -95,14 +95,15 @@ func (h *holds) forget(m jetstream.Msg) {
 	h.mu.Unlock()
 }
 
-// backoff is base doubled per try after the first, capped, with ±20% jitter.
-func (p *Processor) backoff(try int, base, ceiling time.Duration) time.Duration {
+// backoff is base doubled per try after the first, capped, with ±20%
+// jitter drawn from rnd (in [0, 1)).
+func backoff(try int, base, ceiling time.Duration, rnd func() float64) time.Duration {
 	d := base
 	for i := 1; i < try && d < ceiling; i++ {
 		d *= 2
 	}
 	d = min(d, ceiling)
-	return time.Duration(float64(d) * (0.8 + 0.4*p.opts.Rand()))
+	return time.Duration(float64(d) * (0.8 + 0.4*rnd()))
 }
 
 // errBusy means a worker answered that it did not attempt the call: it runs
@@ -132,31 +133,31 @@ const (
 // wait puts back a step whose call the workers did not attempt, with a
 // growing delay and no attempt counted. Past Options.MaxWait without an
 // attempt, the function fails permanently instead.
-func (p *Processor) wait(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg, cause error) (api.Action, error) {
+func (s *stepper) wait(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg, cause error) (api.Action, error) {
 	prog := &st.Progress
 	id := tokenOf(m)
 	why := fmt.Sprintf("unattempted gen %d step %d next %d failures %d fallback %v", prog.Gen, prog.Rotation, prog.Next, prog.FailuresOf(prog.Next), prog.FallbackDue != nil)
-	now := p.opts.Now()
-	h := p.holds.note(id, why, now)
-	if now.Sub(h.since) < p.opts.MaxWait {
-		delay := p.backoff(h.tries, waitBase, waitCeiling)
-		p.log.Debug("call not attempted; tried again later", "batch_id", b.ID, "tries", h.tries, "delay", delay, "reason", cause)
-		p.recordWaiting(ctx, b, st, cause, h.since, now)
+	now := s.opts.Now()
+	h := s.holds.note(id, why, now)
+	if now.Sub(h.since) < s.opts.MaxWait {
+		delay := backoff(h.tries, waitBase, waitCeiling, s.opts.Rand)
+		s.log.Debug("call not attempted; tried again later", "batch_id", b.ID, "tries", h.tries, "delay", delay, "reason", cause)
+		s.recordWaiting(ctx, b, st, cause, h.since, now)
 		return api.ActionBusy, m.NakWithDelay(delay)
 	}
-	p.holds.forget(m)
-	msg := fmt.Sprintf("function %d: not attempted by any worker within %s: %v", prog.Next, p.opts.MaxWait, cause)
-	p.log.Error("no worker attempted the call in time: the function fails", "batch_id", b.ID, "index", prog.Next, "waited", now.Sub(h.since), "tries", h.tries, "err", cause)
+	s.holds.forget(m)
+	msg := fmt.Sprintf("function %d: not attempted by any worker within %s: %v", prog.Next, s.opts.MaxWait, cause)
+	s.log.Error("no worker attempted the call in time: the function fails", "batch_id", b.ID, "index", prog.Next, "waited", now.Sub(h.since), "tries", h.tries, "err", cause)
 	st.noWait = true
 	if prog.FallbackDue != nil {
-		return p.settle(ctx, b, st, failure{index: prog.FallbackDue.Index, msg: msg, exhausted: prog.FallbackDue.Exhausted}, m)
+		return s.settle(ctx, b, st, failure{index: prog.FallbackDue.Index, msg: msg, exhausted: prog.FallbackDue.Exhausted}, m)
 	}
 	if b.Subroutine.Mode == pipeline.Atomic {
 		prog.AddFailure(0)
 		setError(prog, msg)
-		return p.settle(ctx, b, st, failure{index: 0, msg: msg}, m)
+		return s.settle(ctx, b, st, failure{index: 0, msg: msg}, m)
 	}
-	return p.functionFailed(ctx, b, st, failure{index: prog.Next, msg: msg}, m)
+	return s.functionFailed(ctx, b, st, failure{index: prog.Next, msg: msg}, m)
 }
 
 // busyUnrecorded is how long the workers may be busy, or silent, before
@@ -202,7 +203,7 @@ func waitingOf(b *pipeline.Batch, prog *streams.Progress, cause error, held time
 // it). The first record of a reason is logged and counted. A write that
 // fails is not the step's failure: the token is put back all the same, and
 // a later put-back tries again.
-func (p *Processor) recordWaiting(ctx context.Context, b *pipeline.Batch, st *state, cause error, since, now time.Time) {
+func (s *stepper) recordWaiting(ctx context.Context, b *pipeline.Batch, st *state, cause error, since, now time.Time) {
 	w := waitingOf(b, &st.Progress, cause, now.Sub(since))
 	if w == nil || (st.Waiting != nil && st.Waiting.Reason == w.Reason) {
 		return
@@ -210,15 +211,15 @@ func (p *Processor) recordWaiting(ctx context.Context, b *pipeline.Batch, st *st
 	w.Since = since.UTC()
 	prev := st.Waiting
 	st.Waiting, st.waiting = w, true
-	err := p.save(ctx, st)
+	err := s.save(ctx, st)
 	st.waiting = false
 	if err != nil {
 		st.Waiting = prev
-		p.log.Debug("waiting reason not recorded", "batch_id", b.ID, "err", err)
+		s.log.Debug("waiting reason not recorded", "batch_id", b.ID, "err", err)
 		return
 	}
-	p.log.Warn("batch waits for a worker", "batch_id", b.ID, "domain", b.Domain, "type", w.Type, "reason", w.Reason, "since", w.Since)
-	p.opts.Telemetry.WaitingForWorker(b.Domain, w.Type)
+	s.log.Warn("batch waits for a worker", "batch_id", b.ID, "domain", b.Domain, "type", w.Type, "reason", w.Reason, "since", w.Since)
+	s.opts.Telemetry.WaitingForWorker(b.Domain, w.Type)
 }
 
 // Bounds of the delays of a poison token.
@@ -231,22 +232,22 @@ const (
 // records, with a growing delay, in case they catch up (an owner's edit
 // half done); after Options.PoisonRetries it finishes the batch as failed,
 // with a dead letter naming the reason and one callback.
-func (p *Processor) poisoned(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg, cause error) (api.Action, error) {
+func (s *stepper) poisoned(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg, cause error) (api.Action, error) {
 	id := tokenOf(m)
-	h := p.holds.note(id, "poison", p.opts.Now())
-	if h.tries <= p.opts.PoisonRetries {
-		delay := p.backoff(h.tries, poisonBase, poisonCeiling)
-		p.log.Debug("token cannot be reconciled with its records; tried again later", "batch_id", b.ID, "tries", h.tries, "delay", delay, "err", cause)
+	h := s.holds.note(id, "poison", s.opts.Now())
+	if h.tries <= s.opts.PoisonRetries {
+		delay := backoff(h.tries, poisonBase, poisonCeiling, s.opts.Rand)
+		s.log.Debug("token cannot be reconciled with its records; tried again later", "batch_id", b.ID, "tries", h.tries, "delay", delay, "err", cause)
 		return api.ActionHeld, m.NakWithDelay(delay)
 	}
-	p.holds.forget(m)
+	s.holds.forget(m)
 	prog := &st.Progress
 	msg := capMessage(cause.Error())
-	p.log.Error("batch dead-lettered: its token cannot be reconciled with its records", "batch_id", b.ID, "tries", h.tries, "err", msg)
+	s.log.Error("batch dead-lettered: its token cannot be reconciled with its records", "batch_id", b.ID, "tries", h.tries, "err", msg)
 	prog.State, prog.Parked, prog.FallbackDue = streams.Queued, nil, nil
 	setError(prog, msg)
 	prog.FailedIndex = prog.Next
-	return api.ActionFinished, p.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, msg), m)
+	return api.ActionFinished, s.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, msg), m)
 }
 
 // maxMessage caps an error message kept in progress, dead letters and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -37,24 +38,38 @@ import (
 // included, and a dispatch whose progress write was lost is answered from
 // the worker's completion record.
 
-// parkForInclusion parks function k, which dispatched out, until it is
+// inclusions waits for the dispatches of functions with
+// pipeline.Inclusion: it parks them, polls, calls their hooks and applies
+// the outside confirmations of their inclusion, through the steps' writes
+// (stepper).
+type inclusions struct {
+	steps   *stepper
+	workers *workClient
+	senders *senderPool
+	limits  recordLimits
+	now     func() time.Time
+	rand    func() float64 // jitter, Options.Rand
+	log     *slog.Logger
+}
+
+// park parks function k, which dispatched out, until it is
 // included, failed, or Inclusion.MaxWait passed.
-func (p *Processor) parkForInclusion(ctx context.Context, b *pipeline.Batch, st *state, k int, out pipeline.Output, m jetstream.Msg) (api.Action, error) {
+func (iw *inclusions) park(ctx context.Context, b *pipeline.Batch, st *state, k int, out pipeline.Output, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
 	inc := b.Functions[k].Inclusion
-	if err := p.fits(b, prog, out); err != nil {
-		return p.tooLarge(ctx, b, st, k, err, m)
+	if err := iw.limits.fits(b, prog, out); err != nil {
+		return iw.steps.tooLarge(ctx, b, st, k, err, m)
 	}
-	now := p.opts.Now()
+	now := iw.now()
 	prog.State = streams.Parked
 	prog.Parked = &streams.ParkedFunction{Index: k, Deadline: now.Add(inc.MaxWait.D()), Output: out}
 	if md, err := streams.DeliveryOf(m.Reply()); err == nil {
 		prog.Parked.Timer = md.StreamSeq
 	}
-	if err := p.save(ctx, st); err != nil {
+	if err := iw.steps.save(ctx, st); err != nil {
 		return "", err
 	}
-	if err := p.fault(faultAfterProgress); err != nil {
+	if err := iw.steps.fault.at(faultAfterProgress); err != nil {
 		return "", err
 	}
 	return api.ActionParked, m.NakWithDelay(pollDelay(inc, prog.Parked.Deadline, now))
@@ -70,10 +85,10 @@ func pollDelay(inc *pipeline.Inclusion, deadline, now time.Time) time.Duration {
 	return max(d, time.Millisecond)
 }
 
-// awaitInclusion handles the token of a function waiting for inclusion:
+// await handles the token of a function waiting for inclusion:
 // it polls (when the function polls), then waits on, or fails the function
 // once the deadline passed.
-func (p *Processor) awaitInclusion(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (api.Action, error) {
+func (iw *inclusions) await(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
 	k := prog.Parked.Index
 	f := b.Functions[k]
@@ -81,36 +96,36 @@ func (p *Processor) awaitInclusion(ctx context.Context, b *pipeline.Batch, st *s
 	if prog.Parked.Included {
 		// Included already, its hook or the move on interrupted: finish
 		// that, whatever the deadline says.
-		if err := p.leaseFor(ctx, b, st); err != nil {
+		if err := iw.leaseFor(ctx, b, st); err != nil {
 			return "", err
 		}
-		return p.included(ctx, b, st, m)
+		return iw.included(ctx, b, st, m)
 	}
 	if inc.PollEvery > 0 {
-		if err := p.leaseFor(ctx, b, st); err != nil {
+		if err := iw.leaseFor(ctx, b, st); err != nil {
 			return "", err
 		}
-		rep, err := p.work(ctx, streams.PollSubject(f.Type), p.inclusionRequest(b, st, k, &streams.InclusionCall{Ref: prog.Parked.Output.Ref}))
+		rep, err := iw.workers.call(ctx, streams.PollSubject(f.Type), iw.request(b, st, k, &streams.InclusionCall{Ref: prog.Parked.Output.Ref}))
 		switch {
 		case notAttempted(err):
-			p.log.Debug("inclusion poll not attempted", "batch_id", b.ID, "index", k, "err", err)
+			iw.log.Debug("inclusion poll not attempted", "batch_id", b.ID, "index", k, "err", err)
 		case err != nil:
 			return "", err
 		case rep.Included:
-			return p.included(ctx, b, st, m)
+			return iw.included(ctx, b, st, m)
 		case rep.Error != nil && !rep.Error.NoHook:
-			return p.notIncluded(ctx, b, st, fmt.Sprintf("function %d: dispatch %q failed: %s", k, logging.Capped(prog.Parked.Output.Ref), rep.Error.Message), rep.Error.Retryable, m)
+			return iw.notIncluded(ctx, b, st, fmt.Sprintf("function %d: dispatch %q failed: %s", k, logging.Capped(prog.Parked.Output.Ref), rep.Error.Message), rep.Error.Retryable, m)
 		}
 	}
-	now := p.opts.Now()
+	now := iw.now()
 	if now.Before(prog.Parked.Deadline) {
 		return api.ActionParked, m.NakWithDelay(pollDelay(inc, prog.Parked.Deadline, now))
 	}
-	return p.notIncluded(ctx, b, st, fmt.Sprintf("function %d: dispatch %q not included within %s", k, logging.Capped(prog.Parked.Output.Ref), inc.MaxWait), true, m)
+	return iw.notIncluded(ctx, b, st, fmt.Sprintf("function %d: dispatch %q not included within %s", k, logging.Capped(prog.Parked.Output.Ref), inc.MaxWait), true, m)
 }
 
-// inclusionRequest is a poll or hook request about function k.
-func (p *Processor) inclusionRequest(b *pipeline.Batch, st *state, k int, ic *streams.InclusionCall) *streams.WorkRequest {
+// request is a poll or hook request about function k.
+func (iw *inclusions) request(b *pipeline.Batch, st *state, k int, ic *streams.InclusionCall) *streams.WorkRequest {
 	prog := &st.Progress
 	f := b.Functions[k]
 	return &streams.WorkRequest{
@@ -123,8 +138,8 @@ func (p *Processor) inclusionRequest(b *pipeline.Batch, st *state, k int, ic *st
 }
 
 // leaseFor gives st the sender batch b holds, for a poll or hook request.
-func (p *Processor) leaseFor(ctx context.Context, b *pipeline.Batch, st *state) error {
-	sender, _, err := p.sender(ctx, b)
+func (iw *inclusions) leaseFor(ctx context.Context, b *pipeline.Batch, st *state) error {
+	sender, _, err := iw.senders.lease(ctx, b)
 	if err != nil && !errors.Is(err, streams.ErrNoSender) {
 		return err
 	}
@@ -138,69 +153,70 @@ func (p *Processor) leaseFor(ctx context.Context, b *pipeline.Batch, st *state) 
 // then no hook ran), then its success hook is called (once per function:
 // the worker records it), then the batch moves on. m is the token, or nil
 // for an outside confirmation.
-func (p *Processor) included(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (api.Action, error) {
+func (iw *inclusions) included(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
 	k, out := prog.Parked.Index, prog.Parked.Output
 	if !prog.Parked.Included {
 		prog.Parked.Included = true
-		if err := p.save(ctx, st); err != nil {
+		if err := iw.steps.save(ctx, st); err != nil {
 			return "", err
 		}
-		if err := p.fault(faultAfterProgress); err != nil {
+		if err := iw.steps.fault.at(faultAfterProgress); err != nil {
 			return "", err
 		}
 	}
-	rep, err := p.work(ctx, streams.HookSubject(b.Functions[k].Type), p.inclusionRequest(b, st, k, &streams.InclusionCall{Ref: out.Ref, Hook: streams.HookSuccess, Output: &out}))
+	rep, err := iw.workers.call(ctx, streams.HookSubject(b.Functions[k].Type), iw.request(b, st, k, &streams.InclusionCall{Ref: out.Ref, Hook: streams.HookSuccess, Output: &out}))
 	if notAttempted(err) && m != nil {
 		// Still parked, included: the token's next return calls it again.
-		p.log.Debug("success hook not attempted; asked again later", "batch_id", b.ID, "index", k, "err", err)
-		return api.ActionBusy, m.NakWithDelay(p.backoff(1, waitBase, waitCeiling))
+		iw.log.Debug("success hook not attempted; asked again later", "batch_id", b.ID, "index", k, "err", err)
+		return api.ActionBusy, m.NakWithDelay(backoff(1, waitBase, waitCeiling, iw.rand))
 	}
 	if err != nil {
 		return "", err
 	}
 	if rep.Error != nil && !rep.Error.NoHook {
-		p.log.Warn("success hook refused", "batch_id", b.ID, "index", k, "err", rep.Error.Message)
+		iw.log.Warn("success hook refused", "batch_id", b.ID, "index", k, "err", rep.Error.Message)
 	}
-	return p.keep(ctx, b, st, k, out, m)
+	return iw.steps.keep(ctx, b, st, k, out, m)
 }
 
 // notIncluded fails a parked function whose dispatch failed or was not
 // included in time: its effect no longer counts, so a retry dispatches anew.
-func (p *Processor) notIncluded(ctx context.Context, b *pipeline.Batch, st *state, msg string, retryable bool, m jetstream.Msg) (api.Action, error) {
-	return p.functionFailed(ctx, b, st, failure{index: st.Progress.Parked.Index, msg: msg, retryable: retryable, invalidated: true}, m)
+func (iw *inclusions) notIncluded(ctx context.Context, b *pipeline.Batch, st *state, msg string, retryable bool, m jetstream.Msg) (api.Action, error) {
+	return iw.steps.functionFailed(ctx, b, st, failure{index: st.Progress.Parked.Index, msg: msg, retryable: retryable, invalidated: true}, m)
 }
 
 // failureHook calls the failure hook of a function waiting for inclusion
 // that is given up on, once; nil for any other function, for a handler
 // without the hook and once it ran. An error that notAttempted recognises
 // means ask again later.
-func (p *Processor) failureHook(ctx context.Context, b *pipeline.Batch, st *state, f failure) error {
+func (iw *inclusions) failureHook(ctx context.Context, b *pipeline.Batch, st *state, f failure) error {
 	if b.Subroutine.Mode == pipeline.Atomic || f.index < 0 || f.index >= len(b.Functions) || b.Functions[f.index].Inclusion == nil {
 		return nil
 	}
 	prog := &st.Progress
-	req := p.inclusionRequest(b, st, f.index, &streams.InclusionCall{Hook: streams.HookFailure})
+	req := iw.request(b, st, f.index, &streams.InclusionCall{Hook: streams.HookFailure})
 	req.Failure = &pipeline.Failure{
 		BatchID: b.ID, Index: f.index, Key: b.Key, CreatedAt: b.CreatedAt,
 		Failures: prog.FailuresOf(f.index), LastError: prog.LastError, Exhausted: f.exhausted,
 	}
-	rep, err := p.work(ctx, streams.HookSubject(b.Functions[f.index].Type), req)
+	rep, err := iw.workers.call(ctx, streams.HookSubject(b.Functions[f.index].Type), req)
 	if err != nil {
 		return err
 	}
 	if rep.Error != nil && !rep.Error.NoHook {
-		p.log.Warn("failure hook refused", "batch_id", b.ID, "index", f.index, "err", rep.Error.Message)
+		iw.log.Warn("failure hook refused", "batch_id", b.ID, "index", f.index, "err", rep.Error.Message)
 	}
 	return nil
 }
 
-// confirmInclusion applies an outside confirmation of a function waiting
+// confirm applies an outside confirmation of a function waiting
 // for inclusion: pipeline.ConfirmIncluded, or pipeline.ConfirmFailed with
 // an optional ": reason", about the parked dispatch (conf.Ref). One about
 // another dispatch (an earlier round's, arriving late) is dropped, and so
-// is a failure of a dispatch whose inclusion was saved already.
-func (p *Processor) confirmInclusion(ctx context.Context, b *pipeline.Batch, st *state, index int, conf streams.Confirmation) error {
+// is a failure of a dispatch whose inclusion was saved already. The
+// caller retires the timer token once it is applied.
+func (iw *inclusions) confirm(ctx context.Context, b *pipeline.Batch, st *state, index int, conf streams.Confirmation) error {
 	inc := b.Functions[index].Inclusion
 	if len(inc.By) > 0 && !slices.Contains(inc.By, conf.By) {
 		return fmt.Errorf("%w: %q may not confirm the inclusion of function %d of batch %d (allowed: %v)", errDropConfirmation, conf.By, index, b.ID, inc.By)
@@ -213,23 +229,17 @@ func (p *Processor) confirmInclusion(ctx context.Context, b *pipeline.Batch, st 
 	if failed && parked.Included {
 		return fmt.Errorf("%w: function %d of batch %d: dispatch %q was included already; its failure confirmed by %s comes too late", errDropConfirmation, index, b.ID, logging.Capped(parked.Output.Ref), conf.By)
 	}
-	timer := parked.Timer
-	if err := p.leaseFor(ctx, b, st); err != nil {
+	if err := iw.leaseFor(ctx, b, st); err != nil {
 		return err
 	}
 	var err error
 	switch {
 	case conf.Content == pipeline.ConfirmIncluded:
-		_, err = p.included(ctx, b, st, nil)
+		_, err = iw.included(ctx, b, st, nil)
 	case failed:
-		_, err = p.notIncluded(ctx, b, st, fmt.Sprintf("function %d: dispatch %q failed (confirmed by %s): %s", index, logging.Capped(parked.Output.Ref), conf.By, logging.Capped(conf.Content)), true, nil)
+		_, err = iw.notIncluded(ctx, b, st, fmt.Sprintf("function %d: dispatch %q failed (confirmed by %s): %s", index, logging.Capped(parked.Output.Ref), conf.By, logging.Capped(conf.Content)), true, nil)
 	default:
 		return fmt.Errorf("%w: inclusion of function %d of batch %d confirmed with %q: expected %q or %q", errDropConfirmation, index, b.ID, logging.Capped(conf.Content), pipeline.ConfirmIncluded, pipeline.ConfirmFailed)
-	}
-	if err == nil && timer != 0 {
-		if derr := p.streams[b.Priority].DeleteMsg(ctx, timer); derr != nil && !errors.Is(derr, jetstream.ErrMsgNotFound) {
-			p.log.Debug("timer token not deleted", "batch_id", b.ID, "seq", timer, "err", derr)
-		}
 	}
 	return err
 }

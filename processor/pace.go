@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/tickflow/tickflow/api"
@@ -49,7 +50,22 @@ const (
 	errorWaitMin, errorWaitMax = 50 * time.Millisecond, 5 * time.Second
 )
 
-// selfTick runs the ready pace until ctx is done: ticks back to back while
+// pacer runs the ready pace: it calls tick (Processor.Tick) back to back,
+// and waits between ticks as their reports say.
+type pacer struct {
+	tick func(ctx context.Context, steps int) api.TickReport
+	// waitWork is Processor.WaitWork.
+	waitWork func(ctx context.Context, d time.Duration) error
+	// untilNext is how long until the throttle's next second.
+	untilNext func() time.Duration
+	// sleep waits d or until ctx is done.
+	sleep    func(ctx context.Context, d time.Duration)
+	steps    int           // Options.Concurrency
+	idleWait time.Duration // Options.IdleWait
+	log      *slog.Logger
+}
+
+// run runs the ready pace until ctx is done: ticks back to back while
 // they find work, a wait on the server when one found none, a look at the
 // pause state every pausedPoll while the domain is paused, a wait for the
 // next window when the throttle's budget is spent, and a growing wait after
@@ -57,37 +73,37 @@ const (
 // priorities, retries, expiry, confirmations, per-key order, sender leases
 // and the pause mean what they mean there; a tick asks for Concurrency
 // steps, so a pause stops the replica after at most one round of steps.
-func (p *Processor) selfTick(ctx context.Context) {
+func (pc *pacer) run(ctx context.Context) {
 	errWait := time.Duration(0)
 	paused := false
 	for ctx.Err() == nil {
-		rep := p.Tick(ctx, p.opts.Concurrency)
+		rep := pc.tick(ctx, pc.steps)
 		if rep.Status != api.TickError {
 			errWait = 0
 		}
 		if now := rep.Status == api.TickPaused; now != paused {
 			paused = now
 			if paused {
-				p.log.Debug("domain paused; the ready pace waits")
+				pc.log.Debug("domain paused; the ready pace waits")
 			} else {
-				p.log.Debug("domain resumed; the ready pace goes on")
+				pc.log.Debug("domain resumed; the ready pace goes on")
 			}
 		}
 		switch rep.Status {
 		case api.TickOK:
 		case api.TickNoMessages:
-			if err := p.WaitWork(ctx, p.opts.IdleWait); err != nil && ctx.Err() == nil {
-				p.log.Warn("wait for work failed; looking again later", "err", err)
-				sleep(ctx, p.opts.IdleWait)
+			if err := pc.waitWork(ctx, pc.idleWait); err != nil && ctx.Err() == nil {
+				pc.log.Warn("wait for work failed; looking again later", "err", err)
+				pc.sleep(ctx, pc.idleWait)
 			}
 		case api.TickPaused:
-			sleep(ctx, pausedPoll)
+			pc.sleep(ctx, pausedPoll)
 		case api.TickThrottled:
-			sleep(ctx, p.throttle.untilNext())
+			pc.sleep(ctx, pc.untilNext())
 		default:
 			errWait = min(max(2*errWait, errorWaitMin), errorWaitMax)
-			p.log.Warn("a tick of the ready pace failed; trying again", "err", rep.Error, "in", errWait.String())
-			sleep(ctx, errWait)
+			pc.log.Warn("a tick of the ready pace failed; trying again", "err", rep.Error, "in", errWait.String())
+			pc.sleep(ctx, errWait)
 		}
 	}
 }

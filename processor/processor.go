@@ -145,41 +145,29 @@ var errCrash = errors.New("processor: step abandoned (fault injected)")
 // Processor serves one domain. It is safe for concurrent use; any number of
 // replicas may serve the same domain.
 type Processor struct {
-	opts     Options
-	log      *slog.Logger
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	queues   map[pipeline.Priority]*streams.Fetcher
-	streams  map[pipeline.Priority]jetstream.Stream
-	confirm  jetstream.Consumer
-	progress jetstream.KeyValue
-	store    *streams.ProgressStore // the progress records, with compare-and-set
-	batches  jetstream.KeyValue
-	state    jetstream.KeyValue
-	senders  jetstream.KeyValue
-	leases   leases
+	opts    Options
+	log     *slog.Logger
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	queues  map[pipeline.Priority]*streams.Fetcher
+	confirm jetstream.Consumer
+	state   jetstream.KeyValue
 
-	cacheMu sync.Mutex
-	cache   map[uint64]*pipeline.Batch
+	// steps runs the steps.
+	steps *stepper
 
-	// holds bounds the put-backs of steps that cannot proceed.
-	holds holds
-
-	// units gathers the atomic units of concurrent steps into one request.
-	units unitQueue
+	// confirms applies the confirmations.
+	confirms *confirmations
 
 	// waker serves WaitWork.
 	waker waker
 
-	// pub publishes a step's last write without waiting (deferred).
-	pub *streams.AckPublisher
+	// pacer ticks the processor in the ready pace.
+	pacer *pacer
 
 	// throttle caps the domain's steps per second; nil: no cap.
 	throttle *throttle
 }
-
-// cacheSize bounds the batches kept in memory; their content never changes.
-const cacheSize = 4096
 
 // New binds a processor to its domain's consumers and buckets, which must
 // have been provisioned (streams.Provision).
@@ -234,40 +222,53 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 	}
 	p := &Processor{
 		opts: opts, nc: nc, js: js,
-		log:     opts.Logger.With("domain", opts.Domain, "processor", opts.Name),
-		queues:  map[pipeline.Priority]*streams.Fetcher{},
-		streams: map[pipeline.Priority]jetstream.Stream{},
-		cache:   map[uint64]*pipeline.Batch{},
+		log:    opts.Logger.With("domain", opts.Domain, "processor", opts.Name),
+		queues: map[pipeline.Priority]*streams.Fetcher{},
+		waker:  waker{nc: nc, domain: opts.Domain},
 	}
+	workers := &workClient{nc: nc, timeout: opts.WorkTimeout}
+	s := &stepper{
+		opts: opts, log: p.log,
+		workers: workers,
+		units:   &unitBatcher{workers: workers, tel: opts.Telemetry},
+		limits:  recordLimits{maxPayload: nc.MaxPayload},
+		fault:   crashPoints(opts.fault),
+	}
+	p.steps = s
+	p.confirms = &confirmations{steps: s, log: p.log, streams: map[pipeline.Priority]jetstream.Stream{}}
 	name := streams.ProcessorConsumer(opts.Domain)
 	for _, prio := range []pipeline.Priority{pipeline.High, pipeline.Med} {
 		if _, err := js.Consumer(ctx, streams.QueueStream(prio), name); err != nil {
 			return nil, fmt.Errorf("processor: consumer %s on %s (provision the domain first): %w", name, streams.QueueStream(prio), err)
 		}
 		p.queues[prio] = streams.NewFetcher(nc, streams.QueueStream(prio), name, 0)
-		s, err := js.Stream(ctx, streams.QueueStream(prio))
+		qs, err := js.Stream(ctx, streams.QueueStream(prio))
 		if err != nil {
 			return nil, fmt.Errorf("processor: stream %s: %w", streams.QueueStream(prio), err)
 		}
-		p.streams[prio] = s
+		p.confirms.streams[prio] = qs
 	}
 	if p.confirm, err = js.Consumer(ctx, streams.StreamConfirm, name); err != nil {
 		return nil, fmt.Errorf("processor: consumer %s on %s: %w", name, streams.StreamConfirm, err)
 	}
+	var progress, batches, senders jetstream.KeyValue
 	for _, b := range []struct {
 		name string
 		kv   *jetstream.KeyValue
-	}{{streams.BucketProgress, &p.progress}, {streams.BucketBatches, &p.batches}, {streams.BucketDomainStates, &p.state}, {streams.BucketSenders, &p.senders}} {
+	}{{streams.BucketProgress, &progress}, {streams.BucketBatches, &batches}, {streams.BucketDomainStates, &p.state}, {streams.BucketSenders, &senders}} {
 		if *b.kv, err = js.KeyValue(ctx, b.name); err != nil {
 			return nil, fmt.Errorf("processor: bucket %s: %w", b.name, err)
 		}
 	}
-	p.store = streams.NewProgressStore(p.progress, p.opts.Now)
-	retention, err := streams.ReadRetention(ctx, p.progress)
+	s.cache = &batchCache{kv: batches, m: map[uint64]*pipeline.Batch{}}
+	s.senders = &senderPool{kv: senders, names: opts.Senders, limit: opts.SenderShare, holder: opts.Name, now: opts.Now, log: p.log}
+	s.inc = &inclusions{steps: s, workers: workers, senders: s.senders, limits: s.limits, now: opts.Now, rand: opts.Rand, log: p.log}
+	s.store = streams.NewProgressStore(progress, p.opts.Now)
+	retention, err := streams.ReadRetention(ctx, progress)
 	if err != nil {
 		return nil, fmt.Errorf("processor: %w", err)
 	}
-	p.store.Expire(js, retention)
+	s.store.Expire(js, retention)
 	if opts.Throttle > 0 {
 		locks, err := js.KeyValue(ctx, streams.BucketLocks)
 		if err != nil {
@@ -275,8 +276,14 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 		}
 		p.throttle = &throttle{store: streams.NewThrottleStore(locks, p.opts.Now), domain: opts.Domain, limit: opts.Throttle, now: p.opts.Now}
 	}
-	if p.pub, err = streams.NewAckPublisher(nc, pubAckTimeout); err != nil {
+	async, err := streams.NewAckPublisher(nc, pubAckTimeout)
+	if err != nil {
 		return nil, fmt.Errorf("processor: %w", err)
+	}
+	s.pub = &publisher{js: js, async: async, limits: s.limits, domain: opts.Domain, name: opts.Name, now: opts.Now, log: p.log, fault: s.fault}
+	p.pacer = &pacer{
+		tick: p.Tick, waitWork: p.WaitWork, untilNext: p.throttle.untilNext, sleep: sleep,
+		steps: opts.Concurrency, idleWait: opts.IdleWait, log: p.log,
 	}
 	p.observe(nc)
 	return p, nil
@@ -331,7 +338,7 @@ func (p *Processor) Run(ctx context.Context) error {
 			return
 		}
 		defer confirms.Leave()
-		p.handleConfirmation(ctx, m)
+		p.confirms.handle(ctx, m)
 	})
 	if err != nil {
 		_ = sub.Unsubscribe()
@@ -343,7 +350,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	if p.opts.Pace == PaceReady {
 		go func() {
 			defer close(paced)
-			p.selfTick(ctx)
+			p.pacer.run(ctx)
 		}()
 	} else {
 		close(paced)
@@ -453,7 +460,7 @@ func (p *Processor) Tick(ctx context.Context, steps int) api.TickReport {
 	refill := max(1, p.opts.Concurrency/4)
 	// A step's last write is published asynchronously; its token is
 	// acknowledged here when the write is stored (deferred).
-	acks := p.startAcker(&mu, &rep)
+	acks := startAcker(p.log, p.opts.MaxSteps, &mu, &rep)
 	// The queues whose consumer left a fetch unanswered: not asked again
 	// this tick (each such fetch waits a second).
 	silent := map[pipeline.Priority]bool{}
@@ -578,39 +585,4 @@ func (p *Processor) fetch(silent map[pipeline.Priority]bool, n int) ([]fetched, 
 		p.log.Warn("a fetch failed; the tokens taken run", "taken", len(out), "err", err)
 	}
 	return out, nil
-}
-
-// batch returns the batch with id, from memory or the batches bucket.
-func (p *Processor) batch(ctx context.Context, id uint64) (*pipeline.Batch, error) {
-	p.cacheMu.Lock()
-	b, ok := p.cache[id]
-	p.cacheMu.Unlock()
-	if ok {
-		return b, nil
-	}
-	e, err := p.batches.Get(ctx, streams.BatchKey(id))
-	if err != nil {
-		return nil, err
-	}
-	rec, err := streams.Decode[streams.BatchRecord](e.Value())
-	if err != nil {
-		return nil, err
-	}
-	b = &rec.Batch
-	p.cacheMu.Lock()
-	if len(p.cache) >= cacheSize {
-		for k := range p.cache { // evict an arbitrary entry
-			delete(p.cache, k)
-			break
-		}
-	}
-	p.cache[id] = b
-	p.cacheMu.Unlock()
-	return b, nil
-}
-
-func (p *Processor) forget(id uint64) {
-	p.cacheMu.Lock()
-	delete(p.cache, id)
-	p.cacheMu.Unlock()
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
@@ -23,6 +25,18 @@ import (
 // Options.SenderWait without holding up the batches behind it. The sender
 // is released where terminal outcomes are applied (authz's callbacks) and,
 // sooner, by the processor that finishes the batch; both are idempotent.
+
+// senderPool leases the senders of the domain's pool to its batches and
+// remembers the leases this replica knows of.
+type senderPool struct {
+	kv     jetstream.KeyValue // the senders bucket
+	names  []string           // the pool (Options.Senders)
+	limit  int                // Options.SenderShare; 0: the default
+	holder string             // this replica (Options.Name)
+	now    func() time.Time
+	log    *slog.Logger
+	leases leases
+}
 
 // leases remembers, per batch, the sender it holds: a lease only ends when
 // its batch is terminal, and a terminal batch takes no more steps, so a
@@ -60,32 +74,32 @@ func (l *leases) forget(id uint64) {
 	delete(l.m, id)
 }
 
-// sender returns the sender batch b holds, leasing a free one if it holds
+// lease returns the sender batch b holds, leasing a free one if it holds
 // none; "" for a batch that needs none. leased says this replica did not
 // know of the lease before. With every sender leased to other batches it
 // returns streams.ErrNoSender.
-func (p *Processor) sender(ctx context.Context, b *pipeline.Batch) (name string, leased bool, err error) {
+func (sp *senderPool) lease(ctx context.Context, b *pipeline.Batch) (name string, leased bool, err error) {
 	if !b.NeedsSender() {
 		return "", false, nil
 	}
-	if name, ok := p.leases.get(b.ID); ok {
+	if name, ok := sp.leases.get(b.ID); ok {
 		return name, false, nil
 	}
-	l := streams.SenderLease{Domain: b.Domain, Batch: b.ID, Key: b.Key, Processor: p.opts.Name, Submitter: b.Submitter, Share: p.senderShare()}
-	name, err = streams.AcquireSender(ctx, p.senders, l, p.opts.Senders, p.opts.Now())
+	l := streams.SenderLease{Domain: b.Domain, Batch: b.ID, Key: b.Key, Processor: sp.holder, Submitter: b.Submitter, Share: sp.share()}
+	name, err = streams.AcquireSender(ctx, sp.kv, l, sp.names, sp.now())
 	if err != nil {
 		return "", false, err
 	}
-	p.leases.put(b.ID, name)
+	sp.leases.put(b.ID, name)
 	return name, true, nil
 }
 
-// senderShare is how many senders of the pool one submitter's batches may
+// share is how many senders of the pool one submitter's batches may
 // hold at once (Options.SenderShare); 0: no bound.
-func (p *Processor) senderShare() int {
-	switch n := len(p.opts.Senders); {
-	case p.opts.SenderShare > 0:
-		return p.opts.SenderShare
+func (sp *senderPool) share() int {
+	switch n := len(sp.names); {
+	case sp.limit > 0:
+		return sp.limit
 	case n > 1:
 		return n - 1
 	}
@@ -96,23 +110,23 @@ func (p *Processor) senderShare() int {
 // says the step ends here: set aside until a sender is free, finished
 // failed for a domain that has no senders at all, or dropped for a batch
 // that finished meanwhile.
-func (p *Processor) needSender(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (act api.Action, done bool, err error) {
-	name, leased, err := p.sender(ctx, b)
+func (s *stepper) needSender(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (act api.Action, done bool, err error) {
+	name, leased, err := s.senders.lease(ctx, b)
 	switch {
 	case err == nil && leased:
 		// Authz may have removed the batch (a cancel) after this step read
 		// its progress, or, on a first step, without the step reading it
 		// at all: then the sender authz freed with the callback is leased
 		// again, and the batch must neither run nor keep it.
-		cur, lerr := p.load(ctx, b.ID)
+		cur, lerr := s.load(ctx, b.ID)
 		switch {
 		case lerr != nil:
-			p.leases.forget(b.ID) // checked again at the next step
+			s.senders.leases.forget(b.ID) // checked again at the next step
 			return "", true, lerr
 		case cur.State == streams.Done:
-			return api.ActionStale, true, p.announce(ctx, b, &cur.Progress, m)
+			return api.ActionStale, true, s.announce(ctx, b, &cur.Progress, m)
 		case cur.Rev != st.Rev:
-			p.leases.forget(b.ID)
+			s.senders.leases.forget(b.ID)
 			return "", true, fmt.Errorf("%w: batch %d moved while it leased a sender", streams.ErrConflict, b.ID)
 		}
 		st.sender = name
@@ -120,32 +134,32 @@ func (p *Processor) needSender(ctx context.Context, b *pipeline.Batch, st *state
 	case err == nil:
 		st.sender = name
 		return "", false, nil
-	case errors.Is(err, streams.ErrNoSender) && len(p.opts.Senders) == 0:
+	case errors.Is(err, streams.ErrNoSender) && len(s.opts.Senders) == 0:
 		msg := fmt.Sprintf("function %d needs a sender, and domain %s has none configured", st.Progress.Next, b.Domain)
-		p.log.Error("batch needs a sender; none configured", "batch_id", b.ID)
+		s.log.Error("batch needs a sender; none configured", "batch_id", b.ID)
 		st.noWait = true // nothing to wait for
-		act, err = p.settle(ctx, b, st, failure{index: st.Progress.Next, msg: msg}, m)
+		act, err = s.settle(ctx, b, st, failure{index: st.Progress.Next, msg: msg}, m)
 		return act, true, err
 	case errors.Is(err, streams.ErrNoSender):
-		p.log.Debug("every sender leased; batch set aside", "batch_id", b.ID, "wait", p.opts.SenderWait)
-		return api.ActionSetAside, true, m.NakWithDelay(p.opts.SenderWait)
+		s.log.Debug("every sender leased; batch set aside", "batch_id", b.ID, "wait", s.opts.SenderWait)
+		return api.ActionSetAside, true, m.NakWithDelay(s.opts.SenderWait)
 	case errors.Is(err, streams.ErrSenderShare):
-		p.log.Debug("submitter holds its share of the senders; batch set aside", "batch_id", b.ID, "submitter", logging.Capped(b.Submitter), "share", p.senderShare(), "wait", p.opts.SenderWait)
-		return api.ActionSetAside, true, m.NakWithDelay(p.opts.SenderWait)
+		s.log.Debug("submitter holds its share of the senders; batch set aside", "batch_id", b.ID, "submitter", logging.Capped(b.Submitter), "share", s.senders.share(), "wait", s.opts.SenderWait)
+		return api.ActionSetAside, true, m.NakWithDelay(s.opts.SenderWait)
 	}
 	return "", true, err
 }
 
-// releaseSender frees the sender a finished batch held. authz releases it
+// release frees the sender a finished batch held. authz releases it
 // too when it applies the callback, durably; this is only sooner.
-func (p *Processor) releaseSender(ctx context.Context, b *pipeline.Batch) {
+func (sp *senderPool) release(ctx context.Context, b *pipeline.Batch) {
 	if !b.NeedsSender() {
 		return
 	}
-	p.leases.forget(b.ID)
-	if name, err := streams.ReleaseSender(ctx, p.senders, b.Domain, b.ID, p.opts.Now()); err != nil {
-		p.log.Warn("sender not released; authz releases it with the callback", "batch_id", b.ID, "err", err)
+	sp.leases.forget(b.ID)
+	if name, err := streams.ReleaseSender(ctx, sp.kv, b.Domain, b.ID, sp.now()); err != nil {
+		sp.log.Warn("sender not released; authz releases it with the callback", "batch_id", b.ID, "err", err)
 	} else if name != "" {
-		p.log.Debug("sender released", "batch_id", b.ID, "sender", name)
+		sp.log.Debug("sender released", "batch_id", b.ID, "sender", name)
 	}
 }

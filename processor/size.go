@@ -12,16 +12,22 @@ import (
 // the fields around the outputs.
 const recordHeadroom = 8 << 10
 
+// recordLimits sizes records against the server's max_payload.
+type recordLimits struct {
+	// maxPayload is the server's max_payload (nats.Conn.MaxPayload).
+	maxPayload func() int64
+}
+
 // maxRecord is the largest message the server takes, less room for headers.
-func (p *Processor) maxRecord() int { return int(p.nc.MaxPayload()) - 1<<10 }
+func (l recordLimits) maxRecord() int { return int(l.maxPayload()) - 1<<10 }
 
 // fits checks that the batch's progress, with extra outputs added, stays
 // small enough to be written, to travel as the next function's inputs
 // beside its call, and to go into a dead letter beside the batch: the
 // server's max_payload less the batch and some headroom. It encodes the
 // record only when a cheap upper bound says it might not fit.
-func (p *Processor) fits(b *pipeline.Batch, prog *streams.Progress, extra ...pipeline.Output) error {
-	maxPayload := int(p.nc.MaxPayload())
+func (l recordLimits) fits(b *pipeline.Batch, prog *streams.Progress, extra ...pipeline.Output) error {
+	maxPayload := int(l.maxPayload())
 	limit := maxPayload - batchSize(b) - recordHeadroom
 	est := 1<<10 + len(prog.LastError) + 10*(len(prog.Failures)+len(prog.Rounds)+len(prog.Fallbacks))
 	for _, o := range prog.Outputs {

@@ -55,25 +55,51 @@ const conflictDelay = 50 * time.Millisecond
 // same token (a redelivery) may find it expired meanwhile, by its own clock.
 const expirySkew = 10 * time.Second
 
+// stepper runs the steps of a domain's batches, each from its token to
+// the writes that settle it: the orchestration over the duties below it.
+type stepper struct {
+	opts  Options
+	log   *slog.Logger
+	store *streams.ProgressStore // the progress records, with compare-and-set
+	cache *batchCache
+	// holds bounds the put-backs of steps that cannot proceed.
+	holds holds
+	// senders leases the domain's senders to its batches.
+	senders *senderPool
+	// pub publishes tokens, dead letters and callbacks, a step's last
+	// write without waiting (deferred).
+	pub *publisher
+	// workers sends requests to the workers.
+	workers *workClient
+	// units gathers the atomic units of concurrent steps into one request.
+	units *unitBatcher
+	// limits sizes records against the server's max_payload.
+	limits recordLimits
+	// fault is Options.fault, the crash points of a step.
+	fault crashPoints
+	// inc waits for the inclusion of dispatches.
+	inc *inclusions
+}
+
 // step runs one step of the batch the token m points at and reports what
 // it did. A step that fails puts its token back for a redelivery soon.
-func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstream.Msg) api.StepReport {
+func (s *stepper) step(ctx context.Context, prio pipeline.Priority, m jetstream.Msg) api.StepReport {
 	tok, err := streams.Decode[streams.Token](m.Data())
 	if err != nil {
-		p.log.Error("undecodable token: dead-lettered", "subject", logging.Capped(m.Subject()), "err", err)
-		p.deadLetterRaw(ctx, m, err)
+		s.log.Error("undecodable token: dead-lettered", "subject", logging.Capped(m.Subject()), "err", err)
+		s.pub.deadLetterRaw(ctx, m, err)
 		return api.StepReport{Priority: prio, Action: api.ActionError, Error: err.Error()}
 	}
-	sr, err := p.stepToken(ctx, prio, m, tok)
+	sr, err := s.stepToken(ctx, prio, m, tok)
 	sr.BatchID, sr.Priority = tok.BatchID, prio
 	if sr.Action != api.ActionBusy && sr.Action != api.ActionHeld {
-		p.holds.forget(m)
+		s.holds.forget(m)
 	}
 	switch {
 	case errors.Is(err, errCrash):
 		sr.Action, sr.Error = api.ActionAbandoned, err.Error()
 	case err != nil:
-		p.log.Warn("step failed; token redelivered shortly", "batch_id", tok.BatchID, "err", err)
+		s.log.Warn("step failed; token redelivered shortly", "batch_id", tok.BatchID, "err", err)
 		delay := time.Second
 		if errors.Is(err, streams.ErrConflict) {
 			delay = conflictDelay
@@ -86,29 +112,29 @@ func (p *Processor) step(ctx context.Context, prio pipeline.Priority, m jetstrea
 
 // stepToken is step for a decoded token. Its error, if any, means the step
 // did not settle the token: step puts it back.
-func (p *Processor) stepToken(ctx context.Context, prio pipeline.Priority, m jetstream.Msg, tok streams.Token) (sr api.StepReport, err error) {
+func (s *stepper) stepToken(ctx context.Context, prio pipeline.Priority, m jetstream.Msg, tok streams.Token) (sr api.StepReport, err error) {
 	var b *pipeline.Batch
 	if tok.Batch != nil && tok.Batch.ID == tok.BatchID {
 		b = tok.Batch // the token's copy: one read saved
 	} else {
-		b, err = p.batch(ctx, tok.BatchID)
+		b, err = s.cache.get(ctx, tok.BatchID)
 	}
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		// A token authz never recorded: a processor may rotate, never create.
-		p.log.Warn("token for an unrecorded batch dropped", "batch_id", tok.BatchID, "subject", logging.Capped(m.Subject()))
+		s.log.Warn("token for an unrecorded batch dropped", "batch_id", tok.BatchID, "subject", logging.Capped(m.Subject()))
 		err = m.Ack()
 		sr.Action = api.ActionStale
 		return sr, err
 	}
 	if errors.Is(err, streams.ErrDecode) || errors.Is(err, streams.ErrVersion) {
 		cause := fmt.Errorf("batch record of batch %d: %w", tok.BatchID, err)
-		b = &pipeline.Batch{ID: tok.BatchID, Domain: p.opts.Domain, Priority: prio}
-		st, lerr := p.load(ctx, b.ID)
+		b = &pipeline.Batch{ID: tok.BatchID, Domain: s.opts.Domain, Priority: prio}
+		st, lerr := s.load(ctx, b.ID)
 		if st == nil {
 			err = lerr
 			return sr, err
 		}
-		sr.Action, err = p.poisoned(ctx, b, st, m, cause)
+		sr.Action, err = s.poisoned(ctx, b, st, m, cause)
 		sr.Outcome = outcomeOf(&st.Progress)
 		return sr, err
 	}
@@ -125,9 +151,9 @@ func (p *Processor) stepToken(ctx context.Context, prio pipeline.Priority, m jet
 		// schedule fires, long after the send, and a cancel or evict that
 		// came as it fired may not have found it there.
 		st = &state{ProgressEntry: streams.ProgressEntry{Progress: streams.Progress{BatchID: b.ID, State: streams.Queued}}}
-	} else if st, err = p.load(ctx, b.ID); err != nil {
+	} else if st, err = s.load(ctx, b.ID); err != nil {
 		if st != nil { // a record that does not decode
-			sr.Action, err = p.poisoned(ctx, b, st, m, err)
+			sr.Action, err = s.poisoned(ctx, b, st, m, err)
 			sr.Outcome = outcomeOf(&st.Progress)
 		}
 		return sr, err
@@ -137,18 +163,18 @@ func (p *Processor) stepToken(ctx context.Context, prio pipeline.Priority, m jet
 	case prog.State == streams.Done:
 		// Terminal already: a crash may have come between the progress write
 		// and the callback; publish again (deduplicated), then drop the token.
-		err = p.announce(ctx, b, prog, m)
+		err = s.announce(ctx, b, prog, m)
 		sr.Action, sr.Outcome = api.ActionStale, prog.Outcome.String()
 		return sr, err
 	case prog.Position(tok) == streams.TokenBehind:
-		err = p.dropStale(ctx, b, prog, m)
+		err = s.dropStale(ctx, b, prog, m)
 		sr.Action = api.ActionStale
 		return sr, err
 	case prog.Position(tok) == streams.TokenAhead:
 		// Either an edit is half done (it will catch up) or the record was
 		// lost or tampered with: bounded retries, then a visible end.
 		cause := fmt.Errorf("processor: token (gen %d, step %d) ahead of its progress record (gen %d, step %d)", tok.Gen, tok.Rotation, prog.Gen, prog.Rotation)
-		sr.Action, err = p.poisoned(ctx, b, st, m, cause)
+		sr.Action, err = s.poisoned(ctx, b, st, m, cause)
 		sr.Outcome = outcomeOf(prog)
 		return sr, err
 	}
@@ -157,13 +183,13 @@ func (p *Processor) stepToken(ctx context.Context, prio pipeline.Priority, m jet
 	// hooks run until it is included, failed or past its maximum wait.
 	// The batch expires at its next step.
 	if prog.State == streams.Parked && b.Functions[prog.Parked.Index].Inclusion != nil {
-		sr.Action, err = p.awaitInclusion(ctx, b, st, m)
+		sr.Action, err = s.inc.await(ctx, b, st, m)
 		sr.Outcome = outcomeOf(prog)
 		return sr, err
 	}
-	now := p.opts.Now()
+	now := s.opts.Now()
 	if b.Expired(now) {
-		err = p.finish(ctx, b, st, pipeline.ExpiredOutcome(prog.Next), m)
+		err = s.finish(ctx, b, st, pipeline.ExpiredOutcome(prog.Next), m)
 		sr.Action, sr.Outcome = api.ActionFinished, prog.Outcome.String()
 		return sr, err
 	}
@@ -175,7 +201,7 @@ func (p *Processor) stepToken(ctx context.Context, prio pipeline.Priority, m jet
 			return sr, err
 		}
 		idx := prog.Parked.Index
-		sr.Action, err = p.functionFailed(ctx, b, st, failure{index: idx, msg: fmt.Sprintf("function %d: no confirmation within %s", idx, b.Functions[idx].Confirm.Timeout), retryable: true, invalidated: true}, m)
+		sr.Action, err = s.functionFailed(ctx, b, st, failure{index: idx, msg: fmt.Sprintf("function %d: no confirmation within %s", idx, b.Functions[idx].Confirm.Timeout), retryable: true, invalidated: true}, m)
 		sr.Outcome = outcomeOf(prog)
 		return sr, err
 	}
@@ -191,21 +217,21 @@ func (p *Processor) stepToken(ctx context.Context, prio pipeline.Priority, m jet
 		sr.Action = api.ActionDelayed
 		return sr, err
 	}
-	if act, done, serr := p.needSender(ctx, b, st, m); done {
+	if act, done, serr := s.needSender(ctx, b, st, m); done {
 		sr.Action, sr.Outcome = act, outcomeOf(prog)
 		return sr, serr
 	}
 	switch {
 	case prog.FallbackDue != nil:
 		due := prog.FallbackDue
-		sr.Action, err = p.settle(ctx, b, st, failure{index: due.Index, msg: due.Reason, exhausted: due.Exhausted}, m)
+		sr.Action, err = s.settle(ctx, b, st, failure{index: due.Index, msg: due.Reason, exhausted: due.Exhausted}, m)
 	case b.Subroutine.Mode == pipeline.Atomic:
-		sr.Action, err = p.runAtomic(ctx, b, st, m)
+		sr.Action, err = s.runAtomic(ctx, b, st, m)
 	default:
-		sr.Action, err = p.runFunction(ctx, b, st, m)
+		sr.Action, err = s.runFunction(ctx, b, st, m)
 	}
 	if notAttempted(err) {
-		sr.Action, err = p.wait(ctx, b, st, m, err)
+		sr.Action, err = s.wait(ctx, b, st, m, err)
 	}
 	sr.Outcome = outcomeOf(prog)
 	return sr, err
@@ -219,14 +245,14 @@ func outcomeOf(prog *streams.Progress) string {
 }
 
 // runAtomic sends all functions to one worker as one unit.
-func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (api.Action, error) {
+func (s *stepper) runAtomic(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
 	failures := prog.FailuresOf(0)
 	calls := make([]streams.WorkCall, len(b.Functions))
 	for i, f := range b.Functions {
 		calls[i] = streams.WorkCall{Index: i, Type: f.Type, Payload: f.Payload}
 	}
-	rep, err := p.workUnit(ctx, &streams.WorkRequest{
+	rep, err := s.units.run(ctx, &streams.WorkRequest{
 		BatchID: b.ID, Domain: b.Domain, Key: b.Key, CreatedAt: b.CreatedAt,
 		Submitter: b.Submitter, Label: b.Label,
 		Attempt: failures + 1, Round: prog.RoundOf(0), Unit: true, Calls: calls,
@@ -235,46 +261,46 @@ func (p *Processor) runAtomic(ctx context.Context, b *pipeline.Batch, st *state,
 	if err != nil {
 		return "", err
 	}
-	if err := p.fault(faultAfterWork); err != nil {
+	if err := s.fault.at(faultAfterWork); err != nil {
 		return "", err
 	}
 	if rep.Error == nil {
 		st.fresh = rep.Fresh
 		prog.Outputs = rep.Outputs
-		if err := p.fits(b, prog); err != nil {
+		if err := s.limits.fits(b, prog); err != nil {
 			// The unit took effect; its outputs are kept for inspection
 			// only, and these do not fit beside the batch.
-			p.log.Warn("outputs of an atomic batch left out of its progress", "batch_id", b.ID, "err", err)
+			s.log.Warn("outputs of an atomic batch left out of its progress", "batch_id", b.ID, "err", err)
 			prog.Outputs = nil
 		}
 		prog.Next = len(b.Functions)
-		return api.ActionFinished, p.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
+		return api.ActionFinished, s.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
 	}
 	failures = prog.AddFailure(0)
 	setError(prog, rep.Error.Message)
-	d := pipeline.Decide(b.RetryFor(0), failures, rep.Error.Retryable, p.opts.Rand)
+	d := pipeline.Decide(b.RetryFor(0), failures, rep.Error.Retryable, s.opts.Rand)
 	if d.Move == pipeline.MoveRetry {
 		// The NAK delay is the timer; NotBefore keeps the delay if the token
 		// is re-appended meanwhile (an owner's insert).
-		prog.NotBefore = p.opts.Now().Add(d.Delay)
-		if err := p.save(ctx, st); err != nil {
+		prog.NotBefore = s.opts.Now().Add(d.Delay)
+		if err := s.save(ctx, st); err != nil {
 			return "", err
 		}
-		if err := p.fault(faultAfterProgress); err != nil {
+		if err := s.fault.at(faultAfterProgress); err != nil {
 			return "", err
 		}
 		return api.ActionRetry, m.NakWithDelay(d.Delay)
 	}
-	return p.settle(ctx, b, st, failure{index: rep.Error.Index, msg: rep.Error.Message, exhausted: d.Exhausted}, m)
+	return s.settle(ctx, b, st, failure{index: rep.Error.Index, msg: rep.Error.Message, exhausted: d.Exhausted}, m)
 }
 
 // runFunction runs the next function of a non-atomic batch.
-func (p *Processor) runFunction(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (api.Action, error) {
+func (s *stepper) runFunction(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
 	k := prog.Next
 	f := b.Functions[k]
 	failures := prog.FailuresOf(k)
-	rep, err := p.work(ctx, streams.WorkSubject(f.Type), &streams.WorkRequest{
+	rep, err := s.workers.call(ctx, streams.WorkSubject(f.Type), &streams.WorkRequest{
 		BatchID: b.ID, Domain: b.Domain, Key: b.Key, CreatedAt: b.CreatedAt,
 		Submitter: b.Submitter, Label: b.Label,
 		Attempt: failures + 1, Round: prog.RoundOf(k),
@@ -284,88 +310,88 @@ func (p *Processor) runFunction(ctx context.Context, b *pipeline.Batch, st *stat
 	if err != nil {
 		return "", err
 	}
-	if err := p.fault(faultAfterWork); err != nil {
+	if err := s.fault.at(faultAfterWork); err != nil {
 		return "", err
 	}
 	if rep.Error != nil {
-		return p.functionFailed(ctx, b, st, failure{index: k, msg: rep.Error.Message, retryable: rep.Error.Retryable}, m)
+		return s.functionFailed(ctx, b, st, failure{index: k, msg: rep.Error.Message, retryable: rep.Error.Retryable}, m)
 	}
 	st.fresh = rep.Fresh
 	out := pipeline.Output{Index: k, Type: f.Type}
 	if len(rep.Outputs) > 0 {
 		out = rep.Outputs[0]
 	}
-	return p.advance(ctx, b, st, k, out, m)
+	return s.advance(ctx, b, st, k, out, m)
 }
 
 // advance records that function k took effect with output out. A function
 // that needs a confirmation is parked, with its token as the timer of the
 // confirmation's timeout; otherwise the batch moves on (keep).
-func (p *Processor) advance(ctx context.Context, b *pipeline.Batch, st *state, k int, out pipeline.Output, m jetstream.Msg) (api.Action, error) {
+func (s *stepper) advance(ctx context.Context, b *pipeline.Batch, st *state, k int, out pipeline.Output, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
 	if b.Functions[k].Inclusion != nil {
-		return p.parkForInclusion(ctx, b, st, k, out, m)
+		return s.inc.park(ctx, b, st, k, out, m)
 	}
 	if c := b.Functions[k].Confirm; c != nil {
-		if err := p.fits(b, prog, out); err != nil {
-			return p.tooLarge(ctx, b, st, k, err, m)
+		if err := s.limits.fits(b, prog, out); err != nil {
+			return s.tooLarge(ctx, b, st, k, err, m)
 		}
 		prog.State = streams.Parked
-		prog.Parked = &streams.ParkedFunction{Index: k, Deadline: p.opts.Now().Add(c.Timeout.D()), Output: out}
+		prog.Parked = &streams.ParkedFunction{Index: k, Deadline: s.opts.Now().Add(c.Timeout.D()), Output: out}
 		if md, err := streams.DeliveryOf(m.Reply()); err == nil {
 			prog.Parked.Timer = md.StreamSeq
 		}
-		if err := p.save(ctx, st); err != nil {
+		if err := s.save(ctx, st); err != nil {
 			return "", err
 		}
-		if err := p.fault(faultAfterProgress); err != nil {
+		if err := s.fault.at(faultAfterProgress); err != nil {
 			return "", err
 		}
 		return api.ActionParked, m.NakWithDelay(c.Timeout.D())
 	}
-	return p.keep(ctx, b, st, k, out, m)
+	return s.keep(ctx, b, st, k, out, m)
 }
 
 // keep records that function k took effect with output out, confirmed (or
 // needing no confirmation, or handled by its fallback): the batch moves on
 // to its next function, or finishes. m is the token, or nil when called
 // for a confirmation.
-func (p *Processor) keep(ctx context.Context, b *pipeline.Batch, st *state, k int, out pipeline.Output, m jetstream.Msg) (api.Action, error) {
+func (s *stepper) keep(ctx context.Context, b *pipeline.Batch, st *state, k int, out pipeline.Output, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
-	if err := p.fits(b, prog, out); err != nil {
-		return p.tooLarge(ctx, b, st, k, err, m)
+	if err := s.limits.fits(b, prog, out); err != nil {
+		return s.tooLarge(ctx, b, st, k, err, m)
 	}
 	prog.State, prog.Parked = streams.Queued, nil
 	prog.Outputs = append(prog.Outputs, out)
 	prog.Next = k + 1
 	if prog.Next == len(b.Functions) {
-		return api.ActionFinished, p.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
+		return api.ActionFinished, s.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
 	}
-	return api.ActionRotated, p.rotate(ctx, b, st, m)
+	return api.ActionRotated, s.rotate(ctx, b, st, m)
 }
 
 // rotate moves the batch to the back of its queue: progress first, then the
 // new token, then the old token's ack once the new one is stored. A crash in between leaves the old
 // token, which is then stale and makes sure the new one exists.
-func (p *Processor) rotate(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) error {
+func (s *stepper) rotate(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) error {
 	st.Progress.Rotation++
-	if err := p.save(ctx, st); err != nil {
+	if err := s.save(ctx, st); err != nil {
 		return err
 	}
-	if err := p.fault(faultAfterProgress); err != nil {
+	if err := s.fault.at(faultAfterProgress); err != nil {
 		return err
 	}
 	msg, err := streams.TokenMsg(streams.RequeueSubject(b.Priority, b.Domain), b, st.Progress.Gen, st.Progress.Rotation)
 	if err != nil {
 		return err
 	}
-	return p.publishThenAck(ctx, msg, m, fmt.Sprintf("requeue batch %d", b.ID), faultAfterRequeue)
+	return s.pub.thenAck(ctx, msg, m, fmt.Sprintf("requeue batch %d", b.ID), faultAfterRequeue)
 }
 
 // functionFailed applies the failure chain to a failure of a function of
 // a non-atomic batch (or of an atomic batch's confirmation, which atomic
 // batches lack). m is the token, or nil when called for a confirmation.
-func (p *Processor) functionFailed(ctx context.Context, b *pipeline.Batch, st *state, f failure, m jetstream.Msg) (api.Action, error) {
+func (s *stepper) functionFailed(ctx context.Context, b *pipeline.Batch, st *state, f failure, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
 	if f.invalidated {
 		prog.NewRound(f.index)
@@ -373,23 +399,23 @@ func (p *Processor) functionFailed(ctx context.Context, b *pipeline.Batch, st *s
 	failures := prog.AddFailure(f.index)
 	setError(prog, f.msg)
 	prog.State, prog.Parked = streams.Queued, nil
-	d := pipeline.Decide(b.RetryFor(f.index), failures, f.retryable, p.opts.Rand)
+	d := pipeline.Decide(b.RetryFor(f.index), failures, f.retryable, s.opts.Rand)
 	if d.Move == pipeline.MoveRetry {
-		prog.NotBefore = p.opts.Now().Add(d.Delay)
+		prog.NotBefore = s.opts.Now().Add(d.Delay)
 		if m == nil {
 			// No token in hand: rotate; the new token waits for NotBefore.
-			return api.ActionRetry, p.rotate(ctx, b, st, nil)
+			return api.ActionRetry, s.rotate(ctx, b, st, nil)
 		}
-		if err := p.save(ctx, st); err != nil {
+		if err := s.save(ctx, st); err != nil {
 			return "", err
 		}
-		if err := p.fault(faultAfterProgress); err != nil {
+		if err := s.fault.at(faultAfterProgress); err != nil {
 			return "", err
 		}
 		return api.ActionRetry, m.NakWithDelay(d.Delay)
 	}
 	f.exhausted = d.Exhausted
-	return p.settle(ctx, b, st, f, m)
+	return s.settle(ctx, b, st, f, m)
 }
 
 // settle gives the failed function up (an atomic batch: its unit), its
@@ -398,7 +424,7 @@ func (p *Processor) functionFailed(ctx context.Context, b *pipeline.Batch, st *s
 // fallback no worker attempted is asked for again later, the failure kept
 // in progress (FallbackDue) so the function does not run again meanwhile.
 // m is the token, or nil when called for a confirmation.
-func (p *Processor) settle(ctx context.Context, b *pipeline.Batch, st *state, f failure, m jetstream.Msg) (api.Action, error) {
+func (s *stepper) settle(ctx context.Context, b *pipeline.Batch, st *state, f failure, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
 	idx, msg := f.index, f.msg
 	atomic := b.Subroutine.Mode == pipeline.Atomic
@@ -406,9 +432,9 @@ func (p *Processor) settle(ctx context.Context, b *pipeline.Batch, st *state, f 
 	if atomic {
 		counted = 0
 	}
-	out, err := p.fallback(ctx, b, prog, f, prog.FailuresOf(counted))
+	out, err := s.workers.fallback(ctx, b, prog, f, prog.FailuresOf(counted))
 	if err == nil && out == nil {
-		err = p.failureHook(ctx, b, st, f)
+		err = s.inc.failureHook(ctx, b, st, f)
 	}
 	if notAttempted(err) && !st.noWait {
 		if m == nil {
@@ -416,14 +442,14 @@ func (p *Processor) settle(ctx context.Context, b *pipeline.Batch, st *state, f 
 		}
 		if prog.FallbackDue == nil {
 			prog.FallbackDue = &streams.DueFallback{Index: idx, Exhausted: f.exhausted, Reason: capMessage(msg)}
-			if err := p.save(ctx, st); err != nil {
+			if err := s.save(ctx, st); err != nil {
 				return "", err
 			}
-			if err := p.fault(faultAfterProgress); err != nil {
+			if err := s.fault.at(faultAfterProgress); err != nil {
 				return "", err
 			}
 		}
-		return p.wait(ctx, b, st, m, err)
+		return s.wait(ctx, b, st, m, err)
 	}
 	prog.FallbackDue = nil
 	switch {
@@ -432,38 +458,38 @@ func (p *Processor) settle(ctx context.Context, b *pipeline.Batch, st *state, f 
 	case err != nil:
 		return "", err
 	case out != nil:
-		p.opts.Telemetry.FallbackUsed(p.opts.Domain)
+		s.opts.Telemetry.FallbackUsed(s.opts.Domain)
 		prog.Fallbacks = append(prog.Fallbacks, idx)
 		if atomic {
 			prog.Next = len(b.Functions)
-			return api.ActionFinished, p.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
+			return api.ActionFinished, s.finish(ctx, b, st, pipeline.ExecutedOutcome(len(b.Functions)), m)
 		}
-		return p.keep(ctx, b, st, idx, *out, m)
+		return s.keep(ctx, b, st, idx, *out, m)
 	}
 	prog.FailedIndex = idx
 	if atomic {
-		return api.ActionFinished, p.finish(ctx, b, st, pipeline.RejectedOutcome(capMessage(msg)), m)
+		return api.ActionFinished, s.finish(ctx, b, st, pipeline.RejectedOutcome(capMessage(msg)), m)
 	}
-	return api.ActionFinished, p.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, capMessage(msg)), m)
+	return api.ActionFinished, s.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, capMessage(msg)), m)
 }
 
 // tooLarge ends a non-atomic batch whose function k took effect but whose
 // output cannot be kept beside the others: a permanent failure of k,
 // without a fallback (its output would not fit either).
-func (p *Processor) tooLarge(ctx context.Context, b *pipeline.Batch, st *state, k int, cause error, m jetstream.Msg) (api.Action, error) {
+func (s *stepper) tooLarge(ctx context.Context, b *pipeline.Batch, st *state, k int, cause error, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
 	msg := fmt.Sprintf("function %d: %v", k, cause)
-	p.log.Error("function output too large to keep: the batch ends", "batch_id", b.ID, "index", k, "err", cause)
+	s.log.Error("function output too large to keep: the batch ends", "batch_id", b.ID, "index", k, "err", cause)
 	prog.AddFailure(k)
 	setError(prog, msg)
 	prog.State, prog.Parked, prog.FallbackDue = streams.Queued, nil, nil
 	prog.FailedIndex = k
-	return api.ActionFinished, p.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, prog.LastError), m)
+	return api.ActionFinished, s.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, prog.LastError), m)
 }
 
 // finish makes the batch terminal: progress first, then dead letter and
 // callback (both deduplicated), then the token's ack.
-func (p *Processor) finish(ctx context.Context, b *pipeline.Batch, st *state, o pipeline.Outcome, m jetstream.Msg) error {
+func (s *stepper) finish(ctx context.Context, b *pipeline.Batch, st *state, o pipeline.Outcome, m jetstream.Msg) error {
 	prog := &st.Progress
 	prog.State, prog.Parked, prog.Outcome = streams.Done, nil, &o
 	// A batch that succeeded at its first step (an atomic batch, or a
@@ -479,50 +505,50 @@ func (p *Processor) finish(ctx context.Context, b *pipeline.Batch, st *state, o 
 	// clock: hence the margin. Otherwise the terminal record is written
 	// with compare-and-set, so a concurrent writer's record is seen.
 	skip := st.Rev == 0 && st.fresh && o.Status == pipeline.Executed && len(prog.Fallbacks) == 0 &&
-		(b.ExpiresAt.IsZero() || p.opts.Now().Add(expirySkew).Before(b.ExpiresAt))
+		(b.ExpiresAt.IsZero() || s.opts.Now().Add(expirySkew).Before(b.ExpiresAt))
 	if !skip {
-		if err := p.save(ctx, st); err != nil {
+		if err := s.save(ctx, st); err != nil {
 			return err
 		}
 	}
-	if err := p.fault(faultAfterProgress); err != nil {
+	if err := s.fault.at(faultAfterProgress); err != nil {
 		return err
 	}
-	return p.announce(ctx, b, prog, m)
+	return s.announce(ctx, b, prog, m)
 }
 
 // announce publishes the dead letter (for failures) and the terminal
 // callback of a Done batch, then acknowledges the token m (if any) once
-// the callback is stored (publishThenAck).
-func (p *Processor) announce(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, m jetstream.Msg) error {
+// the callback is stored (publisher.thenAck).
+func (s *stepper) announce(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, m jetstream.Msg) error {
 	var dlSeq uint64
-	if s := prog.Outcome.Status; s == pipeline.Rejected || s == pipeline.PartiallyExecuted {
-		seq, err := p.publishDeadLetter(ctx, b, prog, m)
+	if status := prog.Outcome.Status; status == pipeline.Rejected || status == pipeline.PartiallyExecuted {
+		seq, err := s.pub.deadLetter(ctx, b, prog, m)
 		if err != nil {
 			return err
 		}
 		dlSeq = seq
-		if err := p.fault(faultAfterDeadLetter); err != nil {
+		if err := s.fault.at(faultAfterDeadLetter); err != nil {
 			return err
 		}
 	}
-	cb, err := p.callbackMsg(b, prog, dlSeq)
+	cb, err := s.pub.callback(b, prog, dlSeq)
 	if err != nil {
 		return err
 	}
-	if err := p.publishThenAck(ctx, cb, m, fmt.Sprintf("callback of batch %d", b.ID), faultAfterCallback); err != nil {
+	if err := s.pub.thenAck(ctx, cb, m, fmt.Sprintf("callback of batch %d", b.ID), faultAfterCallback); err != nil {
 		return err
 	}
-	p.releaseSender(ctx, b)
-	p.forget(b.ID)
+	s.senders.release(ctx, b)
+	s.cache.forget(b.ID)
 	// Every outcome is in the batch record and its callback; a log line per
 	// executed batch would cost every batch, so only the others are Info.
 	level := slog.LevelInfo
 	if prog.Outcome.Status == pipeline.Executed {
 		level = slog.LevelDebug
 	}
-	if p.log.Enabled(ctx, level) { // its attributes cost even when the line is dropped
-		p.log.Log(ctx, level, "batch finished", "batch_id", b.ID, "outcome", prog.Outcome.String(), "attempts", prog.Attempts(b.Subroutine.Mode == pipeline.Atomic))
+	if s.log.Enabled(ctx, level) { // its attributes cost even when the line is dropped
+		s.log.Log(ctx, level, "batch finished", "batch_id", b.ID, "outcome", prog.Outcome.String(), "attempts", prog.Attempts(b.Subroutine.Mode == pipeline.Atomic))
 	}
 	return nil
 }
@@ -534,20 +560,25 @@ func (p *Processor) announce(ctx context.Context, b *pipeline.Batch, prog *strea
 // not stored twice; past it, a second copy is harmless (whichever runs
 // first makes the other stale, and the worker's claim stops a concurrent
 // second run).
-func (p *Processor) dropStale(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, m jetstream.Msg) error {
+func (s *stepper) dropStale(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, m jetstream.Msg) error {
 	if prog.State != streams.Parked { // a parked batch's token is its timer, which exists
-		if err := p.publishToken(ctx, b, prog); err != nil {
+		if err := s.pub.token(ctx, b, prog); err != nil {
 			return err
 		}
 	}
 	return m.Ack()
 }
 
-func (p *Processor) fault(point string) error {
-	if p.opts.fault == nil {
+// crashPoints is Options.fault: called at each crash point of a step.
+type crashPoints func(point string) error
+
+// at abandons the step at point (an error matching errCrash) when the hook
+// says so; without a hook it does nothing.
+func (f crashPoints) at(point string) error {
+	if f == nil {
 		return nil
 	}
-	if err := p.opts.fault(point); err != nil {
+	if err := f(point); err != nil {
 		return fmt.Errorf("%w at %s: %w", errCrash, point, err)
 	}
 	return nil
@@ -557,8 +588,8 @@ func (p *Processor) fault(point string) error {
 // never stepped starts queued; a record that does not decode comes back as
 // an error together with a state holding its revision, so that it can be
 // overwritten.
-func (p *Processor) load(ctx context.Context, id uint64) (*state, error) {
-	e, err := p.store.Load(ctx, p.opts.Domain, id)
+func (s *stepper) load(ctx context.Context, id uint64) (*state, error) {
+	e, err := s.store.Load(ctx, s.opts.Domain, id)
 	if e == nil {
 		return nil, err
 	}
@@ -567,10 +598,10 @@ func (p *Processor) load(ctx context.Context, id uint64) (*state, error) {
 
 // save writes the progress record with compare-and-set on the revision
 // read; a lost race matches streams.ErrConflict.
-func (p *Processor) save(ctx context.Context, st *state) error {
-	st.By = p.opts.Name
+func (s *stepper) save(ctx context.Context, st *state) error {
+	st.By = s.opts.Name
 	if !st.waiting {
 		st.Waiting = nil
 	}
-	return p.store.Save(ctx, p.opts.Domain, &st.ProgressEntry)
+	return s.store.Save(ctx, s.opts.Domain, &st.ProgressEntry)
 }

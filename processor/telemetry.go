@@ -38,10 +38,10 @@ func (p *Processor) observe(nc *nats.Conn) {
 func (p *Processor) observedStep(ctx context.Context, prio pipeline.Priority, m *deferred) api.StepReport {
 	t := p.opts.Telemetry
 	if t == nil {
-		return p.step(ctx, prio, m)
+		return p.steps.step(ctx, prio, m)
 	}
 	ctx, s := t.StartStep(ctx, p.opts.Domain, prio, m.Headers())
-	sr := p.step(ctx, prio, m)
+	sr := p.steps.step(ctx, prio, m)
 	s.End(sr.BatchID, sr.Action, sr.Outcome, sr.Action == api.ActionError || sr.Action == api.ActionAbandoned)
 	return sr
 }

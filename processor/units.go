@@ -30,8 +30,11 @@ const maxUnitsPerRequest = 64
 // that come after it.
 const unitFlightPatience = 5 * time.Millisecond
 
-// unitQueue holds the atomic units waiting for a request to the workers.
-type unitQueue struct {
+// unitBatcher sends the atomic units of concurrent steps to the workers
+// in waves: the units waiting for a request go together in the next one.
+type unitBatcher struct {
+	workers *workClient
+	tel     *telemetry.Telemetry
 	mu      sync.Mutex
 	waiting []*queuedUnit
 	// flights counts the steps that are sending (or were asked to send) a
@@ -54,17 +57,16 @@ type unitEvent struct {
 	err  error
 }
 
-// workUnit runs an atomic unit on a worker, as work does on
+// run runs an atomic unit on a worker, as workClient.call does on
 // streams.WorkUnitSubject, sending it together with the units other steps
 // of this processor want run meanwhile (streams.WorkUnitsSubject): each
 // unit keeps its own completion key, claim and answer, so what a worker
-// does for it, and what its answer means, is what work would give.
-func (p *Processor) workUnit(ctx context.Context, req *streams.WorkRequest) (*streams.WorkReply, error) {
+// does for it, and what its answer means, is what call would give.
+func (q *unitBatcher) run(ctx context.Context, req *streams.WorkRequest) (*streams.WorkReply, error) {
 	// The request may carry other steps' units: this one's trace context
 	// travels in its body.
 	req.Trace = telemetry.InjectMap(ctx)
-	u := &queuedUnit{req: req, deadline: time.Now().Add(p.opts.WorkTimeout), ch: make(chan unitEvent, 2)}
-	q := &p.units
+	u := &queuedUnit{req: req, deadline: time.Now().Add(q.workers.timeout), ch: make(chan unitEvent, 2)}
 	q.mu.Lock()
 	q.waiting = append(q.waiting, u)
 	led := q.flights < maxUnitFlights
@@ -88,10 +90,10 @@ func (p *Processor) workUnit(ctx context.Context, req *streams.WorkRequest) (*st
 			if !ev.lead {
 				return ev.rep, ev.err
 			}
-			p.flyUnits(ctx)
+			q.fly(ctx)
 		case <-patience:
 			if q.lead(u) {
-				p.flyUnits(ctx)
+				q.fly(ctx)
 			}
 		}
 	}
@@ -99,7 +101,7 @@ func (p *Processor) workUnit(ctx context.Context, req *streams.WorkRequest) (*st
 
 // lead makes u's step send a request, beyond maxUnitFlights, unless it was
 // asked to already.
-func (q *unitQueue) lead(u *queuedUnit) bool {
+func (q *unitBatcher) lead(u *queuedUnit) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if u.led {
@@ -110,18 +112,17 @@ func (q *unitQueue) lead(u *queuedUnit) bool {
 	return true
 }
 
-// flyUnits sends one request for the units waiting (the oldest first),
+// fly sends one request for the units waiting (the oldest first),
 // hands their answers over, and then asks a waiting unit's step to send
 // the next request, or ends the flight.
-func (p *Processor) flyUnits(ctx context.Context) {
-	q := &p.units
+func (q *unitBatcher) fly(ctx context.Context) {
 	q.mu.Lock()
 	n := min(len(q.waiting), maxUnitsPerRequest)
 	batch := q.waiting[:n:n]
 	q.waiting = q.waiting[n:]
 	q.mu.Unlock()
 	if n > 0 {
-		p.sendUnits(ctx, batch)
+		q.send(ctx, batch)
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -135,12 +136,12 @@ func (p *Processor) flyUnits(ctx context.Context) {
 	q.flights--
 }
 
-// sendUnits asks a worker to run batch and gives each unit its answer. A
+// send asks a worker to run batch and gives each unit its answer. A
 // lone unit goes the same way: the batch endpoint writes its claim and
 // record pipelined, which costs the worker less than the unit endpoint's
 // two requests to the results bucket.
-func (p *Processor) sendUnits(ctx context.Context, batch []*queuedUnit) {
-	reps, err := p.requestUnits(ctx, batch)
+func (q *unitBatcher) send(ctx context.Context, batch []*queuedUnit) {
+	reps, err := q.request(ctx, batch)
 	if errors.Is(err, errUnitsUnserved) {
 		// Workers without the batch endpoint, or a request too large:
 		// each unit on its own.
@@ -148,7 +149,7 @@ func (p *Processor) sendUnits(ctx context.Context, batch []*queuedUnit) {
 		for _, u := range batch {
 			wg.Go(func() {
 				// Under the unit's own trace, not the flying step's.
-				rep, err := p.work(p.opts.Telemetry.ExtractMap(ctx, u.req.Trace), streams.WorkUnitSubject, u.req)
+				rep, err := q.workers.call(q.tel.ExtractMap(ctx, u.req.Trace), streams.WorkUnitSubject, u.req)
 				u.ch <- unitEvent{rep: rep, err: err}
 			})
 		}
@@ -168,10 +169,10 @@ func (p *Processor) sendUnits(ctx context.Context, batch []*queuedUnit) {
 // go one by one.
 var errUnitsUnserved = errors.New("processor: units not served in one request")
 
-// requestUnits sends batch as one request and returns one reply per unit,
+// request sends batch as one request and returns one reply per unit,
 // or an error that applies to every unit: notAttempted ones (no answer,
 // busy), errUnitsUnserved, or a failure of the request itself.
-func (p *Processor) requestUnits(ctx context.Context, batch []*queuedUnit) ([]streams.WorkReply, error) {
+func (q *unitBatcher) request(ctx context.Context, batch []*queuedUnit) ([]streams.WorkReply, error) {
 	wb := &streams.WorkBatch{Units: make([]streams.WorkRequest, len(batch))}
 	deadline := batch[0].deadline
 	for i, u := range batch {
@@ -184,7 +185,7 @@ func (p *Processor) requestUnits(ctx context.Context, batch []*queuedUnit) ([]st
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > int(p.nc.MaxPayload()) {
+	if len(data) > int(q.workers.nc.MaxPayload()) {
 		return nil, errUnitsUnserved
 	}
 	msg := nats.NewMsg(streams.WorkUnitsSubject)
@@ -192,12 +193,12 @@ func (p *Processor) requestUnits(ctx context.Context, batch []*queuedUnit) ([]st
 	msg.Header.Set(streams.HeaderDeadline, strconv.FormatInt(deadline.UnixNano(), 10))
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	resp, err := p.nc.RequestMsgWithContext(rctx, msg)
+	resp, err := q.workers.nc.RequestMsgWithContext(rctx, msg)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrMaxPayload):
 		return nil, errUnitsUnserved
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
-		return nil, fmt.Errorf("%w within %s: %s", errNoAnswer, p.opts.WorkTimeout, streams.WorkUnitsSubject)
+		return nil, fmt.Errorf("%w within %s: %s", errNoAnswer, q.workers.timeout, streams.WorkUnitsSubject)
 	case err != nil:
 		return nil, fmt.Errorf("processor: work request %s: %w", streams.WorkUnitsSubject, err)
 	}

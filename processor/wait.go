@@ -24,9 +24,11 @@ import (
 // usual. One request per queue is outstanding at a time, so a processor
 // adds at most two to its consumers' waiting requests.
 type waker struct {
-	mu    sync.Mutex
-	inbox string
-	sub   *nats.Subscription
+	nc     *nats.Conn
+	domain string
+	mu     sync.Mutex
+	inbox  string
+	sub    *nats.Subscription
 	// out holds, per queue, when its outstanding request expires.
 	out     map[pipeline.Priority]time.Time
 	waiters map[chan struct{}]struct{}
@@ -42,15 +44,19 @@ type waker struct {
 // and an error when the wait could not be set up; otherwise nil. Safe for
 // concurrent use.
 func (p *Processor) WaitWork(ctx context.Context, d time.Duration) error {
+	return p.waker.wait(ctx, d)
+}
+
+// wait is WaitWork.
+func (w *waker) wait(ctx context.Context, d time.Duration) error {
 	if d < minWorkWait {
 		d = minWorkWait
 	}
-	w := &p.waker
 	ch := make(chan struct{})
 	w.mu.Lock()
 	if w.sub == nil {
-		w.inbox = p.nc.NewInbox()
-		sub, err := p.nc.Subscribe(w.inbox+".*", w.answer)
+		w.inbox = w.nc.NewInbox()
+		sub, err := w.nc.Subscribe(w.inbox+".*", w.answer)
 		if err != nil {
 			w.mu.Unlock()
 			return fmt.Errorf("processor: wait for work: %w", err)
@@ -63,8 +69,8 @@ func (p *Processor) WaitWork(ctx context.Context, d time.Duration) error {
 			continue // still waiting on the server: its answer wakes us too
 		}
 		body := fmt.Appendf(nil, `{"batch":1,"max_bytes":1,"expires":%d}`, d.Nanoseconds())
-		subj := "$JS.API.CONSUMER.MSG.NEXT." + streams.QueueStream(prio) + "." + streams.ProcessorConsumer(p.opts.Domain)
-		if err := p.nc.PublishRequest(subj, w.inbox+"."+string(prio), body); err != nil {
+		subj := "$JS.API.CONSUMER.MSG.NEXT." + streams.QueueStream(prio) + "." + streams.ProcessorConsumer(w.domain)
+		if err := w.nc.PublishRequest(subj, w.inbox+"."+string(prio), body); err != nil {
 			w.mu.Unlock()
 			return fmt.Errorf("processor: wait for work on %s: %w", streams.QueueStream(prio), err)
 		}
