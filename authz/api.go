@@ -29,25 +29,25 @@ func (s *Service) endpoints() []endpoint {
 		{api.OpSend, "submit a batch under an authorization label", !owner, s.sendBody},
 		{api.OpBatch, "the record of one batch", !owner, op(s.batch)},
 		{api.OpConfirm, "confirm a function waiting for a confirmation", !owner, op(s.confirm)},
-		{api.OpQueue, "a domain's queue in order, [from, to)", owner, op(s.queue)},
+		{api.OpQueue, "a domain's queue in order, [from, to)", owner, op(s.queueEdits.queue)},
 		{api.OpPause, "pause a domain's processors", owner, op(s.pause)},
 		{api.OpResume, "resume a domain's processors", owner, op(s.resume)},
-		{api.OpEvict, "remove the batch at a position", owner, op(s.evict)},
-		{api.OpInsert, "insert a batch at a position", owner, op(s.insert)},
-		{api.OpDLQ, "list dead letters", owner, op(s.listDLQ)},
-		{api.OpReplay, "replay dead letters as new batches", owner, op(s.replay)},
-		{api.OpPurge, "remove dead letters: one, a domain's, or those older than a duration", owner, op(s.purge)},
+		{api.OpEvict, "remove the batch at a position", owner, op(s.queueEdits.evict)},
+		{api.OpInsert, "insert a batch at a position", owner, op(s.queueEdits.insert)},
+		{api.OpDLQ, "list dead letters", owner, op(s.deadLetters.list)},
+		{api.OpReplay, "replay dead letters as new batches", owner, op(s.deadLetters.replay)},
+		{api.OpPurge, "remove dead letters: one, a domain's, or those older than a duration", owner, op(s.deadLetters.purge)},
 		{api.OpReload, "reload the authorization table", owner, op(s.reload)},
-		{api.OpKeys, "a domain's keys: each one's running batch and how many wait", owner, op(s.keys)},
-		{api.OpSenders, "a domain's senders, free or leased", owner, op(s.listSenders)},
-		{api.OpDomains, "every domain's queue depths, dead letters and pause state", owner, op(s.domains)},
-		{api.OpInFlight, "a domain's unfinished batches, oldest first", owner, op(s.inflight)},
-		{api.OpPresence, "the running processors and workers, and what nothing running serves", owner, op(s.presence)},
-		{api.OpList, "your own batches, newest first, paged", !owner, op(s.list)},
-		{api.OpCancel, "cancel one of your own batches", !owner, op(s.cancel)},
-		{api.OpSchedules, "the table's schedules: last period fired, next, pause state", owner, op(s.listSchedules)},
-		{api.OpPauseSchedule, "pause a schedule for every replica", owner, op(s.pauseSchedule)},
-		{api.OpResumeSchedule, "resume a schedule: its latest missed period fires", owner, op(s.resumeSchedule)},
+		{api.OpKeys, "a domain's keys: each one's running batch and how many wait", owner, op(s.keyOrders.list)},
+		{api.OpSenders, "a domain's senders, free or leased", owner, op(s.senderPool.list)},
+		{api.OpDomains, "every domain's queue depths, dead letters and pause state", owner, op(s.inspect.domains)},
+		{api.OpInFlight, "a domain's unfinished batches, oldest first", owner, op(s.inspect.inflight)},
+		{api.OpPresence, "the running processors and workers, and what nothing running serves", owner, op(s.presence.list)},
+		{api.OpList, "your own batches, newest first, paged", !owner, op(s.submitters.list)},
+		{api.OpCancel, "cancel one of your own batches", !owner, op(s.removal.cancel)},
+		{api.OpSchedules, "the table's schedules: last period fired, next, pause state", owner, op(s.sched.listSchedules)},
+		{api.OpPauseSchedule, "pause a schedule for every replica", owner, op(s.sched.pauseSchedule)},
+		{api.OpResumeSchedule, "resume a schedule: its latest missed period fires", owner, op(s.sched.resumeSchedule)},
 	}
 }
 
@@ -122,7 +122,7 @@ func (s *Service) submit(ctx context.Context, sub *submission) (*api.SendReply, 
 		if !b.dup {
 			bound = l.KeyBound()
 		}
-		if head, err := s.admit(ctx, b.batch, b.dup, bound); err != nil {
+		if head, err := s.keyOrders.admit(ctx, b.batch, b.dup, bound); err != nil {
 			if errors.Is(err, errJoinLater) {
 				return nil, fmt.Errorf("authz: batch %d is recorded, but has not joined the order of its key yet (%w); authz adds it as soon as it can: send it again only with the same idempotency key", b.batch.ID, err)
 			}
@@ -134,7 +134,7 @@ func (s *Service) submit(ctx context.Context, sub *submission) (*api.SendReply, 
 			// handed it a key already).
 			handed := !errors.Is(err, errNotHanded)
 			if b.batch.Key == "" {
-				handed = s.repairBatch(b.batch.Domain, b.batch.ID)
+				handed = s.keyRepair.repairBatch(b.batch.Domain, b.batch.ID)
 			}
 			if !handed {
 				return nil, fmt.Errorf("authz: batch %d is recorded, but its token could not be published (%w), nor handed to be published later: send it again only with the same idempotency key", b.batch.ID, err)
@@ -174,7 +174,7 @@ func (s *Service) build(ctx context.Context, sub *submission) (*built, error) {
 		}
 	}
 	if key != "" && !force {
-		if err := s.checkKeyBound(ctx, name, l, user, b.Domain, key); err != nil {
+		if err := s.keyOrders.checkKeyBound(ctx, name, l, user, b.Domain, key); err != nil {
 			return nil, err
 		}
 	}
@@ -185,25 +185,25 @@ func (s *Service) build(ctx context.Context, sub *submission) (*built, error) {
 	b.ID, b.CreatedAt = id, now.UTC()
 	// A duplicate takes its slot too: the submission it repeats may have
 	// died before it took one (reserve keeps a slot already held).
-	if err := s.reserveSlots(ctx, name, l, user, id, force); err != nil {
+	if err := s.slots.reserveSlots(ctx, name, l, user, id, force); err != nil {
 		return nil, err
 	}
 	// Indexed only once admitted: a submission refused for its label's
 	// concurrency leaves no index key behind.
 	// The index key and the record are published together, and their
 	// PubAcks awaited together.
-	index, err := s.startIndex(b.Submitter, id)
+	index, err := s.submitters.startIndex(b.Submitter, id)
 	if err != nil {
 		return nil, err
 	}
 	first, created, err := submit.CreateAcked(ctx, s.acks, s.batches, b, idem, dup)
 	if created != nil {
-		s.recent.put(b.ID, created)
+		s.store.recent.put(b.ID, created)
 	}
 	if errors.Is(err, jetstream.ErrKeyExists) && idem != "" {
 		// A concurrent submission with the same key got the same id as a
 		// duplicate and recorded its batch first.
-		rec, rerr := s.record(ctx, id)
+		rec, rerr := s.store.record(ctx, id)
 		if rerr != nil {
 			return nil, rerr
 		}
@@ -217,7 +217,7 @@ func (s *Service) build(ctx context.Context, sub *submission) (*built, error) {
 			return nil, err
 		}
 	}
-	if err := s.indexed(ctx, b.Submitter, id, index); err != nil {
+	if err := s.submitters.indexed(ctx, b.Submitter, id, index); err != nil {
 		return nil, err
 	}
 	if idem != "" {
@@ -236,38 +236,14 @@ func (s *Service) build(ctx context.Context, sub *submission) (*built, error) {
 	return &built{batch: first, dup: dup}, nil
 }
 
-// reserveSlots takes the slots batch id needs under label l: one of the
-// submitter's own (Label.MaxPerSubmitter) and one of the label's
-// (Label.MaxConcurrent). A refusal gives back what it took, so a refused
-// submission holds nothing.
-func (s *Service) reserveSlots(ctx context.Context, label string, l *Label, user string, id uint64, force bool) error {
-	if l.MaxPerSubmitter > 0 {
-		if err := s.reserve(ctx, submitterSlots(label, user), l.MaxPerSubmitter, id, force); err != nil {
-			return err
-		}
-	}
-	if l.MaxConcurrent > 0 {
-		if err := s.reserve(ctx, labelSlots(label), l.MaxConcurrent, id, force); err != nil {
-			if l.MaxPerSubmitter > 0 {
-				if rerr := s.release(ctx, submitterSlots(label, user), id); rerr != nil {
-					// Reclaimed once the submitter is at its bound.
-					s.log.Warn("slot not given back", "batch_id", id, "label", logging.Capped(label), "err", rerr)
-				}
-			}
-			return err
-		}
-	}
-	return nil
-}
-
 // repeated answers a submission whose idempotency key named a batch
 // already; nil when it named none.
 func (s *Service) repeated(ctx context.Context, user, idem string, b *pipeline.Batch) (*built, error) {
-	id, ok, err := s.idempotent(ctx, user, idem)
+	id, ok, err := s.store.idempotent(ctx, user, idem)
 	if err != nil || !ok {
 		return nil, err
 	}
-	rec, err := s.record(ctx, id)
+	rec, err := s.store.record(ctx, id)
 	if ae := (*Error)(nil); errors.As(err, &ae) && ae.Code == api.CodeNotFound {
 		// Its batch finished and its record expired. The key stays as
 		// long as the id log would give the resend the same id (expiry).
@@ -333,40 +309,10 @@ func fingerprint(b *pipeline.Batch) [sha256.Size]byte {
 	return sum
 }
 
-func (s *Service) idempotent(ctx context.Context, user, idem string) (uint64, bool, error) {
-	e, err := s.batches.Get(ctx, streams.IdempotencyKey(user, idem))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, err
-	}
-	var id uint64
-	if _, err := fmt.Sscan(string(e.Value()), &id); err != nil {
-		return 0, false, fmt.Errorf("authz: idempotency record %q: %w", e.Value(), err)
-	}
-	return id, true, nil
-}
-
-func (s *Service) record(ctx context.Context, id uint64) (*streams.BatchRecord, error) {
-	e, err := s.batches.Get(ctx, streams.BatchKey(id))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, errf(api.CodeNotFound, "authz: no batch %d", id)
-	}
-	if err != nil {
-		return nil, err
-	}
-	rec, err := streams.Decode[streams.BatchRecord](e.Value())
-	if err != nil {
-		return nil, err
-	}
-	return &rec, nil
-}
-
 func (s *Service) batch(ctx context.Context, user string, req *api.IDRequest) (any, error) {
-	rec, err := s.record(ctx, req.ID)
+	rec, err := s.store.record(ctx, req.ID)
 	if ae := (*Error)(nil); errors.As(err, &ae) && ae.Code == api.CodeNotFound {
-		return nil, s.notFound(ctx, req.ID)
+		return nil, s.store.notFound(ctx, req.ID)
 	}
 	if err != nil {
 		return nil, err
@@ -420,7 +366,7 @@ func (s *Service) setPaused(ctx context.Context, user string, req *api.DomainReq
 // confirm cannot be used to find out which batches exist.
 func (s *Service) confirm(ctx context.Context, user string, req *api.ConfirmRequest) (any, error) {
 	hidden := errf(api.CodeNotFound, "authz: no batch %d with function %d waiting for your confirmation", req.ID, req.Index)
-	rec, err := s.recordFor(ctx, req.ID, hidden, func(b *pipeline.Batch) bool { return s.mayKnow(user, b) })
+	rec, err := s.store.recordFor(ctx, req.ID, hidden, func(b *pipeline.Batch) bool { return s.mayKnow(user, b) })
 	if err != nil {
 		return nil, err
 	}
@@ -434,7 +380,7 @@ func (s *Service) confirm(ctx context.Context, user string, req *api.ConfirmRequ
 	if rec.Status.Terminal() {
 		return nil, errf(api.CodeConflict, "authz: batch %d is already %s", req.ID, rec.Status)
 	}
-	if err := s.checkInclusionConfirm(ctx, b, req); err != nil {
+	if err := s.senderPool.checkInclusionConfirm(ctx, b, req); err != nil {
 		return nil, err
 	}
 	data, err := streams.Encode(&streams.Confirmation{Content: req.Content, By: user, Ref: req.Ref})
@@ -488,25 +434,6 @@ func (s *Service) reload(ctx context.Context, _ string, _ *struct{}) (any, error
 		warnings = []string{}
 	}
 	return &api.ReloadReply{Labels: len(s.Table().Labels), Warnings: warnings}, nil
-}
-
-// recordFor reads batch id's record for a caller that may know of it only
-// when may says so: a batch that does not exist and one the caller may
-// not know of both answer hidden, so the answer tells nothing of which
-// batches exist.
-func (s *Service) recordFor(ctx context.Context, id uint64, hidden *Error, may func(*pipeline.Batch) bool) (*streams.BatchRecord, error) {
-	rec, err := s.record(ctx, id)
-	var ae *Error
-	if errors.As(err, &ae) && ae.Code == api.CodeNotFound {
-		return nil, hidden
-	}
-	if err != nil {
-		return nil, err
-	}
-	if !may(&rec.Batch) {
-		return nil, hidden
-	}
-	return rec, nil
 }
 
 // pageLimit checks a listing's limit: 1 to most, or 0 for def.

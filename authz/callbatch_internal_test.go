@@ -143,7 +143,7 @@ func (b *groupBundle) applyGroup(t *testing.T, s *Service, n int) *callbackBatch
 		}
 	}
 	var gate drain.Gate
-	g := s.newCallbackBatcher(&gate)
+	g := s.applier.newCallbackBatcher(&gate)
 	g.apply(b.ctx, group)
 	gate.Close()
 	gate.Wait()
@@ -213,11 +213,11 @@ func TestCallbacksAppliedOnceAcrossAConnectionLoss(t *testing.T) {
 	first := b.replica(t, nc)
 	// It remembers the records the bundle's replica created, as if it had.
 	for _, id := range b.ids {
-		b.s.recent.mu.Lock()
-		rr, ok := b.s.recent.m[id]
-		b.s.recent.mu.Unlock()
+		b.s.store.recent.mu.Lock()
+		rr, ok := b.s.store.recent.m[id]
+		b.s.store.recent.mu.Unlock()
 		if ok {
-			first.recent.put(id, &submit.Created{Data: rr.data, Rev: rr.rev})
+			first.store.recent.put(id, &submit.Created{Data: rr.data, Rev: rr.rev})
 		}
 	}
 	b.callbacks(t, b.ids)

@@ -38,7 +38,7 @@ func TestInFlightReadsOnlyWhatItLists(t *testing.T) {
 	med := &countingStream{Stream: s.queues[pipeline.Med]}
 	s.queues[pipeline.Med] = med
 
-	out, err := s.inflight(ctx, "owner", &api.InFlightRequest{Domain: "pay", Limit: limit})
+	out, err := s.inspect.inflight(ctx, "owner", &api.InFlightRequest{Domain: "pay", Limit: limit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestInFlightReadsOnlyWhatItLists(t *testing.T) {
 	}
 
 	med.reads.Store(0)
-	if out, err = s.inflight(ctx, "owner", &api.InFlightRequest{Domain: "pay", Limit: limit, Total: true}); err != nil {
+	if out, err = s.inspect.inflight(ctx, "owner", &api.InFlightRequest{Domain: "pay", Limit: limit, Total: true}); err != nil {
 		t.Fatal(err)
 	}
 	rep = out.(*api.InFlightReply)

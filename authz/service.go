@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -80,16 +79,28 @@ type Service struct {
 	table    atomic.Pointer[Table]
 	batches  jetstream.KeyValue
 	progress jetstream.KeyValue
-	// recent remembers the records this replica created (updateRecent).
-	recent recentRecords
-	// indexMarks appends this replica's submissions to the submitter index.
-	indexMarks indexMarks
-	// retention is how long a finished batch's records are kept
-	// (retention.go).
-	retention streams.Retention
-	// idsWindow is the id log's duplicate window: how long an
-	// idempotency key gives its batch's id again.
-	idsWindow time.Duration
+	// store reads and writes batch records (record.go, retention.go).
+	store *recordStore
+	// removal finishes batches as RemovedByOwner (removal.go).
+	removal *remover
+	// scheduledBatches keeps the batches sent to run later (scheduled.go).
+	scheduledBatches *scheduledBatches
+	// deadLetters keeps the dead-letter queue (dlq.go, purge.go).
+	deadLetters *deadLetters
+	// inspect answers the owner's views of what runs (inspect.go).
+	inspect *inspector
+	// queueEdits lists and edits the queues (queue.go).
+	queueEdits *queueEditor
+	// applier applies the callbacks (callbacks.go).
+	applier *callbackApplier
+	// presence compares the running processes with the table.
+	presence *presenceWatch
+	// senderPool keeps the domains' senders (senders.go).
+	senderPool *senderPool
+	// slots counts the batches in process against the labels' limits.
+	slots *slotKeeper
+	// submitters keeps the submitter index (submitter.go).
+	submitters *submitterIndex
 	// ids hands out batch ids from blocks this replica reserved.
 	ids *submit.IDs
 	// acks publishes pipelined writes and reads their PubAcks (callback
@@ -108,24 +119,23 @@ type Service struct {
 	scheduled jetstream.Stream
 	due       jetstream.Consumer
 
-	editMu sync.Mutex // serialises this replica's queue edits
-
 	// senders' send rates, by caller (sendRate).
 	rates rateLimits
 	// holdRequest, set by tests only, runs before each request's handler:
 	// a request it holds keeps its worker busy.
 	holdRequest func(user, op string)
 
-	// keyOrder keeps each key's waiting batches (keys.go).
-	keyOrder *streams.KeyQueueStore
-	// repairs are keys whose head, and batches that, may lack their token
-	// (keyrepair.go).
-	repairs repairs
+	// keys is the bucket of the keys' orders.
+	keys jetstream.KeyValue
+	// keyOrders keeps each key's waiting batches (keys.go); keyRepair is
+	// the repair loop of keys and batches left half done (keyrepair.go).
+	keyOrders *keyOrders
+	keyRepair *keyRepairer
 
 	// schedules holds each schedule's state; sched is this replica's
 	// schedule loop (scheduler.go).
 	schedules jetstream.KeyValue
-	sched     scheduler
+	sched     *scheduler
 }
 
 // New binds the service to its buckets and streams, which must have been
@@ -169,8 +179,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{opts: opts, log: opts.Logger.With("component", "authz"), nc: nc, js: js, ids: submit.NewIDs(js),
-		queues: map[pipeline.Priority]jetstream.Stream{},
-		sched:  scheduler{wake: make(chan struct{}, 1), failures: map[string]int{}}}
+		queues: map[pipeline.Priority]jetstream.Stream{}}
 	s.table.Store(opts.Table)
 	s.watchDomains(opts.Table)
 	if s.acks, err = streams.NewAckPublisher(nc, pubAckWait); err != nil {
@@ -185,15 +194,13 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 		}
 	}
 	s.progressStore = streams.NewProgressStore(s.progress, s.opts.Now)
-	if err := s.readRetention(ctx); err != nil {
+	s.store = &recordStore{js: js, batches: s.batches, acks: s.acks, now: s.opts.Now}
+	if err := s.store.readRetention(ctx, s.progress, s.progressStore); err != nil {
 		return nil, err
 	}
-	keys, err := js.KeyValue(ctx, streams.BucketKeys)
-	if err != nil {
+	if s.keys, err = js.KeyValue(ctx, streams.BucketKeys); err != nil {
 		return nil, bindError("bucket "+streams.BucketKeys, err)
 	}
-	s.keyOrder = streams.NewKeyQueueStore(keys, s.opts.Now)
-	s.repairs.pending, s.repairs.wake = map[repairRef]*repairWait{}, make(chan struct{}, 1)
 	for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
 		if s.queues[p], err = js.Stream(ctx, streams.QueueStream(p)); err != nil {
 			return nil, bindError("stream "+streams.QueueStream(p), err)
@@ -211,8 +218,38 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 	if s.due, err = js.Consumer(ctx, streams.StreamScheduled, streams.ScheduledConsumer); err != nil {
 		return nil, bindError("consumer "+streams.ScheduledConsumer+" on "+streams.StreamScheduled, err)
 	}
+	s.compose()
 	s.observe(nc)
 	return s, nil
+}
+
+// compose builds the service's parts, one per duty, on the handles New
+// bound.
+func (s *Service) compose() {
+	s.submitters = &submitterIndex{acks: s.acks, batches: s.batches, now: s.opts.Now, owner: s.opts.Owner}
+	s.presence = &presenceWatch{js: s.js, table: s.Table, log: s.log}
+	s.senderPool = &senderPool{senders: s.senders, progress: s.progressStore, now: s.opts.Now, log: s.log}
+	s.slots = &slotKeeper{locks: s.locks, store: s.store, now: s.opts.Now, log: s.log}
+	s.removal = &remover{js: s.js, queues: s.queues, scheduled: s.scheduled, progress: s.progressStore, store: s.store, owner: s.opts.Owner, log: s.log}
+	s.scheduledBatches = &scheduledBatches{js: s.js, acks: s.acks, scheduled: s.scheduled, progress: s.progressStore, store: s.store,
+		removal: s.removal, now: s.opts.Now, log: s.log}
+	order := streams.NewKeyQueueStore(s.keys, s.opts.Now)
+	s.keyOrders = &keyOrders{js: s.js, order: order, senders: s.senders, progress: s.progressStore, store: s.store,
+		scheduled: s.scheduledBatches, removal: s.removal, now: s.opts.Now, log: s.log}
+	s.keyRepair = &keyRepairer{keys: s.keyOrders, order: order, store: s.store, log: s.log,
+		repairs: repairs{pending: map[repairRef]*repairWait{}, wake: make(chan struct{}, 1)}}
+	s.keyOrders.repair = s.keyRepair
+	s.scheduledBatches.startHead = s.keyOrders.startHead
+	s.inspect = &inspector{dlq: s.dlq, locks: s.locks, state: s.state, queues: s.queues, progress: s.progressStore, store: s.store,
+		scheduled: s.scheduledBatches, table: s.Table, now: s.opts.Now}
+	s.queueEdits = &queueEditor{js: s.js, locks: s.locks, queues: s.queues, progress: s.progressStore, store: s.store, inspect: s.inspect,
+		scheduled: s.scheduledBatches, removal: s.removal, table: s.Table, log: s.log, build: s.build, admit: s.keyOrders.admit}
+	s.deadLetters = &deadLetters{js: s.js, nc: s.nc, dlq: s.dlq, batches: s.batches, store: s.store, submitters: s.submitters,
+		table: s.Table, now: s.opts.Now, log: s.log, tel: s.opts.Telemetry, admit: s.keyOrders.admit, apply: s.Apply}
+	s.applier = &callbackApplier{js: s.js, nc: s.nc, acks: s.acks, store: s.store, slots: s.slots, senders: s.senderPool, keys: s.keyOrders,
+		table: s.Table, now: s.opts.Now, log: s.log, tel: s.opts.Telemetry, concurrency: s.opts.Concurrency, backoff: s.opts.CallbackBackoff}
+	s.sched = &scheduler{schedules: s.schedules, store: s.store, table: s.Table, now: s.opts.Now, log: s.log, submit: s.submit,
+		wake: make(chan struct{}, 1), failures: map[string]int{}}
 }
 
 // bindError says which resource New could not bind to, and matches
@@ -259,17 +296,17 @@ func (s *Service) Reload() error {
 // handler can run any more; it logs "authz stopped" then. Queue edits that
 // an earlier replica left half done are finished first.
 func (s *Service) Run(ctx context.Context) error {
-	if err := s.resumeEdits(ctx); err != nil {
+	if err := s.queueEdits.resumeEdits(ctx); err != nil {
 		return err
 	}
 	// The repair loop outlives ctx until the drain below is over: a send
 	// drained after ctx ended may still hand it a batch or a key.
 	repairCtx, stopRepairs := context.WithCancel(context.WithoutCancel(ctx))
 	repairDone := make(chan struct{})
-	s.repairs.setOpen(true)
-	go func() { defer close(repairDone); s.runRepairs(repairCtx) }()
+	s.keyRepair.repairs.setOpen(true)
+	go func() { defer close(repairDone); _ = s.keyRepair.run(repairCtx) }()
 	defer func() { stopRepairs(); <-repairDone }()
-	s.resumeKeys(ctx)
+	s.keyOrders.resumeKeys(ctx)
 	svc, err := micro.AddService(s.nc, micro.Config{
 		Name:        streams.AuthzService,
 		Version:     Version,
@@ -343,7 +380,7 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("authz: endpoint %s: %w", e.name, err)
 		}
 	}
-	callbacks := s.newCallbackBatcher(&applying)
+	callbacks := s.applier.newCallbackBatcher(&applying)
 	cc, err = s.callbacks.Consume(func(m jetstream.Msg) {
 		// Refused only once the consumer has closed, with its connection:
 		// the callback is redelivered after AckWait.
@@ -365,7 +402,7 @@ func (s *Service) Run(ctx context.Context) error {
 		defer forwarding.Leave()
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		s.forwardDue(fctx, m)
+		s.scheduledBatches.forwardDue(fctx, m)
 	})
 	if err != nil {
 		dc = nil
@@ -374,8 +411,8 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	s.log.Info("authz serving", "owner", s.opts.Owner, "labels", len(s.Table().Labels))
 	warned, scheduled := make(chan struct{}), make(chan struct{})
-	go func() { defer close(warned); s.warnAtStart(ctx) }()
-	go func() { defer close(scheduled); s.runSchedules(ctx) }()
+	go func() { defer close(warned); s.presence.warnAtStart(ctx) }()
+	go func() { defer close(scheduled); _ = s.sched.run(ctx) }()
 	<-ctx.Done()
 	<-warned
 	<-scheduled
@@ -532,8 +569,11 @@ func decodeJSON(body []byte, v any) error {
 	return nil
 }
 
-func (s *Service) owner(user string) error {
-	if user != s.opts.Owner {
+func (s *Service) owner(user string) error { return checkOwner(s.opts.Owner, user) }
+
+// checkOwner refuses every user but owner.
+func checkOwner(owner, user string) error {
+	if user != owner {
 		return errf(api.CodeForbidden, "authz: only the owner may do this (you are %q)", user)
 	}
 	return nil
