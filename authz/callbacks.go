@@ -83,17 +83,19 @@ func (ca *callbackApplier) settle(ctx context.Context, r *received, recorded boo
 // finished batch held (its slots, its sender, its key), and retries or
 // dead-letters a callback that cannot be applied (poison.go).
 type callbackApplier struct {
-	js      jetstream.JetStream
-	nc      *nats.Conn
-	acks    *streams.AckPublisher
-	store   *recordStore
-	slots   *slotKeeper
-	senders *senderPool
-	keys    *keyOrders
-	table   func() *Table
-	now     func() time.Time
-	log     *slog.Logger
-	tel     *telemetry.Telemetry
+	js   jetstream.JetStream
+	nc   *nats.Conn
+	acks *streams.AckPublisher
+	// consumer delivers the callbacks.
+	consumer jetstream.Consumer
+	store    *recordStore
+	slots    *slotKeeper
+	senders  *senderPool
+	keys     *keyOrders
+	table    func() *Table
+	now      func() time.Time
+	log      *slog.Logger
+	tel      *telemetry.Telemetry
 	// concurrency bounds the callbacks applied at once
 	// (Options.Concurrency); backoff is Options.CallbackBackoff.
 	concurrency int

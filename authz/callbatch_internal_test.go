@@ -39,7 +39,7 @@ func groupSetup(t *testing.T, batches int) *groupBundle {
 	g.SetLimit(16)
 	for i := range b.ids {
 		g.Go(func() error {
-			rep, err := b.s.submit(b.ctx, &submission{label: "jobs", l: b.s.Table().Labels["jobs"], user: "alice", calls: []api.CallSpec{{Type: "noop"}}, prio: pipeline.Med})
+			rep, err := b.s.intake.submit(b.ctx, &submission{label: "jobs", l: b.s.Table().Labels["jobs"], user: "alice", calls: []api.CallSpec{{Type: "noop"}}, prio: pipeline.Med})
 			if err == nil {
 				b.ids[i] = rep.ID
 			}
@@ -131,7 +131,7 @@ func (b *groupBundle) applyGroup(t *testing.T, s *Service, n int) *callbackBatch
 	t.Helper()
 	var group []jetstream.Msg
 	for len(group) < n {
-		batch, err := s.callbacks.Fetch(n-len(group), jetstream.FetchMaxWait(5*time.Second))
+		batch, err := s.applier.consumer.Fetch(n-len(group), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -61,7 +61,7 @@ func cancelSetup(t *testing.T) *cancelBundle {
 
 func (b *cancelBundle) send(t *testing.T, key string) uint64 {
 	t.Helper()
-	rep, err := b.s.submit(b.ctx, &submission{label: "seq", l: b.s.Table().Labels["seq"], user: "alice", calls: []api.CallSpec{{Type: "noop"}}, key: key, prio: pipeline.Med})
+	rep, err := b.s.intake.submit(b.ctx, &submission{label: "seq", l: b.s.Table().Labels["seq"], user: "alice", calls: []api.CallSpec{{Type: "noop"}}, key: key, prio: pipeline.Med})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestCancelRepeatedFinishesACutShortCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := b.s.progressStore.Load(b.ctx, "pay", cancelled)
+	st, err := b.s.store.progress.Load(b.ctx, "pay", cancelled)
 	if err != nil {
 		t.Fatal(err)
 	}

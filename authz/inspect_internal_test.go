@@ -29,14 +29,14 @@ func TestInFlightReadsOnlyWhatItLists(t *testing.T) {
 	const queued, limit = 40, 5
 	var ids []uint64
 	for range queued {
-		rep, err := s.submit(ctx, &submission{label: "jobs", l: table.Labels["jobs"], user: "alice", calls: []api.CallSpec{{Type: "noop"}}, prio: pipeline.Med})
+		rep, err := s.intake.submit(ctx, &submission{label: "jobs", l: table.Labels["jobs"], user: "alice", calls: []api.CallSpec{{Type: "noop"}}, prio: pipeline.Med})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, rep.ID)
 	}
-	med := &countingStream{Stream: s.queues[pipeline.Med]}
-	s.queues[pipeline.Med] = med
+	med := &countingStream{Stream: s.inspect.queues[pipeline.Med]}
+	s.inspect.queues[pipeline.Med] = med
 
 	out, err := s.inspect.inflight(ctx, "owner", &api.InFlightRequest{Domain: "pay", Limit: limit})
 	if err != nil {

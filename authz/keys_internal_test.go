@@ -21,7 +21,7 @@ func TestReleaseRepeatedAfterCrash(t *testing.T) {
 	s, table, ctx := internalService(t, `labels: {seq: {domain: pay, users: [alice], mode: atomic, priority: med, functions: {noop: {}}}}`)
 	send := func() uint64 {
 		t.Helper()
-		rep, err := s.submit(ctx, &submission{label: "seq", l: table.Labels["seq"], user: "alice", calls: []api.CallSpec{{Type: "noop"}}, key: "k", prio: pipeline.Med})
+		rep, err := s.intake.submit(ctx, &submission{label: "seq", l: table.Labels["seq"], user: "alice", calls: []api.CallSpec{{Type: "noop"}}, key: "k", prio: pipeline.Med})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +70,7 @@ func TestJoinRepairedAfterAFailedJoin(t *testing.T) {
 	end()
 	record := func(key string) *pipeline.Batch {
 		t.Helper()
-		b, err := s.build(ctx, &submission{label: "seq", l: l, user: "alice", calls: []api.CallSpec{{Type: "noop"}}, key: key, prio: pipeline.Med})
+		b, err := s.intake.build(ctx, &submission{label: "seq", l: l, user: "alice", calls: []api.CallSpec{{Type: "noop"}}, key: key, prio: pipeline.Med})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
@@ -22,11 +23,14 @@ import (
 // domain, one round trip per token, and one progress read per token.
 
 // queueEditor lists a queue and edits it for the owner: evict and insert,
+// and pauses and resumes a domain;
 // each serialised on this replica, an insert finished by any replica if
 // the one that began it died.
 type queueEditor struct {
-	js        jetstream.JetStream
-	locks     jetstream.KeyValue
+	js    jetstream.JetStream
+	locks jetstream.KeyValue
+	// state holds the domains' pause states (pause, resume).
+	state     jetstream.KeyValue
 	queues    map[pipeline.Priority]jetstream.Stream
 	progress  *streams.ProgressStore
 	store     *recordStore
@@ -34,6 +38,7 @@ type queueEditor struct {
 	scheduled *scheduledBatches
 	removal   *remover
 	table     func() *Table
+	now       func() time.Time
 	log       *slog.Logger
 	// build records an inserted batch, as a send does; admit queues it
 	// (keyOrders.admit).
@@ -266,4 +271,26 @@ func (qe *queueEditor) resumeEdits(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// pause pauses a domain's processors.
+func (qe *queueEditor) pause(ctx context.Context, user string, req *api.DomainRequest) (any, error) {
+	return qe.setPaused(ctx, user, req, true)
+}
+
+// resume resumes a domain's processors.
+func (qe *queueEditor) resume(ctx context.Context, user string, req *api.DomainRequest) (any, error) {
+	return qe.setPaused(ctx, user, req, false)
+}
+
+func (qe *queueEditor) setPaused(ctx context.Context, user string, req *api.DomainRequest, paused bool) (any, error) {
+	if err := pipeline.ValidateDomain(req.Domain); err != nil {
+		return nil, err
+	}
+	v, _ := json.Marshal(streams.DomainState{Paused: paused, By: user, At: qe.now().UTC()})
+	if _, err := qe.state.Put(ctx, req.Domain, v); err != nil {
+		return nil, fmt.Errorf("authz: set pause state: %w", err)
+	}
+	qe.log.Info("domain state changed", "domain", req.Domain, "paused", paused, "by", user)
+	return &api.StateReply{Domain: req.Domain, Paused: paused}, nil
 }

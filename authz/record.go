@@ -22,7 +22,11 @@ type recordStore struct {
 	batches jetstream.KeyValue
 	// acks publishes the idempotency key's rewrite (expireKeys).
 	acks *streams.AckPublisher
-	now  func() time.Time
+	// progress is read beside a record to show a running batch (batch).
+	progress *streams.ProgressStore
+	// owner may read every batch's record; others only their own.
+	owner string
+	now   func() time.Time
 	// recent remembers the records this replica created (updateRecent).
 	recent recentRecords
 	// retention is how long a finished batch's records are kept.
@@ -226,4 +230,33 @@ func (rs *recordStore) recordFor(ctx context.Context, id uint64, hidden *Error, 
 		return nil, hidden
 	}
 	return rec, nil
+}
+
+// batch answers the record of one batch, to its submitter and the owner.
+func (rs *recordStore) batch(ctx context.Context, user string, req *api.IDRequest) (any, error) {
+	rec, err := rs.record(ctx, req.ID)
+	if ae := (*Error)(nil); errors.As(err, &ae) && ae.Code == api.CodeNotFound {
+		return nil, rs.notFound(ctx, req.ID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if user != rs.owner && user != rec.Batch.Submitter {
+		// Do not tell others whether the batch exists.
+		return nil, errf(api.CodeNotFound, "authz: no batch %d", req.ID)
+	}
+	rep := &api.BatchReply{Record: apiRecord(rec), Outputs: rec.Outputs}
+	if st, err := rs.progress.Load(ctx, rec.Batch.Domain, rec.Batch.ID); err == nil && st.Rev != 0 {
+		rep.Progress = apiProgress(&st.Progress)
+		if !rec.Status.Terminal() || (len(rec.Outputs) == 0 && rec.Outcome != nil && rec.Outcome.Executed > 0) {
+			// Running; or finished by a callback that carried no
+			// outputs (of an older processor): the progress has them.
+			rep.Outputs = st.Outputs
+		}
+	}
+	if rep.Outputs == nil {
+		rep.Outputs = []pipeline.Output{}
+	}
+	rep.Scheduled = rep.Progress == nil && rec.Status == pipeline.InProcess && rec.Batch.Scheduled(rs.now())
+	return rep, nil
 }

@@ -83,11 +83,13 @@ type scheduledBatches struct {
 	js        jetstream.JetStream
 	acks      *streams.AckPublisher
 	scheduled jetstream.Stream
-	progress  *streams.ProgressStore
-	store     *recordStore
-	removal   *remover
-	now       func() time.Time
-	log       *slog.Logger
+	// due delivers the schedules that fired (forwardDue).
+	due      jetstream.Consumer
+	progress *streams.ProgressStore
+	store    *recordStore
+	removal  *remover
+	now      func() time.Time
+	log      *slog.Logger
 	// startHead queues a batch whose schedule fired (keyOrders.startHead).
 	startHead func(ctx context.Context, b *pipeline.Batch, due bool) (done bool, err error)
 }

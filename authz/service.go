@@ -71,71 +71,59 @@ type Options struct {
 }
 
 // Service is the authorization service. Any number of replicas may run.
+// It is composed of one part per duty, each with the handles it needs:
+// the endpoint layer (api.go) and Run delegate to them.
 type Service struct {
-	opts     Options
-	log      *slog.Logger
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	table    atomic.Pointer[Table]
-	batches  jetstream.KeyValue
-	progress jetstream.KeyValue
-	// store reads and writes batch records (record.go, retention.go).
-	store *recordStore
-	// removal finishes batches as RemovedByOwner (removal.go).
-	removal *remover
-	// scheduledBatches keeps the batches sent to run later (scheduled.go).
-	scheduledBatches *scheduledBatches
-	// deadLetters keeps the dead-letter queue (dlq.go, purge.go).
-	deadLetters *deadLetters
-	// inspect answers the owner's views of what runs (inspect.go).
-	inspect *inspector
-	// queueEdits lists and edits the queues (queue.go).
-	queueEdits *queueEditor
-	// applier applies the callbacks (callbacks.go).
-	applier *callbackApplier
-	// presence compares the running processes with the table.
-	presence *presenceWatch
-	// senderPool keeps the domains' senders (senders.go).
-	senderPool *senderPool
-	// slots counts the batches in process against the labels' limits.
-	slots *slotKeeper
-	// submitters keeps the submitter index (submitter.go).
-	submitters *submitterIndex
-	// ids hands out batch ids from blocks this replica reserved.
-	ids *submit.IDs
-	// acks publishes pipelined writes and reads their PubAcks (callback
-	// groups, a submission's record and index).
-	acks *streams.AckPublisher
-	// progressStore reads and writes progress records (queue listings and edits).
-	progressStore *streams.ProgressStore
-	state         jetstream.KeyValue
-	locks         jetstream.KeyValue
-	senders       jetstream.KeyValue
-	queues        map[pipeline.Priority]jetstream.Stream
-	dlq           jetstream.Stream
-	callbacks     jetstream.Consumer
-	// scheduled holds the schedules of batches sent to run later, and due
-	// reads those that fired (schedule.go).
-	scheduled jetstream.Stream
-	due       jetstream.Consumer
-
-	// senders' send rates, by caller (sendRate).
-	rates rateLimits
+	opts  Options
+	log   *slog.Logger
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	table atomic.Pointer[Table]
 	// holdRequest, set by tests only, runs before each request's handler:
 	// a request it holds keeps its worker busy.
 	holdRequest func(user, op string)
 
-	// keys is the bucket of the keys' orders.
-	keys jetstream.KeyValue
+	// store reads and writes batch records (record.go, retention.go).
+	store *recordStore
+	// intake takes submissions onto the queues (intake.go).
+	intake *intake
+	// submitters keeps the submitter index (submitter.go).
+	submitters *submitterIndex
+	// slots counts the batches in process against the labels' limits.
+	slots *slotKeeper
+	// senderPool keeps the domains' senders (senders.go).
+	senderPool *senderPool
 	// keyOrders keeps each key's waiting batches (keys.go); keyRepair is
 	// the repair loop of keys and batches left half done (keyrepair.go).
 	keyOrders *keyOrders
 	keyRepair *keyRepairer
+	// removal finishes batches as RemovedByOwner (removal.go).
+	removal *remover
+	// scheduledBatches keeps the batches sent to run later (scheduled.go).
+	scheduledBatches *scheduledBatches
+	// sched fires the table's schedules (scheduler.go, schedules.go).
+	sched *scheduler
+	// applier applies the callbacks (callbacks.go, callbatch.go, poison.go).
+	applier *callbackApplier
+	// deadLetters keeps the dead-letter queue (dlq.go, purge.go).
+	deadLetters *deadLetters
+	// inspect answers the owner's views of what runs (inspect.go).
+	inspect *inspector
+	// queueEdits lists and edits the queues (queue.go, removal.go).
+	queueEdits *queueEditor
+	// presence compares the running processes with the table (presence.go).
+	presence *presenceWatch
+}
 
-	// schedules holds each schedule's state; sched is this replica's
-	// schedule loop (scheduler.go).
-	schedules jetstream.KeyValue
-	sched     *scheduler
+// bound is what New binds to: the buckets and streams the parts share.
+type bound struct {
+	acks                                                      *streams.AckPublisher
+	batches, progress, state, locks, senders, schedules, keys jetstream.KeyValue
+	queues                                                    map[pipeline.Priority]jetstream.Stream
+	dlq, scheduled                                            jetstream.Stream
+	// callbacks delivers the processors' callbacks; due the schedules
+	// that fired.
+	callbacks, due jetstream.Consumer
 }
 
 // New binds the service to its buckets and streams, which must have been
@@ -178,78 +166,84 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{opts: opts, log: opts.Logger.With("component", "authz"), nc: nc, js: js, ids: submit.NewIDs(js),
-		queues: map[pipeline.Priority]jetstream.Stream{}}
+	s := &Service{opts: opts, log: opts.Logger.With("component", "authz"), nc: nc, js: js}
 	s.table.Store(opts.Table)
 	s.watchDomains(opts.Table)
-	if s.acks, err = streams.NewAckPublisher(nc, pubAckWait); err != nil {
+	h := &bound{queues: map[pipeline.Priority]jetstream.Stream{}}
+	if h.acks, err = streams.NewAckPublisher(nc, pubAckWait); err != nil {
 		return nil, fmt.Errorf("authz: %w", err)
 	}
 	for _, b := range []struct {
 		name string
 		kv   *jetstream.KeyValue
-	}{{streams.BucketBatches, &s.batches}, {streams.BucketProgress, &s.progress}, {streams.BucketDomainStates, &s.state}, {streams.BucketLocks, &s.locks}, {streams.BucketSenders, &s.senders}, {streams.BucketSchedules, &s.schedules}} {
+	}{{streams.BucketBatches, &h.batches}, {streams.BucketProgress, &h.progress}, {streams.BucketDomainStates, &h.state}, {streams.BucketLocks, &h.locks}, {streams.BucketSenders, &h.senders}, {streams.BucketSchedules, &h.schedules}} {
 		if *b.kv, err = js.KeyValue(ctx, b.name); err != nil {
 			return nil, bindError("bucket "+b.name, err)
 		}
 	}
-	s.progressStore = streams.NewProgressStore(s.progress, s.opts.Now)
-	s.store = &recordStore{js: js, batches: s.batches, acks: s.acks, now: s.opts.Now}
-	if err := s.store.readRetention(ctx, s.progress, s.progressStore); err != nil {
+	progress := streams.NewProgressStore(h.progress, s.opts.Now)
+	s.store = &recordStore{js: js, batches: h.batches, acks: h.acks, progress: progress, owner: opts.Owner, now: s.opts.Now}
+	if err := s.store.readRetention(ctx, h.progress, progress); err != nil {
 		return nil, err
 	}
-	if s.keys, err = js.KeyValue(ctx, streams.BucketKeys); err != nil {
+	if h.keys, err = js.KeyValue(ctx, streams.BucketKeys); err != nil {
 		return nil, bindError("bucket "+streams.BucketKeys, err)
 	}
 	for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
-		if s.queues[p], err = js.Stream(ctx, streams.QueueStream(p)); err != nil {
+		if h.queues[p], err = js.Stream(ctx, streams.QueueStream(p)); err != nil {
 			return nil, bindError("stream "+streams.QueueStream(p), err)
 		}
 	}
-	if s.dlq, err = js.Stream(ctx, streams.StreamDLQ); err != nil {
+	if h.dlq, err = js.Stream(ctx, streams.StreamDLQ); err != nil {
 		return nil, bindError("stream "+streams.StreamDLQ, err)
 	}
-	if s.callbacks, err = js.Consumer(ctx, streams.StreamCallbacks, streams.CallbacksConsumer); err != nil {
+	if h.callbacks, err = js.Consumer(ctx, streams.StreamCallbacks, streams.CallbacksConsumer); err != nil {
 		return nil, bindError("consumer "+streams.CallbacksConsumer, err)
 	}
-	if s.scheduled, err = js.Stream(ctx, streams.StreamScheduled); err != nil {
+	if h.scheduled, err = js.Stream(ctx, streams.StreamScheduled); err != nil {
 		return nil, bindError("stream "+streams.StreamScheduled, err)
 	}
-	if s.due, err = js.Consumer(ctx, streams.StreamScheduled, streams.ScheduledConsumer); err != nil {
+	if h.due, err = js.Consumer(ctx, streams.StreamScheduled, streams.ScheduledConsumer); err != nil {
 		return nil, bindError("consumer "+streams.ScheduledConsumer+" on "+streams.StreamScheduled, err)
 	}
-	s.compose()
+	s.compose(h, progress)
 	s.observe(nc)
 	return s, nil
 }
 
-// compose builds the service's parts, one per duty, on the handles New
-// bound.
-func (s *Service) compose() {
-	s.submitters = &submitterIndex{acks: s.acks, batches: s.batches, now: s.opts.Now, owner: s.opts.Owner}
-	s.presence = &presenceWatch{js: s.js, table: s.Table, log: s.log}
-	s.senderPool = &senderPool{senders: s.senders, progress: s.progressStore, now: s.opts.Now, log: s.log}
-	s.slots = &slotKeeper{locks: s.locks, store: s.store, now: s.opts.Now, log: s.log}
-	s.removal = &remover{js: s.js, queues: s.queues, scheduled: s.scheduled, progress: s.progressStore, store: s.store, owner: s.opts.Owner, log: s.log}
-	s.scheduledBatches = &scheduledBatches{js: s.js, acks: s.acks, scheduled: s.scheduled, progress: s.progressStore, store: s.store,
-		removal: s.removal, now: s.opts.Now, log: s.log}
-	order := streams.NewKeyQueueStore(s.keys, s.opts.Now)
-	s.keyOrders = &keyOrders{js: s.js, order: order, senders: s.senders, progress: s.progressStore, store: s.store,
-		scheduled: s.scheduledBatches, removal: s.removal, now: s.opts.Now, log: s.log}
-	s.keyRepair = &keyRepairer{keys: s.keyOrders, order: order, store: s.store, log: s.log,
+// compose builds the service's parts, one per duty, on what New bound;
+// the parts that call each other are linked last.
+func (s *Service) compose(h *bound, progress *streams.ProgressStore) {
+	now, log, tel := s.opts.Now, s.log, s.opts.Telemetry
+	store := s.store
+	s.submitters = &submitterIndex{acks: h.acks, batches: h.batches, now: now, owner: s.opts.Owner}
+	s.presence = &presenceWatch{js: s.js, table: s.Table, log: log}
+	s.senderPool = &senderPool{senders: h.senders, progress: progress, now: now, log: log}
+	s.slots = &slotKeeper{locks: h.locks, store: store, now: now, log: log}
+	s.removal = &remover{js: s.js, queues: h.queues, scheduled: h.scheduled, progress: progress, store: store, owner: s.opts.Owner, log: log}
+	s.scheduledBatches = &scheduledBatches{js: s.js, acks: h.acks, scheduled: h.scheduled, due: h.due, progress: progress, store: store,
+		removal: s.removal, now: now, log: log}
+	order := streams.NewKeyQueueStore(h.keys, now)
+	s.keyOrders = &keyOrders{js: s.js, order: order, senders: h.senders, progress: progress, store: store,
+		scheduled: s.scheduledBatches, removal: s.removal, now: now, log: log}
+	s.keyRepair = &keyRepairer{keys: s.keyOrders, order: order, store: store, log: log,
 		repairs: repairs{pending: map[repairRef]*repairWait{}, wake: make(chan struct{}, 1)}}
+	s.intake = &intake{js: s.js, batches: h.batches, acks: h.acks, ids: submit.NewIDs(s.js), store: store, slots: s.slots,
+		submitters: s.submitters, keys: s.keyOrders, repair: s.keyRepair, table: s.Table, now: now, log: log, tel: tel}
+	s.inspect = &inspector{dlq: h.dlq, locks: h.locks, state: h.state, queues: h.queues, progress: progress, store: store,
+		scheduled: s.scheduledBatches, table: s.Table, now: now}
+	s.queueEdits = &queueEditor{js: s.js, locks: h.locks, state: h.state, queues: h.queues, progress: progress, store: store,
+		inspect: s.inspect, scheduled: s.scheduledBatches, removal: s.removal, table: s.Table, now: now, log: log,
+		build: s.intake.build, admit: s.keyOrders.admit}
+	s.applier = &callbackApplier{js: s.js, nc: s.nc, acks: h.acks, consumer: h.callbacks, store: store, slots: s.slots,
+		senders: s.senderPool, keys: s.keyOrders, table: s.Table, now: now, log: log, tel: tel,
+		concurrency: s.opts.Concurrency, backoff: s.opts.CallbackBackoff}
+	s.deadLetters = &deadLetters{js: s.js, nc: s.nc, dlq: h.dlq, batches: h.batches, store: store, submitters: s.submitters,
+		table: s.Table, now: now, log: log, tel: tel, admit: s.keyOrders.admit, apply: s.Apply}
+	s.sched = &scheduler{schedules: h.schedules, store: store, table: s.Table, now: now, log: log, submit: s.intake.submit,
+		wake: make(chan struct{}, 1), failures: map[string]int{}}
 	s.keyOrders.repair = s.keyRepair
 	s.scheduledBatches.startHead = s.keyOrders.startHead
-	s.inspect = &inspector{dlq: s.dlq, locks: s.locks, state: s.state, queues: s.queues, progress: s.progressStore, store: s.store,
-		scheduled: s.scheduledBatches, table: s.Table, now: s.opts.Now}
-	s.queueEdits = &queueEditor{js: s.js, locks: s.locks, queues: s.queues, progress: s.progressStore, store: s.store, inspect: s.inspect,
-		scheduled: s.scheduledBatches, removal: s.removal, table: s.Table, log: s.log, build: s.build, admit: s.keyOrders.admit}
-	s.deadLetters = &deadLetters{js: s.js, nc: s.nc, dlq: s.dlq, batches: s.batches, store: s.store, submitters: s.submitters,
-		table: s.Table, now: s.opts.Now, log: s.log, tel: s.opts.Telemetry, admit: s.keyOrders.admit, apply: s.Apply}
-	s.applier = &callbackApplier{js: s.js, nc: s.nc, acks: s.acks, store: s.store, slots: s.slots, senders: s.senderPool, keys: s.keyOrders,
-		table: s.Table, now: s.opts.Now, log: s.log, tel: s.opts.Telemetry, concurrency: s.opts.Concurrency, backoff: s.opts.CallbackBackoff}
-	s.sched = &scheduler{schedules: s.schedules, store: s.store, table: s.Table, now: s.opts.Now, log: s.log, submit: s.submit,
-		wake: make(chan struct{}, 1), failures: map[string]int{}}
 }
 
 // bindError says which resource New could not bind to, and matches
@@ -381,7 +375,7 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 	}
 	callbacks := s.applier.newCallbackBatcher(&applying)
-	cc, err = s.callbacks.Consume(func(m jetstream.Msg) {
+	cc, err = s.applier.consumer.Consume(func(m jetstream.Msg) {
 		// Refused only once the consumer has closed, with its connection:
 		// the callback is redelivered after AckWait.
 		if !applying.Enter() {
@@ -395,7 +389,7 @@ func (s *Service) Run(ctx context.Context) error {
 		stop()
 		return fmt.Errorf("authz: consume callbacks: %w", err)
 	}
-	dc, err = s.due.Consume(func(m jetstream.Msg) {
+	dc, err = s.scheduledBatches.due.Consume(func(m jetstream.Msg) {
 		if !forwarding.Enter() {
 			return // redelivered after AckWait
 		}

@@ -36,7 +36,7 @@ func TestSubmitCutShortAfterItsRecord(t *testing.T) {
 		t.Fatalf("alice's listing %v; want [%d]", listed, id)
 	}
 	for range 2 {
-		rep, err := s.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: calls, IdempotencyKey: "order-7"})
+		rep, err := s.intake.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: calls, IdempotencyKey: "order-7"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,14 +56,14 @@ func TestSubmitCutShortAfterItsRecord(t *testing.T) {
 func TestIdempotentRetryTakesItsSlot(t *testing.T) {
 	s, _, ctx := internalService(t, `labels: {limited: {domain: pay, users: [alice], mode: atomic, priority: high, max_concurrent: 1, functions: {noop: {}}}}`)
 	calls := []api.CallSpec{{Type: "noop"}}
-	if _, dup, err := s.assignID(ctx, "alice", "order-8"); err != nil || dup {
+	if _, dup, err := s.intake.assignID(ctx, "alice", "order-8"); err != nil || dup {
 		t.Fatalf("the first submission's id: dup %v, %v", dup, err)
 	}
 	// Meanwhile another batch takes the label's only slot.
-	if _, err := s.send(ctx, "alice", &api.SendRequest{Label: "limited", Functions: calls}); err != nil {
+	if _, err := s.intake.send(ctx, "alice", &api.SendRequest{Label: "limited", Functions: calls}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.send(ctx, "alice", &api.SendRequest{Label: "limited", Functions: calls, IdempotencyKey: "order-8"})
+	_, err := s.intake.send(ctx, "alice", &api.SendRequest{Label: "limited", Functions: calls, IdempotencyKey: "order-8"})
 	var ae *Error
 	if !errors.As(err, &ae) || ae.Code != api.CodeConflict {
 		t.Fatalf("retry while the label is full: %v, want a conflict (the label's limit)", err)
@@ -84,7 +84,7 @@ func TestRetryAfterCancelQueuesNothing(t *testing.T) {
 	if _, err := s.removal.cancel(ctx, "alice", &api.IDRequest{ID: b.ID}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := s.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: calls, IdempotencyKey: "order-10"})
+	rep, err := s.intake.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: calls, IdempotencyKey: "order-10"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func jobsService(t *testing.T) (*Service, context.Context) {
 func cutShort(ctx context.Context, t *testing.T, s *Service, idem string) *pipeline.Batch {
 	t.Helper()
 	l := s.Table().Labels["jobs"]
-	b, err := s.build(ctx, &submission{label: "jobs", l: l, user: "alice", calls: []api.CallSpec{{Type: "noop"}}, idem: idem, prio: l.Priority})
+	b, err := s.intake.build(ctx, &submission{label: "jobs", l: l, user: "alice", calls: []api.CallSpec{{Type: "noop"}}, idem: idem, prio: l.Priority})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestEnsureQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 	ran := record()
-	if err := s.progressStore.Save(ctx, "pay", &streams.ProgressEntry{Progress: streams.Progress{BatchID: ran.ID, State: streams.Queued, Rotation: 1}}); err != nil {
+	if err := s.store.progress.Save(ctx, "pay", &streams.ProgressEntry{Progress: streams.Progress{BatchID: ran.ID, State: streams.Queued, Rotation: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []uint64{cancelled.ID, ran.ID, 1 << 40} {
@@ -184,7 +184,7 @@ func TestRepairsTakeTurns(t *testing.T) {
 		t.Fatal("a batch was taken for repair before the loop runs")
 	}
 	const spoiled = 1 << 40
-	if _, err := s.batches.Put(ctx, streams.BatchKey(spoiled), []byte("not a record")); err != nil {
+	if _, err := s.store.batches.Put(ctx, streams.BatchKey(spoiled), []byte("not a record")); err != nil {
 		t.Fatal(err)
 	}
 	good := cutShort(ctx, t, s, "")

@@ -20,7 +20,7 @@ const listTable = `labels: {jobs: {domain: pay, users: [alice, bob, carol], mode
 
 func sendNoop(ctx context.Context, t *testing.T, s *Service, user string) uint64 {
 	t.Helper()
-	rep, err := s.send(ctx, user, &api.SendRequest{Label: "jobs", Functions: []api.CallSpec{{Type: "noop"}}})
+	rep, err := s.intake.send(ctx, user, &api.SendRequest{Label: "jobs", Functions: []api.CallSpec{{Type: "noop"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestListOfConcurrentSubmissions(t *testing.T) {
 		}
 		wg.Go(func() {
 			for range each {
-				rep, err := on.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: []api.CallSpec{{Type: "noop"}}})
+				rep, err := on.intake.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: []api.CallSpec{{Type: "noop"}}})
 				if err != nil {
 					t.Error(err)
 					return
@@ -192,10 +192,10 @@ func TestIndexKeyOfEarlierVersions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.batches.Put(ctx, streams.BatchKey(id), data); err != nil {
+		if _, err := s.store.batches.Put(ctx, streams.BatchKey(id), data); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.batches.Put(ctx, "by.carol."+strconv.FormatUint(id, 10), nil); err != nil {
+		if _, err := s.store.batches.Put(ctx, "by.carol."+strconv.FormatUint(id, 10), nil); err != nil {
 			t.Fatal(err)
 		}
 		old = append(old, id)
@@ -256,7 +256,7 @@ func TestListReadsBoundedByThePage(t *testing.T) {
 		wg.Go(func() {
 			for i := g; i < history; i += 4 {
 				n := strconv.Itoa(i)
-				if _, err := s.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: []api.CallSpec{{Type: "noop"}}, Key: "k" + n, IdempotencyKey: "i" + n}); err != nil {
+				if _, err := s.intake.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: []api.CallSpec{{Type: "noop"}}, Key: "k" + n, IdempotencyKey: "i" + n}); err != nil {
 					t.Error(err)
 					return
 				}
