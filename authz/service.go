@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -289,6 +290,11 @@ func (s *Service) Reload() error {
 // tries again, and another replica answers), and returns only when no
 // handler can run any more; it logs "authz stopped" then. Queue edits that
 // an earlier replica left half done are finished first.
+//
+// Its background duties are loops, each started and then run until ctx is
+// done, returning once what it took is drained: the repair loop
+// (keyRepairer), the callback consumer, the forwarder of fired schedules
+// and the scheduler.
 func (s *Service) Run(ctx context.Context) error {
 	if err := s.queueEdits.resumeEdits(ctx); err != nil {
 		return err
@@ -296,11 +302,63 @@ func (s *Service) Run(ctx context.Context) error {
 	// The repair loop outlives ctx until the drain below is over: a send
 	// drained after ctx ended may still hand it a batch or a key.
 	repairCtx, stopRepairs := context.WithCancel(context.WithoutCancel(ctx))
+	var repairErr error
 	repairDone := make(chan struct{})
 	s.keyRepair.repairs.setOpen(true)
-	go func() { defer close(repairDone); _ = s.keyRepair.run(repairCtx) }()
+	go func() { defer close(repairDone); repairErr = s.keyRepair.run(repairCtx) }()
 	defer func() { stopRepairs(); <-repairDone }()
 	s.keyOrders.resumeKeys(ctx)
+	stopRequests, err := s.serveRequests(ctx)
+	if err != nil {
+		return err
+	}
+	// The loops run until ctx is done, or until one fails to start.
+	loopCtx, stopLoops := context.WithCancel(ctx)
+	defer stopLoops()
+	var loops sync.WaitGroup
+	errs := make(chan error, 4)
+	stop := func() {
+		stopLoops()
+		stopRequests()
+		loops.Wait()
+		if err := drain.Delivered(s.nc, drain.Timeout); err != nil {
+			s.log.Warn("requests may be left unanswered", "err", err)
+		}
+	}
+	for _, l := range []loop{&callbackConsumer{applier: s.applier, consumer: s.applier.consumer},
+		&dueForwarder{batches: s.scheduledBatches, due: s.scheduledBatches.due}} {
+		if err := l.start(loopCtx); err != nil {
+			stop()
+			return err
+		}
+		loops.Go(func() { errs <- l.run(loopCtx) })
+	}
+	s.log.Info("authz serving", "owner", s.opts.Owner, "labels", len(s.Table().Labels))
+	loops.Go(func() { s.presence.warnAtStart(loopCtx) })
+	loops.Go(func() { errs <- s.sched.run(loopCtx) })
+	<-ctx.Done()
+	stop()
+	stopRepairs()
+	<-repairDone
+	close(errs)
+	var failed []error
+	for err := range errs {
+		failed = append(failed, err)
+	}
+	s.log.Info("authz stopped")
+	return errors.Join(append(failed, repairErr)...)
+}
+
+// loop is a background duty of Run: start begins it, and run serves until
+// ctx is done, then returns once what it took is drained.
+type loop interface {
+	start(ctx context.Context) error
+	run(ctx context.Context) error
+}
+
+// serveRequests adds the service's endpoints; stop leaves the queue group
+// and returns once the requests taken are answered.
+func (s *Service) serveRequests(ctx context.Context) (stop func(), err error) {
 	svc, err := micro.AddService(s.nc, micro.Config{
 		Name:        streams.AuthzService,
 		Version:     Version,
@@ -308,7 +366,7 @@ func (s *Service) Run(ctx context.Context) error {
 		QueueGroup:  streams.AuthzService,
 	})
 	if err != nil {
-		return fmt.Errorf("authz: add service: %w", err)
+		return nil, fmt.Errorf("authz: add service: %w", err)
 	}
 	// Requests and callbacks are handled off their subscriptions'
 	// goroutines, a bounded number at once: one at a time capped a replica
@@ -316,35 +374,15 @@ func (s *Service) Run(ctx context.Context) error {
 	// until shutdown: micro's endpoint subscriptions are not reachable, so
 	// refusing at the gate is what stops a request queued in the client
 	// from running after Run.
-	var requests, applying, forwarding drain.Gate
+	var requests drain.Gate
 	reqWorkers := startFairPool(s.opts.Concurrency, callerShare(s.opts.Concurrency))
-	var cc, dc jetstream.ConsumeContext
-	stop := func() {
+	stop = func() {
 		if err := svc.Stop(); err != nil {
 			s.log.Warn("service stop failed", "err", err)
 		}
-		if cc != nil {
-			cc.Drain()
-		}
-		if dc != nil {
-			dc.Drain()
-			<-dc.Closed()
-		}
-		forwarding.Close()
-		forwarding.Wait()
 		requests.Close()
 		requests.Wait()
 		reqWorkers.stop()
-		if cc != nil {
-			// A draining consumer closes once its handler has returned for
-			// every message it held.
-			<-cc.Closed()
-		}
-		applying.Close()
-		applying.Wait()
-		if err := drain.Delivered(s.nc, drain.Timeout); err != nil {
-			s.log.Warn("requests may be left unanswered", "err", err)
-		}
 	}
 	for _, e := range s.endpoints() {
 		doc := e.doc
@@ -371,48 +409,13 @@ func (s *Service) Run(ctx context.Context) error {
 			micro.WithEndpointMetadata(map[string]string{"description": doc}))
 		if err != nil {
 			stop()
-			return fmt.Errorf("authz: endpoint %s: %w", e.name, err)
+			if err := drain.Delivered(s.nc, drain.Timeout); err != nil {
+				s.log.Warn("requests may be left unanswered", "err", err)
+			}
+			return nil, fmt.Errorf("authz: endpoint %s: %w", e.name, err)
 		}
 	}
-	callbacks := s.applier.newCallbackBatcher(&applying)
-	cc, err = s.applier.consumer.Consume(func(m jetstream.Msg) {
-		// Refused only once the consumer has closed, with its connection:
-		// the callback is redelivered after AckWait.
-		if !applying.Enter() {
-			return
-		}
-		defer applying.Leave()
-		callbacks.add(ctx, m)
-	})
-	if err != nil {
-		cc = nil
-		stop()
-		return fmt.Errorf("authz: consume callbacks: %w", err)
-	}
-	dc, err = s.scheduledBatches.due.Consume(func(m jetstream.Msg) {
-		if !forwarding.Enter() {
-			return // redelivered after AckWait
-		}
-		defer forwarding.Leave()
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		s.scheduledBatches.forwardDue(fctx, m)
-	})
-	if err != nil {
-		dc = nil
-		stop()
-		return fmt.Errorf("authz: consume fired schedules: %w", err)
-	}
-	s.log.Info("authz serving", "owner", s.opts.Owner, "labels", len(s.Table().Labels))
-	warned, scheduled := make(chan struct{}), make(chan struct{})
-	go func() { defer close(warned); s.presence.warnAtStart(ctx) }()
-	go func() { defer close(scheduled); _ = s.sched.run(ctx) }()
-	<-ctx.Done()
-	<-warned
-	<-scheduled
-	stop()
-	s.log.Info("authz stopped")
-	return nil
+	return stop, nil
 }
 
 // refuse answers a request that arrived once shutdown began: 503, so its
