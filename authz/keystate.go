@@ -13,6 +13,8 @@ import (
 // maxKeyBytes is the longest key a batch may carry (pipeline's rule).
 const maxKeyBytes = 128
 
+// list answers the owner's keys listing: a domain's keys, each one's running
+// batch and how many wait.
 func (ko *keyOrders) list(ctx context.Context, _ string, req *api.KeysRequest) (any, error) {
 	if err := pipeline.ValidateDomain(req.Domain); err != nil {
 		return nil, err

@@ -216,7 +216,7 @@ func (sb *scheduledBatches) list(ctx context.Context, domain string, p pipeline.
 	return items, truncated, nil
 }
 
-// evictScheduled removes the batch at a position of a queue's scheduled
+// evict removes the batch at a position of a queue's scheduled
 // batches (Schedules) before it runs, as evict does a queued one (see
 // Removal): its progress, then its schedule, then its callback.
 func (sb *scheduledBatches) evict(ctx context.Context, req *api.PositionRequest) (any, error) {

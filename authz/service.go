@@ -338,15 +338,15 @@ func (s *Service) Run(ctx context.Context) error {
 	loops.Go(func() { errs <- s.sched.run(loopCtx) })
 	<-ctx.Done()
 	stop()
+	s.log.Info("authz stopped")
 	stopRepairs()
 	<-repairDone
 	close(errs)
-	var failed []error
+	failed := []error{repairErr}
 	for err := range errs {
 		failed = append(failed, err)
 	}
-	s.log.Info("authz stopped")
-	return errors.Join(append(failed, repairErr)...)
+	return errors.Join(failed...)
 }
 
 // loop is a background duty of Run: start begins it, and run serves until
