@@ -8,10 +8,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/telemetry"
 )
 
 // Callbacks reach authz on the CALLBACKS consumer and are applied in
@@ -31,7 +33,7 @@ type received struct {
 // receive decodes m into r and says whether it is to be applied; when not,
 // it was dealt with: refused and acknowledged, or (unreadable) left to
 // retryCallback.
-func (s *Service) receive(ctx context.Context, m jetstream.Msg, r *received) bool {
+func (ca *callbackApplier) receive(ctx context.Context, m jetstream.Msg, r *received) bool {
 	r.m, r.deliveries = m, 1
 	if md, err := streams.DeliveryOf(m.Reply()); err == nil {
 		r.deliveries, r.published = int(md.NumDelivered), md.Timestamp
@@ -41,13 +43,13 @@ func (s *Service) receive(ctx context.Context, m jetstream.Msg, r *received) boo
 		// Nothing in it is trusted, not even of a newer version: its
 		// headers say which batch it is about.
 		r.cb = streams.Callback{}
-		s.retryCallback(ctx, m, &r.cb, r.deliveries, unreadable("callback", cb.V, err))
+		ca.retryCallback(ctx, m, &r.cb, r.deliveries, unreadable("callback", cb.V, err))
 		return false
 	}
 	if d, ok := streams.CallbackDomain(m.Subject()); !ok || d != cb.Domain {
 		// The subject is what nats.conf can grant per domain; a callback
 		// that names another domain than its subject is not applied.
-		s.log.Error("callback refused: its subject and its domain differ", "subject", logging.Capped(m.Subject()), "domain", logging.Capped(cb.Domain), "batch_id", cb.BatchID)
+		ca.log.Error("callback refused: its subject and its domain differ", "subject", logging.Capped(m.Subject()), "domain", logging.Capped(cb.Domain), "batch_id", cb.BatchID)
 		_ = m.Ack()
 		return false
 	}
@@ -63,17 +65,41 @@ func (s *Service) receive(ctx context.Context, m jetstream.Msg, r *received) boo
 
 // settle ends the handling of a callback that apply (or its group) got
 // through with err: acknowledged, or retried later.
-func (s *Service) settle(ctx context.Context, r *received, recorded bool, err error) {
+func (ca *callbackApplier) settle(ctx context.Context, r *received, recorded bool, err error) {
 	if err != nil {
-		s.retryCallback(ctx, r.m, &r.cb, r.deliveries, err)
+		ca.retryCallback(ctx, r.m, &r.cb, r.deliveries, err)
 		return
 	}
-	if recorded && s.opts.Telemetry != nil && s.Table().hasDomain(r.cb.Domain) {
+	if recorded && ca.tel != nil && ca.table().hasDomain(r.cb.Domain) {
 		// Only then is the domain label one of a bounded set, not
 		// whatever a callback named.
-		s.opts.Telemetry.CallbackApplied(r.cb.Domain, r.published)
+		ca.tel.CallbackApplied(r.cb.Domain, r.published)
 	}
 	_ = r.m.Ack()
+}
+
+// callbackApplier applies the processors' terminal callbacks to their
+// batches' records, in groups (callbatch.go) or alone, releases what a
+// finished batch held (its slots, its sender, its key), and retries or
+// dead-letters a callback that cannot be applied (poison.go).
+type callbackApplier struct {
+	js   jetstream.JetStream
+	nc   *nats.Conn
+	acks *streams.AckPublisher
+	// consumer delivers the callbacks.
+	consumer jetstream.Consumer
+	store    *recordStore
+	slots    *slotKeeper
+	senders  *senderPool
+	keys     *keyOrders
+	table    func() *Table
+	now      func() time.Time
+	log      *slog.Logger
+	tel      *telemetry.Telemetry
+	// concurrency bounds the callbacks applied at once
+	// (Options.Concurrency); backoff is Options.CallbackBackoff.
+	concurrency int
+	backoff     []time.Duration
 }
 
 // Apply records a terminal callback on its batch. It is idempotent: a
@@ -81,38 +107,38 @@ func (s *Service) settle(ctx context.Context, r *received, recorded bool, err er
 // nothing. A batch record that cannot be read (malformed, or of a newer
 // wire version) gives an error matching ErrUnreadable.
 func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
-	_, err := s.apply(ctx, cb)
+	_, err := s.applier.apply(ctx, cb)
 	return err
 }
 
 // apply is Apply; recorded says the batch has a record in the callback's
 // domain (the callback applied now or before).
-func (s *Service) apply(ctx context.Context, cb *streams.Callback) (recorded bool, err error) {
-	c := s.callbackChange(cb)
-	rec, err := s.updateRecord(ctx, cb.BatchID, c.change)
+func (ca *callbackApplier) apply(ctx context.Context, cb *streams.Callback) (recorded bool, err error) {
+	c := ca.callbackChange(cb)
+	rec, err := ca.store.updateRecord(ctx, cb.BatchID, c.change)
 	if errors.Is(err, errUnrecorded) {
-		s.log.Error("callback for an unrecorded batch ignored", "batch_id", cb.BatchID)
+		ca.log.Error("callback for an unrecorded batch ignored", "batch_id", cb.BatchID)
 		return false, nil
 	}
 	recorded = c.recorded && err == nil
 	if c.batchDomain != "" {
-		s.log.Error("callback refused: the batch belongs to another domain", "batch_id", cb.BatchID, "domain", logging.Capped(cb.Domain), "batch_domain", c.batchDomain)
+		ca.log.Error("callback refused: the batch belongs to another domain", "batch_id", cb.BatchID, "domain", logging.Capped(cb.Domain), "batch_domain", c.batchDomain)
 		return false, err
 	}
 	if err != nil {
 		return false, err
 	}
 	if rec != nil {
-		s.noteFinished(ctx, &c, rec)
+		ca.noteFinished(ctx, &c, rec)
 	}
-	return recorded, s.releaseFinished(ctx, &c)
+	return recorded, ca.releaseFinished(ctx, &c)
 }
 
 // callbackChange is the change a callback makes to its batch record, and
 // what it found there; change may run more than once (updateRecord), so it
 // sets every finding on each run.
 type callbackChange struct {
-	s  *Service
+	a  *callbackApplier
 	cb *streams.Callback
 	at time.Time
 	// recorded says the record is in the callback's domain.
@@ -132,12 +158,12 @@ type callbackChange struct {
 	expire *expiry
 }
 
-func (s *Service) callbackChange(cb *streams.Callback) callbackChange {
+func (ca *callbackApplier) callbackChange(cb *streams.Callback) callbackChange {
 	at := cb.At
 	if at.IsZero() {
-		at = s.opts.Now()
+		at = ca.now()
 	}
-	return callbackChange{s: s, cb: cb, at: at}
+	return callbackChange{a: ca, cb: cb, at: at}
 }
 
 // change makes rec terminal with the callback's outcome; it writes nothing
@@ -152,7 +178,7 @@ func (c *callbackChange) change(rec *streams.BatchRecord) (bool, error) {
 		// what failed the first time, so it is done again.
 		c.finishedLabel, c.finishedBy, c.key = rec.Batch.Label, rec.Batch.Submitter, keyOf(&rec.Batch)
 		if c.recorded {
-			c.expire = c.s.expiryOf(rec)
+			c.expire = c.a.store.expiryOf(rec)
 		}
 		return false, nil
 	}
@@ -163,12 +189,12 @@ func (c *callbackChange) change(rec *streams.BatchRecord) (bool, error) {
 	o := cb.Outcome
 	rec.Status, rec.Outcome, rec.Attempts = o.Status, &o, cb.Attempts
 	rec.Fallback, rec.DeadLetter = cb.Fallback, cb.DeadLetter
-	rec.UpdatedAt = c.s.opts.Now().UTC()
+	rec.UpdatedAt = c.a.now().UTC()
 	rec.FinishedAt = c.at.UTC()
-	c.expire = c.s.expiryOf(rec)
+	c.expire = c.a.store.expiryOf(rec)
 	rec.History = append(rec.History, streams.Event{At: c.at.UTC(), What: "callback",
 		Detail: o.String() + " from " + cb.Processor + " after " + strconv.Itoa(cb.Attempts) + " attempts"})
-	c.s.keepOutputs(rec, cb.Outputs)
+	c.a.keepOutputs(rec, cb.Outputs)
 	return true, nil
 }
 
@@ -182,12 +208,12 @@ const outputsHeadroom = 4 << 10
 // not fit in the server's max_payload, the outputs keep their index and
 // type, their data is left out, and the history says so. The record is
 // encoded here only when a cheap upper bound says it might not fit.
-func (s *Service) keepOutputs(rec *streams.BatchRecord, outs []pipeline.Output) {
+func (ca *callbackApplier) keepOutputs(rec *streams.BatchRecord, outs []pipeline.Output) {
 	rec.Outputs = outs
 	if len(outs) == 0 {
 		return
 	}
-	limit := int(s.nc.MaxPayload()) - outputsHeadroom
+	limit := int(ca.nc.MaxPayload()) - outputsHeadroom
 	est := 1<<10 + len(rec.IdempotencyKey) + len(rec.Batch.Key)
 	for _, f := range rec.Batch.Functions {
 		est += len(f.Payload) + len(f.Type) + 256
@@ -211,18 +237,18 @@ func (s *Service) keepOutputs(rec *streams.BatchRecord, outs []pipeline.Output) 
 	}
 	rec.Outputs = trimmed
 	rec.History = append(rec.History, streams.Event{At: rec.UpdatedAt, What: "outputs trimmed",
-		Detail: fmt.Sprintf("the outputs' data is left out: the record would take %d bytes, and the server's max_payload of %d bytes leaves room for %d", len(data), s.nc.MaxPayload(), limit)})
+		Detail: fmt.Sprintf("the outputs' data is left out: the record would take %d bytes, and the server's max_payload of %d bytes leaves room for %d", len(data), ca.nc.MaxPayload(), limit)})
 }
 
 // noteFinished notes that the callback made rec terminal.
-func (s *Service) noteFinished(ctx context.Context, c *callbackChange, rec *streams.BatchRecord) {
-	if s.log.Enabled(ctx, slog.LevelDebug) {
+func (ca *callbackApplier) noteFinished(ctx context.Context, c *callbackChange, rec *streams.BatchRecord) {
+	if ca.log.Enabled(ctx, slog.LevelDebug) {
 		// The processor logs each finished batch at Info; this is its echo.
-		s.log.Debug("batch finished", "batch_id", c.cb.BatchID, "outcome", c.cb.Outcome.String(), "domain", c.cb.Domain)
+		ca.log.Debug("batch finished", "batch_id", c.cb.BatchID, "outcome", c.cb.Outcome.String(), "domain", c.cb.Domain)
 	}
-	s.opts.Telemetry.BatchFinished(ctx, &rec.Batch, c.cb.Outcome)
+	ca.tel.BatchFinished(ctx, &rec.Batch, c.cb.Outcome)
 	c.finishedLabel, c.finishedBy, c.key = rec.Batch.Label, rec.Batch.Submitter, keyOf(&rec.Batch)
-	s.announceOutcome(rec)
+	ca.announceOutcome(rec)
 }
 
 // announceOutcome tells the submitter's waiters (client.Wait) that the
@@ -230,52 +256,52 @@ func (s *Service) noteFinished(ctx context.Context, c *callbackChange, rec *stre
 // outcome as its body. It is a hint, at most once: the record, written
 // before, is what a waiter reads, and a waiter that missed the message
 // (a reconnect) reads the record again.
-func (s *Service) announceOutcome(rec *streams.BatchRecord) {
+func (ca *callbackApplier) announceOutcome(rec *streams.BatchRecord) {
 	if rec.Outcome == nil || pipeline.ValidateDomain(rec.Batch.Submitter) != nil {
 		return // no subject names this submitter
 	}
-	if err := s.nc.Publish(streams.OutcomeSubject(rec.Batch.Submitter, rec.Batch.ID), []byte(rec.Outcome.String())); err != nil {
-		s.log.Warn("outcome not announced; waiters read it from the record", "batch_id", rec.Batch.ID, "err", err)
+	if err := ca.nc.Publish(streams.OutcomeSubject(rec.Batch.Submitter, rec.Batch.ID), []byte(rec.Outcome.String())); err != nil {
+		ca.log.Warn("outcome not announced; waiters read it from the record", "batch_id", rec.Batch.ID, "err", err)
 	}
 }
 
 // releasing says whether releaseFinished has anything to release.
-func (s *Service) releasing(c *callbackChange) bool {
-	if c.sender || c.key.key != "" || s.writes(c.expire) {
+func (ca *callbackApplier) releasing(c *callbackChange) bool {
+	if c.sender || c.key.key != "" || ca.store.writes(c.expire) {
 		return true
 	}
-	l, ok := s.Table().Labels[c.finishedLabel]
+	l, ok := ca.table().Labels[c.finishedLabel]
 	return ok && (l.MaxConcurrent > 0 || l.MaxPerSubmitter > 0)
 }
 
 // releaseFinished frees what the batch of a terminal record held.
-func (s *Service) releaseFinished(ctx context.Context, c *callbackChange) error {
+func (ca *callbackApplier) releaseFinished(ctx context.Context, c *callbackChange) error {
 	id := c.cb.BatchID
 	// The record is terminal: free the batch's concurrency slot. Until that
 	// is done the callback is not acknowledged, so a release that failed
 	// (or a crash right after the record's write) is tried again with the
 	// redelivered callback, which finds the record terminal and comes here.
-	if l, ok := s.Table().Labels[c.finishedLabel]; ok && l.MaxConcurrent > 0 {
-		if err := s.release(ctx, labelSlots(c.finishedLabel), id); err != nil {
+	if l, ok := ca.table().Labels[c.finishedLabel]; ok && l.MaxConcurrent > 0 {
+		if err := ca.slots.release(ctx, labelSlots(c.finishedLabel), id); err != nil {
 			return fmt.Errorf("authz: release the slot of batch %d: %w", id, err)
 		}
 	}
-	if l, ok := s.Table().Labels[c.finishedLabel]; ok && l.MaxPerSubmitter > 0 {
-		if err := s.release(ctx, submitterSlots(c.finishedLabel, c.finishedBy), id); err != nil {
+	if l, ok := ca.table().Labels[c.finishedLabel]; ok && l.MaxPerSubmitter > 0 {
+		if err := ca.slots.release(ctx, submitterSlots(c.finishedLabel, c.finishedBy), id); err != nil {
 			return fmt.Errorf("authz: release the submitter's slot of batch %d: %w", id, err)
 		}
 	}
 	if c.sender {
-		if err := s.releaseSender(ctx, c.cb.Domain, id); err != nil {
+		if err := ca.senders.release(ctx, c.cb.Domain, id); err != nil {
 			return err
 		}
 	}
 	// Its index and idempotency keys go with its record.
 	if c.expire != nil {
-		if err := s.expireKeys(ctx, c.expire); err != nil {
+		if err := ca.store.expireKeys(ctx, c.expire); err != nil {
 			return err
 		}
 	}
 	// Likewise its key: the next batch of the key gets its token.
-	return c.key.release(ctx, s, id)
+	return c.key.release(ctx, ca.keys, id)
 }

@@ -37,7 +37,7 @@ const pubAckWait = 5 * time.Second
 // that is repeated, a record of another domain) is applied alone (apply),
 // on a goroutine of its own, at most Options.Concurrency at once.
 type callbackBatcher struct {
-	s *Service
+	a *callbackApplier
 	// gate admits the goroutines, so that Run's shutdown waits for them.
 	gate *drain.Gate
 	// size is the largest group; slots bounds the callbacks handled alone.
@@ -57,8 +57,8 @@ type callbackBatcher struct {
 	readFirst atomic.Int64
 }
 
-func (s *Service) newCallbackBatcher(gate *drain.Gate) *callbackBatcher {
-	b := &callbackBatcher{s: s, gate: gate, size: s.opts.Concurrency, slots: make(chan struct{}, s.opts.Concurrency)}
+func (ca *callbackApplier) newCallbackBatcher(gate *drain.Gate) *callbackBatcher {
+	b := &callbackBatcher{a: ca, gate: gate, size: ca.concurrency, slots: make(chan struct{}, ca.concurrency)}
 	b.room.L = &b.mu
 	return b
 }
@@ -113,13 +113,13 @@ type groupItem struct {
 
 // apply applies a group of callbacks.
 func (b *callbackBatcher) apply(ctx context.Context, group []jetstream.Msg) {
-	s := b.s
+	a := b.a
 	items := make([]groupItem, len(group))
 	sent, reads := 0, 0
 	for i, m := range group {
 		it := &items[i]
-		it.ctx, it.span = s.opts.Telemetry.StartApply(ctx, m.Headers())
-		if !s.receive(it.ctx, m, &it.received) {
+		it.ctx, it.span = a.tel.StartApply(ctx, m.Headers())
+		if !a.receive(it.ctx, m, &it.received) {
 			it.span.End()
 			continue
 		}
@@ -158,15 +158,15 @@ func (b *callbackBatcher) apply(ctx context.Context, group []jetstream.Msg) {
 			b.alone(it)
 			continue
 		}
-		s.noteFinished(it.ctx, &it.c, &it.rec)
-		if s.releasing(&it.c) {
+		a.noteFinished(it.ctx, &it.c, &it.rec)
+		if a.releasing(&it.c) {
 			b.spawn(func() {
 				defer it.span.End()
-				s.settle(it.ctx, &it.received, true, s.releaseFinished(it.ctx, &it.c))
+				a.settle(it.ctx, &it.received, true, a.releaseFinished(it.ctx, &it.c))
 			})
 			continue
 		}
-		s.settle(it.ctx, &it.received, true, nil)
+		a.settle(it.ctx, &it.received, true, nil)
 		it.span.End()
 	}
 }
@@ -185,7 +185,7 @@ func (b *callbackBatcher) await(ctx, wctx context.Context, ack *streams.PendingA
 			ack.Forget()
 			return wctx.Err()
 		case <-stop:
-			if b.s.nc.IsClosed() {
+			if b.a.nc.IsClosed() {
 				ack.Forget()
 				return nats.ErrConnectionClosed
 			}
@@ -207,10 +207,10 @@ const (
 // with compare-and-set on the revision it was created at; a record not
 // remembered is read first (writeRead).
 func (b *callbackBatcher) write(it *groupItem) groupStep {
-	s, id := b.s, it.cb.BatchID
-	rec, rev, ok := s.recent.take(id)
+	a, id := b.a, it.cb.BatchID
+	rec, rev, ok := a.store.recent.take(id)
 	if !ok {
-		get, err := s.acks.Request(streams.KVGetMsg(streams.BucketBatches, streams.BatchKey(id)))
+		get, err := a.acks.Request(streams.KVGetMsg(streams.BucketBatches, streams.BatchKey(id)))
 		if err != nil {
 			return groupAlone
 		}
@@ -259,8 +259,8 @@ func (b *callbackBatcher) writeRead(ctx, wctx context.Context, items []groupItem
 // compare-and-set on revision rev; false when there is no change to write
 // or it was not sent, and the callback is to be applied alone.
 func (b *callbackBatcher) send(it *groupItem, rev uint64) bool {
-	s := b.s
-	it.c = s.callbackChange(&it.cb)
+	a := b.a
+	it.c = a.callbackChange(&it.cb)
 	if write, err := it.c.change(&it.rec); err != nil || !write {
 		return false
 	}
@@ -269,10 +269,10 @@ func (b *callbackBatcher) send(it *groupItem, rev uint64) bool {
 		return false
 	}
 	m := streams.KVUpdateMsg(streams.BucketBatches, streams.BatchKey(it.cb.BatchID), data, rev)
-	if ttl := s.recordTTL(&it.rec); ttl > 0 {
+	if ttl := a.store.recordTTL(&it.rec); ttl > 0 {
 		streams.SetTTL(m, ttl)
 	}
-	ack, err := s.acks.Publish(m)
+	ack, err := a.acks.Publish(m)
 	if err != nil {
 		return false
 	}
@@ -285,8 +285,8 @@ func (b *callbackBatcher) send(it *groupItem, rev uint64) bool {
 func (b *callbackBatcher) alone(it *groupItem) {
 	b.spawn(func() {
 		defer it.span.End()
-		recorded, err := b.s.apply(it.ctx, &it.cb)
-		b.s.settle(it.ctx, &it.received, recorded, err)
+		recorded, err := b.a.apply(it.ctx, &it.cb)
+		b.a.settle(it.ctx, &it.received, recorded, err)
 	})
 }
 

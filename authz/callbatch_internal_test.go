@@ -39,7 +39,7 @@ func groupSetup(t *testing.T, batches int) *groupBundle {
 	g.SetLimit(16)
 	for i := range b.ids {
 		g.Go(func() error {
-			rep, err := b.s.submit(b.ctx, &submission{label: "jobs", l: b.s.Table().Labels["jobs"], user: "alice", calls: []api.CallSpec{{Type: "noop"}}, prio: pipeline.Med})
+			rep, err := b.s.intake.submit(b.ctx, &submission{label: "jobs", l: b.s.Table().Labels["jobs"], user: "alice", calls: []api.CallSpec{{Type: "noop"}}, prio: pipeline.Med})
 			if err == nil {
 				b.ids[i] = rep.ID
 			}
@@ -131,7 +131,7 @@ func (b *groupBundle) applyGroup(t *testing.T, s *Service, n int) *callbackBatch
 	t.Helper()
 	var group []jetstream.Msg
 	for len(group) < n {
-		batch, err := s.callbacks.Fetch(n-len(group), jetstream.FetchMaxWait(5*time.Second))
+		batch, err := s.applier.consumer.Fetch(n-len(group), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +143,7 @@ func (b *groupBundle) applyGroup(t *testing.T, s *Service, n int) *callbackBatch
 		}
 	}
 	var gate drain.Gate
-	g := s.newCallbackBatcher(&gate)
+	g := s.applier.newCallbackBatcher(&gate)
 	g.apply(b.ctx, group)
 	gate.Close()
 	gate.Wait()
@@ -213,11 +213,11 @@ func TestCallbacksAppliedOnceAcrossAConnectionLoss(t *testing.T) {
 	first := b.replica(t, nc)
 	// It remembers the records the bundle's replica created, as if it had.
 	for _, id := range b.ids {
-		b.s.recent.mu.Lock()
-		rr, ok := b.s.recent.m[id]
-		b.s.recent.mu.Unlock()
+		b.s.store.recent.mu.Lock()
+		rr, ok := b.s.store.recent.m[id]
+		b.s.store.recent.mu.Unlock()
 		if ok {
-			first.recent.put(id, &submit.Created{Data: rr.data, Rev: rr.rev})
+			first.store.recent.put(id, &submit.Created{Data: rr.data, Rev: rr.rev})
 		}
 	}
 	b.callbacks(t, b.ids)

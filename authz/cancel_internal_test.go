@@ -61,7 +61,7 @@ func cancelSetup(t *testing.T) *cancelBundle {
 
 func (b *cancelBundle) send(t *testing.T, key string) uint64 {
 	t.Helper()
-	rep, err := b.s.submit(b.ctx, &submission{label: "seq", l: b.s.Table().Labels["seq"], user: "alice", calls: []api.CallSpec{{Type: "noop"}}, key: key, prio: pipeline.Med})
+	rep, err := b.s.intake.submit(b.ctx, &submission{label: "seq", l: b.s.Table().Labels["seq"], user: "alice", calls: []api.CallSpec{{Type: "noop"}}, key: key, prio: pipeline.Med})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func (b *cancelBundle) waitStatus(t *testing.T, id uint64, want pipeline.Status)
 	var rec *streams.BatchRecord
 	testnats.Eventually(t, 10*time.Second, "batch recorded "+string(want), func() bool {
 		var err error
-		rec, err = b.s.record(b.ctx, id)
+		rec, err = b.s.store.record(b.ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,7 +116,7 @@ func (b *cancelBundle) waitStatus(t *testing.T, id uint64, want pipeline.Status)
 func TestCancelWhileWaitingForKey(t *testing.T) {
 	b := cancelSetup(t)
 	head, cancelled, next := b.send(t, "k"), b.send(t, "k"), b.send(t, "k")
-	if _, err := b.s.cancel(b.ctx, "alice", &api.IDRequest{ID: cancelled}); err != nil {
+	if _, err := b.s.removal.cancel(b.ctx, "alice", &api.IDRequest{ID: cancelled}); err != nil {
 		t.Fatal(err)
 	}
 	b.tickUntil(t, head, cancelled)
@@ -132,7 +132,7 @@ func TestCancelWhileWaitingForKey(t *testing.T) {
 		t.Fatalf("cancelled batch: %+v", rec.Outcome)
 	}
 	testnats.Eventually(t, 5*time.Second, "the key's order emptied", func() bool {
-		q, err := b.s.keyOrder.Load(b.ctx, "pay", "k")
+		q, err := b.s.keyOrders.order.Load(b.ctx, "pay", "k")
 		return err == nil && q.Head() == 0
 	})
 	if n := b.ran(cancelled); n != 0 {
@@ -149,19 +149,19 @@ func TestCancelRepeatedFinishesACutShortCancel(t *testing.T) {
 	b := cancelSetup(t)
 	b.run(t)
 	head, cancelled, next := b.send(t, "k"), b.send(t, "k"), b.send(t, "k")
-	rec, err := b.s.record(b.ctx, cancelled)
+	rec, err := b.s.store.record(b.ctx, cancelled)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := b.s.progressStore.Load(b.ctx, "pay", cancelled)
+	st, err := b.s.store.progress.Load(b.ctx, "pay", cancelled)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.s.markRemoved(b.ctx, &rec.Batch, st, "cancelled by alice"); err != nil {
+	if err := b.s.removal.markRemoved(b.ctx, &rec.Batch, st, "cancelled by alice"); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		rep, err := b.s.cancel(b.ctx, "alice", &api.IDRequest{ID: cancelled})
+		rep, err := b.s.removal.cancel(b.ctx, "alice", &api.IDRequest{ID: cancelled})
 		if err != nil {
 			t.Fatalf("repeated cancel: %v", err)
 		}

@@ -5,21 +5,44 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/telemetry"
 )
 
-func (s *Service) listDLQ(ctx context.Context, user string, req *api.DLQRequest) (any, error) {
+// deadLetters keeps the dead-letter queue: it lists dead letters, replays
+// them (a batch as a new one, a callback applied again) and purges them.
+type deadLetters struct {
+	js         jetstream.JetStream
+	nc         *nats.Conn
+	dlq        jetstream.Stream
+	batches    jetstream.KeyValue
+	store      *recordStore
+	submitters *submitterIndex
+	table      func() *Table
+	now        func() time.Time
+	log        *slog.Logger
+	tel        *telemetry.Telemetry
+	// admit queues a replayed batch (keyOrders.admit); apply applies a
+	// replayed callback (Service.Apply).
+	admit func(ctx context.Context, b *pipeline.Batch, repeat bool, bound int) (headOrFree bool, err error)
+	apply func(ctx context.Context, cb *streams.Callback) error
+}
+
+// list answers the owner's dead-letter listing.
+func (dq *deadLetters) list(ctx context.Context, user string, req *api.DLQRequest) (any, error) {
 	if req.Limit <= 0 || req.Limit > api.MaxDLQLimit {
 		req.Limit = api.DefaultDLQLimit
 	}
-	items, err := s.deadLetters(ctx, req.Domain, req.From, req.Limit)
+	items, err := dq.deadLetters(ctx, req.Domain, req.From, req.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +58,7 @@ type deadLetter struct {
 	dl   streams.DeadLetter
 }
 
-func (s *Service) deadLetters(ctx context.Context, domain string, from uint64, limit int) ([]deadLetter, error) {
+func (dq *deadLetters) deadLetters(ctx context.Context, domain string, from uint64, limit int) ([]deadLetter, error) {
 	filter := streams.DLQSubjects
 	if domain != "" {
 		if err := pipeline.ValidateDomain(domain); err != nil {
@@ -45,7 +68,7 @@ func (s *Service) deadLetters(ctx context.Context, domain string, from uint64, l
 	}
 	var out []deadLetter
 	for seq := max(from, 1); len(out) < limit; {
-		rm, err := s.dlq.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
+		rm, err := dq.dlq.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			break
 		}
@@ -59,14 +82,14 @@ func (s *Service) deadLetters(ctx context.Context, domain string, from uint64, l
 		}
 		it := api.DeadLetterItem{Seq: rm.Sequence, BatchID: dl.Batch.ID, Domain: dl.Domain, Outcome: dl.Outcome,
 			Error: dl.Error, Attempts: dl.Attempts, Index: dl.Index, At: dl.At}
-		rr, _, err := s.replayed(ctx, rm.Sequence)
+		rr, _, err := dq.replayed(ctx, rm.Sequence)
 		switch {
 		case err != nil:
 			return nil, err
 		case rr != nil && rr.Queued:
 			it.ReplayedAs = rr.ID
 		case rr == nil:
-			if rec, err := s.record(ctx, dl.Batch.ID); err == nil {
+			if rec, err := dq.store.record(ctx, dl.Batch.ID); err == nil {
 				it.ReplayedAs = rec.ReplayedAs // replayed before replays were recorded by sequence
 			}
 		}
@@ -75,11 +98,11 @@ func (s *Service) deadLetters(ctx context.Context, domain string, from uint64, l
 	return out, nil
 }
 
-func (s *Service) replay(ctx context.Context, user string, req *api.ReplayRequest) (any, error) {
+func (dq *deadLetters) replay(ctx context.Context, user string, req *api.ReplayRequest) (any, error) {
 	var items []deadLetter
 	switch {
 	case req.Seq != 0:
-		got, err := s.deadLetters(ctx, "", req.Seq, 1)
+		got, err := dq.deadLetters(ctx, "", req.Seq, 1)
 		if err != nil {
 			return nil, err
 		}
@@ -88,7 +111,7 @@ func (s *Service) replay(ctx context.Context, user string, req *api.ReplayReques
 		}
 		items = got
 	case req.All:
-		got, err := s.deadLetters(ctx, req.Domain, 1, 100000)
+		got, err := dq.deadLetters(ctx, req.Domain, 1, 100000)
 		if err != nil {
 			return nil, err
 		}
@@ -102,7 +125,7 @@ func (s *Service) replay(ctx context.Context, user string, req *api.ReplayReques
 	}
 	out := &api.ReplayReply{Replayed: []api.Replayed{}}
 	for _, it := range items {
-		id, err := s.replayOne(ctx, it)
+		id, err := dq.replayOne(ctx, it)
 		if err != nil {
 			return nil, err
 		}
@@ -115,21 +138,21 @@ func (s *Service) replay(ctx context.Context, user string, req *api.ReplayReques
 // original, and links the original to it. Replaying the same dead letter
 // again, however much later, gives the same new batch. A dead-lettered
 // callback is applied again to its own batch instead (replayCallback).
-func (s *Service) replayOne(ctx context.Context, it deadLetter) (uint64, error) {
+func (dq *deadLetters) replayOne(ctx context.Context, it deadLetter) (uint64, error) {
 	if it.dl.Origin.Stream == streams.StreamCallbacks {
-		return s.replayCallback(ctx, it)
+		return dq.replayCallback(ctx, it)
 	}
 	orig := it.dl.Batch.ID
-	id, err := s.replayBatch(ctx, it)
+	id, err := dq.replayBatch(ctx, it)
 	if err != nil {
 		return 0, err
 	}
-	_, err = s.updateRecord(ctx, orig, func(rec *streams.BatchRecord) (bool, error) {
+	_, err = dq.store.updateRecord(ctx, orig, func(rec *streams.BatchRecord) (bool, error) {
 		if rec.ReplayedAs == id {
 			return false, nil
 		}
 		rec.ReplayedAs = id
-		rec.History = append(rec.History, streams.Event{At: s.opts.Now().UTC(), What: "replayed", Detail: fmt.Sprintf("dead letter %d replayed as batch %d", it.item.Seq, id)})
+		rec.History = append(rec.History, streams.Event{At: dq.now().UTC(), What: "replayed", Detail: fmt.Sprintf("dead letter %d replayed as batch %d", it.item.Seq, id)})
 		return true, nil
 	})
 	switch {
@@ -138,7 +161,7 @@ func (s *Service) replayOne(ctx context.Context, it deadLetter) (uint64, error) 
 	case err != nil:
 		return 0, err
 	}
-	s.log.Info("dead letter replayed", "seq", it.item.Seq, "from", orig, "batch_id", id)
+	dq.log.Info("dead letter replayed", "seq", it.item.Seq, "from", orig, "batch_id", id)
 	return id, nil
 }
 
@@ -155,8 +178,8 @@ type replayRecord struct {
 
 // replayed reads the replay record of the dead letter at seq: nil if it
 // was never replayed.
-func (s *Service) replayed(ctx context.Context, seq uint64) (*replayRecord, uint64, error) {
-	e, err := s.batches.Get(ctx, streams.ReplayKey(seq))
+func (dq *deadLetters) replayed(ctx context.Context, seq uint64) (*replayRecord, uint64, error) {
+	e, err := dq.batches.Get(ctx, streams.ReplayKey(seq))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, nil
 	}
@@ -173,16 +196,16 @@ func (s *Service) replayed(ctx context.Context, seq uint64) (*replayRecord, uint
 // replayBatch returns the batch that replays a dead letter, creating,
 // recording and queueing it the first time, and finishing a replay an
 // earlier call left half done. Every step is idempotent.
-func (s *Service) replayBatch(ctx context.Context, it deadLetter) (uint64, error) {
+func (dq *deadLetters) replayBatch(ctx context.Context, it deadLetter) (uint64, error) {
 	seq := it.item.Seq
-	rr, rev, err := s.replayed(ctx, seq)
+	rr, rev, err := dq.replayed(ctx, seq)
 	if err != nil {
 		return 0, err
 	}
 	if rr == nil || !rr.Queued {
 		// A type the domain no longer allows is refused before anything
 		// is assigned or recorded, as at send.
-		if err := s.Table().allowedFunctions(it.dl.Batch.Domain, it.dl.Batch.Functions); err != nil {
+		if err := dq.table().allowedFunctions(it.dl.Batch.Domain, it.dl.Batch.Functions); err != nil {
 			var ae *Error
 			if errors.As(err, &ae) {
 				return 0, errf(ae.Code, "dead letter %d not replayed: %s", seq, ae.Message)
@@ -192,27 +215,27 @@ func (s *Service) replayBatch(ctx context.Context, it deadLetter) (uint64, error
 	}
 	idem := "replay-" + strconv.FormatUint(seq, 10)
 	if rr == nil {
-		if rec, err := s.record(ctx, it.dl.Batch.ID); err == nil && rec.ReplayedAs != 0 {
+		if rec, err := dq.store.record(ctx, it.dl.Batch.ID); err == nil && rec.ReplayedAs != 0 {
 			// Replayed before replays were recorded by sequence: the link
 			// on the original is written last, so that replay is queued.
 			rr = &replayRecord{ID: rec.ReplayedAs, Queued: true}
 			v, _ := json.Marshal(rr)
-			if _, err := s.createReplay(ctx, seq, v); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			if _, err := dq.createReplay(ctx, seq, v); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 				return 0, fmt.Errorf("authz: record replay of dead letter %d: %w", seq, err)
 			}
 			return rr.ID, nil
 		}
 
 		// Within the duplicate window a concurrent replay gets the same id.
-		id, _, err := submit.AssignID(ctx, s.js, idem)
+		id, _, err := submit.AssignID(ctx, dq.js, idem)
 		if err != nil {
 			return 0, err
 		}
 		v, _ := json.Marshal(replayRecord{ID: id})
-		rev, err = s.createReplay(ctx, seq, v)
+		rev, err = dq.createReplay(ctx, seq, v)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyExists): // a concurrent replay claimed it first
-			if rr, rev, err = s.replayed(ctx, seq); err != nil {
+			if rr, rev, err = dq.replayed(ctx, seq); err != nil {
 				return 0, err
 			}
 		case err != nil:
@@ -226,30 +249,30 @@ func (s *Service) replayBatch(ctx context.Context, it deadLetter) (uint64, error
 	}
 	b := it.dl.Batch
 	// A replay runs now, whenever the batch it replays was scheduled for.
-	b.ID, b.ReplayOf, b.CreatedAt, b.RunAt = rr.ID, it.dl.Batch.ID, s.opts.Now().UTC(), time.Time{}
+	b.ID, b.ReplayOf, b.CreatedAt, b.RunAt = rr.ID, it.dl.Batch.ID, dq.now().UTC(), time.Time{}
 	if !b.ExpiresAt.IsZero() {
 		b.ExpiresAt = time.Time{}
-		if l, ok := s.Table().Labels[b.Label]; ok && l.Expiry > 0 {
-			b.ExpiresAt = s.opts.Now().Add(l.Expiry.D()).UTC()
+		if l, ok := dq.table().Labels[b.Label]; ok && l.Expiry > 0 {
+			b.ExpiresAt = dq.now().Add(l.Expiry.D()).UTC()
 		}
 	}
 	if err := b.Validate(); err != nil {
 		return 0, err
 	}
-	if err := s.index(ctx, b.Submitter, b.ID); err != nil {
+	if err := dq.submitters.index(ctx, b.Submitter, b.ID); err != nil {
 		return 0, err
 	}
 	// dup: a record left by a replay cut short is this batch, and stands.
-	first, err := submit.Record(ctx, s.batches, &b, idem, true)
+	first, err := submit.Record(ctx, dq.batches, &b, idem, true)
 	if err != nil {
 		return 0, err
 	}
-	if _, err := s.admit(ctx, first, true, 0); err != nil {
+	if _, err := dq.admit(ctx, first, true, 0); err != nil {
 		return 0, err
 	}
-	s.opts.Telemetry.BatchSubmitted(ctx, first)
+	dq.tel.BatchSubmitted(ctx, first)
 	v, _ := json.Marshal(replayRecord{ID: rr.ID, Queued: true})
-	if err := s.updateReplay(ctx, seq, v, rev); err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, streams.ErrConflict) {
+	if err := dq.updateReplay(ctx, seq, v, rev); err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, streams.ErrConflict) {
 		return 0, fmt.Errorf("authz: mark replay of dead letter %d queued: %w", seq, err)
 	}
 	return rr.ID, nil
@@ -260,19 +283,66 @@ func (s *Service) replayBatch(ctx context.Context, it deadLetter) (uint64, error
 // before it. It is what makes a second replay of the dead letter give the
 // same batch, so it must not go first.
 
-func (s *Service) createReplay(ctx context.Context, seq uint64, v []byte) (uint64, error) {
-	if ttl := s.retention.DeadLetter; s.retention.Enabled() && ttl > 0 {
-		return s.batches.Create(ctx, streams.ReplayKey(seq), v, jetstream.KeyTTL(ttl))
+func (dq *deadLetters) createReplay(ctx context.Context, seq uint64, v []byte) (uint64, error) {
+	if ttl := dq.store.retention.DeadLetter; dq.store.retention.Enabled() && ttl > 0 {
+		return dq.batches.Create(ctx, streams.ReplayKey(seq), v, jetstream.KeyTTL(ttl))
 	}
-	return s.batches.Create(ctx, streams.ReplayKey(seq), v)
+	return dq.batches.Create(ctx, streams.ReplayKey(seq), v)
 }
 
-func (s *Service) updateReplay(ctx context.Context, seq uint64, v []byte, rev uint64) error {
+func (dq *deadLetters) updateReplay(ctx context.Context, seq uint64, v []byte, rev uint64) error {
 	var err error
-	if ttl := s.retention.DeadLetter; s.retention.Enabled() && ttl > 0 {
-		_, err = streams.PutKeyTTL(ctx, s.js, streams.BucketBatches, streams.ReplayKey(seq), v, rev, ttl)
+	if ttl := dq.store.retention.DeadLetter; dq.store.retention.Enabled() && ttl > 0 {
+		_, err = streams.PutKeyTTL(ctx, dq.js, streams.BucketBatches, streams.ReplayKey(seq), v, rev, ttl)
 	} else {
-		_, err = s.batches.Update(ctx, streams.ReplayKey(seq), v, rev)
+		_, err = dq.batches.Update(ctx, streams.ReplayKey(seq), v, rev)
 	}
 	return err
+}
+
+// replayCallback applies a dead-lettered callback again: the original from
+// CALLBACKS (a dead letter written before callbacks were removed once
+// acknowledged), else the bytes its dead letter kept, else the one it
+// describes.
+// The batch keeps its id.
+func (dq *deadLetters) replayCallback(ctx context.Context, it deadLetter) (uint64, error) {
+	o := it.dl.Origin
+	cbs, err := dq.js.Stream(ctx, streams.StreamCallbacks)
+	if err != nil {
+		return 0, fmt.Errorf("authz: stream %s: %w", streams.StreamCallbacks, err)
+	}
+	var cb streams.Callback
+	rm, err := cbs.GetMsg(ctx, o.Seq)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound) && len(it.dl.Callback) > 0:
+		if cb, err = streams.Decode[streams.Callback](it.dl.Callback); err != nil {
+			return 0, errf(api.CodeConflict, "authz: dead letter %d: %v", it.item.Seq, unreadable("callback", cb.V, err))
+		}
+		if cb.At.IsZero() {
+			cb.At = it.dl.At
+		}
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		if it.dl.Outcome.Status == "" {
+			return 0, errf(api.CodeNotFound, "authz: dead letter %d: its callback (%s sequence %d) is gone and was never read", it.item.Seq, o.Stream, o.Seq)
+		}
+		cb = streams.Callback{BatchID: it.dl.Batch.ID, Domain: it.dl.Domain, Priority: it.dl.Batch.Priority,
+			Outcome: it.dl.Outcome, Attempts: it.dl.Attempts, At: it.dl.At, Processor: "a replayed dead letter",
+			Outputs: it.dl.Outputs}
+	case err != nil:
+		return 0, fmt.Errorf("authz: read callback %d: %w", o.Seq, err)
+	default:
+		if cb, err = streams.Decode[streams.Callback](rm.Data); err != nil {
+			return 0, errf(api.CodeConflict, "authz: dead letter %d: %v", it.item.Seq, unreadable("callback", cb.V, err))
+		}
+		if cb.At.IsZero() {
+			cb.At = rm.Time
+		}
+	}
+	if err := dq.apply(ctx, &cb); errors.Is(err, ErrUnreadable) {
+		return 0, errf(api.CodeConflict, "authz: dead letter %d: %v", it.item.Seq, err)
+	} else if err != nil {
+		return 0, err
+	}
+	dq.log.Info("dead-lettered callback replayed", "seq", it.item.Seq, "batch_id", cb.BatchID)
+	return cb.BatchID, nil
 }

@@ -17,24 +17,38 @@ import (
 // state (domains), and the batches of one domain not finished yet, oldest
 // first (inflight).
 
+// inspector answers the owner's views of what runs now, and scans a
+// queue's live tokens for them and for the queue edits.
+type inspector struct {
+	dlq       jetstream.Stream
+	locks     jetstream.KeyValue
+	state     jetstream.KeyValue
+	queues    map[pipeline.Priority]jetstream.Stream
+	progress  *streams.ProgressStore
+	store     *recordStore
+	scheduled *scheduledBatches
+	table     func() *Table
+	now       func() time.Time
+}
+
 // domains answers every domain the table names, sorted: two stream reads
 // per domain and priority, whatever the queues hold.
-func (s *Service) domains(ctx context.Context, _ string, _ *struct{}) (any, error) {
+func (ins *inspector) domains(ctx context.Context, _ string, _ *struct{}) (any, error) {
 	var names []string
-	for _, l := range s.Table().Labels {
+	for _, l := range ins.table().Labels {
 		if !slices.Contains(names, l.Domain) {
 			names = append(names, l.Domain)
 		}
 	}
 	slices.Sort(names)
-	dlq, err := subjectCounts(ctx, s.dlq, streams.DLQSubjects)
+	dlq, err := subjectCounts(ctx, ins.dlq, streams.DLQSubjects)
 	if err != nil {
 		return nil, err
 	}
 	out := &api.DomainsReply{Domains: []api.DomainInfo{}}
 	for _, d := range names {
 		info := api.DomainInfo{Domain: d, Depth: map[pipeline.Priority]uint64{pipeline.High: 0, pipeline.Med: 0}, DeadLetters: dlq[streams.DLQSubject(d)]}
-		e, err := s.state.Get(ctx, d)
+		e, err := ins.state.Get(ctx, d)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:
@@ -44,14 +58,14 @@ func (s *Service) domains(ctx context.Context, _ string, _ *struct{}) (any, erro
 				info.Paused, info.PausedBy, info.At = st.Paused, st.By, st.At
 			}
 		}
-		if w, ok, err := streams.NewThrottleStore(s.locks, time.Now).Window(ctx, d); err != nil {
+		if w, ok, err := streams.NewThrottleStore(ins.locks, time.Now).Window(ctx, d); err != nil {
 			return nil, fmt.Errorf("authz: throttle of %s: %w", d, err)
 		} else if ok {
 			tw := api.ThrottleWindow(w)
 			info.Throttle = &tw
 		}
 		for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
-			counts, err := subjectCounts(ctx, s.queues[p], streams.QueueFilter(p, d))
+			counts, err := subjectCounts(ctx, ins.queues[p], streams.QueueFilter(p, d))
 			if err != nil {
 				return nil, err
 			}
@@ -84,7 +98,7 @@ const maxInFlightScan = 10000
 // answer is then the oldest of the batches at the queues' fronts (a batch
 // rotated behind them can be left out), and the one past Limit says there
 // are More.
-func (s *Service) inflight(ctx context.Context, _ string, req *api.InFlightRequest) (any, error) {
+func (ins *inspector) inflight(ctx context.Context, _ string, req *api.InFlightRequest) (any, error) {
 	if err := pipeline.ValidateDomain(req.Domain); err != nil {
 		return nil, err
 	}
@@ -101,7 +115,7 @@ func (s *Service) inflight(ctx context.Context, _ string, req *api.InFlightReque
 	truncated := false
 	for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
 		n := 0
-		cut, err := s.scanQueueWhile(ctx, req.Domain, p, maxInFlightScan, func(it api.QueueItem, tok streams.Token, pr *streams.ProgressEntry) bool {
+		cut, err := ins.scanQueueWhile(ctx, req.Domain, p, maxInFlightScan, func(it api.QueueItem, tok streams.Token, pr *streams.ProgressEntry) bool {
 			all = append(all, found{item: api.InFlightItem{ID: it.ID, Priority: p, Position: it.Position, State: it.State, Rotations: it.Rotation}, tok: tok, prog: pr})
 			n++
 			return req.Total || n <= req.Limit
@@ -115,7 +129,7 @@ func (s *Service) inflight(ctx context.Context, _ string, req *api.InFlightReque
 		if !req.Total {
 			most = req.Limit + 1
 		}
-		sched, cut, err := s.Schedules(ctx, req.Domain, p, most)
+		sched, cut, err := ins.scheduled.list(ctx, req.Domain, p, most)
 		if err != nil {
 			return nil, err
 		}
@@ -131,11 +145,11 @@ func (s *Service) inflight(ctx context.Context, _ string, req *api.InFlightReque
 		n := len(all)
 		out.Total = &n
 	}
-	now := s.opts.Now()
+	now := ins.now()
 	for _, f := range all[:min(len(all), req.Limit)] {
 		b := f.tok.Batch
 		if b == nil || b.ID != f.item.ID {
-			rec, err := s.record(ctx, f.item.ID)
+			rec, err := ins.store.record(ctx, f.item.ID)
 			if err != nil {
 				continue // finished and gone meanwhile, or unreadable: the processor's to settle
 			}
@@ -169,8 +183,8 @@ func cmpID(a, b uint64) int {
 // priority, in order, with its progress; it stops after max tokens (0: no
 // bound) and says so. One direct get per token and one progress read per
 // batch.
-func (s *Service) scanQueue(ctx context.Context, domain string, p pipeline.Priority, max int, visit func(api.QueueItem, streams.Token, *streams.ProgressEntry)) (truncated bool, err error) {
-	return s.scanQueueWhile(ctx, domain, p, max, func(it api.QueueItem, tok streams.Token, pr *streams.ProgressEntry) bool {
+func (ins *inspector) scanQueue(ctx context.Context, domain string, p pipeline.Priority, max int, visit func(api.QueueItem, streams.Token, *streams.ProgressEntry)) (truncated bool, err error) {
+	return ins.scanQueueWhile(ctx, domain, p, max, func(it api.QueueItem, tok streams.Token, pr *streams.ProgressEntry) bool {
 		visit(it, tok, pr)
 		return true
 	})
@@ -178,8 +192,8 @@ func (s *Service) scanQueue(ctx context.Context, domain string, p pipeline.Prior
 
 // scanQueueWhile is scanQueue that also stops, reading nothing more, when
 // visit returns false; that stop is not a truncation.
-func (s *Service) scanQueueWhile(ctx context.Context, domain string, p pipeline.Priority, max int, visit func(api.QueueItem, streams.Token, *streams.ProgressEntry) bool) (truncated bool, err error) {
-	st := s.queues[p]
+func (ins *inspector) scanQueueWhile(ctx context.Context, domain string, p pipeline.Priority, max int, visit func(api.QueueItem, streams.Token, *streams.ProgressEntry) bool) (truncated bool, err error) {
+	st := ins.queues[p]
 	filter := streams.QueueFilter(p, domain)
 	progress := map[uint64]*streams.ProgressEntry{}
 	position, read := 0, 0
@@ -201,7 +215,7 @@ func (s *Service) scanQueueWhile(ctx context.Context, domain string, p pipeline.
 		}
 		pr, ok := progress[tok.BatchID]
 		if !ok {
-			if pr, err = s.progressStore.Load(ctx, domain, tok.BatchID); err != nil {
+			if pr, err = ins.progress.Load(ctx, domain, tok.BatchID); err != nil {
 				return false, err
 			}
 			progress[tok.BatchID] = pr

@@ -29,16 +29,16 @@ func TestInFlightReadsOnlyWhatItLists(t *testing.T) {
 	const queued, limit = 40, 5
 	var ids []uint64
 	for range queued {
-		rep, err := s.submit(ctx, &submission{label: "jobs", l: table.Labels["jobs"], user: "alice", calls: []api.CallSpec{{Type: "noop"}}, prio: pipeline.Med})
+		rep, err := s.intake.submit(ctx, &submission{label: "jobs", l: table.Labels["jobs"], user: "alice", calls: []api.CallSpec{{Type: "noop"}}, prio: pipeline.Med})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, rep.ID)
 	}
-	med := &countingStream{Stream: s.queues[pipeline.Med]}
-	s.queues[pipeline.Med] = med
+	med := &countingStream{Stream: s.inspect.queues[pipeline.Med]}
+	s.inspect.queues[pipeline.Med] = med
 
-	out, err := s.inflight(ctx, "owner", &api.InFlightRequest{Domain: "pay", Limit: limit})
+	out, err := s.inspect.inflight(ctx, "owner", &api.InFlightRequest{Domain: "pay", Limit: limit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestInFlightReadsOnlyWhatItLists(t *testing.T) {
 	}
 
 	med.reads.Store(0)
-	if out, err = s.inflight(ctx, "owner", &api.InFlightRequest{Domain: "pay", Limit: limit, Total: true}); err != nil {
+	if out, err = s.inspect.inflight(ctx, "owner", &api.InFlightRequest{Domain: "pay", Limit: limit, Total: true}); err != nil {
 		t.Fatal(err)
 	}
 	rep = out.(*api.InFlightReply)

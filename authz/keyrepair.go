@@ -3,10 +3,12 @@ package authz
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 )
 
@@ -175,11 +177,22 @@ var errNotHanded = errors.New("not handed to the repair loop")
 // joined its key's order, and the repair loop joins it.
 var errJoinLater = errors.New("handed to the repair loop to join its key's order")
 
+// keyRepairer is the repair loop: it gives the keys' heads, and the
+// batches, that a failed send or a crash left without a token their token,
+// and joins keyed batches left outside their key's order.
+type keyRepairer struct {
+	repairs repairs
+	keys    *keyOrders
+	order   *streams.KeyQueueStore
+	store   *recordStore
+	log     *slog.Logger
+}
+
 // repairJoin hands a keyed batch that may not have joined its key's order
 // to the repair loop; false when it is not taken.
-func (s *Service) repairJoin(domain, key string, id uint64) bool {
-	if !s.repairs.add(repairRef{domain: domain, key: key, id: id}) {
-		s.log.Error("batch left recorded and outside its key's order: its repair is not taken (too many wait, or authz stops)", "domain", domain, "key", logging.Capped(key), "batch_id", id)
+func (kr *keyRepairer) repairJoin(domain, key string, id uint64) bool {
+	if !kr.repairs.add(repairRef{domain: domain, key: key, id: id}) {
+		kr.log.Error("batch left recorded and outside its key's order: its repair is not taken (too many wait, or authz stops)", "domain", domain, "key", logging.Capped(key), "batch_id", id)
 		return false
 	}
 	return true
@@ -187,9 +200,9 @@ func (s *Service) repairJoin(domain, key string, id uint64) bool {
 
 // repairKey hands a key whose head may lack its token to the repair loop;
 // false when it is not taken.
-func (s *Service) repairKey(domain, key string) bool {
-	if !s.repairs.add(repairRef{domain: domain, key: key}) {
-		s.log.Error("key left for the next start: its repair is not taken (too many wait, or authz stops)", "domain", domain, "key", logging.Capped(key))
+func (kr *keyRepairer) repairKey(domain, key string) bool {
+	if !kr.repairs.add(repairRef{domain: domain, key: key}) {
+		kr.log.Error("key left for the next start: its repair is not taken (too many wait, or authz stops)", "domain", domain, "key", logging.Capped(key))
 		return false
 	}
 	return true
@@ -197,20 +210,20 @@ func (s *Service) repairKey(domain, key string) bool {
 
 // repairBatch hands a batch without a key, recorded and perhaps without
 // its token, to the repair loop; false when it is not taken.
-func (s *Service) repairBatch(domain string, id uint64) bool {
-	if !s.repairs.add(repairRef{domain: domain, id: id}) {
-		s.log.Error("batch left recorded and unqueued: its repair is not taken (too many wait, or authz stops)", "domain", domain, "batch_id", id)
+func (kr *keyRepairer) repairBatch(domain string, id uint64) bool {
+	if !kr.repairs.add(repairRef{domain: domain, id: id}) {
+		kr.log.Error("batch left recorded and unqueued: its repair is not taken (too many wait, or authz stops)", "domain", domain, "batch_id", id)
 		return false
 	}
 	return true
 }
 
-// runRepairs runs until ctx is done, giving each handed key's head, or
+// run runs until ctx is done, giving each handed key's head, or
 // batch, its token (ensureHead, ensureQueued): each due one is tried in
 // turn, and one that fails is tried again after its backoff. Batches
 // still waiting when it stops are logged: nothing else will queue them.
-func (s *Service) runRepairs(ctx context.Context) {
-	rs := &s.repairs
+func (kr *keyRepairer) run(ctx context.Context) error {
+	rs := &kr.repairs
 	rs.setOpen(true)
 	defer func() {
 		rs.mu.Lock()
@@ -219,11 +232,11 @@ func (s *Service) runRepairs(ctx context.Context) {
 		for r := range rs.pending {
 			switch {
 			case r.key == "":
-				s.log.Error("batch left recorded and unqueued: authz stopped before it could queue it", "domain", r.domain, "batch_id", r.id)
+				kr.log.Error("batch left recorded and unqueued: authz stopped before it could queue it", "domain", r.domain, "batch_id", r.id)
 			case r.id != 0:
-				s.log.Error("batch left recorded and outside its key's order: authz stopped before it could join it", "domain", r.domain, "key", logging.Capped(r.key), "batch_id", r.id)
+				kr.log.Error("batch left recorded and outside its key's order: authz stopped before it could join it", "domain", r.domain, "key", logging.Capped(r.key), "batch_id", r.id)
 			default:
-				s.log.Warn("key left for the next start: authz stopped before it could repair it", "domain", r.domain, "key", logging.Capped(r.key))
+				kr.log.Warn("key left for the next start: authz stopped before it could repair it", "domain", r.domain, "key", logging.Capped(r.key))
 			}
 		}
 		clear(rs.pending)
@@ -232,35 +245,35 @@ func (s *Service) runRepairs(ctx context.Context) {
 		now := time.Now()
 		for _, d := range rs.due(now) {
 			if ctx.Err() != nil {
-				return
+				return nil
 			}
 			r := d.repairRef
 			tctx, cancel := context.WithTimeout(ctx, repairTry)
-			err := s.repair(tctx, r)
+			err := kr.repair(tctx, r)
 			cancel()
 			if ctx.Err() != nil {
-				return // the try may have been cut short: say nothing of it
+				return nil // the try may have been cut short: say nothing of it
 			}
 			if err != nil {
 				wait := rs.later(r, time.Now())
 				switch {
 				case r.key == "":
-					s.log.Warn("batch not queued yet", "domain", r.domain, "batch_id", r.id, "retry_in", wait, "err", err)
+					kr.log.Warn("batch not queued yet", "domain", r.domain, "batch_id", r.id, "retry_in", wait, "err", err)
 				case r.id != 0:
-					s.log.Warn("batch not in its key's order yet", "domain", r.domain, "key", logging.Capped(r.key), "batch_id", r.id, "retry_in", wait, "err", err)
+					kr.log.Warn("batch not in its key's order yet", "domain", r.domain, "key", logging.Capped(r.key), "batch_id", r.id, "retry_in", wait, "err", err)
 				default:
-					s.log.Warn("key head not repaired yet", "domain", r.domain, "key", logging.Capped(r.key), "retry_in", wait, "err", err)
+					kr.log.Warn("key head not repaired yet", "domain", r.domain, "key", logging.Capped(r.key), "retry_in", wait, "err", err)
 				}
 				continue
 			}
 			rs.done(r, d.handed)
 			switch {
 			case r.key == "":
-				s.log.Info("batch queued after its send failed", "domain", r.domain, "batch_id", r.id)
+				kr.log.Info("batch queued after its send failed", "domain", r.domain, "batch_id", r.id)
 			case r.id != 0:
-				s.log.Info("batch joined its key's order after its send failed", "domain", r.domain, "key", logging.Capped(r.key), "batch_id", r.id)
+				kr.log.Info("batch joined its key's order after its send failed", "domain", r.domain, "key", logging.Capped(r.key), "batch_id", r.id)
 			default:
-				s.log.Info("key head repaired", "domain", r.domain, "key", logging.Capped(r.key))
+				kr.log.Info("key head repaired", "domain", r.domain, "key", logging.Capped(r.key))
 			}
 		}
 		var timer <-chan time.Time
@@ -269,7 +282,7 @@ func (s *Service) runRepairs(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-rs.wake:
 		case <-timer:
 		}
@@ -278,59 +291,59 @@ func (s *Service) runRepairs(ctx context.Context) {
 
 // repair gives r its token: a key's head, or a batch; or joins a batch to
 // its key's order.
-func (s *Service) repair(ctx context.Context, r repairRef) error {
+func (kr *keyRepairer) repair(ctx context.Context, r repairRef) error {
 	switch {
 	case r.key == "":
-		return s.ensureQueued(ctx, r.domain, r.id)
+		return kr.ensureQueued(ctx, r.domain, r.id)
 	case r.id != 0:
-		return s.rejoin(ctx, r)
+		return kr.rejoin(ctx, r)
 	}
-	return s.repairHead(ctx, r)
+	return kr.repairHead(ctx, r)
 }
 
 // rejoin joins batch r.id to its key's order as a repeated admission
 // does: a batch finished meanwhile (a cancel) is not listed, one listed
 // already keeps its place, and the key's head gets its token.
-func (s *Service) rejoin(ctx context.Context, r repairRef) error {
-	rec, err := s.record(ctx, r.id)
+func (kr *keyRepairer) rejoin(ctx context.Context, r repairRef) error {
+	rec, err := kr.store.record(ctx, r.id)
 	var ae *Error
 	switch {
 	case errors.As(err, &ae) && ae.Code == api.CodeNotFound:
-		s.log.Error("a batch to join its key's order has no record: nothing to join", "domain", r.domain, "batch_id", r.id)
+		kr.log.Error("a batch to join its key's order has no record: nothing to join", "domain", r.domain, "batch_id", r.id)
 		return nil
 	case err != nil:
 		return err
 	}
-	_, err = s.admit(ctx, &rec.Batch, true, 0)
+	_, err = kr.keys.admit(ctx, &rec.Batch, true, 0)
 	return err
 }
 
 // repairHead gives k's current head its token if it never ran.
-func (s *Service) repairHead(ctx context.Context, k repairRef) error {
-	q, err := s.keyOrder.Load(ctx, k.domain, k.key)
+func (kr *keyRepairer) repairHead(ctx context.Context, k repairRef) error {
+	q, err := kr.order.Load(ctx, k.domain, k.key)
 	if err != nil {
 		return err
 	}
 	if q.Head() == 0 {
 		return nil
 	}
-	return s.ensureHead(ctx, k.domain, k.key, q.Head())
+	return kr.keys.ensureHead(ctx, k.domain, k.key, q.Head())
 }
 
 // ensureQueued gives batch id, without a key, its first token if it is
 // recorded, not finished, and never ran (startIfNeverRan).
-func (s *Service) ensureQueued(ctx context.Context, domain string, id uint64) error {
-	rec, err := s.record(ctx, id)
+func (kr *keyRepairer) ensureQueued(ctx context.Context, domain string, id uint64) error {
+	rec, err := kr.store.record(ctx, id)
 	var ae *Error
 	switch {
 	case errors.As(err, &ae) && ae.Code == api.CodeNotFound:
-		s.log.Error("a batch to queue has no record: nothing to queue", "domain", domain, "batch_id", id)
+		kr.log.Error("a batch to queue has no record: nothing to queue", "domain", domain, "batch_id", id)
 		return nil
 	case err != nil:
 		return err
 	case rec.Status.Terminal():
 		return nil
 	}
-	_, err = s.startIfNeverRan(ctx, &rec.Batch)
+	_, err = kr.keys.startIfNeverRan(ctx, &rec.Batch)
 	return err
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
@@ -39,6 +42,23 @@ import (
 // (their release raced with this one) or without a record.
 const maxRelease = 64
 
+// keyOrders keeps each key's waiting batches in order, one running at a
+// time: it admits a keyed batch, releases its key once it finished and
+// starts the next, and answers the owner's keys listing (keystate.go).
+type keyOrders struct {
+	js        jetstream.JetStream
+	order     *streams.KeyQueueStore
+	senders   jetstream.KeyValue
+	progress  *streams.ProgressStore
+	store     *recordStore
+	scheduled *scheduledBatches
+	removal   *remover
+	// repair takes the keys and batches left half done (keyrepair.go).
+	repair *keyRepairer
+	now    func() time.Time
+	log    *slog.Logger
+}
+
 // admit queues a batch that was just recorded: an unkeyed batch gets its
 // token, a keyed one joins its key's order and gets its token only as the
 // key's head. headOrFree says the batch is free to run, unkeyed or its
@@ -56,26 +76,26 @@ const maxRelease = 64
 // finished as removed and the error is a 429 (refuseOverBound). A join
 // that fails otherwise, or whose outcome is unknown, hands the batch to the
 // repair loop, which joins it (errJoinLater).
-func (s *Service) admit(ctx context.Context, b *pipeline.Batch, repeat bool, bound int) (headOrFree bool, err error) {
+func (ko *keyOrders) admit(ctx context.Context, b *pipeline.Batch, repeat bool, bound int) (headOrFree bool, err error) {
 	if b.Key == "" {
 		if repeat {
-			_, err := s.startIfNeverRan(ctx, b)
+			_, err := ko.startIfNeverRan(ctx, b)
 			return true, err
 		}
-		return true, s.publishFirst(ctx, b, true)
+		return true, ko.scheduled.publishFirst(ctx, b, true)
 	}
 	if repeat {
-		if done, err := s.finished(ctx, b.ID); err != nil || done {
+		if done, err := ko.finished(ctx, b.ID); err != nil || done {
 			return false, err
 		}
 	}
-	q, added, err := s.keyOrder.AppendBy(ctx, b.Domain, b.Key, b.ID, b.Submitter, bound)
+	q, added, err := ko.order.AppendBy(ctx, b.Domain, b.Key, b.ID, b.Submitter, bound)
 	if errors.Is(err, streams.ErrKeyBound) {
-		return false, s.refuseOverBound(ctx, b, bound, q.CountBy(b.Submitter))
+		return false, ko.refuseOverBound(ctx, b, bound, q.CountBy(b.Submitter))
 	}
 	if err != nil {
 		err = fmt.Errorf("authz: batch %d joins the order of its key: %w", b.ID, err)
-		if !s.repairJoin(b.Domain, b.Key, b.ID) {
+		if !ko.repair.repairJoin(b.Domain, b.Key, b.ID) {
 			return false, fmt.Errorf("%w; %w", err, errNotHanded)
 		}
 		return false, fmt.Errorf("%w; %w", err, errJoinLater)
@@ -83,24 +103,24 @@ func (s *Service) admit(ctx context.Context, b *pipeline.Batch, repeat bool, bou
 	if repeat && added {
 		// It may have run and been released between the read above and
 		// the append: then it must not stay listed.
-		if done, err := s.finished(ctx, b.ID); err != nil {
+		if done, err := ko.finished(ctx, b.ID); err != nil {
 			return false, err
 		} else if done {
-			return false, s.releaseKey(ctx, b.Domain, b.Key, b.ID)
+			return false, ko.releaseKey(ctx, b.Domain, b.Key, b.ID)
 		}
 	}
 	if q.Head() != b.ID {
 		return false, nil
 	}
 	if repeat {
-		err = s.ensureHead(ctx, b.Domain, b.Key, q.Head())
+		err = ko.ensureHead(ctx, b.Domain, b.Key, q.Head())
 	} else {
-		err = s.publishFirst(ctx, b, true)
+		err = ko.scheduled.publishFirst(ctx, b, true)
 	}
 	if err != nil {
 		// The batch is its key's head without a token: the repair loop
 		// gives it one, so the key does not wait for the next start.
-		if !s.repairKey(b.Domain, b.Key) {
+		if !ko.repair.repairKey(b.Domain, b.Key) {
 			err = fmt.Errorf("%w; %w", err, errNotHanded)
 		}
 	}
@@ -127,8 +147,8 @@ func (l *Label) KeyBound() int {
 // label's bound already. It runs before anything is recorded; the join
 // checks the bound again in its compare-and-set (admit), for submissions
 // racing past this read.
-func (s *Service) checkKeyBound(ctx context.Context, label string, l *Label, user, domain, key string) error {
-	q, err := s.keyOrder.Load(ctx, domain, key)
+func (ko *keyOrders) checkKeyBound(ctx context.Context, label string, l *Label, user, domain, key string) error {
+	q, err := ko.order.Load(ctx, domain, key)
 	if err != nil {
 		return err
 	}
@@ -147,14 +167,14 @@ func overBound(label string, l *Label, user, key string, n int) *Error {
 // then holds no slot of its label and is never queued. The answer is a 429
 // naming the bound, or, when the removal fails, an error that says the
 // batch is recorded.
-func (s *Service) refuseOverBound(ctx context.Context, b *pipeline.Batch, bound, n int) error {
+func (ko *keyOrders) refuseOverBound(ctx context.Context, b *pipeline.Batch, bound, n int) error {
 	reason := fmt.Sprintf("refused: its submitter had %d unfinished batches on its key, the bound", n)
-	st, err := s.progressStore.Load(ctx, b.Domain, b.ID)
+	st, err := ko.progress.Load(ctx, b.Domain, b.ID)
 	if err == nil && !removed(st) {
-		err = s.markRemoved(ctx, b, st, reason)
+		err = ko.removal.markRemoved(ctx, b, st, reason)
 	}
 	if err == nil {
-		_, err = s.retireRemoved(ctx, b, st, nil)
+		_, err = ko.removal.retireRemoved(ctx, b, st, nil)
 	}
 	if err != nil {
 		return fmt.Errorf("authz: batch %d is over the bound of its key (%d of its submitter's batches) and recorded, but could not be removed (%w): cancel it", b.ID, bound, err)
@@ -163,8 +183,8 @@ func (s *Service) refuseOverBound(ctx context.Context, b *pipeline.Batch, bound,
 }
 
 // finished says whether batch id's record is terminal.
-func (s *Service) finished(ctx context.Context, id uint64) (bool, error) {
-	rec, err := s.record(ctx, id)
+func (ko *keyOrders) finished(ctx context.Context, id uint64) (bool, error) {
+	rec, err := ko.store.record(ctx, id)
 	if err != nil {
 		return false, err
 	}
@@ -174,14 +194,14 @@ func (s *Service) finished(ctx context.Context, id uint64) (bool, error) {
 // releaseKey takes terminal batch id off its key's order and gives the
 // next head its token (ensureHead). Idempotent: when id is no longer listed
 // (a repeated callback), the current head is ensured again.
-func (s *Service) releaseKey(ctx context.Context, domain, key string, id uint64) error {
-	q, at, err := s.keyOrder.Remove(ctx, domain, key, id)
+func (ko *keyOrders) releaseKey(ctx context.Context, domain, key string, id uint64) error {
+	q, at, err := ko.order.Remove(ctx, domain, key, id)
 	if err != nil {
 		return fmt.Errorf("authz: release key %q of batch %d: %w", logging.Capped(key), id, err)
 	}
 	if head := q.Head(); head != 0 && at <= 0 {
 		// The head changed, or the release is repeated.
-		return s.ensureHead(ctx, domain, key, head)
+		return ko.ensureHead(ctx, domain, key, head)
 	}
 	// Nobody waits, or the head stays the head.
 	return nil
@@ -195,17 +215,17 @@ func (s *Service) releaseKey(ctx context.Context, domain, key string, id uint64)
 // progress is Done, such as a batch cancelled while it waited behind the
 // previous head (its first token would run it: a first step reads no
 // progress).
-func (s *Service) ensureHead(ctx context.Context, domain, key string, head uint64) error {
+func (ko *keyOrders) ensureHead(ctx context.Context, domain, key string, head uint64) error {
 	for range maxRelease {
-		rec, err := s.record(ctx, head)
+		rec, err := ko.store.record(ctx, head)
 		var ae *Error
 		switch {
 		case errors.As(err, &ae) && ae.Code == api.CodeNotFound:
-			s.log.Error("a key's head has no batch record: taken off", "batch_id", head, "domain", domain, "key", logging.Capped(key))
+			ko.log.Error("a key's head has no batch record: taken off", "batch_id", head, "domain", domain, "key", logging.Capped(key))
 		case err != nil:
 			return err
 		case !rec.Status.Terminal():
-			done, err := s.startIfNeverRan(ctx, &rec.Batch)
+			done, err := ko.startIfNeverRan(ctx, &rec.Batch)
 			if err != nil {
 				return err
 			}
@@ -213,7 +233,7 @@ func (s *Service) ensureHead(ctx context.Context, domain, key string, head uint6
 				return nil
 			}
 		}
-		q, _, err := s.keyOrder.Remove(ctx, domain, key, head)
+		q, _, err := ko.order.Remove(ctx, domain, key, head)
 		if err != nil {
 			return fmt.Errorf("authz: release key %q of batch %d: %w", logging.Capped(key), head, err)
 		}
@@ -228,21 +248,21 @@ func (s *Service) ensureHead(ctx context.Context, domain, key string, head uint6
 // startIfNeverRan gives batch b, recorded and not finished, its first
 // token if it never ran. done says it finished: its progress is Done (a
 // removal, finished here if it was cut short).
-func (s *Service) startIfNeverRan(ctx context.Context, b *pipeline.Batch) (done bool, err error) {
-	st, err := s.progressStore.Load(ctx, b.Domain, b.ID)
+func (ko *keyOrders) startIfNeverRan(ctx context.Context, b *pipeline.Batch) (done bool, err error) {
+	st, err := ko.progress.Load(ctx, b.Domain, b.ID)
 	if err != nil {
 		return false, err
 	}
 	switch {
 	case st.State == streams.Done:
-		return true, s.doneHead(ctx, b, st)
+		return true, ko.doneHead(ctx, b, st)
 	case st.Rev != 0:
 		// It ran: the processor keeps its live token (a stale one brings
 		// it back), and a copy published past the duplicate window would
 		// run beside it.
 		return false, nil
 	default:
-		return s.startHead(ctx, b, false)
+		return ko.startHead(ctx, b, false)
 	}
 }
 
@@ -252,35 +272,35 @@ func (s *Service) startIfNeverRan(ctx context.Context, b *pipeline.Batch) (done 
 // written its progress after the read that found it queued, and read the
 // queue before the token was there; the progress read after the publish
 // sees it, and the removal is finished here, token included.
-func (s *Service) startHead(ctx context.Context, b *pipeline.Batch, due bool) (done bool, err error) {
+func (ko *keyOrders) startHead(ctx context.Context, b *pipeline.Batch, due bool) (done bool, err error) {
 	if due {
-		err = submit.PublishToken(ctx, s.js, b, 0, 0)
+		err = submit.PublishToken(ctx, ko.js, b, 0, 0)
 	} else {
-		err = s.publishFirst(ctx, b, false)
+		err = ko.scheduled.publishFirst(ctx, b, false)
 	}
 	if err != nil {
 		return false, err
 	}
-	st, err := s.progressStore.Load(ctx, b.Domain, b.ID)
+	st, err := ko.progress.Load(ctx, b.Domain, b.ID)
 	if err != nil || st.State != streams.Done {
 		return false, err
 	}
-	return true, s.doneHead(ctx, b, st)
+	return true, ko.doneHead(ctx, b, st)
 }
 
 // doneHead is ensureHead's for a head whose progress is Done while its
 // record is not terminal yet: its callback is on its way, or, for a batch
 // removed by authz, perhaps never published (a removal cut short), and
 // then the removal is finished here (see Removal).
-func (s *Service) doneHead(ctx context.Context, b *pipeline.Batch, st *streams.ProgressEntry) error {
+func (ko *keyOrders) doneHead(ctx context.Context, b *pipeline.Batch, st *streams.ProgressEntry) error {
 	if !removed(st) {
 		return nil
 	}
-	seqs, err := s.tokensOf(ctx, b)
+	seqs, err := ko.removal.tokensOf(ctx, b)
 	if err != nil {
 		return err
 	}
-	_, err = s.retireRemoved(ctx, b, st, seqs)
+	_, err = ko.removal.retireRemoved(ctx, b, st, seqs)
 	return err
 }
 
@@ -288,16 +308,16 @@ func (s *Service) doneHead(ctx context.Context, b *pipeline.Batch, st *streams.P
 // release cut short by a crash may have left a head without one. A key it
 // cannot repair now (its queue's stream unavailable) is handed to the
 // repair loop.
-func (s *Service) resumeKeys(ctx context.Context) {
-	qs, err := s.keyOrder.ListAll(ctx)
+func (ko *keyOrders) resumeKeys(ctx context.Context) {
+	qs, err := ko.order.ListAll(ctx)
 	if err != nil {
-		s.log.Warn("key orders not checked", "err", err)
+		ko.log.Warn("key orders not checked", "err", err)
 		return
 	}
 	for _, q := range qs {
-		if err := s.ensureHead(ctx, q.Domain, q.Key, q.Head()); err != nil {
-			s.log.Warn("key head not repaired at start: handed to the repair loop", "domain", q.Domain, "key", logging.Capped(q.Key), "batch_id", q.Head(), "err", err)
-			s.repairKey(q.Domain, q.Key)
+		if err := ko.ensureHead(ctx, q.Domain, q.Key, q.Head()); err != nil {
+			ko.log.Warn("key head not repaired at start: handed to the repair loop", "domain", q.Domain, "key", logging.Capped(q.Key), "batch_id", q.Head(), "err", err)
+			ko.repair.repairKey(q.Domain, q.Key)
 		}
 	}
 }
@@ -310,11 +330,11 @@ type keyed struct {
 func keyOf(b *pipeline.Batch) keyed { return keyed{domain: b.Domain, key: b.Key} }
 
 // release releases the key, when there is one, of finished batch id.
-func (k keyed) release(ctx context.Context, s *Service, id uint64) error {
+func (k keyed) release(ctx context.Context, ko *keyOrders, id uint64) error {
 	if k.key == "" {
 		return nil
 	}
-	return s.releaseKey(ctx, k.domain, k.key, id)
+	return ko.releaseKey(ctx, k.domain, k.key, id)
 }
 
 // tokenKey is the key of the batch a token carries a copy of, if any.

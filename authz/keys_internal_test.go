@@ -21,7 +21,7 @@ func TestReleaseRepeatedAfterCrash(t *testing.T) {
 	s, table, ctx := internalService(t, `labels: {seq: {domain: pay, users: [alice], mode: atomic, priority: med, functions: {noop: {}}}}`)
 	send := func() uint64 {
 		t.Helper()
-		rep, err := s.submit(ctx, &submission{label: "seq", l: table.Labels["seq"], user: "alice", calls: []api.CallSpec{{Type: "noop"}}, key: "k", prio: pipeline.Med})
+		rep, err := s.intake.submit(ctx, &submission{label: "seq", l: table.Labels["seq"], user: "alice", calls: []api.CallSpec{{Type: "noop"}}, key: "k", prio: pipeline.Med})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,14 +33,14 @@ func TestReleaseRepeatedAfterCrash(t *testing.T) {
 		t.Fatalf("queued %v, want only the key's head %d", got, k1)
 	}
 	// The compare-and-set of k1's release, and then the crash.
-	if _, at, err := s.keyOrder.Remove(ctx, "pay", "k", k1); err != nil || at != 0 {
+	if _, at, err := s.keyOrders.order.Remove(ctx, "pay", "k", k1); err != nil || at != 0 {
 		t.Fatalf("remove: at %d, %v", at, err)
 	}
 	if got := queued(); len(got) != 1 {
 		t.Fatalf("queued %v before the repeat, want k2 (%d) without a token", got, k2)
 	}
 	for range 2 {
-		if err := s.releaseKey(ctx, "pay", "k", k1); err != nil {
+		if err := s.keyOrders.releaseKey(ctx, "pay", "k", k1); err != nil {
 			t.Fatal(err)
 		}
 		if got := queued(); len(got) != 2 || got[1] != k2 {
@@ -58,19 +58,19 @@ func TestJoinRepairedAfterAFailedJoin(t *testing.T) {
 	s, table, ctx := internalService(t, `labels: {seq: {domain: pay, users: [alice], mode: atomic, priority: med, functions: {noop: {}}}}`)
 	loopCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); s.runRepairs(loopCtx) }()
+	go func() { defer close(done); _ = s.keyRepair.run(loopCtx) }()
 	defer func() { stop(); testnats.Stopped(t, "repair loop", done) }()
 	testnats.Eventually(t, 5*time.Second, "the loop takes hand-overs", func() bool {
-		s.repairs.mu.Lock()
-		defer s.repairs.mu.Unlock()
-		return s.repairs.open
+		s.keyRepair.repairs.mu.Lock()
+		defer s.keyRepair.repairs.mu.Unlock()
+		return s.keyRepair.repairs.open
 	})
 	l := table.Labels["seq"]
 	ended, end := context.WithCancel(ctx)
 	end()
 	record := func(key string) *pipeline.Batch {
 		t.Helper()
-		b, err := s.build(ctx, &submission{label: "seq", l: l, user: "alice", calls: []api.CallSpec{{Type: "noop"}}, key: key, prio: pipeline.Med})
+		b, err := s.intake.build(ctx, &submission{label: "seq", l: l, user: "alice", calls: []api.CallSpec{{Type: "noop"}}, key: key, prio: pipeline.Med})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +78,7 @@ func TestJoinRepairedAfterAFailedJoin(t *testing.T) {
 	}
 	failJoin := func(b *pipeline.Batch) {
 		t.Helper()
-		if head, err := s.admit(ended, b, false, l.KeyBound()); head || !errors.Is(err, errJoinLater) {
+		if head, err := s.keyOrders.admit(ended, b, false, l.KeyBound()); head || !errors.Is(err, errJoinLater) {
 			t.Fatalf("a join whose request ended: head %v, %v; want it handed to the repair loop", head, err)
 		}
 	}
@@ -86,21 +86,21 @@ func TestJoinRepairedAfterAFailedJoin(t *testing.T) {
 	joined := record("k")
 	failJoin(joined)
 	testnats.Eventually(t, 10*time.Second, "the batch joined its key and queued", func() bool {
-		q, err := s.keyOrder.Load(ctx, "pay", "k")
+		q, err := s.keyOrders.order.Load(ctx, "pay", "k")
 		return err == nil && slices.Equal(q.IDs, []uint64{joined.ID}) && tokensOf(ctx, t, s, joined) == 1
 	})
 
 	cancelled := record("c")
-	if _, err := s.cancel(ctx, "alice", &api.IDRequest{ID: cancelled.ID}); err != nil {
+	if _, err := s.removal.cancel(ctx, "alice", &api.IDRequest{ID: cancelled.ID}); err != nil {
 		t.Fatal(err)
 	}
 	failJoin(cancelled)
 	testnats.Eventually(t, 10*time.Second, "the cancelled batch's join repaired", func() bool {
-		s.repairs.mu.Lock()
-		defer s.repairs.mu.Unlock()
-		return len(s.repairs.pending) == 0
+		s.keyRepair.repairs.mu.Lock()
+		defer s.keyRepair.repairs.mu.Unlock()
+		return len(s.keyRepair.repairs.pending) == 0
 	})
-	if q, err := s.keyOrder.Load(ctx, "pay", "c"); err != nil || len(q.IDs) != 0 {
+	if q, err := s.keyOrders.order.Load(ctx, "pay", "c"); err != nil || len(q.IDs) != 0 {
 		t.Fatalf("key c after its cancelled batch's join was repaired: %+v, %v; want nobody waiting", q, err)
 	}
 	if n := tokensOf(ctx, t, s, cancelled); n != 0 {

@@ -13,7 +13,9 @@ import (
 // maxKeyBytes is the longest key a batch may carry (pipeline's rule).
 const maxKeyBytes = 128
 
-func (s *Service) keys(ctx context.Context, _ string, req *api.KeysRequest) (any, error) {
+// list answers the owner's keys listing: a domain's keys, each one's running
+// batch and how many wait.
+func (ko *keyOrders) list(ctx context.Context, _ string, req *api.KeysRequest) (any, error) {
 	if err := pipeline.ValidateDomain(req.Domain); err != nil {
 		return nil, err
 	}
@@ -26,7 +28,7 @@ func (s *Service) keys(ctx context.Context, _ string, req *api.KeysRequest) (any
 		return nil, errf(api.CodeBadRequest, "authz: key must be at most %d bytes (got %d)", maxKeyBytes, len(req.Key))
 	}
 	if req.Key != "" {
-		q, err := s.keyOrder.Load(ctx, req.Domain, req.Key)
+		q, err := ko.order.Load(ctx, req.Domain, req.Key)
 		if err != nil {
 			return nil, err
 		}
@@ -34,13 +36,13 @@ func (s *Service) keys(ctx context.Context, _ string, req *api.KeysRequest) (any
 			qs = append(qs, q)
 		}
 		req.After = ""
-	} else if qs, err = s.keyOrder.List(ctx, req.Domain); err != nil {
+	} else if qs, err = ko.order.List(ctx, req.Domain); err != nil {
 		return nil, err
 	}
 	sort.Slice(qs, func(i, j int) bool { return qs[i].Key < qs[j].Key })
 	rep := &api.KeysReply{Domain: req.Domain, Keys: []api.KeyState{}}
-	now := s.opts.Now()
-	pool, err := streams.LoadSenders(ctx, s.senders, req.Domain)
+	now := ko.now()
+	pool, err := streams.LoadSenders(ctx, ko.senders, req.Domain)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +60,7 @@ func (s *Service) keys(ctx context.Context, _ string, req *api.KeysRequest) (any
 			rep.More = true
 			break
 		}
-		ks, err := s.keyState(ctx, &q, now)
+		ks, err := ko.keyState(ctx, &q, now)
 		if err != nil {
 			return nil, err
 		}
@@ -75,9 +77,9 @@ func (s *Service) keys(ctx context.Context, _ string, req *api.KeysRequest) (any
 
 // keyState describes one key from its order, its head's record and its
 // head's progress.
-func (s *Service) keyState(ctx context.Context, q *streams.KeyQueue, now time.Time) (api.KeyState, error) {
+func (ko *keyOrders) keyState(ctx context.Context, q *streams.KeyQueue, now time.Time) (api.KeyState, error) {
 	ks := api.KeyState{Key: q.Key, Head: q.Head(), Since: q.HeadSince, For: now.Sub(q.HeadSince).Seconds(), Waiting: len(q.IDs) - 1}
-	rec, err := s.record(ctx, ks.Head)
+	rec, err := ko.store.record(ctx, ks.Head)
 	if err != nil {
 		return ks, err
 	}
@@ -88,7 +90,7 @@ func (s *Service) keyState(ctx context.Context, q *streams.KeyQueue, now time.Ti
 		}
 		ks.WaitingBy[q.SubmitterOf(i)]++
 	}
-	st, err := s.progressStore.Load(ctx, q.Domain, ks.Head)
+	st, err := ko.progress.Load(ctx, q.Domain, ks.Head)
 	if err != nil {
 		return ks, err
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -37,24 +36,24 @@ const maxReason = 512
 // delay that grows with its deliveries. One that cannot be read, or whose
 // batch record cannot be, is dead-lettered once Options.CallbackBackoff is
 // exhausted; any other failure is retried without end, the delay capped.
-func (s *Service) retryCallback(ctx context.Context, m jetstream.Msg, cb *streams.Callback, deliveries int, err error) {
-	backoff := s.opts.CallbackBackoff
+func (ca *callbackApplier) retryCallback(ctx context.Context, m jetstream.Msg, cb *streams.Callback, deliveries int, err error) {
+	backoff := ca.backoff
 	delay := backoff[min(max(deliveries, 1), len(backoff))-1]
 	if !errors.Is(err, ErrUnreadable) {
 		// A passing failure (a lost write race, a store electing its
 		// leader): soon again, backing off from 250 ms to maxTransientDelay.
 		delay = min(transientDelay<<min(max(deliveries-1, 0), 10), maxTransientDelay)
-		s.log.Warn("callback not applied yet; retried later", "batch_id", cb.BatchID, "deliveries", deliveries, "delay", delay, "err", err)
+		ca.log.Warn("callback not applied yet; retried later", "batch_id", cb.BatchID, "deliveries", deliveries, "delay", delay, "err", err)
 		_ = m.NakWithDelay(delay)
 		return
 	}
 	if deliveries > len(backoff) {
-		s.deadLetterCallback(ctx, m, cb, deliveries, err)
+		ca.deadLetterCallback(ctx, m, cb, deliveries, err)
 		return
 	}
 	// Expected for a moment during a rolling upgrade (a newer replica
 	// applies it): no warning until the retries are spent.
-	s.log.Debug("callback not applied: record unreadable; retried later", "batch_id", cb.BatchID, "deliveries", deliveries, "delay", delay, "err", err)
+	ca.log.Debug("callback not applied: record unreadable; retried later", "batch_id", cb.BatchID, "deliveries", deliveries, "delay", delay, "err", err)
 	_ = m.NakWithDelay(delay)
 }
 
@@ -62,7 +61,7 @@ func (s *Service) retryCallback(ctx context.Context, m jetstream.Msg, cb *stream
 // where the owner sees it (dlq) and replays it once the record is readable,
 // then acknowledges it. The dead letter is deduplicated by the callback's
 // stream sequence, so a crash between the two repeats nothing.
-func (s *Service) deadLetterCallback(ctx context.Context, m jetstream.Msg, cb *streams.Callback, deliveries int, cause error) {
+func (ca *callbackApplier) deadLetterCallback(ctx context.Context, m jetstream.Msg, cb *streams.Callback, deliveries int, cause error) {
 	var seq uint64
 	if md, err := streams.DeliveryOf(m.Reply()); err == nil {
 		seq = md.StreamSeq
@@ -87,7 +86,7 @@ func (s *Service) deadLetterCallback(ctx context.Context, m jetstream.Msg, cb *s
 	}
 	at := cb.At
 	if at.IsZero() {
-		at = s.opts.Now()
+		at = ca.now()
 	}
 	dl := &streams.DeadLetter{
 		Batch:  pipeline.Batch{ID: id, Domain: domain, Priority: cb.Priority},
@@ -111,64 +110,17 @@ func (s *Service) deadLetterCallback(ctx context.Context, m jetstream.Msg, cb *s
 		msg.Header.Set(streams.HeaderOrigin, m.Subject())
 		msg.Header.Set(nats.MsgIdHdr, streams.CallbackDeadLetterMsgID(seq))
 		var ack *jetstream.PubAck
-		if ack, err = s.js.PublishMsg(ctx, msg); err == nil {
+		if ack, err = ca.js.PublishMsg(ctx, msg); err == nil {
 			attrs := []any{"batch_id", id, "domain", domain, "deliveries", deliveries, "dlq_seq", ack.Sequence, "err", cause}
 			var ue *unreadableError
 			if errors.As(cause, &ue) && ue.version != 0 {
 				attrs = append(attrs, "version", ue.version, "reads_version", streams.WireVersion)
 			}
-			s.log.Error("callback dead-lettered: a record it needs is unreadable; replay it once it is readable", attrs...)
+			ca.log.Error("callback dead-lettered: a record it needs is unreadable; replay it once it is readable", attrs...)
 			_ = m.Ack()
 			return
 		}
 	}
-	s.log.Warn("callback not dead-lettered; retried later", "batch_id", id, "err", err)
-	_ = m.NakWithDelay(s.opts.CallbackBackoff[len(s.opts.CallbackBackoff)-1])
-}
-
-// replayCallback applies a dead-lettered callback again: the original from
-// CALLBACKS (a dead letter written before callbacks were removed once
-// acknowledged), else the bytes its dead letter kept, else the one it
-// describes.
-// The batch keeps its id.
-func (s *Service) replayCallback(ctx context.Context, it deadLetter) (uint64, error) {
-	o := it.dl.Origin
-	cbs, err := s.js.Stream(ctx, streams.StreamCallbacks)
-	if err != nil {
-		return 0, fmt.Errorf("authz: stream %s: %w", streams.StreamCallbacks, err)
-	}
-	var cb streams.Callback
-	rm, err := cbs.GetMsg(ctx, o.Seq)
-	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound) && len(it.dl.Callback) > 0:
-		if cb, err = streams.Decode[streams.Callback](it.dl.Callback); err != nil {
-			return 0, errf(api.CodeConflict, "authz: dead letter %d: %v", it.item.Seq, unreadable("callback", cb.V, err))
-		}
-		if cb.At.IsZero() {
-			cb.At = it.dl.At
-		}
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-		if it.dl.Outcome.Status == "" {
-			return 0, errf(api.CodeNotFound, "authz: dead letter %d: its callback (%s sequence %d) is gone and was never read", it.item.Seq, o.Stream, o.Seq)
-		}
-		cb = streams.Callback{BatchID: it.dl.Batch.ID, Domain: it.dl.Domain, Priority: it.dl.Batch.Priority,
-			Outcome: it.dl.Outcome, Attempts: it.dl.Attempts, At: it.dl.At, Processor: "a replayed dead letter",
-			Outputs: it.dl.Outputs}
-	case err != nil:
-		return 0, fmt.Errorf("authz: read callback %d: %w", o.Seq, err)
-	default:
-		if cb, err = streams.Decode[streams.Callback](rm.Data); err != nil {
-			return 0, errf(api.CodeConflict, "authz: dead letter %d: %v", it.item.Seq, unreadable("callback", cb.V, err))
-		}
-		if cb.At.IsZero() {
-			cb.At = rm.Time
-		}
-	}
-	if err := s.Apply(ctx, &cb); errors.Is(err, ErrUnreadable) {
-		return 0, errf(api.CodeConflict, "authz: dead letter %d: %v", it.item.Seq, err)
-	} else if err != nil {
-		return 0, err
-	}
-	s.log.Info("dead-lettered callback replayed", "seq", it.item.Seq, "batch_id", cb.BatchID)
-	return cb.BatchID, nil
+	ca.log.Warn("callback not dead-lettered; retried later", "batch_id", id, "err", err)
+	_ = m.NakWithDelay(ca.backoff[len(ca.backoff)-1])
 }

@@ -3,10 +3,12 @@ package authz
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/streams"
 )
@@ -14,40 +16,51 @@ import (
 // presenceWait bounds the read of the presence bucket.
 const presenceWait = 5 * time.Second
 
+// presenceWatch reads which processors and workers run, and compares
+// them with the table in force.
+type presenceWatch struct {
+	js    jetstream.JetStream
+	table func() *Table
+	log   *slog.Logger
+}
+
 // Unserved reads which processors and workers run (their presence records)
 // and returns a warning for each label of the table in force whose domain
 // no processor serves, and for each function type the table allows that no
 // worker serves, sorted. Batches of either would wait in their queue with
 // nothing to say why. A presence bucket that cannot be read gives one
 // warning saying so, not an error: the table is in force either way.
-func (s *Service) Unserved(ctx context.Context) []string {
-	live, err := s.live(ctx)
+func (s *Service) Unserved(ctx context.Context) []string { return s.presence.unserved(ctx) }
+
+// unserved is Service.Unserved.
+func (pw *presenceWatch) unserved(ctx context.Context) []string {
+	live, err := pw.live(ctx)
 	if err != nil {
 		return []string{fmt.Sprintf("cannot tell which domains and function types are served: %v", err)}
 	}
-	return unserved(s.Table(), live)
+	return unserved(pw.table(), live)
 }
 
 // live reads every presence record, oldest start first.
-func (s *Service) live(ctx context.Context) ([]streams.Presence, error) {
+func (pw *presenceWatch) live(ctx context.Context) ([]streams.Presence, error) {
 	ctx, cancel := context.WithTimeout(ctx, presenceWait)
 	defer cancel()
-	kv, err := s.js.KeyValue(ctx, streams.BucketPresence)
+	kv, err := pw.js.KeyValue(ctx, streams.BucketPresence)
 	if err != nil {
 		return nil, err
 	}
 	return streams.ListPresence(ctx, kv)
 }
 
-// presence answers which processors and workers run: one read of the
+// list answers which processors and workers run: one read of the
 // presence bucket, whose records expire streams.PresenceTTL after a
 // process stops refreshing them.
-func (s *Service) presence(ctx context.Context, _ string, _ *struct{}) (any, error) {
-	live, err := s.live(ctx)
+func (pw *presenceWatch) list(ctx context.Context, _ string, _ *struct{}) (any, error) {
+	live, err := pw.live(ctx)
 	if err != nil {
 		return nil, errf(api.CodeUnavailable, "authz: cannot read which processors and workers run: %v", err)
 	}
-	out := &api.PresenceReply{Processors: []api.Presence{}, Workers: []api.Presence{}, Unserved: unserved(s.Table(), live)}
+	out := &api.PresenceReply{Processors: []api.Presence{}, Workers: []api.Presence{}, Unserved: unserved(pw.table(), live)}
 	for _, p := range live {
 		v := api.Presence{Name: p.Name, Kind: p.Kind, Domains: p.Domains, Types: p.Types, Since: p.Since, At: p.At}
 		if p.Kind == streams.PresenceProcessor {
@@ -96,21 +109,26 @@ func unserved(t *Table, live []streams.Presence) []string {
 // WarnUnserved logs each warning of Unserved at Warn, saying when (start,
 // reload) it looked, and returns them.
 func (s *Service) WarnUnserved(ctx context.Context, when string) []string {
-	warnings := s.Unserved(ctx)
+	return s.presence.warn(ctx, when)
+}
+
+// warn is Service.WarnUnserved.
+func (pw *presenceWatch) warn(ctx context.Context, when string) []string {
+	warnings := pw.unserved(ctx)
 	for _, w := range warnings {
-		s.log.Warn("nothing running serves part of the table", "warning", w, "when", when)
+		pw.log.Warn("nothing running serves part of the table", "warning", w, "when", when)
 	}
 	return warnings
 }
 
 // warnAtStart logs Unserved's warnings once the processes started beside
 // authz have had one refresh to write their presence, unless ctx ends first.
-func (s *Service) warnAtStart(ctx context.Context) {
+func (pw *presenceWatch) warnAtStart(ctx context.Context) {
 	t := time.NewTimer(streams.PresenceRefresh)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 	case <-t.C:
-		s.WarnUnserved(ctx, "start")
+		pw.warn(ctx, "start")
 	}
 }

@@ -17,7 +17,7 @@ import (
 // or those older than a duration, in one purge of the DLQ stream (by
 // subject, up to the first one to keep). A batch record that was kept for
 // its dead letter expires when the dead letter would have.
-func (s *Service) purge(ctx context.Context, user string, req *api.PurgeRequest) (any, error) {
+func (dq *deadLetters) purge(ctx context.Context, user string, req *api.PurgeRequest) (any, error) {
 	named := 0
 	for _, set := range []bool{req.Seq != 0, req.All, req.OlderThan != 0} {
 		if set {
@@ -40,31 +40,31 @@ func (s *Service) purge(ctx context.Context, user string, req *api.PurgeRequest)
 		filter = streams.DLQSubject(req.Domain)
 	}
 	if req.Seq != 0 {
-		if _, err := s.dlq.GetMsg(ctx, req.Seq); errors.Is(err, jetstream.ErrMsgNotFound) {
+		if _, err := dq.dlq.GetMsg(ctx, req.Seq); errors.Is(err, jetstream.ErrMsgNotFound) {
 			return nil, errf(api.CodeNotFound, "authz: no dead letter at sequence %d", req.Seq)
 		} else if err != nil {
 			return nil, fmt.Errorf("authz: read dead letter %d: %w", req.Seq, err)
 		}
-		if err := s.dlq.DeleteMsg(ctx, req.Seq); errors.Is(err, jetstream.ErrMsgNotFound) {
+		if err := dq.dlq.DeleteMsg(ctx, req.Seq); errors.Is(err, jetstream.ErrMsgNotFound) {
 			return nil, errf(api.CodeNotFound, "authz: no dead letter at sequence %d", req.Seq)
 		} else if err != nil {
 			return nil, fmt.Errorf("authz: delete dead letter %d: %w", req.Seq, err)
 		}
-		s.log.Info("dead letter purged", "seq", req.Seq, "by", user)
+		dq.log.Info("dead letter purged", "seq", req.Seq, "by", user)
 		return &api.PurgeReply{Purged: 1}, nil
 	}
 	var keep uint64 // purge below this sequence; 0: all
 	if req.OlderThan != 0 {
 		var err error
-		if keep, err = s.firstSince(ctx, filter, s.opts.Now().Add(-req.OlderThan.D())); err != nil {
+		if keep, err = dq.firstSince(ctx, filter, dq.now().Add(-req.OlderThan.D())); err != nil {
 			return nil, err
 		}
 	}
-	n, err := s.purgeDLQ(ctx, filter, keep)
+	n, err := dq.purgeDLQ(ctx, filter, keep)
 	if err != nil {
 		return nil, err
 	}
-	s.log.Info("dead letters purged", "domain", req.Domain, "older_than", req.OlderThan.String(), "purged", n, "by", user)
+	dq.log.Info("dead letters purged", "domain", req.Domain, "older_than", req.OlderThan.String(), "purged", n, "by", user)
 	return &api.PurgeReply{Purged: n}, nil
 }
 
@@ -72,8 +72,8 @@ func (s *Service) purge(ctx context.Context, user string, req *api.PurgeRequest)
 // at or after t (the stream's time; past the last one when none is), found
 // by a binary search over the sequences: a purge of a long queue reads a
 // few dozen messages, not all of them.
-func (s *Service) firstSince(ctx context.Context, filter string, t time.Time) (uint64, error) {
-	info, err := s.dlq.Info(ctx)
+func (dq *deadLetters) firstSince(ctx context.Context, filter string, t time.Time) (uint64, error) {
+	info, err := dq.dlq.Info(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("authz: read the dead letters' stream: %w", err)
 	}
@@ -81,7 +81,7 @@ func (s *Service) firstSince(ctx context.Context, filter string, t time.Time) (u
 	for lo < hi {
 		mid := lo + (hi-lo)/2
 		// The first message under filter at or after mid.
-		rm, err := s.dlq.GetMsg(ctx, mid, jetstream.WithGetMsgSubject(filter))
+		rm, err := dq.dlq.GetMsg(ctx, mid, jetstream.WithGetMsgSubject(filter))
 		switch {
 		case errors.Is(err, jetstream.ErrMsgNotFound):
 			hi = mid // none at or after mid
@@ -102,12 +102,12 @@ func (s *Service) firstSince(ctx context.Context, filter string, t time.Time) (u
 // purgeDLQ purges the dead letters under filter below sequence keep (0:
 // all of them) and says how many went. A stream purge, not a delete per
 // message: one request, however many.
-func (s *Service) purgeDLQ(ctx context.Context, filter string, keep uint64) (uint64, error) {
+func (dq *deadLetters) purgeDLQ(ctx context.Context, filter string, keep uint64) (uint64, error) {
 	body, _ := json.Marshal(struct {
 		Filter string `json:"filter"`
 		Seq    uint64 `json:"seq,omitempty"`
 	}{filter, keep})
-	m, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+streams.StreamDLQ, body)
+	m, err := dq.nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+streams.StreamDLQ, body)
 	if err != nil {
 		return 0, fmt.Errorf("authz: purge dead letters: %w", err)
 	}

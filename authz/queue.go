@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
@@ -19,11 +22,38 @@ import (
 // finished. Listing reads the stream with direct gets filtered to the
 // domain, one round trip per token, and one progress read per token.
 
-func (s *Service) queue(ctx context.Context, user string, req *api.QueueRequest) (any, error) {
+// queueEditor lists a queue and edits it for the owner: evict and insert,
+// and pauses and resumes a domain;
+// each serialised on this replica, an insert finished by any replica if
+// the one that began it died.
+type queueEditor struct {
+	js    jetstream.JetStream
+	locks jetstream.KeyValue
+	// state holds the domains' pause states (pause, resume).
+	state     jetstream.KeyValue
+	queues    map[pipeline.Priority]jetstream.Stream
+	progress  *streams.ProgressStore
+	store     *recordStore
+	inspect   *inspector
+	scheduled *scheduledBatches
+	removal   *remover
+	table     func() *Table
+	now       func() time.Time
+	log       *slog.Logger
+	// build records an inserted batch, as a send does; admit queues it
+	// (keyOrders.admit).
+	build func(ctx context.Context, sub *submission) (*built, error)
+	admit func(ctx context.Context, b *pipeline.Batch, repeat bool, bound int) (headOrFree bool, err error)
+
+	editMu sync.Mutex // serialises this replica's queue edits
+}
+
+// queue answers the owner's queue listing.
+func (qe *queueEditor) queue(ctx context.Context, user string, req *api.QueueRequest) (any, error) {
 	if err := checkQueue(req.Domain, req.Priority); err != nil {
 		return nil, err
 	}
-	items, err := s.Live(ctx, req.Domain, req.Priority)
+	items, err := qe.live(ctx, req.Domain, req.Priority)
 	if err != nil {
 		return nil, err
 	}
@@ -34,7 +64,7 @@ func (s *Service) queue(ctx context.Context, user string, req *api.QueueRequest)
 	if req.From < 0 || req.From > to {
 		return nil, errf(api.CodeOutOfBounds, "authz: index out of bounds: range [%d, %d) of a queue of length %d", req.From, req.To, len(items))
 	}
-	sched, _, err := s.Schedules(ctx, req.Domain, req.Priority, 0)
+	sched, _, err := qe.scheduled.list(ctx, req.Domain, req.Priority, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -52,24 +82,29 @@ func checkQueue(domain string, p pipeline.Priority) error {
 
 // Live returns the live tokens of a domain's queue, in order.
 func (s *Service) Live(ctx context.Context, domain string, p pipeline.Priority) ([]api.QueueItem, error) {
+	return s.queueEdits.live(ctx, domain, p)
+}
+
+// live is Service.Live.
+func (qe *queueEditor) live(ctx context.Context, domain string, p pipeline.Priority) ([]api.QueueItem, error) {
 	var items []api.QueueItem
-	_, err := s.scanQueue(ctx, domain, p, 0, func(it api.QueueItem, _ streams.Token, _ *streams.ProgressEntry) {
+	_, err := qe.inspect.scanQueue(ctx, domain, p, 0, func(it api.QueueItem, _ streams.Token, _ *streams.ProgressEntry) {
 		items = append(items, it)
 	})
 	return items, err
 }
 
-func (s *Service) evict(ctx context.Context, user string, req *api.PositionRequest) (any, error) {
+func (qe *queueEditor) evict(ctx context.Context, user string, req *api.PositionRequest) (any, error) {
 	if err := checkQueue(req.Domain, req.Priority); err != nil {
 		return nil, err
 	}
 	if req.Scheduled {
-		return s.evictScheduled(ctx, req)
+		return qe.scheduled.evict(ctx, req)
 	}
-	s.editMu.Lock()
-	defer s.editMu.Unlock()
+	qe.editMu.Lock()
+	defer qe.editMu.Unlock()
 	for range 10 {
-		items, err := s.Live(ctx, req.Domain, req.Priority)
+		items, err := qe.live(ctx, req.Domain, req.Priority)
 		if err != nil {
 			return nil, err
 		}
@@ -77,63 +112,17 @@ func (s *Service) evict(ctx context.Context, user string, req *api.PositionReque
 			return nil, errf(api.CodeOutOfBounds, "authz: index out of bounds: position %d of a queue of length %d", req.Position, len(items))
 		}
 		it := items[req.Position]
-		id, err := s.remove(ctx, req.Domain, it)
+		id, err := qe.removal.remove(ctx, req.Domain, it)
 		if errors.Is(err, streams.ErrConflict) {
 			continue // a processor moved the batch meanwhile: look again
 		}
 		if err != nil {
 			return nil, err
 		}
-		s.log.Info("batch evicted", "batch_id", id, "domain", req.Domain, "position", req.Position)
+		qe.log.Info("batch evicted", "batch_id", id, "domain", req.Domain, "position", req.Position)
 		return &api.EvictReply{ID: id}, nil
 	}
 	return nil, errf(api.CodeConflict, "authz: the queue kept changing; try again")
-}
-
-// remove finishes the batch behind a live token as RemovedByOwner (see
-// Removal): its progress, then the token, then its callback.
-func (s *Service) remove(ctx context.Context, domain string, it api.QueueItem) (uint64, error) {
-	st, err := s.progressStore.Load(ctx, domain, it.ID)
-	if err != nil {
-		return 0, err
-	}
-	if st.State == streams.Done || st.Gen != it.Gen || st.Rotation != it.Rotation {
-		return 0, streams.ErrConflict
-	}
-	rec, err := s.record(ctx, it.ID)
-	if err != nil {
-		return 0, err
-	}
-	if err := refuseInclusionWait(&rec.Batch, &st.Progress, "evicted"); err != nil {
-		return 0, err
-	}
-	if err := s.markRemoved(ctx, &rec.Batch, st, ""); err != nil {
-		return 0, err
-	}
-	dup, err := s.retireRemoved(ctx, &rec.Batch, st, []uint64{it.Seq})
-	if err != nil {
-		return 0, err
-	}
-	if dup {
-		// A processor finished the batch in the meantime (it was executing
-		// when it was evicted): its outcome stands.
-		return 0, errf(api.CodeConflict, "authz: batch %d finished before it could be evicted", it.ID)
-	}
-	return it.ID, nil
-}
-
-// publishCallback publishes a terminal callback; duplicate says another
-// terminal callback of the batch was published first, and this one was dropped.
-func (s *Service) publishCallback(ctx context.Context, cb *streams.Callback) (duplicate bool, err error) {
-	m, err := streams.CallbackMsg(cb)
-	if err != nil {
-		return false, err
-	}
-	ack, err := s.js.PublishMsg(ctx, m)
-	if err != nil {
-		return false, fmt.Errorf("authz: callback of batch %d: %w", cb.BatchID, err)
-	}
-	return ack.Duplicate, nil
 }
 
 // edit is the intent record of an insert, written before the queue is
@@ -147,23 +136,23 @@ type edit struct {
 	Tail []api.QueueItem `json:"tail"`
 }
 
-func (s *Service) insert(ctx context.Context, user string, req *api.InsertRequest) (any, error) {
+func (qe *queueEditor) insert(ctx context.Context, user string, req *api.InsertRequest) (any, error) {
 	if err := checkQueue(req.Domain, req.Priority); err != nil {
 		return nil, err
 	}
-	l, ok := s.Table().Labels[req.Label]
+	l, ok := qe.table().Labels[req.Label]
 	if !ok {
 		return nil, errf(api.CodeNotFound, "authz: unknown label %q", logging.Capped(req.Label))
 	}
 	if l.Domain != req.Domain {
 		return nil, errf(api.CodeBadRequest, "authz: label %q executes in domain %q, not %q", req.Label, l.Domain, req.Domain)
 	}
-	if err := s.Table().allowedTypes(req.Domain, req.Functions); err != nil {
+	if err := qe.table().allowedTypes(req.Domain, req.Functions); err != nil {
 		return nil, err
 	}
-	s.editMu.Lock()
-	defer s.editMu.Unlock()
-	items, err := s.Live(ctx, req.Domain, req.Priority)
+	qe.editMu.Lock()
+	defer qe.editMu.Unlock()
+	items, err := qe.live(ctx, req.Domain, req.Priority)
 	if err != nil {
 		return nil, err
 	}
@@ -171,23 +160,23 @@ func (s *Service) insert(ctx context.Context, user string, req *api.InsertReques
 		return nil, errf(api.CodeOutOfBounds, "authz: index out of bounds: position %d of a queue of length %d", req.Position, len(items))
 	}
 	// The owner's insert bypasses the label's concurrency limit.
-	b, err := s.build(ctx, &submission{label: req.Label, l: l, user: user, calls: req.Functions, key: req.Key, prio: req.Priority, force: true})
+	b, err := qe.build(ctx, &submission{label: req.Label, l: l, user: user, calls: req.Functions, key: req.Key, prio: req.Priority, force: true})
 	if err != nil {
 		return nil, err
 	}
 	e := &edit{Domain: req.Domain, Priority: req.Priority, New: b.batch.ID, Tail: items[req.Position:]}
 	data, _ := json.Marshal(e)
-	if _, err := s.locks.Create(ctx, streams.EditKey(req.Domain, req.Priority), data); err != nil {
+	if _, err := qe.locks.Create(ctx, streams.EditKey(req.Domain, req.Priority), data); err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, errf(api.CodeConflict, "authz: another edit of %s's %s queue is in progress", req.Domain, req.Priority)
 		}
 		return nil, fmt.Errorf("authz: record the edit: %w", err)
 	}
-	placed, err := s.applyEdit(ctx, e)
+	placed, err := qe.applyEdit(ctx, e)
 	if err != nil {
 		return nil, err
 	}
-	s.log.Info("batch inserted", "batch_id", b.batch.ID, "domain", req.Domain, "position", req.Position, "moved", len(e.Tail), "waits_for_key", !placed)
+	qe.log.Info("batch inserted", "batch_id", b.batch.ID, "domain", req.Domain, "position", req.Position, "moved", len(e.Tail), "waits_for_key", !placed)
 	return &api.InsertReply{ID: b.batch.ID, Position: req.Position, WaitsForKey: !placed}, nil
 }
 
@@ -196,23 +185,23 @@ func (s *Service) insert(ctx context.Context, user string, req *api.InsertReques
 // token. Every step is idempotent, so a half-applied edit is finished by
 // running it again. A new batch that waits for its key gets no token, and
 // nothing moves (placed is false).
-func (s *Service) applyEdit(ctx context.Context, e *edit) (placed bool, err error) {
-	rec, err := s.record(ctx, e.New)
+func (qe *queueEditor) applyEdit(ctx context.Context, e *edit) (placed bool, err error) {
+	rec, err := qe.store.record(ctx, e.New)
 	if err != nil {
 		return false, err
 	}
-	if placed, err = s.admit(ctx, &rec.Batch, true, 0); err != nil {
+	if placed, err = qe.admit(ctx, &rec.Batch, true, 0); err != nil {
 		return false, err
 	}
 	for _, it := range e.Tail {
 		if !placed {
 			break
 		}
-		if err := s.moveToBack(ctx, e.Domain, it); err != nil {
+		if err := qe.moveToBack(ctx, e.Domain, it); err != nil {
 			return false, err
 		}
 	}
-	if err := s.locks.Delete(ctx, streams.EditKey(e.Domain, e.Priority)); err != nil {
+	if err := qe.locks.Delete(ctx, streams.EditKey(e.Domain, e.Priority)); err != nil {
 		return false, fmt.Errorf("authz: clear the edit record: %w", err)
 	}
 	return placed, nil
@@ -222,32 +211,32 @@ func (s *Service) applyEdit(ctx context.Context, e *edit) (placed bool, err erro
 // that finished or moved meanwhile is left where it is; if its old token's
 // generation was already bumped (a resumed edit), its current token is
 // re-published (deduplicated) instead of bumping twice.
-func (s *Service) moveToBack(ctx context.Context, domain string, it api.QueueItem) error {
+func (qe *queueEditor) moveToBack(ctx context.Context, domain string, it api.QueueItem) error {
 	for range 10 {
-		st, err := s.progressStore.Load(ctx, domain, it.ID)
+		st, err := qe.progress.Load(ctx, domain, it.ID)
 		if err != nil {
 			return err
 		}
 		if st.State == streams.Done || st.Rotation != it.Rotation || st.Gen > it.Gen+1 {
 			return nil
 		}
-		rec, err := s.record(ctx, it.ID)
+		rec, err := qe.store.record(ctx, it.ID)
 		if err != nil {
 			return err
 		}
 		if st.Gen == it.Gen {
 			st.Gen++
-			if err := s.progressStore.Save(ctx, domain, st); errors.Is(err, streams.ErrConflict) {
+			if err := qe.progress.Save(ctx, domain, st); errors.Is(err, streams.ErrConflict) {
 				continue
 			} else if err != nil {
 				return err
 			}
 		}
-		if err := submit.PublishToken(ctx, s.js, &rec.Batch, st.Gen, st.Rotation); err != nil {
+		if err := submit.PublishToken(ctx, qe.js, &rec.Batch, st.Gen, st.Rotation); err != nil {
 			return err
 		}
-		if err := s.queues[rec.Batch.Priority].DeleteMsg(ctx, it.Seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-			s.log.Warn("moved token not deleted; it will be dropped as stale", "batch_id", it.ID, "err", err)
+		if err := qe.queues[rec.Batch.Priority].DeleteMsg(ctx, it.Seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			qe.log.Warn("moved token not deleted; it will be dropped as stale", "batch_id", it.ID, "err", err)
 		}
 		return nil
 	}
@@ -256,15 +245,15 @@ func (s *Service) moveToBack(ctx context.Context, domain string, it api.QueueIte
 
 // resumeEdits finishes the inserts a replica left half done, in every
 // domain the authorization table names.
-func (s *Service) resumeEdits(ctx context.Context) error {
+func (qe *queueEditor) resumeEdits(ctx context.Context) error {
 	seen := map[string]bool{}
-	for _, l := range s.Table().Labels {
+	for _, l := range qe.table().Labels {
 		if seen[l.Domain] {
 			continue
 		}
 		seen[l.Domain] = true
 		for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
-			e, err := s.locks.Get(ctx, streams.EditKey(l.Domain, p))
+			e, err := qe.locks.Get(ctx, streams.EditKey(l.Domain, p))
 			if errors.Is(err, jetstream.ErrKeyNotFound) {
 				continue
 			}
@@ -275,11 +264,33 @@ func (s *Service) resumeEdits(ctx context.Context) error {
 			if err := json.Unmarshal(e.Value(), &ed); err != nil {
 				return fmt.Errorf("authz: edit record %s: %w", e.Key(), err)
 			}
-			s.log.Warn("finishing a queue edit left half done", "domain", ed.Domain, "priority", ed.Priority, "batch_id", ed.New)
-			if _, err := s.applyEdit(ctx, &ed); err != nil {
+			qe.log.Warn("finishing a queue edit left half done", "domain", ed.Domain, "priority", ed.Priority, "batch_id", ed.New)
+			if _, err := qe.applyEdit(ctx, &ed); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// pause pauses a domain's processors.
+func (qe *queueEditor) pause(ctx context.Context, user string, req *api.DomainRequest) (any, error) {
+	return qe.setPaused(ctx, user, req, true)
+}
+
+// resume resumes a domain's processors.
+func (qe *queueEditor) resume(ctx context.Context, user string, req *api.DomainRequest) (any, error) {
+	return qe.setPaused(ctx, user, req, false)
+}
+
+func (qe *queueEditor) setPaused(ctx context.Context, user string, req *api.DomainRequest, paused bool) (any, error) {
+	if err := pipeline.ValidateDomain(req.Domain); err != nil {
+		return nil, err
+	}
+	v, _ := json.Marshal(streams.DomainState{Paused: paused, By: user, At: qe.now().UTC()})
+	if _, err := qe.state.Put(ctx, req.Domain, v); err != nil {
+		return nil, fmt.Errorf("authz: set pause state: %w", err)
+	}
+	qe.log.Info("domain state changed", "domain", req.Domain, "paused", paused, "by", user)
+	return &api.StateReply{Domain: req.Domain, Paused: paused}, nil
 }

@@ -9,9 +9,32 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
+	"github.com/tickflow/tickflow/pipeline"
 )
+
+// recordStore reads and writes batch records and their idempotency keys,
+// and knows how long a finished batch's records are kept (retention.go).
+type recordStore struct {
+	js      jetstream.JetStream
+	batches jetstream.KeyValue
+	// acks publishes the idempotency key's rewrite (expireKeys).
+	acks *streams.AckPublisher
+	// progress is read beside a record to show a running batch (batch).
+	progress *streams.ProgressStore
+	// owner may read every batch's record; others only their own.
+	owner string
+	now   func() time.Time
+	// recent remembers the records this replica created (updateRecent).
+	recent recentRecords
+	// retention is how long a finished batch's records are kept.
+	retention streams.Retention
+	// idsWindow is the id log's duplicate window: how long an
+	// idempotency key gives its batch's id again.
+	idsWindow time.Duration
+}
 
 // errUnrecorded stops updateRecord when the batch has no record.
 var errUnrecorded = errors.New("authz: batch not recorded")
@@ -24,14 +47,14 @@ var errUnrecorded = errors.New("authz: batch not recorded")
 // resets on each call. A batch without a
 // record gives an error matching errUnrecorded; a record that does not
 // decode, one matching ErrUnreadable.
-func (s *Service) updateRecord(ctx context.Context, id uint64, change func(*streams.BatchRecord) (bool, error)) (*streams.BatchRecord, error) {
-	if written, ok, err := s.updateRecent(ctx, id, change); ok {
+func (rs *recordStore) updateRecord(ctx context.Context, id uint64, change func(*streams.BatchRecord) (bool, error)) (*streams.BatchRecord, error) {
+	if written, ok, err := rs.updateRecent(ctx, id, change); ok {
 		return written, err
 	}
 	var written *streams.BatchRecord
 	// A finished batch's record is written with what is left of its age
 	// (recordTTL): a write without one would keep it for ever.
-	_, err := streams.UpdateKVTTL(ctx, s.js, s.batches, streams.BatchKey(id), func(cur []byte, exists bool) ([]byte, time.Duration, error) {
+	_, err := streams.UpdateKVTTL(ctx, rs.js, rs.batches, streams.BatchKey(id), func(cur []byte, exists bool) ([]byte, time.Duration, error) {
 		written = nil
 		if !exists {
 			return nil, 0, fmt.Errorf("%w: %d", errUnrecorded, id)
@@ -48,7 +71,7 @@ func (s *Service) updateRecord(ctx context.Context, id uint64, change func(*stre
 			return nil, 0, err
 		}
 		written = &rec
-		return data, s.recordTTL(&rec), nil
+		return data, rs.recordTTL(&rec), nil
 	})
 	if err != nil {
 		return nil, err
@@ -130,8 +153,8 @@ func (r *recentRecords) take(id uint64) (rec streams.BatchRecord, rev uint64, ok
 // writes it with compare-and-set on the remembered revision. ok is false
 // when there is nothing remembered or the record changed meanwhile: the
 // caller then applies change to the record as stored.
-func (s *Service) updateRecent(ctx context.Context, id uint64, change func(*streams.BatchRecord) (bool, error)) (written *streams.BatchRecord, ok bool, err error) {
-	rec, rev, ok := s.recent.take(id)
+func (rs *recordStore) updateRecent(ctx context.Context, id uint64, change func(*streams.BatchRecord) (bool, error)) (written *streams.BatchRecord, ok bool, err error) {
+	rec, rev, ok := rs.recent.take(id)
 	if !ok {
 		return nil, false, nil
 	}
@@ -143,10 +166,10 @@ func (s *Service) updateRecent(ctx context.Context, id uint64, change func(*stre
 	if err != nil {
 		return nil, true, err
 	}
-	if ttl := s.recordTTL(&rec); ttl > 0 {
-		_, err = streams.PutKeyTTL(ctx, s.js, streams.BucketBatches, streams.BatchKey(id), data, rev, ttl)
+	if ttl := rs.recordTTL(&rec); ttl > 0 {
+		_, err = streams.PutKeyTTL(ctx, rs.js, streams.BucketBatches, streams.BatchKey(id), data, rev, ttl)
 	} else {
-		_, err = s.batches.Update(ctx, streams.BatchKey(id), data, rev)
+		_, err = rs.batches.Update(ctx, streams.BatchKey(id), data, rev)
 	}
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, streams.ErrConflict) {
@@ -155,4 +178,85 @@ func (s *Service) updateRecent(ctx context.Context, id uint64, change func(*stre
 		return nil, true, err
 	}
 	return &rec, true, nil
+}
+
+// idempotent reads the batch id user's idempotency key idem names; ok is
+// false when it names none.
+func (rs *recordStore) idempotent(ctx context.Context, user, idem string) (uint64, bool, error) {
+	e, err := rs.batches.Get(ctx, streams.IdempotencyKey(user, idem))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	var id uint64
+	if _, err := fmt.Sscan(string(e.Value()), &id); err != nil {
+		return 0, false, fmt.Errorf("authz: idempotency record %q: %w", e.Value(), err)
+	}
+	return id, true, nil
+}
+
+// record reads batch id's record: a 404 when it has none.
+func (rs *recordStore) record(ctx context.Context, id uint64) (*streams.BatchRecord, error) {
+	e, err := rs.batches.Get(ctx, streams.BatchKey(id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, errf(api.CodeNotFound, "authz: no batch %d", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec, err := streams.Decode[streams.BatchRecord](e.Value())
+	if err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// recordFor reads batch id's record for a caller that may know of it only
+// when may says so: a batch that does not exist and one the caller may
+// not know of both answer hidden, so the answer tells nothing of which
+// batches exist.
+func (rs *recordStore) recordFor(ctx context.Context, id uint64, hidden *Error, may func(*pipeline.Batch) bool) (*streams.BatchRecord, error) {
+	rec, err := rs.record(ctx, id)
+	var ae *Error
+	if errors.As(err, &ae) && ae.Code == api.CodeNotFound {
+		return nil, hidden
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !may(&rec.Batch) {
+		return nil, hidden
+	}
+	return rec, nil
+}
+
+// batch answers the record of one batch, to its submitter and the owner.
+func (rs *recordStore) batch(ctx context.Context, user string, req *api.IDRequest) (any, error) {
+	rec, err := rs.record(ctx, req.ID)
+	if ae := (*Error)(nil); errors.As(err, &ae) && ae.Code == api.CodeNotFound {
+		return nil, rs.notFound(ctx, req.ID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if user != rs.owner && user != rec.Batch.Submitter {
+		// Do not tell others whether the batch exists.
+		return nil, errf(api.CodeNotFound, "authz: no batch %d", req.ID)
+	}
+	rep := &api.BatchReply{Record: apiRecord(rec), Outputs: rec.Outputs}
+	if st, err := rs.progress.Load(ctx, rec.Batch.Domain, rec.Batch.ID); err == nil && st.Rev != 0 {
+		rep.Progress = apiProgress(&st.Progress)
+		if !rec.Status.Terminal() || (len(rec.Outputs) == 0 && rec.Outcome != nil && rec.Outcome.Executed > 0) {
+			// Running; or finished by a callback that carried no
+			// outputs (of an older processor): the progress has them.
+			rep.Outputs = st.Outputs
+		}
+	}
+	if rep.Outputs == nil {
+		rep.Outputs = []pipeline.Output{}
+	}
+	rep.Scheduled = rep.Progress == nil && rec.Status == pipeline.InProcess && rec.Batch.Scheduled(rs.now())
+	return rep, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
@@ -20,33 +21,33 @@ import (
 // index's stream.
 
 // readRetention reads the retention provisioned on the batches and
-// progress buckets.
-func (s *Service) readRetention(ctx context.Context) error {
-	r, err := streams.ReadRetention(ctx, s.batches)
+// progress buckets, and has progress (stored by ps) expire as provisioned.
+func (rs *recordStore) readRetention(ctx context.Context, progress jetstream.KeyValue, ps *streams.ProgressStore) error {
+	r, err := streams.ReadRetention(ctx, rs.batches)
 	if err != nil {
 		return fmt.Errorf("authz: %w", err)
 	}
-	s.retention = r
-	pr, err := streams.ReadRetention(ctx, s.progress)
+	rs.retention = r
+	pr, err := streams.ReadRetention(ctx, progress)
 	if err != nil {
 		return fmt.Errorf("authz: %w", err)
 	}
-	s.progressStore.Expire(s.js, pr)
-	ids, err := s.js.Stream(ctx, streams.StreamIDs)
+	ps.Expire(rs.js, pr)
+	ids, err := rs.js.Stream(ctx, streams.StreamIDs)
 	if err != nil {
 		return bindError("stream "+streams.StreamIDs, err)
 	}
-	s.idsWindow = ids.CachedInfo().Config.Duplicates
+	rs.idsWindow = ids.CachedInfo().Config.Duplicates
 	return nil
 }
 
 // recordTTL is the time to live of rec written now: none while it runs;
 // once finished, what is left of its age.
-func (s *Service) recordTTL(rec *streams.BatchRecord) time.Duration {
+func (rs *recordStore) recordTTL(rec *streams.BatchRecord) time.Duration {
 	if !rec.Status.Terminal() {
 		return 0
 	}
-	return s.retention.TTL(rec.FinishedAt, s.opts.Now(), rec.DeadLetter != 0)
+	return rs.retention.TTL(rec.FinishedAt, rs.now(), rec.DeadLetter != 0)
 }
 
 // expiry is what a finished batch's keys need: its idempotency key, and
@@ -65,32 +66,32 @@ type expiry struct {
 
 // expiryOf is the expiry of the keys of rec, terminal; nil when records
 // do not expire.
-func (s *Service) expiryOf(rec *streams.BatchRecord) *expiry {
-	ttl := s.recordTTL(rec)
+func (rs *recordStore) expiryOf(rec *streams.BatchRecord) *expiry {
+	ttl := rs.recordTTL(rec)
 	if ttl == 0 {
 		return nil
 	}
 	e := &expiry{user: rec.Batch.Submitter, id: rec.Batch.ID, idem: rec.IdempotencyKey, ttl: ttl, idemTTL: ttl}
-	if w := s.idsWindow - s.opts.Now().Sub(rec.CreatedAt); w > e.idemTTL {
+	if w := rs.idsWindow - rs.now().Sub(rec.CreatedAt); w > e.idemTTL {
 		e.idemTTL = w
 	}
 	return e
 }
 
 // writes says whether expireKeys has anything to write for e.
-func (s *Service) writes(e *expiry) bool {
+func (rs *recordStore) writes(e *expiry) bool {
 	return e != nil && e.idem != ""
 }
 
 // expireKeys writes e's idempotency key again with a time to live at least
 // its record's, and waits for it.
-func (s *Service) expireKeys(ctx context.Context, e *expiry) error {
+func (rs *recordStore) expireKeys(ctx context.Context, e *expiry) error {
 	if e.idem == "" {
 		return nil
 	}
 	m := &nats.Msg{Subject: "$KV." + streams.BucketBatches + "." + streams.IdempotencyKey(e.user, e.idem), Data: []byte(strconv.FormatUint(e.id, 10))}
 	streams.SetTTL(m, e.idemTTL)
-	p, err := s.acks.Publish(m)
+	p, err := rs.acks.Publish(m)
 	if err != nil {
 		return fmt.Errorf("authz: expire the idempotency key of batch %d: %w", e.id, err)
 	}
@@ -102,10 +103,10 @@ func (s *Service) expireKeys(ctx context.Context, e *expiry) error {
 
 // notFound is the answer about batch id, which has no record: one whose
 // id the id log handed out may have finished and expired.
-func (s *Service) notFound(ctx context.Context, id uint64) *Error {
-	if s.retention.Enabled() {
-		if top, err := s.idsTop(ctx); err == nil && id <= top {
-			return errf(api.CodeNotFound, "authz: no batch %d: it does not exist, or it finished and its record expired (records are kept %s)", id, formatAge(s.retention.Finished))
+func (rs *recordStore) notFound(ctx context.Context, id uint64) *Error {
+	if rs.retention.Enabled() {
+		if top, err := rs.idsTop(ctx); err == nil && id <= top {
+			return errf(api.CodeNotFound, "authz: no batch %d: it does not exist, or it finished and its record expired (records are kept %s)", id, formatAge(rs.retention.Finished))
 		}
 	}
 	return errf(api.CodeNotFound, "authz: no batch %d", id)
@@ -113,8 +114,8 @@ func (s *Service) notFound(ctx context.Context, id uint64) *Error {
 
 // idsTop is the largest batch id the id log handed out so far: the last
 // id of the block of its last sequence.
-func (s *Service) idsTop(ctx context.Context) (uint64, error) {
-	st, err := s.js.Stream(ctx, streams.StreamIDs)
+func (rs *recordStore) idsTop(ctx context.Context) (uint64, error) {
+	st, err := rs.js.Stream(ctx, streams.StreamIDs)
 	if err != nil {
 		return 0, err
 	}

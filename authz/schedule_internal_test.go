@@ -126,7 +126,7 @@ func periodBatches(ctx context.Context, t *testing.T, s *Service, name string) m
 			continue
 		}
 		seen[id] = true
-		rec, err := s.record(ctx, id)
+		rec, err := s.store.record(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +160,7 @@ func wantPeriods(ctx context.Context, t *testing.T, s *Service, want ...time.Tim
 
 func scheduleState(ctx context.Context, t *testing.T, s *Service) streams.ScheduleState {
 	t.Helper()
-	st, err := s.readScheduleState(ctx, "tick")
+	st, err := s.sched.readScheduleState(ctx, "tick")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestScheduleOneBatchPerPeriodAcrossReplicas(t *testing.T) {
 	fireAll := func() {
 		var wg sync.WaitGroup
 		for _, s := range replicas {
-			wg.Go(func() { s.fireDue(ctx) })
+			wg.Go(func() { s.sched.fireDue(ctx) })
 		}
 		wg.Wait()
 	}
@@ -196,7 +196,7 @@ func TestScheduleOneBatchPerPeriodAcrossReplicas(t *testing.T) {
 	if !st.Last.Equal(last) || st.Batch == 0 {
 		t.Fatalf("state %+v, want last period %v with its batch", st, last)
 	}
-	if id, ok, err := replicas[2].idempotent(ctx, "alice", streams.ScheduleIdempotencyKey("tick", last)); err != nil || !ok || id != st.Batch {
+	if id, ok, err := replicas[2].store.idempotent(ctx, "alice", streams.ScheduleIdempotencyKey("tick", last)); err != nil || !ok || id != st.Batch {
 		t.Fatalf("period %v's batch %d (%v, %v), state says %d", last, id, ok, err, st.Batch)
 	}
 }
@@ -205,7 +205,7 @@ func TestScheduleOneBatchPerPeriodAcrossReplicas(t *testing.T) {
 func fireAllDue(ctx context.Context, t *testing.T, s *Service, c *clock) {
 	t.Helper()
 	for range 100 {
-		if s.fireDue(ctx).After(c.Now()) {
+		if s.sched.fireDue(ctx).After(c.Now()) {
 			return
 		}
 	}
@@ -219,9 +219,9 @@ func TestScheduleCatchUpFiresTheLatestOnly(t *testing.T) {
 	c := &clock{now: time.Unix(1_800_000_000, 300_000_000).UTC()}
 	replicas, ctx := scheduleReplicas(t, 2, c)
 	start := time.Unix(1_800_000_000, 0).UTC()
-	replicas[0].fireDue(ctx)
+	replicas[0].sched.fireDue(ctx)
 	c.add(time.Second)
-	replicas[0].fireDue(ctx)
+	replicas[0].sched.fireDue(ctx)
 	wantPeriods(ctx, t, replicas[0], start.Add(time.Second))
 	// Nothing runs for longer than the grace; then another replica starts.
 	gap := catchUpGrace + 5*time.Second
@@ -242,9 +242,9 @@ func TestScheduleLateReplicaFiresEveryPeriod(t *testing.T) {
 	replicas, ctx := scheduleReplicas(t, 1, c)
 	s := replicas[0]
 	start := time.Unix(1_800_000_000, 0).UTC()
-	s.fireDue(ctx)
+	s.sched.fireDue(ctx)
 	c.add(time.Second)
-	s.fireDue(ctx)
+	s.sched.fireDue(ctx)
 	c.add(3 * time.Second)
 	fireAllDue(ctx, t, s, c)
 	want := []time.Time{start.Add(time.Second), start.Add(2 * time.Second), start.Add(3 * time.Second), start.Add(4 * time.Second)}
@@ -265,19 +265,19 @@ func TestScheduleCrashBetweenSendAndMark(t *testing.T) {
 	c := &clock{now: time.Unix(1_800_000_000, 300_000_000).UTC()}
 	replicas, ctx := scheduleReplicas(t, 2, c)
 	start := time.Unix(1_800_000_000, 0).UTC()
-	replicas[0].fireDue(ctx) // the schedule's state begins
+	replicas[0].sched.fireDue(ctx) // the schedule's state begins
 	c.add(time.Second)
 	p := start.Add(time.Second)
 	tb := replicas[0].Table()
 	// The first replica's send, and then the crash.
-	id, err := replicas[0].sendPeriod(ctx, tb, "tick", tb.Schedules["tick"], p)
+	id, err := replicas[0].sched.sendPeriod(ctx, tb, "tick", tb.Schedules["tick"], p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st := scheduleState(ctx, t, replicas[1]); !st.Last.IsZero() {
 		t.Fatalf("last fired %v before any mark", st.Last)
 	}
-	replicas[1].fireDue(ctx)
+	replicas[1].sched.fireDue(ctx)
 	wantPeriods(ctx, t, replicas[1], p)
 	if st := scheduleState(ctx, t, replicas[1]); !st.Last.Equal(p) || st.Batch != id {
 		t.Fatalf("state %+v, want period %v fired with batch %d", st, p, id)
@@ -292,20 +292,20 @@ func TestSchedulePauseAndResume(t *testing.T) {
 	c := &clock{now: time.Unix(1_800_000_000, 300_000_000).UTC()}
 	replicas, ctx := scheduleReplicas(t, 2, c)
 	start := time.Unix(1_800_000_000, 0).UTC()
-	replicas[0].fireDue(ctx)
+	replicas[0].sched.fireDue(ctx)
 	c.add(time.Second)
-	replicas[0].fireDue(ctx)
+	replicas[0].sched.fireDue(ctx)
 	wantPeriods(ctx, t, replicas[0], start.Add(time.Second))
-	if _, err := replicas[1].pauseSchedule(ctx, "owner", &api.ScheduleRequest{Name: "tick"}); err != nil {
+	if _, err := replicas[1].sched.pauseSchedule(ctx, "owner", &api.ScheduleRequest{Name: "tick"}); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
 		c.add(time.Second)
-		replicas[0].fireDue(ctx)
-		replicas[1].fireDue(ctx)
+		replicas[0].sched.fireDue(ctx)
+		replicas[1].sched.fireDue(ctx)
 	}
 	wantPeriods(ctx, t, replicas[0], start.Add(time.Second))
-	rep, err := replicas[0].listSchedules(ctx, "owner", nil)
+	rep, err := replicas[0].sched.listSchedules(ctx, "owner", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,14 +313,14 @@ func TestSchedulePauseAndResume(t *testing.T) {
 	if !info.Paused || info.By != "owner" || info.NextFire != nil || info.LastFired == nil || !info.LastFired.Equal(start.Add(time.Second)) {
 		t.Fatalf("listed %+v; want paused by owner, last fired %v, no next fire", info, start.Add(time.Second))
 	}
-	if _, err := replicas[0].resumeSchedule(ctx, "owner", &api.ScheduleRequest{Name: "tick"}); err != nil {
+	if _, err := replicas[0].sched.resumeSchedule(ctx, "owner", &api.ScheduleRequest{Name: "tick"}); err != nil {
 		t.Fatal(err)
 	}
-	replicas[1].fireDue(ctx)
-	replicas[0].fireDue(ctx)
+	replicas[1].sched.fireDue(ctx)
+	replicas[0].sched.fireDue(ctx)
 	wantPeriods(ctx, t, replicas[0], start.Add(time.Second), start.Add(4*time.Second))
 	c.add(time.Second)
-	replicas[1].fireDue(ctx)
+	replicas[1].sched.fireDue(ctx)
 	wantPeriods(ctx, t, replicas[0], start.Add(time.Second), start.Add(4*time.Second), start.Add(5*time.Second))
 }
 
@@ -332,9 +332,9 @@ func TestScheduleTimingChangeStartsAfresh(t *testing.T) {
 	replicas, ctx := scheduleReplicas(t, 1, c)
 	s := replicas[0]
 	start := time.Unix(1_800_000_000, 0).UTC()
-	s.fireDue(ctx)
+	s.sched.fireDue(ctx)
 	c.add(time.Second)
-	s.fireDue(ctx)
+	s.sched.fireDue(ctx)
 	wantPeriods(ctx, t, s, start.Add(time.Second))
 	// Nothing runs past start+10s; then the schedule every 10s is loaded.
 	c.add(11 * time.Second)
@@ -343,9 +343,9 @@ func TestScheduleTimingChangeStartsAfresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.table.Store(changed)
-	s.fireDue(ctx)
+	s.sched.fireDue(ctx)
 	wantPeriods(ctx, t, s, start.Add(time.Second))
 	c.add(8 * time.Second) // start+20.3s
-	s.fireDue(ctx)
+	s.sched.fireDue(ctx)
 	wantPeriods(ctx, t, s, start.Add(time.Second), start.Add(20*time.Second))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -75,39 +76,45 @@ func (l *Label) runAt(label, runAt, delay string, now time.Time) (time.Time, err
 	return at.UTC(), nil
 }
 
+// scheduledBatches keeps the batches sent to run later: it publishes a
+// batch's schedule, forwards the schedules that fired to their queues, and
+// lists and evicts the batches that wait.
+type scheduledBatches struct {
+	js        jetstream.JetStream
+	acks      *streams.AckPublisher
+	scheduled jetstream.Stream
+	// due delivers the schedules that fired (forwardDue).
+	due      jetstream.Consumer
+	progress *streams.ProgressStore
+	store    *recordStore
+	removal  *remover
+	now      func() time.Time
+	log      *slog.Logger
+	// startHead queues a batch whose schedule fired (keyOrders.startHead).
+	startHead func(ctx context.Context, b *pipeline.Batch, due bool) (done bool, err error)
+}
+
 // publishFirst publishes the first token of b, which never ran: to its
 // queue, or, while b waits for its RunAt, as its schedule. acked publishes
 // through the service's pipelined publisher (a send's own path).
-func (s *Service) publishFirst(ctx context.Context, b *pipeline.Batch, acked bool) error {
-	if !b.Scheduled(s.opts.Now()) {
+func (sb *scheduledBatches) publishFirst(ctx context.Context, b *pipeline.Batch, acked bool) error {
+	if !b.Scheduled(sb.now()) {
 		if acked {
-			return submit.PublishTokenAcked(ctx, s.js, s.acks, b, 0, 0)
+			return submit.PublishTokenAcked(ctx, sb.js, sb.acks, b, 0, 0)
 		}
-		return submit.PublishToken(ctx, s.js, b, 0, 0)
+		return submit.PublishToken(ctx, sb.js, b, 0, 0)
 	}
 	m, err := streams.ScheduleMsg(b)
 	if err != nil {
 		return err
 	}
 	if acked {
-		_, err = submit.PublishAcked(ctx, s.js, s.acks, m)
+		_, err = submit.PublishAcked(ctx, sb.js, sb.acks, m)
 	} else {
-		_, err = submit.Publish(ctx, s.js, m)
+		_, err = submit.Publish(ctx, sb.js, m)
 	}
 	if err != nil {
 		return fmt.Errorf("authz: schedule batch %d: %w", b.ID, err)
-	}
-	return nil
-}
-
-// unschedule removes the schedule of b, if it has one that has not fired.
-func (s *Service) unschedule(ctx context.Context, b *pipeline.Batch) error {
-	if b.RunAt.IsZero() {
-		return nil
-	}
-	err := s.scheduled.Purge(ctx, jetstream.WithPurgeSubject(streams.ScheduleSubject(b.Priority, b.Domain, b.ID)))
-	if err != nil {
-		return fmt.Errorf("authz: remove the schedule of batch %d: %w", b.ID, err)
 	}
 	return nil
 }
@@ -116,37 +123,37 @@ func (s *Service) unschedule(ctx context.Context, b *pipeline.Batch) error {
 // (startHead: a batch removed meanwhile has its removal finished instead),
 // then acknowledges it. A token that does not decode, or whose batch has
 // no record, is dropped with a log line: only authz writes the stream.
-func (s *Service) forwardDue(ctx context.Context, m jetstream.Msg) {
+func (sb *scheduledBatches) forwardDue(ctx context.Context, m jetstream.Msg) {
 	tok, err := streams.Decode[streams.Token](m.Data())
 	if err != nil {
-		s.log.Error("fired schedule does not decode: dropped", "err", err)
+		sb.log.Error("fired schedule does not decode: dropped", "err", err)
 		_ = m.Term()
 		return
 	}
 	b := tok.Batch
 	if b == nil || b.ID != tok.BatchID {
-		rec, err := s.record(ctx, tok.BatchID)
+		rec, err := sb.store.record(ctx, tok.BatchID)
 		if ae := (*Error)(nil); errors.As(err, &ae) && ae.Code == api.CodeNotFound {
-			s.log.Warn("fired schedule of a batch without a record: dropped", "batch_id", tok.BatchID)
+			sb.log.Warn("fired schedule of a batch without a record: dropped", "batch_id", tok.BatchID)
 			_ = m.Term()
 			return
 		}
 		if err != nil {
-			s.log.Warn("fired schedule not forwarded; redelivered", "batch_id", tok.BatchID, "err", err)
+			sb.log.Warn("fired schedule not forwarded; redelivered", "batch_id", tok.BatchID, "err", err)
 			_ = m.NakWithDelay(time.Second)
 			return
 		}
 		b = &rec.Batch
 	}
-	if _, err := s.startHead(ctx, b, true); err != nil {
-		s.log.Warn("fired schedule not forwarded; redelivered", "batch_id", b.ID, "err", err)
+	if _, err := sb.startHead(ctx, b, true); err != nil {
+		sb.log.Warn("fired schedule not forwarded; redelivered", "batch_id", b.ID, "err", err)
 		_ = m.NakWithDelay(time.Second)
 		return
 	}
 	if err := m.DoubleAck(ctx); err != nil {
 		// Redelivered: the token's deduplication id drops the copy within
 		// the window, and a processor drops one that comes after its batch ran.
-		s.log.Warn("fired schedule forwarded, not acknowledged", "batch_id", b.ID, "err", err)
+		sb.log.Warn("fired schedule forwarded, not acknowledged", "batch_id", b.ID, "err", err)
 	}
 }
 
@@ -156,13 +163,18 @@ func (s *Service) forwardDue(ctx context.Context, m jetstream.Msg) {
 // says when it stopped there. One direct get per schedule and one
 // progress read each: a batch removed meanwhile is left out.
 func (s *Service) Schedules(ctx context.Context, domain string, p pipeline.Priority, max int) (items []api.QueueItem, truncated bool, err error) {
+	return s.scheduledBatches.list(ctx, domain, p, max)
+}
+
+// list is Service.Schedules.
+func (sb *scheduledBatches) list(ctx context.Context, domain string, p pipeline.Priority, max int) (items []api.QueueItem, truncated bool, err error) {
 	filter := streams.ScheduleFilter(p, domain)
 	for seq, read := uint64(1), 0; ; read++ {
 		if max > 0 && read == max {
 			truncated = true
 			break
 		}
-		rm, err := s.scheduled.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
+		rm, err := sb.scheduled.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			break
 		}
@@ -173,7 +185,7 @@ func (s *Service) Schedules(ctx context.Context, domain string, p pipeline.Prior
 		tok, err := streams.Decode[streams.Token](rm.Data)
 		if err != nil || tok.Batch == nil || tok.Batch.ID != tok.BatchID {
 			if err == nil {
-				rec, rerr := s.record(ctx, tok.BatchID)
+				rec, rerr := sb.store.record(ctx, tok.BatchID)
 				if rerr != nil {
 					continue // gone: finished, or never recorded
 				}
@@ -182,7 +194,7 @@ func (s *Service) Schedules(ctx context.Context, domain string, p pipeline.Prior
 				continue
 			}
 		}
-		pr, err := s.progressStore.Load(ctx, domain, tok.BatchID)
+		pr, err := sb.progress.Load(ctx, domain, tok.BatchID)
 		if err != nil {
 			return nil, false, err
 		}
@@ -204,12 +216,12 @@ func (s *Service) Schedules(ctx context.Context, domain string, p pipeline.Prior
 	return items, truncated, nil
 }
 
-// evictScheduled removes the batch at a position of a queue's scheduled
+// evict removes the batch at a position of a queue's scheduled
 // batches (Schedules) before it runs, as evict does a queued one (see
 // Removal): its progress, then its schedule, then its callback.
-func (s *Service) evictScheduled(ctx context.Context, req *api.PositionRequest) (any, error) {
+func (sb *scheduledBatches) evict(ctx context.Context, req *api.PositionRequest) (any, error) {
 	for range 10 {
-		items, _, err := s.Schedules(ctx, req.Domain, req.Priority, 0)
+		items, _, err := sb.list(ctx, req.Domain, req.Priority, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -217,35 +229,35 @@ func (s *Service) evictScheduled(ctx context.Context, req *api.PositionRequest) 
 			return nil, errf(api.CodeOutOfBounds, "authz: index out of bounds: position %d of %d scheduled batches", req.Position, len(items))
 		}
 		it := items[req.Position]
-		st, err := s.progressStore.Load(ctx, req.Domain, it.ID)
+		st, err := sb.progress.Load(ctx, req.Domain, it.ID)
 		if err != nil {
 			return nil, err
 		}
 		if st.Rev != 0 {
 			continue // it started, or was removed, meanwhile: look again
 		}
-		rec, err := s.record(ctx, it.ID)
+		rec, err := sb.store.record(ctx, it.ID)
 		if err != nil {
 			return nil, err
 		}
-		if err := s.markRemoved(ctx, &rec.Batch, st, ""); errors.Is(err, streams.ErrConflict) {
+		if err := sb.removal.markRemoved(ctx, &rec.Batch, st, ""); errors.Is(err, streams.ErrConflict) {
 			continue
 		} else if err != nil {
 			return nil, err
 		}
 		// Its schedule may have fired meanwhile: its token is deleted too.
-		seqs, err := s.tokensOf(ctx, &rec.Batch)
+		seqs, err := sb.removal.tokensOf(ctx, &rec.Batch)
 		if err != nil {
 			return nil, err
 		}
-		dup, err := s.retireRemoved(ctx, &rec.Batch, st, seqs)
+		dup, err := sb.removal.retireRemoved(ctx, &rec.Batch, st, seqs)
 		if err != nil {
 			return nil, err
 		}
 		if dup {
 			return nil, errf(api.CodeConflict, "authz: batch %d finished before it could be evicted", it.ID)
 		}
-		s.log.Info("scheduled batch evicted", "batch_id", it.ID, "domain", req.Domain, "position", req.Position)
+		sb.log.Info("scheduled batch evicted", "batch_id", it.ID, "domain", req.Domain, "position", req.Position)
 		return &api.EvictReply{ID: it.ID}, nil
 	}
 	return nil, errf(api.CodeConflict, "authz: the scheduled batches kept changing; try again")

@@ -3,9 +3,11 @@ package authz
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
@@ -44,8 +46,16 @@ const (
 	catchUpGrace = 10 * time.Second
 )
 
-// scheduler is a replica's schedule loop state.
+// scheduler fires the table's schedules (the schedule loop), and answers
+// the owner's schedule operations (schedules.go).
 type scheduler struct {
+	schedules jetstream.KeyValue
+	store     *recordStore
+	table     func() *Table
+	now       func() time.Time
+	log       *slog.Logger
+	// submit sends a period's batch, as a send does.
+	submit func(context.Context, *submission) (*api.SendReply, error)
 	// wake makes the loop look again at once: a schedule resumed or the
 	// table reloaded on this replica.
 	wake chan struct{}
@@ -54,29 +64,29 @@ type scheduler struct {
 }
 
 // poke wakes the schedule loop, if it sleeps.
-func (sc *scheduler) poke() {
+func (sr *scheduler) poke() {
 	select {
-	case sc.wake <- struct{}{}:
+	case sr.wake <- struct{}{}:
 	default:
 	}
 }
 
-// runSchedules fires the table's schedules until ctx is done. A send in
+// run fires the table's schedules until ctx is done. A send in
 // progress when ctx ends is finished (it has its own deadline).
-func (s *Service) runSchedules(ctx context.Context) {
+func (sr *scheduler) run(ctx context.Context) error {
 	for {
-		next := s.fireDue(ctx)
+		next := sr.fireDue(ctx)
 		if ctx.Err() != nil {
-			return
+			return nil
 		}
-		d := min(max(next.Sub(s.opts.Now()), 0), maxScheduleWait)
+		d := min(max(next.Sub(sr.now()), 0), maxScheduleWait)
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return
+			return nil
 		case <-t.C:
-		case <-s.sched.wake:
+		case <-sr.wake:
 			t.Stop()
 		}
 	}
@@ -84,20 +94,20 @@ func (s *Service) runSchedules(ctx context.Context) {
 
 // fireDue fires each schedule of the table in force whose period is due,
 // and returns when the loop should look again.
-func (s *Service) fireDue(ctx context.Context) time.Time {
-	t := s.Table()
+func (sr *scheduler) fireDue(ctx context.Context) time.Time {
+	t := sr.table()
 	names := make([]string, 0, len(t.Schedules))
 	for n := range t.Schedules {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	now := s.opts.Now()
+	now := sr.now()
 	next := now.Add(maxScheduleWait)
 	for _, n := range names {
 		if ctx.Err() != nil {
 			break
 		}
-		if at := s.fireSchedule(ctx, t, n, t.Schedules[n], now); at.Before(next) {
+		if at := sr.fireSchedule(ctx, t, n, t.Schedules[n], now); at.Before(next) {
 			next = at
 		}
 	}
@@ -107,37 +117,37 @@ func (s *Service) fireDue(ctx context.Context) time.Time {
 // fireSchedule fires the period of schedule name that is due (due),
 // if the schedule is not paused, and returns when to look at the schedule
 // again: at once when another period is due too.
-func (s *Service) fireSchedule(ctx context.Context, t *Table, name string, sc *Schedule, now time.Time) time.Time {
+func (sr *scheduler) fireSchedule(ctx context.Context, t *Table, name string, sc *Schedule, now time.Time) time.Time {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scheduleSendWait)
 	defer cancel()
-	st, err := s.scheduleState(ctx, name, sc, now)
+	st, err := sr.scheduleState(ctx, name, sc, now)
 	if err != nil {
-		return s.scheduleFailed(name, sc, now, "schedule state not read", err)
+		return sr.scheduleFailed(name, sc, now, "schedule state not read", err)
 	}
 	if st.Paused {
 		return sc.timing.next(now)
 	}
 	p, latest, ok := due(sc.timing, st, now)
 	if !ok {
-		delete(s.sched.failures, name)
+		delete(sr.failures, name)
 		return sc.timing.next(now)
 	}
-	id, err := s.sendPeriod(ctx, t, name, sc, p)
+	id, err := sr.sendPeriod(ctx, t, name, sc, p)
 	if err != nil {
-		return s.scheduleFailed(name, sc, now, "scheduled batch not sent", err, "period", p)
+		return sr.scheduleFailed(name, sc, now, "scheduled batch not sent", err, "period", p)
 	}
-	advanced, err := s.markFired(ctx, name, sc, p, id)
+	advanced, err := sr.markFired(ctx, name, sc, p, id)
 	if err != nil {
-		return s.scheduleFailed(name, sc, now, "scheduled batch sent, period not marked fired", err, "period", p, "batch_id", id)
+		return sr.scheduleFailed(name, sc, now, "scheduled batch sent, period not marked fired", err, "period", p, "batch_id", id)
 	}
-	delete(s.sched.failures, name)
+	delete(sr.failures, name)
 	if advanced {
 		attrs := []any{"schedule", name, "period", p, "batch_id", id}
 		if first := sc.timing.next(periodFloor(st)); first.Before(p) {
 			// Missed while no replica ran: only the latest fired.
 			attrs = append(attrs, "skipped_from", first)
 		}
-		s.log.Info("schedule fired", attrs...)
+		sr.log.Info("schedule fired", attrs...)
 	}
 	if p.Before(latest) {
 		return now
@@ -164,10 +174,10 @@ func due(tm *timing, st streams.ScheduleState, now time.Time) (p, latest time.Ti
 // scheduleFailed logs a failed try of schedule name and returns when to
 // try again: after a delay that doubles with each failure in a row, and
 // never past the next period.
-func (s *Service) scheduleFailed(name string, sc *Schedule, now time.Time, msg string, err error, attrs ...any) time.Time {
-	n := s.sched.failures[name]
-	s.sched.failures[name] = n + 1
-	s.log.Warn(msg, append([]any{"schedule", name, "err", logging.Cap(err.Error(), api.MaxErrorMessage), "tries", n + 1}, attrs...)...)
+func (sr *scheduler) scheduleFailed(name string, sc *Schedule, now time.Time, msg string, err error, attrs ...any) time.Time {
+	n := sr.failures[name]
+	sr.failures[name] = n + 1
+	sr.log.Warn(msg, append([]any{"schedule", name, "err", logging.Cap(err.Error(), api.MaxErrorMessage), "tries", n + 1}, attrs...)...)
 	retry := now.Add(min(scheduleRetry<<min(n, 10), maxScheduleRetry))
 	if next := sc.timing.next(now); !next.IsZero() && next.Before(retry) {
 		retry = next
@@ -178,20 +188,20 @@ func (s *Service) scheduleFailed(name string, sc *Schedule, now time.Time, msg s
 // sendPeriod sends schedule name's batch for period p, as its user, and
 // returns the batch's id: the one already sent for p when another replica
 // (or an earlier try) sent it.
-func (s *Service) sendPeriod(ctx context.Context, t *Table, name string, sc *Schedule, p time.Time) (uint64, error) {
+func (sr *scheduler) sendPeriod(ctx context.Context, t *Table, name string, sc *Schedule, p time.Time) (uint64, error) {
 	l := t.Labels[sc.Label] // the table's validation checked the label
 	idem := streams.ScheduleIdempotencyKey(name, p)
 	if err := t.allowedTypes(l.Domain, sc.calls); err != nil {
 		return 0, err
 	}
-	rep, err := s.submit(ctx, &submission{label: sc.Label, l: l, user: sc.User, calls: sc.calls, key: sc.Key, idem: idem, prio: sc.priority(l)})
+	rep, err := sr.submit(ctx, &submission{label: sc.Label, l: l, user: sc.User, calls: sc.calls, key: sc.Key, idem: idem, prio: sc.priority(l)})
 	if err == nil {
 		return rep.ID, nil
 	}
 	// Refused, or cut short, yet the period may have its batch: recorded
 	// by this try before a later step failed (authz queues it on its own),
 	// or by a replica whose table said otherwise before a reload.
-	if id, ok, ierr := s.idempotent(ctx, sc.User, idem); ierr == nil && ok {
+	if id, ok, ierr := sr.store.idempotent(ctx, sc.User, idem); ierr == nil && ok {
 		return id, nil
 	}
 	return 0, err
@@ -200,9 +210,9 @@ func (s *Service) sendPeriod(ctx context.Context, t *Table, name string, sc *Sch
 // scheduleState reads schedule name's state, creating it when there is
 // none and starting it afresh when the schedule's timing changed: only
 // periods after now fire then.
-func (s *Service) scheduleState(ctx context.Context, name string, sc *Schedule, now time.Time) (streams.ScheduleState, error) {
+func (sr *scheduler) scheduleState(ctx context.Context, name string, sc *Schedule, now time.Time) (streams.ScheduleState, error) {
 	var st streams.ScheduleState
-	_, err := streams.UpdateKV(ctx, s.schedules, streams.ScheduleKey(name), func(cur []byte, exists bool) ([]byte, error) {
+	_, err := streams.UpdateKV(ctx, sr.schedules, streams.ScheduleKey(name), func(cur []byte, exists bool) ([]byte, error) {
 		st = streams.ScheduleState{}
 		if exists {
 			var err error
@@ -225,8 +235,8 @@ func (s *Service) scheduleState(ctx context.Context, name string, sc *Schedule, 
 // markFired records that period p of schedule name was fired with batch
 // id, unless a later (or the same) period was recorded already; advanced
 // says whether this call moved it.
-func (s *Service) markFired(ctx context.Context, name string, sc *Schedule, p time.Time, id uint64) (advanced bool, err error) {
-	_, err = streams.UpdateKV(ctx, s.schedules, streams.ScheduleKey(name), func(cur []byte, exists bool) ([]byte, error) {
+func (sr *scheduler) markFired(ctx context.Context, name string, sc *Schedule, p time.Time, id uint64) (advanced bool, err error) {
+	_, err = streams.UpdateKV(ctx, sr.schedules, streams.ScheduleKey(name), func(cur []byte, exists bool) ([]byte, error) {
 		advanced = false
 		st := streams.ScheduleState{Spec: sc.timing.spec, Since: p}
 		if exists {

@@ -16,18 +16,18 @@ import (
 // The owner's schedule operations: schedules lists them, pause_schedule
 // and resume_schedule stop and restart one for every replica.
 
-func (s *Service) listSchedules(ctx context.Context, _ string, _ *struct{}) (any, error) {
-	t := s.Table()
+func (sr *scheduler) listSchedules(ctx context.Context, _ string, _ *struct{}) (any, error) {
+	t := sr.table()
 	names := make([]string, 0, len(t.Schedules))
 	for n := range t.Schedules {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	now := s.opts.Now()
+	now := sr.now()
 	rep := &api.SchedulesReply{Schedules: make([]api.ScheduleInfo, 0, len(names))}
 	for _, n := range names {
 		sc := t.Schedules[n]
-		st, err := s.readScheduleState(ctx, n)
+		st, err := sr.readScheduleState(ctx, n)
 		if err != nil {
 			return nil, err
 		}
@@ -36,19 +36,19 @@ func (s *Service) listSchedules(ctx context.Context, _ string, _ *struct{}) (any
 	return rep, nil
 }
 
-func (s *Service) pauseSchedule(ctx context.Context, user string, req *api.ScheduleRequest) (any, error) {
-	return s.setSchedulePaused(ctx, user, req, true)
+func (sr *scheduler) pauseSchedule(ctx context.Context, user string, req *api.ScheduleRequest) (any, error) {
+	return sr.setSchedulePaused(ctx, user, req, true)
 }
 
-func (s *Service) resumeSchedule(ctx context.Context, user string, req *api.ScheduleRequest) (any, error) {
-	return s.setSchedulePaused(ctx, user, req, false)
+func (sr *scheduler) resumeSchedule(ctx context.Context, user string, req *api.ScheduleRequest) (any, error) {
+	return sr.setSchedulePaused(ctx, user, req, false)
 }
 
 // setSchedulePaused pauses or resumes a schedule for every replica. A
 // resumed schedule fires at once for the latest period missed while it
 // was paused, if any (the catch-up policy), on this replica.
-func (s *Service) setSchedulePaused(ctx context.Context, user string, req *api.ScheduleRequest, paused bool) (any, error) {
-	t := s.Table()
+func (sr *scheduler) setSchedulePaused(ctx context.Context, user string, req *api.ScheduleRequest, paused bool) (any, error) {
+	t := sr.table()
 	sc, ok := t.Schedules[req.Name]
 	if !ok {
 		names := make([]string, 0, len(t.Schedules))
@@ -58,9 +58,9 @@ func (s *Service) setSchedulePaused(ctx context.Context, user string, req *api.S
 		sort.Strings(names)
 		return nil, errf(api.CodeNotFound, "authz: no schedule %q in the table (schedules: %v)", logging.Capped(req.Name), names)
 	}
-	now := s.opts.Now()
+	now := sr.now()
 	var st streams.ScheduleState
-	_, err := streams.UpdateKV(ctx, s.schedules, streams.ScheduleKey(req.Name), func(cur []byte, exists bool) ([]byte, error) {
+	_, err := streams.UpdateKV(ctx, sr.schedules, streams.ScheduleKey(req.Name), func(cur []byte, exists bool) ([]byte, error) {
 		st = streams.ScheduleState{}
 		if exists {
 			var err error
@@ -86,17 +86,17 @@ func (s *Service) setSchedulePaused(ctx context.Context, user string, req *api.S
 		return nil, fmt.Errorf("authz: set schedule %s's pause state: %w", req.Name, err)
 	}
 	if !paused {
-		s.sched.poke()
+		sr.poke()
 	}
-	s.log.Info("schedule state changed", "schedule", req.Name, "paused", paused, "by", user)
+	sr.log.Info("schedule state changed", "schedule", req.Name, "paused", paused, "by", user)
 	info := scheduleInfo(t, req.Name, sc, st, now)
 	return &info, nil
 }
 
 // readScheduleState reads schedule name's state; the zero state when it
 // has none yet (no replica looked at it).
-func (s *Service) readScheduleState(ctx context.Context, name string) (streams.ScheduleState, error) {
-	e, err := s.schedules.Get(ctx, streams.ScheduleKey(name))
+func (sr *scheduler) readScheduleState(ctx context.Context, name string) (streams.ScheduleState, error) {
+	e, err := sr.schedules.Get(ctx, streams.ScheduleKey(name))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return streams.ScheduleState{}, nil
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
@@ -20,29 +22,38 @@ import (
 // sender there before the callback is acknowledged, so a release that
 // failed is done again with the redelivered callback.
 
-// releaseSender frees the sender batch id of domain holds, if any. It is
+// senderPool keeps the domains' sender pools: it frees a finished batch's
+// sender, lists them, and checks a confirmation of an inclusion wait.
+type senderPool struct {
+	senders  jetstream.KeyValue
+	progress *streams.ProgressStore
+	now      func() time.Time
+	log      *slog.Logger
+}
+
+// release frees the sender batch id of domain holds, if any. It is
 // idempotent.
-func (s *Service) releaseSender(ctx context.Context, domain string, id uint64) error {
-	name, err := streams.ReleaseSender(ctx, s.senders, domain, id, s.opts.Now())
+func (sp *senderPool) release(ctx context.Context, domain string, id uint64) error {
+	name, err := streams.ReleaseSender(ctx, sp.senders, domain, id, sp.now())
 	if err != nil {
 		return fmt.Errorf("authz: release the sender of batch %d: %w", id, err)
 	}
 	if name != "" {
-		s.log.Debug("sender released", "batch_id", id, "domain", domain, "sender", name)
+		sp.log.Debug("sender released", "batch_id", id, "domain", domain, "sender", name)
 	}
 	return nil
 }
 
-// listSenders answers the owner's senders request.
-func (s *Service) listSenders(ctx context.Context, _ string, req *api.SendersRequest) (any, error) {
+// list answers the owner's senders request.
+func (sp *senderPool) list(ctx context.Context, _ string, req *api.SendersRequest) (any, error) {
 	if err := pipeline.ValidateDomain(req.Domain); err != nil {
 		return nil, err
 	}
-	pool, err := streams.LoadSenders(ctx, s.senders, req.Domain)
+	pool, err := streams.LoadSenders(ctx, sp.senders, req.Domain)
 	if err != nil {
 		return nil, err
 	}
-	now := s.opts.Now()
+	now := sp.now()
 	out := &api.SendersReply{Domain: req.Domain, Senders: make([]api.SenderState, 0, len(pool.Senders))}
 	for _, snd := range pool.Senders {
 		st := api.SenderState{Name: snd.Name, State: api.SenderFree, Since: snd.Since, For: pipeline.Duration(now.Sub(snd.Since).Round(time.Millisecond))}
@@ -112,11 +123,11 @@ func refuseInclusionWait(b *pipeline.Batch, prog *streams.Progress, what string)
 // than the parked one (req.Ref against its Result.Ref), one while no
 // dispatch of it is parked, and a failure of a dispatch already included.
 // Other functions' confirmations pass unchecked.
-func (s *Service) checkInclusionConfirm(ctx context.Context, b *pipeline.Batch, req *api.ConfirmRequest) error {
+func (sp *senderPool) checkInclusionConfirm(ctx context.Context, b *pipeline.Batch, req *api.ConfirmRequest) error {
 	if b.Functions[req.Index].Inclusion == nil {
 		return nil
 	}
-	prog, err := s.progressStore.Load(ctx, b.Domain, b.ID)
+	prog, err := sp.progress.Load(ctx, b.Domain, b.ID)
 	if err != nil {
 		return nil // the processor decides; authz cannot tell
 	}

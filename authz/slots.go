@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
@@ -39,6 +41,16 @@ type slotSet struct {
 	full      func(max int) *Error
 }
 
+// slotKeeper counts the batches in process under a label, and under each
+// of its submitters, against the label's limits (Label.MaxConcurrent,
+// Label.MaxPerSubmitter).
+type slotKeeper struct {
+	locks jetstream.KeyValue
+	store *recordStore
+	now   func() time.Time
+	log   *slog.Logger
+}
+
 // labelSlots are label's batches in process (Label.MaxConcurrent).
 func labelSlots(label string) slotSet {
 	return slotSet{key: streams.SlotKey(label), what: fmt.Sprintf("label %q", logging.Capped(label)),
@@ -60,18 +72,18 @@ func submitterSlots(label, user string) slotSet {
 // batches hold one; force takes it regardless (the owner). A slot id
 // already holds is kept as it is: a retried submission of the same batch
 // takes one slot, however many times it is retried.
-func (s *Service) reserve(ctx context.Context, set slotSet, max int, id uint64, force bool) error {
-	_, err := s.updateSlots(ctx, set, func(sl *slots) (bool, error) {
+func (sk *slotKeeper) reserve(ctx context.Context, set slotSet, max int, id uint64, force bool) error {
+	_, err := sk.updateSlots(ctx, set, func(sl *slots) (bool, error) {
 		if _, held := sl.IDs[id]; held {
 			return false, nil
 		}
 		if !force && len(sl.IDs) >= max {
-			s.reclaim(ctx, sl)
+			sk.reclaim(ctx, sl)
 		}
 		if !force && len(sl.IDs) >= max {
 			return false, set.full(max)
 		}
-		sl.IDs[id] = s.opts.Now().UTC()
+		sl.IDs[id] = sk.now().UTC()
 		return true, nil
 	})
 	if errors.Is(err, streams.ErrConflict) {
@@ -81,8 +93,8 @@ func (s *Service) reserve(ctx context.Context, set slotSet, max int, id uint64, 
 }
 
 // release frees id's slot of set, if it holds one.
-func (s *Service) release(ctx context.Context, set slotSet, id uint64) error {
-	_, err := s.updateSlots(ctx, set, func(sl *slots) (bool, error) {
+func (sk *slotKeeper) release(ctx context.Context, set slotSet, id uint64) error {
+	_, err := sk.updateSlots(ctx, set, func(sl *slots) (bool, error) {
 		_, held := sl.IDs[id]
 		delete(sl.IDs, id)
 		return held, nil
@@ -95,8 +107,8 @@ func (s *Service) release(ctx context.Context, set slotSet, id uint64) error {
 
 // updateSlots applies change to set's slots with compare-and-set; change
 // reports whether it changed anything worth writing.
-func (s *Service) updateSlots(ctx context.Context, set slotSet, change func(*slots) (bool, error)) (uint64, error) {
-	return streams.UpdateKV(ctx, s.locks, set.key, func(cur []byte, exists bool) ([]byte, error) {
+func (sk *slotKeeper) updateSlots(ctx context.Context, set slotSet, change func(*slots) (bool, error)) (uint64, error) {
+	return streams.UpdateKV(ctx, sk.locks, set.key, func(cur []byte, exists bool) ([]byte, error) {
 		sl := &slots{IDs: map[uint64]time.Time{}}
 		if exists {
 			if err := json.Unmarshal(cur, sl); err != nil {
@@ -114,16 +126,40 @@ func (s *Service) updateSlots(ctx context.Context, set slotSet, change func(*slo
 }
 
 // reclaim drops entries whose batch is missing or finished.
-func (s *Service) reclaim(ctx context.Context, sl *slots) {
-	now := s.opts.Now()
+func (sk *slotKeeper) reclaim(ctx context.Context, sl *slots) {
+	now := sk.now()
 	for id, at := range sl.IDs {
 		if now.Sub(at) < reclaimAfter {
 			continue
 		}
-		rec, err := s.record(ctx, id)
+		rec, err := sk.store.record(ctx, id)
 		var ae *Error
 		if errors.As(err, &ae) && ae.Code == api.CodeNotFound || err == nil && rec.Status.Terminal() {
 			delete(sl.IDs, id)
 		}
 	}
+}
+
+// reserveSlots takes the slots batch id needs under label l: one of the
+// submitter's own (Label.MaxPerSubmitter) and one of the label's
+// (Label.MaxConcurrent). A refusal gives back what it took, so a refused
+// submission holds nothing.
+func (sk *slotKeeper) reserveSlots(ctx context.Context, label string, l *Label, user string, id uint64, force bool) error {
+	if l.MaxPerSubmitter > 0 {
+		if err := sk.reserve(ctx, submitterSlots(label, user), l.MaxPerSubmitter, id, force); err != nil {
+			return err
+		}
+	}
+	if l.MaxConcurrent > 0 {
+		if err := sk.reserve(ctx, labelSlots(label), l.MaxConcurrent, id, force); err != nil {
+			if l.MaxPerSubmitter > 0 {
+				if rerr := sk.release(ctx, submitterSlots(label, user), id); rerr != nil {
+					// Reclaimed once the submitter is at its bound.
+					sk.log.Warn("slot not given back", "batch_id", id, "label", logging.Capped(label), "err", rerr)
+				}
+			}
+			return err
+		}
+	}
+	return nil
 }

@@ -28,7 +28,7 @@ func TestSubmitCutShortAfterItsRecord(t *testing.T) {
 	if got := queued(); len(got) != 0 {
 		t.Fatalf("queued %v before the retry, want nothing", got)
 	}
-	rec, err := s.record(ctx, id)
+	rec, err := s.store.record(ctx, id)
 	if err != nil || rec.Status != pipeline.InProcess {
 		t.Fatalf("record after the crash: %+v, %v; want InProcess", rec, err)
 	}
@@ -36,7 +36,7 @@ func TestSubmitCutShortAfterItsRecord(t *testing.T) {
 		t.Fatalf("alice's listing %v; want [%d]", listed, id)
 	}
 	for range 2 {
-		rep, err := s.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: calls, IdempotencyKey: "order-7"})
+		rep, err := s.intake.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: calls, IdempotencyKey: "order-7"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,14 +56,14 @@ func TestSubmitCutShortAfterItsRecord(t *testing.T) {
 func TestIdempotentRetryTakesItsSlot(t *testing.T) {
 	s, _, ctx := internalService(t, `labels: {limited: {domain: pay, users: [alice], mode: atomic, priority: high, max_concurrent: 1, functions: {noop: {}}}}`)
 	calls := []api.CallSpec{{Type: "noop"}}
-	if _, dup, err := s.assignID(ctx, "alice", "order-8"); err != nil || dup {
+	if _, dup, err := s.intake.assignID(ctx, "alice", "order-8"); err != nil || dup {
 		t.Fatalf("the first submission's id: dup %v, %v", dup, err)
 	}
 	// Meanwhile another batch takes the label's only slot.
-	if _, err := s.send(ctx, "alice", &api.SendRequest{Label: "limited", Functions: calls}); err != nil {
+	if _, err := s.intake.send(ctx, "alice", &api.SendRequest{Label: "limited", Functions: calls}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.send(ctx, "alice", &api.SendRequest{Label: "limited", Functions: calls, IdempotencyKey: "order-8"})
+	_, err := s.intake.send(ctx, "alice", &api.SendRequest{Label: "limited", Functions: calls, IdempotencyKey: "order-8"})
 	var ae *Error
 	if !errors.As(err, &ae) || ae.Code != api.CodeConflict {
 		t.Fatalf("retry while the label is full: %v, want a conflict (the label's limit)", err)
@@ -81,10 +81,10 @@ func TestRetryAfterCancelQueuesNothing(t *testing.T) {
 	s, ctx := jobsService(t)
 	calls := []api.CallSpec{{Type: "noop"}}
 	b := cutShort(ctx, t, s, "order-10")
-	if _, err := s.cancel(ctx, "alice", &api.IDRequest{ID: b.ID}); err != nil {
+	if _, err := s.removal.cancel(ctx, "alice", &api.IDRequest{ID: b.ID}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := s.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: calls, IdempotencyKey: "order-10"})
+	rep, err := s.intake.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: calls, IdempotencyKey: "order-10"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func jobsService(t *testing.T) (*Service, context.Context) {
 func cutShort(ctx context.Context, t *testing.T, s *Service, idem string) *pipeline.Batch {
 	t.Helper()
 	l := s.Table().Labels["jobs"]
-	b, err := s.build(ctx, &submission{label: "jobs", l: l, user: "alice", calls: []api.CallSpec{{Type: "noop"}}, idem: idem, prio: l.Priority})
+	b, err := s.intake.build(ctx, &submission{label: "jobs", l: l, user: "alice", calls: []api.CallSpec{{Type: "noop"}}, idem: idem, prio: l.Priority})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func cutShort(ctx context.Context, t *testing.T, s *Service, idem string) *pipel
 // tokensOf counts batch b's tokens in its queue, live or stale.
 func tokensOf(ctx context.Context, t *testing.T, s *Service, b *pipeline.Batch) int {
 	t.Helper()
-	seqs, err := s.tokensOf(ctx, b)
+	seqs, err := s.removal.tokensOf(ctx, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestEnsureQueued(t *testing.T) {
 	record := func() *pipeline.Batch { return cutShort(ctx, t, s, "") }
 	never := record()
 	for range 2 {
-		if err := s.ensureQueued(ctx, "pay", never.ID); err != nil {
+		if err := s.keyRepair.ensureQueued(ctx, "pay", never.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -147,7 +147,7 @@ func TestEnsureQueued(t *testing.T) {
 	if err := submit.PublishToken(ctx, s.js, stored, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ensureQueued(ctx, "pay", stored.ID); err != nil {
+	if err := s.keyRepair.ensureQueued(ctx, "pay", stored.ID); err != nil {
 		t.Fatal(err)
 	}
 	if n := tokensOf(ctx, t, s, stored); n != 1 {
@@ -155,15 +155,15 @@ func TestEnsureQueued(t *testing.T) {
 	}
 
 	cancelled := record()
-	if _, err := s.cancel(ctx, "alice", &api.IDRequest{ID: cancelled.ID}); err != nil {
+	if _, err := s.removal.cancel(ctx, "alice", &api.IDRequest{ID: cancelled.ID}); err != nil {
 		t.Fatal(err)
 	}
 	ran := record()
-	if err := s.progressStore.Save(ctx, "pay", &streams.ProgressEntry{Progress: streams.Progress{BatchID: ran.ID, State: streams.Queued, Rotation: 1}}); err != nil {
+	if err := s.store.progress.Save(ctx, "pay", &streams.ProgressEntry{Progress: streams.Progress{BatchID: ran.ID, State: streams.Queued, Rotation: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []uint64{cancelled.ID, ran.ID, 1 << 40} {
-		if err := s.ensureQueued(ctx, "pay", id); err != nil {
+		if err := s.keyRepair.ensureQueued(ctx, "pay", id); err != nil {
 			t.Fatalf("batch %d: %v", id, err)
 		}
 	}
@@ -180,20 +180,20 @@ func TestEnsureQueued(t *testing.T) {
 // more is taken, and a send says so.
 func TestRepairsTakeTurns(t *testing.T) {
 	s, ctx := jobsService(t)
-	if s.repairBatch("pay", 1) {
+	if s.keyRepair.repairBatch("pay", 1) {
 		t.Fatal("a batch was taken for repair before the loop runs")
 	}
 	const spoiled = 1 << 40
-	if _, err := s.batches.Put(ctx, streams.BatchKey(spoiled), []byte("not a record")); err != nil {
+	if _, err := s.store.batches.Put(ctx, streams.BatchKey(spoiled), []byte("not a record")); err != nil {
 		t.Fatal(err)
 	}
 	good := cutShort(ctx, t, s, "")
 	loopCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); s.runRepairs(loopCtx) }()
-	testnats.Eventually(t, 5*time.Second, "the loop takes hand-overs", func() bool { return s.repairBatch("pay", spoiled) })
+	go func() { defer close(done); _ = s.keyRepair.run(loopCtx) }()
+	testnats.Eventually(t, 5*time.Second, "the loop takes hand-overs", func() bool { return s.keyRepair.repairBatch("pay", spoiled) })
 	for range 3 {
-		if !s.repairBatch("pay", good.ID) {
+		if !s.keyRepair.repairBatch("pay", good.ID) {
 			t.Fatal("a batch was not taken for repair")
 		}
 	}
@@ -203,17 +203,17 @@ func TestRepairsTakeTurns(t *testing.T) {
 	// A hand-over that came during a try makes the loop try again: the
 	// good batch leaves the pending set once a try outlasts its hand-overs.
 	testnats.Eventually(t, 10*time.Second, "the spoiled batch alone pending", func() bool {
-		s.repairs.mu.Lock()
-		defer s.repairs.mu.Unlock()
-		_, still := s.repairs.pending[repairRef{domain: "pay", id: spoiled}]
-		return still && len(s.repairs.pending) == 1
+		s.keyRepair.repairs.mu.Lock()
+		defer s.keyRepair.repairs.mu.Unlock()
+		_, still := s.keyRepair.repairs.pending[repairRef{domain: "pay", id: spoiled}]
+		return still && len(s.keyRepair.repairs.pending) == 1
 	})
 	if n := tokensOf(ctx, t, s, good); n != 1 {
 		t.Fatalf("%d tokens of the good batch, want 1", n)
 	}
 	stop()
 	testnats.Stopped(t, "repair loop", done)
-	if s.repairBatch("pay", good.ID) {
+	if s.keyRepair.repairBatch("pay", good.ID) {
 		t.Fatal("a batch was taken for repair after the loop stopped")
 	}
 }

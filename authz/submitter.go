@@ -26,6 +26,17 @@ import (
 // name their batches in the order accepted, each written before its
 // batches are answered), and cancelled by id.
 
+// submitterIndex keeps the submitter index: it appends this replica's
+// submissions to it, and lists a submitter's batches from it.
+type submitterIndex struct {
+	acks    *streams.AckPublisher
+	batches jetstream.KeyValue
+	now     func() time.Time
+	owner   string
+	// marks appends this replica's submissions.
+	marks indexMarks
+}
+
 // indexMarks appends this replica's submissions to the submitter index: a
 // submitter's batches accepted while their previous entry is being written
 // share the next entry (at most streams.SubmittedGroup), so a busy
@@ -83,8 +94,8 @@ const (
 // startIndex adds batch id to user's next index entry, without waiting
 // for it to be written, so that the write overlaps the record's; wait with
 // indexed.
-func (s *Service) startIndex(user string, id uint64) (*indexWrite, error) {
-	m := &s.indexMarks
+func (si *submitterIndex) startIndex(user string, id uint64) (*indexWrite, error) {
+	m := &si.marks
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.users == nil {
@@ -112,7 +123,7 @@ func (s *Service) startIndex(user string, id uint64) (*indexWrite, error) {
 	w.ids = append(w.ids, id)
 	if !l.flushing {
 		l.flushing = true
-		go s.flushIndex(user, l)
+		go si.flushIndex(user, l)
 	}
 	return w, nil
 }
@@ -120,8 +131,8 @@ func (s *Service) startIndex(user string, id uint64) (*indexWrite, error) {
 // flushIndex writes user's waiting entries, one after another, until none
 // waits. Each write is bounded (indexAttempts tries, each bounded by the
 // publisher's timeout), so it ends on its own.
-func (s *Service) flushIndex(user string, l *indexLog) {
-	m := &s.indexMarks
+func (si *submitterIndex) flushIndex(user string, l *indexLog) {
+	m := &si.marks
 	for {
 		m.mu.Lock()
 		if len(l.waiting) == 0 {
@@ -132,7 +143,7 @@ func (s *Service) flushIndex(user string, l *indexLog) {
 		w := l.waiting[0]
 		l.waiting = l.waiting[1:]
 		m.mu.Unlock()
-		w.err = s.appendIndex(user, l, w.ids)
+		w.err = si.appendIndex(user, l, w.ids)
 		close(w.done)
 	}
 }
@@ -142,13 +153,13 @@ func (s *Service) flushIndex(user string, l *indexLog) {
 // and tries again; every try of one entry carries the same message id, so
 // a try that was stored though its answer was lost is not stored twice:
 // the server answers the next as a duplicate.
-func (s *Service) appendIndex(user string, l *indexLog, ids []uint64) error {
+func (si *submitterIndex) appendIndex(user string, l *indexLog, ids []uint64) error {
 	ctx := context.Background() // each wait is bounded by the publisher's timeout
 	msgID := indexMsgID(user, ids)
 	var last error
 	for range indexAttempts {
-		if !l.known || s.opts.Now().Before(l.contended) {
-			tail, err := s.indexTail(ctx, user)
+		if !l.known || si.now().Before(l.contended) {
+			tail, err := si.indexTail(ctx, user)
 			if err != nil {
 				last = err
 				continue
@@ -167,7 +178,7 @@ func (s *Service) appendIndex(user string, l *indexLog, ids []uint64) error {
 		msg.Data = data
 		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(l.tail.seq, 10))
 		msg.Header.Set(jetstream.MsgIDHeader, msgID)
-		pa, err := s.acks.Publish(msg)
+		pa, err := si.acks.Publish(msg)
 		if err != nil {
 			return fmt.Errorf("authz: index the batch under its submitter: %w", err)
 		}
@@ -182,7 +193,7 @@ func (s *Service) appendIndex(user string, l *indexLog, ids []uint64) error {
 		if isWrongLastSeq(err) {
 			// Another replica's entry came first: read it, after a random
 			// moment, so that racing replicas take turns.
-			l.contended = s.opts.Now().Add(indexContention)
+			l.contended = si.now().Add(indexContention)
 			time.Sleep(time.Duration(rand.Int64N(int64(time.Millisecond))))
 		}
 	}
@@ -206,8 +217,8 @@ func indexMsgID(user string, ids []uint64) string {
 }
 
 // indexTail reads the last entry of user's subject.
-func (s *Service) indexTail(ctx context.Context, user string) (indexTail, error) {
-	g, err := s.acks.Request(streams.SubmittedLastMsg(user))
+func (si *submitterIndex) indexTail(ctx context.Context, user string) (indexTail, error) {
+	g, err := si.acks.Request(streams.SubmittedLastMsg(user))
 	if err != nil {
 		return indexTail{}, err
 	}
@@ -245,7 +256,7 @@ func readEntry(ctx context.Context, g *streams.PendingAck, user string) (uint64,
 
 // indexed waits until the index entry of batch id is stored, by w (from
 // startIndex).
-func (s *Service) indexed(ctx context.Context, _ string, _ uint64, w *indexWrite) error {
+func (si *submitterIndex) indexed(ctx context.Context, _ string, _ uint64, w *indexWrite) error {
 	return waitIndex(ctx, w)
 }
 
@@ -262,12 +273,12 @@ func waitIndex(ctx context.Context, w *indexWrite) error {
 }
 
 // index writes the submitter index entry of batch id and waits for it.
-func (s *Service) index(ctx context.Context, user string, id uint64) error {
-	w, err := s.startIndex(user, id)
+func (si *submitterIndex) index(ctx context.Context, user string, id uint64) error {
+	w, err := si.startIndex(user, id)
 	if err != nil {
 		return err
 	}
-	return s.indexed(ctx, user, id, w)
+	return si.indexed(ctx, user, id, w)
 }
 
 // listReadsPerItem bounds the batches a page looks at, per item asked
@@ -298,7 +309,7 @@ type listed struct {
 // most ahead entries at once: each names the sequences of the ones before
 // it (streams.SubmittedBack), so they are read together.
 type indexReader struct {
-	s     *Service
+	acks  *streams.AckPublisher
 	user  string
 	ids   []listed // found, not yet taken, newest first
 	older []uint64 // sequences of the entries before those read, newest first
@@ -334,7 +345,7 @@ func (r *indexReader) fill(ctx context.Context, n int) error {
 			}
 		}
 		for _, seq := range seqs {
-			g, err := r.s.acks.Request(streams.SubmittedSeqMsg(seq))
+			g, err := r.acks.Request(streams.SubmittedSeqMsg(seq))
 			if err != nil {
 				forget()
 				return fmt.Errorf("authz: read the submitter index: %w", err)
@@ -369,10 +380,10 @@ func (r *indexReader) fill(ctx context.Context, n int) error {
 // no more: whatever the caller's history, a page reads at most
 // listReadsPerItem records and as many entries per item asked for, plus
 // one.
-func (s *Service) list(ctx context.Context, user string, req *api.ListRequest) (any, error) {
+func (si *submitterIndex) list(ctx context.Context, user string, req *api.ListRequest) (any, error) {
 	who := user
 	if req.Submitter != "" && req.Submitter != user {
-		if err := s.owner(user); err != nil {
+		if err := checkOwner(si.owner, user); err != nil {
 			return nil, errf(api.CodeForbidden, "authz: only the owner may list another user's batches (you are %q)", user)
 		}
 		if err := pipeline.ValidateDomain(req.Submitter); err != nil {
@@ -388,12 +399,12 @@ func (s *Service) list(ctx context.Context, user string, req *api.ListRequest) (
 		return nil, err
 	}
 	if req.Before&cursorLegacy != 0 {
-		return s.listLegacy(ctx, who, req, req.Before&^cursorLegacy)
+		return si.listLegacy(ctx, who, req, req.Before&^cursorLegacy)
 	}
-	r := &indexReader{s: s, user: who}
+	r := &indexReader{acks: si.acks, user: who}
 	badCursor := errf(api.CodeBadRequest, "authz: before %d is not a cursor of this listing: pass the previous page's next as it was, or none for the newest", req.Before)
 	if req.Before == 0 {
-		g, err := s.acks.Request(streams.SubmittedLastMsg(who))
+		g, err := si.acks.Request(streams.SubmittedLastMsg(who))
 		if err != nil {
 			return nil, fmt.Errorf("authz: read the submitter index: %w", err)
 		}
@@ -439,7 +450,7 @@ func (s *Service) list(ctx context.Context, user string, req *api.ListRequest) (
 		chunk := r.ids[:min(want, len(r.ids))]
 		r.ids = r.ids[len(chunk):]
 		budget -= len(chunk)
-		recs, err := s.records(ctx, chunk)
+		recs, err := si.readRecords(ctx, chunk)
 		if err != nil {
 			return nil, err
 		}
@@ -449,7 +460,7 @@ func (s *Service) list(ctx context.Context, user string, req *api.ListRequest) (
 				continue // not recorded (refused), listed already, another's, or not the status asked for
 			}
 			seen[rec.Batch.ID] = true
-			out.Items = append(out.Items, s.summary(rec))
+			out.Items = append(out.Items, si.summary(rec))
 			if len(out.Items) == req.Limit {
 				break
 			}
@@ -461,7 +472,7 @@ func (s *Service) list(ctx context.Context, user string, req *api.ListRequest) (
 	if out.Next == 0 {
 		// The index is read to its start: the batches indexed by earlier
 		// versions, if any, come after.
-		legacy, err := s.hasLegacyIndex(ctx, who)
+		legacy, err := si.hasLegacyIndex(ctx, who)
 		if err != nil {
 			return nil, err
 		}
@@ -472,10 +483,10 @@ func (s *Service) list(ctx context.Context, user string, req *api.ListRequest) (
 	return out, nil
 }
 
-// records reads the records of the batches listed, with one pipelined
+// readRecords reads the records of the batches listed, with one pipelined
 // direct get each: nil for an id without a record (refused before its
 // record was written).
-func (s *Service) records(ctx context.Context, ids []listed) ([]*streams.BatchRecord, error) {
+func (si *submitterIndex) readRecords(ctx context.Context, ids []listed) ([]*streams.BatchRecord, error) {
 	gets := make([]*streams.PendingAck, 0, len(ids))
 	defer func() {
 		for _, g := range gets {
@@ -485,7 +496,7 @@ func (s *Service) records(ctx context.Context, ids []listed) ([]*streams.BatchRe
 		}
 	}()
 	for _, it := range ids {
-		g, err := s.acks.Request(streams.KVGetMsg(streams.BucketBatches, streams.BatchKey(it.id)))
+		g, err := si.acks.Request(streams.KVGetMsg(streams.BucketBatches, streams.BatchKey(it.id)))
 		if err != nil {
 			return nil, fmt.Errorf("authz: read batch %d: %w", it.id, err)
 		}
@@ -515,10 +526,10 @@ func (s *Service) records(ctx context.Context, ids []listed) ([]*streams.BatchRe
 
 // hasLegacyIndex says whether user has index keys of earlier versions
 // (streams.SubmitterKey): one direct get of the last of them.
-func (s *Service) hasLegacyIndex(ctx context.Context, user string) (bool, error) {
+func (si *submitterIndex) hasLegacyIndex(ctx context.Context, user string) (bool, error) {
 	m := nats.NewMsg("$JS.API.DIRECT.GET.KV_" + streams.BucketBatches)
 	m.Data = []byte(`{"last_by_subj":"$KV.` + streams.BucketBatches + "." + streams.SubmitterFilter(user) + `"}`)
-	g, err := s.acks.Request(m)
+	g, err := si.acks.Request(m)
 	if err != nil {
 		return false, fmt.Errorf("authz: look for index keys of earlier versions: %w", err)
 	}
@@ -536,8 +547,8 @@ func (s *Service) hasLegacyIndex(ctx context.Context, user string) (bool, error)
 // versions, below id before (0: all), newest id first: their keys are
 // listed whole, once per page; they are no longer written, so their number
 // no longer grows.
-func (s *Service) listLegacy(ctx context.Context, who string, req *api.ListRequest, before uint64) (any, error) {
-	windows, err := s.submitted(ctx, who, before)
+func (si *submitterIndex) listLegacy(ctx context.Context, who string, req *api.ListRequest, before uint64) (any, error) {
+	windows, err := si.submitted(ctx, who, before)
 	if err != nil {
 		return nil, err
 	}
@@ -548,7 +559,7 @@ func (s *Service) listLegacy(ctx context.Context, who string, req *api.ListReque
 			out.Next = cursorLegacy | seen
 			break
 		}
-		recs, err := s.windowRecords(ctx, w, before)
+		recs, err := si.windowRecords(ctx, w, before)
 		if err != nil {
 			return nil, err
 		}
@@ -556,7 +567,7 @@ func (s *Service) listLegacy(ctx context.Context, who string, req *api.ListReque
 			if rec.Batch.Submitter != who || (req.Status != "" && rec.Status != req.Status) {
 				continue
 			}
-			out.Items = append(out.Items, s.summary(rec))
+			out.Items = append(out.Items, si.summary(rec))
 			if len(out.Items) == req.Limit {
 				if j < len(recs)-1 || i < len(windows)-1 {
 					out.Next = cursorLegacy | rec.Batch.ID
@@ -572,8 +583,8 @@ func (s *Service) listLegacy(ctx context.Context, who string, req *api.ListReque
 // submitted returns the first ids of the windows of the index keys of
 // earlier versions holding user's batches below before (0: all), newest
 // first.
-func (s *Service) submitted(ctx context.Context, user string, before uint64) ([]uint64, error) {
-	keys, err := s.batches.ListKeysFiltered(ctx, streams.SubmitterFilter(user))
+func (si *submitterIndex) submitted(ctx context.Context, user string, before uint64) ([]uint64, error) {
+	keys, err := si.batches.ListKeysFiltered(ctx, streams.SubmitterFilter(user))
 	if errors.Is(err, jetstream.ErrNoKeysFound) {
 		return nil, nil
 	}
@@ -594,7 +605,7 @@ func (s *Service) submitted(ctx context.Context, user string, before uint64) ([]
 // windowRecords reads the records of the ids of window w below before (0:
 // all), with one pipelined direct get each, and returns those found,
 // newest first.
-func (s *Service) windowRecords(ctx context.Context, w, before uint64) ([]*streams.BatchRecord, error) {
+func (si *submitterIndex) windowRecords(ctx context.Context, w, before uint64) ([]*streams.BatchRecord, error) {
 	last := w + streams.SubmitterWindow - 1
 	if before != 0 && last >= before {
 		last = before - 1
@@ -603,16 +614,16 @@ func (s *Service) windowRecords(ctx context.Context, w, before uint64) ([]*strea
 	for id := last; id >= w && id != 0; id-- {
 		ids = append(ids, listed{id: id})
 	}
-	recs, err := s.records(ctx, ids)
+	recs, err := si.readRecords(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
 	return slices.DeleteFunc(recs, func(r *streams.BatchRecord) bool { return r == nil }), nil
 }
 
-func (s *Service) summary(rec *streams.BatchRecord) api.BatchSummary {
+func (si *submitterIndex) summary(rec *streams.BatchRecord) api.BatchSummary {
 	out := summary(rec)
-	out.Scheduled = rec.Status == pipeline.InProcess && rec.Batch.Scheduled(s.opts.Now())
+	out.Scheduled = rec.Status == pipeline.InProcess && rec.Batch.Scheduled(si.now())
 	return out
 }
 
@@ -625,72 +636,4 @@ func summary(rec *streams.BatchRecord) api.BatchSummary {
 		out.Outcome = rec.Outcome.String()
 	}
 	return out
-}
-
-// cancel finishes one of the caller's batches as RemovedByOwner wherever it
-// stands, as the owner's evict does (see Removal), its tokens found by a
-// scan of its queue. Batches that are not the caller's answer 404, as
-// batches that do not exist do; the owner may cancel any. A repeated
-// cancel answers as the first did, and finishes a removal cut short (its
-// callback never published, say): nothing else would, for a batch without
-// a token, such as one waiting behind its key's head.
-func (s *Service) cancel(ctx context.Context, user string, req *api.IDRequest) (any, error) {
-	rec, err := s.recordFor(ctx, req.ID, errf(api.CodeNotFound, "authz: no batch %d of yours", req.ID), func(b *pipeline.Batch) bool {
-		return user == b.Submitter || user == s.opts.Owner
-	})
-	if err != nil {
-		return nil, err
-	}
-	b := &rec.Batch
-	done := &api.CancelReply{ID: b.ID, Status: pipeline.RemovedByOwner}
-	if rec.Status == pipeline.RemovedByOwner {
-		return done, nil
-	}
-	if rec.Status.Terminal() {
-		return nil, errf(api.CodeConflict, "authz: batch %d is already %s", req.ID, rec.Status)
-	}
-	finished := errf(api.CodeConflict, "authz: batch %d finished before it could be cancelled", req.ID)
-	for range 10 {
-		st, err := s.progressStore.Load(ctx, b.Domain, b.ID)
-		if err != nil {
-			return nil, err
-		}
-		repeat := removed(st)
-		if st.State == streams.Done && !repeat {
-			return nil, finished
-		}
-		if !repeat {
-			if err := refuseInclusionWait(b, &st.Progress, "cancelled"); err != nil {
-				return nil, err
-			}
-			if err := s.markRemoved(ctx, b, st, "cancelled by "+user); errors.Is(err, streams.ErrConflict) {
-				continue // a processor moved it meanwhile: look again
-			} else if err != nil {
-				return nil, err
-			}
-		}
-		seqs, err := s.tokensOf(ctx, b)
-		if err != nil {
-			return nil, err
-		}
-		dup, err := s.retireRemoved(ctx, b, st, seqs)
-		if err != nil {
-			return nil, err
-		}
-		if dup && !repeat {
-			// A processor finished it first, in a step that wrote no
-			// progress record: its outcome stands.
-			return nil, finished
-		}
-		if dup {
-			// This removal's callback, or a processor's that finished the
-			// batch before it: the record tells, once it is applied.
-			if rec, err := s.record(ctx, b.ID); err == nil && rec.Status.Terminal() && rec.Status != pipeline.RemovedByOwner {
-				return nil, errf(api.CodeConflict, "authz: batch %d is already %s", req.ID, rec.Status)
-			}
-		}
-		s.log.Info("batch cancelled", "batch_id", b.ID, "domain", b.Domain, "by", user, "tokens", len(seqs), "repeat", repeat)
-		return done, nil
-	}
-	return nil, errf(api.CodeConflict, "authz: batch %d kept changing; try again", req.ID)
 }

@@ -20,7 +20,7 @@ const listTable = `labels: {jobs: {domain: pay, users: [alice, bob, carol], mode
 
 func sendNoop(ctx context.Context, t *testing.T, s *Service, user string) uint64 {
 	t.Helper()
-	rep, err := s.send(ctx, user, &api.SendRequest{Label: "jobs", Functions: []api.CallSpec{{Type: "noop"}}})
+	rep, err := s.intake.send(ctx, user, &api.SendRequest{Label: "jobs", Functions: []api.CallSpec{{Type: "noop"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func listAll(ctx context.Context, t *testing.T, s *Service, user string, limit i
 	var got []uint64
 	req := api.ListRequest{Limit: limit}
 	for page := 0; ; page++ {
-		rep, err := s.list(ctx, user, &req)
+		rep, err := s.submitters.list(ctx, user, &req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +113,7 @@ func TestListOfConcurrentSubmissions(t *testing.T) {
 		}
 		wg.Go(func() {
 			for range each {
-				rep, err := on.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: []api.CallSpec{{Type: "noop"}}})
+				rep, err := on.intake.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: []api.CallSpec{{Type: "noop"}}})
 				if err != nil {
 					t.Error(err)
 					return
@@ -149,14 +149,14 @@ func TestIndexTailOutOfDateIsReadAgain(t *testing.T) {
 	s, _, ctx := internalService(t, listTable)
 	first := sendNoop(ctx, t, s, "alice")
 	second := sendNoop(ctx, t, s, "alice")
-	s.indexMarks.mu.Lock()
-	l := s.indexMarks.users["alice"]
-	s.indexMarks.mu.Unlock()
+	s.submitters.marks.mu.Lock()
+	l := s.submitters.marks.users["alice"]
+	s.submitters.marks.mu.Unlock()
 	l.tail = indexTail{seq: 1} // the first entry: out of date
 	third := sendNoop(ctx, t, s, "alice")
 	// A write stored once already, tried again after the tail moved on:
 	// the server answers it as a duplicate.
-	if err := s.appendIndex("alice", &indexLog{}, []uint64{second}); err != nil {
+	if err := s.submitters.appendIndex("alice", &indexLog{}, []uint64{second}); err != nil {
 		t.Fatal(err)
 	}
 	if got := listAll(ctx, t, s, "alice", 2); !slices.Equal(got, []uint64{third, second, first}) {
@@ -165,15 +165,15 @@ func TestIndexTailOutOfDateIsReadAgain(t *testing.T) {
 
 	// Bounded: past maxIndexUsers, the submitters with nothing being
 	// written are forgotten.
-	s.indexMarks.mu.Lock()
+	s.submitters.marks.mu.Lock()
 	for i := range maxIndexUsers {
-		s.indexMarks.users[strconv.Itoa(i)] = &indexLog{}
+		s.submitters.marks.users[strconv.Itoa(i)] = &indexLog{}
 	}
-	s.indexMarks.mu.Unlock()
+	s.submitters.marks.mu.Unlock()
 	sendNoop(ctx, t, s, "bob")
-	s.indexMarks.mu.Lock()
-	n := len(s.indexMarks.users)
-	s.indexMarks.mu.Unlock()
+	s.submitters.marks.mu.Lock()
+	n := len(s.submitters.marks.users)
+	s.submitters.marks.mu.Unlock()
 	if n > 2 {
 		t.Fatalf("%d submitters remembered past the bound, want the idle ones forgotten", n)
 	}
@@ -192,10 +192,10 @@ func TestIndexKeyOfEarlierVersions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.batches.Put(ctx, streams.BatchKey(id), data); err != nil {
+		if _, err := s.store.batches.Put(ctx, streams.BatchKey(id), data); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.batches.Put(ctx, "by.carol."+strconv.FormatUint(id, 10), nil); err != nil {
+		if _, err := s.store.batches.Put(ctx, "by.carol."+strconv.FormatUint(id, 10), nil); err != nil {
 			t.Fatal(err)
 		}
 		old = append(old, id)
@@ -216,7 +216,7 @@ func TestListCursorIsTheCallers(t *testing.T) {
 	s, _, ctx := internalService(t, listTable)
 	sendNoop(ctx, t, s, "bob")
 	sendNoop(ctx, t, s, "bob")
-	rep, err := s.list(ctx, "bob", &api.ListRequest{Limit: 1})
+	rep, err := s.submitters.list(ctx, "bob", &api.ListRequest{Limit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestListCursorIsTheCallers(t *testing.T) {
 	}
 	a := sendNoop(ctx, t, s, "alice")
 	for _, before := range []uint64{next, a, 42, 1<<8 | 200} {
-		_, err := s.list(ctx, "alice", &api.ListRequest{Before: before})
+		_, err := s.submitters.list(ctx, "alice", &api.ListRequest{Before: before})
 		var e *Error
 		if !errors.As(err, &e) || e.Code != api.CodeBadRequest {
 			t.Fatalf("alice lists before %d: %v, want a 400", before, err)
@@ -256,7 +256,7 @@ func TestListReadsBoundedByThePage(t *testing.T) {
 		wg.Go(func() {
 			for i := g; i < history; i += 4 {
 				n := strconv.Itoa(i)
-				if _, err := s.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: []api.CallSpec{{Type: "noop"}}, Key: "k" + n, IdempotencyKey: "i" + n}); err != nil {
+				if _, err := s.intake.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: []api.CallSpec{{Type: "noop"}}, Key: "k" + n, IdempotencyKey: "i" + n}); err != nil {
 					t.Error(err)
 					return
 				}
@@ -278,7 +278,7 @@ func TestListReadsBoundedByThePage(t *testing.T) {
 		t.Fatal(err)
 	}
 	const limit = 10
-	rep, err := s.list(ctx, "alice", &api.ListRequest{Limit: limit})
+	rep, err := s.submitters.list(ctx, "alice", &api.ListRequest{Limit: limit})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,291 @@
+package authz
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/submit"
+	"github.com/tickflow/tickflow/logging"
+	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/telemetry"
+)
+
+// intake takes a submission onto the queues: it checks the caller and its
+// label, limits, records, indexes and queues the batch (the send path, which
+// the owner's insert and the scheduler use too).
+type intake struct {
+	js         jetstream.JetStream
+	batches    jetstream.KeyValue
+	acks       *streams.AckPublisher
+	ids        *submit.IDs
+	store      *recordStore
+	slots      *slotKeeper
+	submitters *submitterIndex
+	keys       *keyOrders
+	repair     *keyRepairer
+	// rates are the senders' send rates, by caller.
+	rates rateLimits
+	table func() *Table
+	now   func() time.Time
+	log   *slog.Logger
+	tel   *telemetry.Telemetry
+}
+
+// submission is what one submission asks for, once its caller is known to
+// be allowed: send builds one from its request, and every other way of
+// submitting a batch through the send path builds its own.
+type submission struct {
+	// label names l, the label the batch runs under.
+	label string
+	l     *Label
+	// user is the submitter.
+	user  string
+	calls []api.CallSpec
+	// key is the batch's serialisation key; idem its idempotency key.
+	key, idem string
+	prio      pipeline.Priority
+	// force skips the label's concurrency limits and key bound (the
+	// owner's insert).
+	force bool
+	// runAt, when set, schedules the batch: already checked against the
+	// label's max_delay, and in the future when it was read.
+	runAt time.Time
+}
+
+type built struct {
+	batch    *pipeline.Batch
+	dup      bool
+	terminal bool // a duplicate whose batch already finished
+}
+
+func (ik *intake) send(ctx context.Context, user string, req *api.SendRequest) (any, error) {
+	t := ik.table()
+	if lim := t.limits(user, 0); !ik.rates.allow(user, lim, ik.now()) {
+		return nil, errf(api.CodeTooManyRequests, "authz: %s sends more than %v per second (send_rate %v, send_burst %d); try again", user, lim.sendRate, lim.sendRate, lim.sendBurst)
+	}
+	if strings.HasPrefix(req.IdempotencyKey, streams.ScheduleIdempotencyPrefix) {
+		return nil, errf(api.CodeBadRequest, "authz: idempotency_key: keys starting with %q are the schedules' own; choose another", streams.ScheduleIdempotencyPrefix)
+	}
+	l, ok := t.Labels[req.Label]
+	if !ok {
+		return nil, errf(api.CodeNotFound, "authz: unknown label %q", logging.Capped(req.Label))
+	}
+	if !l.Allows(user) {
+		return nil, errf(api.CodeForbidden, "authz: %q may not submit under label %q", user, req.Label)
+	}
+	if err := t.allowedTypes(l.Domain, req.Functions); err != nil {
+		return nil, err
+	}
+	runAt, err := l.runAt(req.Label, req.RunAt, req.Delay, ik.now())
+	if err != nil {
+		return nil, err
+	}
+	return ik.submit(ctx, &submission{label: req.Label, l: l, user: user, calls: req.Functions, key: req.Key,
+		idem: req.IdempotencyKey, prio: l.Priority, runAt: runAt})
+}
+
+// submit builds, limits, records and queues a batch.
+func (ik *intake) submit(ctx context.Context, sub *submission) (*api.SendReply, error) {
+	l := sub.l
+	b, err := ik.build(ctx, sub)
+	if err != nil {
+		return nil, err
+	}
+	// A repeated submission publishes the (deduplicated) first token again
+	// only while the batch never ran (admit's repeat): the first may have
+	// been cut short by a crash.
+	if !b.dup || !b.terminal {
+		bound := 0
+		if !b.dup {
+			bound = l.KeyBound()
+		}
+		if head, err := ik.keys.admit(ctx, b.batch, b.dup, bound); err != nil {
+			if errors.Is(err, errJoinLater) {
+				return nil, fmt.Errorf("authz: batch %d is recorded, but has not joined the order of its key yet (%w); authz adds it as soon as it can: send it again only with the same idempotency key", b.batch.ID, err)
+			}
+			if !head {
+				return nil, err
+			}
+			// Recorded, and first in its key's order if it has one, but its
+			// token not published: the repair loop publishes it (admit
+			// handed it a key already).
+			handed := !errors.Is(err, errNotHanded)
+			if b.batch.Key == "" {
+				handed = ik.repair.repairBatch(b.batch.Domain, b.batch.ID)
+			}
+			if !handed {
+				return nil, fmt.Errorf("authz: batch %d is recorded, but its token could not be published (%w), nor handed to be published later: send it again only with the same idempotency key", b.batch.ID, err)
+			}
+			return nil, fmt.Errorf("authz: batch %d is recorded, but its token could not be published yet (%w); authz publishes it as soon as it can: send it again only with the same idempotency key", b.batch.ID, err)
+		}
+	}
+	return &api.SendReply{ID: b.batch.ID, Domain: b.batch.Domain, Priority: b.batch.Priority, Duplicate: b.dup, RunAt: b.batch.RunAt}, nil
+}
+
+// build checks a submission, takes a concurrency slot and records the batch,
+// without queueing it.
+func (ik *intake) build(ctx context.Context, sub *submission) (*built, error) {
+	name, l, user, key, idem, force := sub.label, sub.l, sub.user, sub.key, sub.idem, sub.force
+	now := ik.now()
+	b, err := l.Build(name, user, sub.calls, key, now)
+	if err != nil {
+		return nil, err
+	}
+	b.Priority = sub.prio
+	if !sub.runAt.IsZero() {
+		// Expiry counts from when the batch may run.
+		b.RunAt = sub.runAt.UTC()
+		if l.Expiry > 0 {
+			b.ExpiresAt = b.RunAt.Add(l.Expiry.D()).UTC()
+		}
+	}
+	if idem != "" {
+		if rep, err := ik.repeated(ctx, user, idem, b); rep != nil || err != nil {
+			return rep, err
+		}
+	}
+	if key != "" && !force {
+		if err := ik.keys.checkKeyBound(ctx, name, l, user, b.Domain, key); err != nil {
+			return nil, err
+		}
+	}
+	id, dup, err := ik.assignID(ctx, user, idem)
+	if err != nil {
+		return nil, err
+	}
+	b.ID, b.CreatedAt = id, now.UTC()
+	// A duplicate takes its slot too: the submission it repeats may have
+	// died before it took one (reserve keeps a slot already held).
+	if err := ik.slots.reserveSlots(ctx, name, l, user, id, force); err != nil {
+		return nil, err
+	}
+	// Indexed only once admitted: a submission refused for its label's
+	// concurrency leaves no index key behind.
+	// The index key and the record are published together, and their
+	// PubAcks awaited together.
+	index, err := ik.submitters.startIndex(b.Submitter, id)
+	if err != nil {
+		return nil, err
+	}
+	first, created, err := submit.CreateAcked(ctx, ik.acks, ik.batches, b, idem, dup)
+	if created != nil {
+		ik.store.recent.put(b.ID, created)
+	}
+	if errors.Is(err, jetstream.ErrKeyExists) && idem != "" {
+		// A concurrent submission with the same key got the same id as a
+		// duplicate and recorded its batch first.
+		rec, rerr := ik.store.record(ctx, id)
+		if rerr != nil {
+			return nil, rerr
+		}
+		first, dup, err = &rec.Batch, true, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if dup {
+		if err := sameSubmission(idem, first, b); err != nil {
+			return nil, err
+		}
+	}
+	if err := ik.submitters.indexed(ctx, b.Submitter, id, index); err != nil {
+		return nil, err
+	}
+	if idem != "" {
+		if _, err := ik.batches.Create(ctx, streams.IdempotencyKey(user, idem), []byte(fmt.Sprint(first.ID))); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, fmt.Errorf("authz: remember idempotency key: %w", err)
+		}
+	}
+	if !dup {
+		ik.tel.BatchSubmitted(ctx, first)
+	}
+	// The batch record is the audit trail; a line per batch would cost every
+	// submission, and so would building the line's attributes when it is off.
+	if ik.log.Enabled(ctx, slog.LevelDebug) {
+		ik.log.Debug("batch accepted", "batch_id", first.ID, "label", name, "user", user, "domain", first.Domain, "priority", first.Priority)
+	}
+	return &built{batch: first, dup: dup}, nil
+}
+
+// repeated answers a submission whose idempotency key named a batch
+// already; nil when it named none.
+func (ik *intake) repeated(ctx context.Context, user, idem string, b *pipeline.Batch) (*built, error) {
+	id, ok, err := ik.store.idempotent(ctx, user, idem)
+	if err != nil || !ok {
+		return nil, err
+	}
+	rec, err := ik.store.record(ctx, id)
+	if ae := (*Error)(nil); errors.As(err, &ae) && ae.Code == api.CodeNotFound {
+		// Its batch finished and its record expired. The key stays as
+		// long as the id log would give the resend the same id (expiry).
+		return nil, errf(api.CodeConflict, "authz: batch %d, sent with this idempotency key, finished and its record expired; send it with a new idempotency key", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := sameSubmission(idem, &rec.Batch, b); err != nil {
+		return nil, err
+	}
+	return &built{batch: &rec.Batch, dup: true, terminal: rec.Status.Terminal()}, nil
+}
+
+// assignID takes the batch's id: from this replica's reserved block, or,
+// for a submission with an idempotency key, from the id log deduplicated
+// by the key, so that concurrent duplicates get the same id (dup).
+func (ik *intake) assignID(ctx context.Context, user, idem string) (id uint64, dup bool, err error) {
+	if idem == "" {
+		id, err = ik.ids.Next(ctx)
+		return id, false, err
+	}
+	return submit.AssignID(ctx, ik.js, streams.IdempotencyKey(user, idem))
+}
+
+// sameSubmission refuses, as a conflict, a submission that reuses the
+// idempotency key of a different one: another label, key, function type,
+// payload or expected confirmation. A retry must ask for the same thing.
+func sameSubmission(idem string, first, again *pipeline.Batch) error {
+	if fingerprint(first) != fingerprint(again) {
+		return errf(api.CodeConflict, "authz: idempotency key %q was used for batch %d, a different submission (label, key or functions differ); a new submission needs a new key", logging.Capped(idem), first.ID)
+	}
+	return nil
+}
+
+// fingerprint identifies what a submission asks for: its label, its key and
+// each function's type, payload and expected confirmation. Payloads are
+// compared as the JSON values they are, whatever order their keys were
+// stored in.
+func fingerprint(b *pipeline.Batch) [sha256.Size]byte {
+	h := sha256.New()
+	field := func(v []byte) {
+		_ = binary.Write(h, binary.BigEndian, uint64(len(v)))
+		h.Write(v)
+	}
+	field([]byte(b.Label))
+	field([]byte(b.Key))
+	for _, f := range b.Functions {
+		field([]byte(f.Type))
+		p, err := json.Marshal(f.Payload)
+		if err != nil {
+			p = f.Payload // not valid msgpack: compare the bytes
+		}
+		field(p)
+		var expect string
+		if f.Confirm != nil {
+			expect = f.Confirm.Expect
+		}
+		field([]byte(expect))
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
+}
