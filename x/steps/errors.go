@@ -8,7 +8,8 @@ import (
 // ErrImplementation is returned (wrapped) by New when a Processor's
 // declaration is unusable: a nil processor, a blank name, or no required
 // dependency left after dropping names that start with neither "p_" nor "s_".
-// It is the seed's SubclassImplementationError.
+// It is the step pipeline's error for a processor subclass that does not
+// implement what it must.
 var ErrImplementation = errors.New("steps: processor implementation error")
 
 // ErrNilStore is returned by New when it is given no RunStore.
@@ -17,8 +18,8 @@ var ErrNilStore = errors.New("steps: run store is nil")
 // ErrDependencyNotFound is matched by every *DependencyNotFoundError.
 var ErrDependencyNotFound = errors.New("steps: dependency not found")
 
-// ErrDependencyMismatch is matched by every *DependencyMismatchError. It is
-// the seed's DependencyUnderwritingMismatchError.
+// ErrDependencyMismatch is matched by every *DependencyMismatchError. It says an
+// input belongs to another subject (another underwriting) than the run's.
 var ErrDependencyMismatch = errors.New("steps: dependency belongs to another subject")
 
 // ErrEmptySubject fails the dependency step of an Execute called without a

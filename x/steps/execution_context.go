@@ -36,8 +36,8 @@ type ExecutionContext struct {
 //
 // After a failure the chain continues; after a success, or with no record, a
 // new chain starts with this run as its parent. A caller context whose
-// ParentRunID is set replaces the lineage fields as a whole (the seed's
-// merge); its Metadata is always merged over the carried metadata.
+// ParentRunID is set replaces the lineage fields as a whole (the
+// pipeline's merge rule); its Metadata is always merged over the carried metadata.
 func lineage(runID string, prev *RunRecord, ec *ExecutionContext) ExecutionContext {
 	c := ExecutionContext{ParentRunID: runID, Metadata: map[string]any{}}
 	if prev != nil && !prev.Success {

@@ -20,7 +20,7 @@ import (
 // The results of the batch's earlier functions are not in the payload: the
 // handler takes them from Call.Inputs.
 type Request struct {
-	// SubjectID is what the run is about (the seed's underwriting_id); required.
+	// SubjectID is what the run is about (an underwriting id, in the underwriting pipeline); required.
 	SubjectID string `msgpack:"subject_id" json:"subject_id"`
 	// Stipulations are documents supplied with the call, in order.
 	Stipulations []Document `msgpack:"stipulations,omitempty" json:"stipulations,omitempty"`

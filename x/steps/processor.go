@@ -44,7 +44,7 @@ type ProcessedDecoder interface {
 	DecodeProcessed(raw []byte) (any, error)
 }
 
-// Extraction is the output of a successful run, keyed by section. The seed's
+// Extraction is the output of a successful run, keyed by section. Its usual
 // shape is "payload" (the processed data, if needed for auditing),
 // "stipulations", "flags", "factors" and "metadata"; other keys may be added.
 // Values must encode to JSON.

@@ -7,7 +7,7 @@ import (
 )
 
 // Result is the outcome of one Execute: one attempt of one processor for one
-// subject (the seed's ProcessingResult). It is also an Input: the next
+// subject (a processing result). It is also an Input: the next
 // processor declares it as the dependency "p_"+Name().
 //
 // A Result encodes to JSON with "kind": "result" and decodes back (with
@@ -18,7 +18,7 @@ type Result struct {
 	RunID string `json:"run_id"`
 	// ProcessorName is "p_" + the processor's Name().
 	ProcessorName string `json:"processor_name"`
-	// SubjectID is what the run was about (the seed's underwriting_id).
+	// SubjectID is what the run was about (an underwriting id, in the underwriting pipeline).
 	SubjectID string `json:"subject_id"`
 	// ExtractionOutput is what Extract returned; empty on failure.
 	ExtractionOutput Extraction `json:"extraction_output"`

@@ -20,7 +20,7 @@ type plan struct {
 }
 
 // plan decides where a run with inputs hashing to hash starts, given the
-// latest recorded attempt (nil if none): the seed's resume table.
+// latest recorded attempt (nil if none): the step pipeline's resume table.
 func (r *Runner) plan(ctx context.Context, prev *RunRecord, hash string) plan {
 	full := func(why string) plan { return plan{start: StepDependency, why: why} }
 	switch {

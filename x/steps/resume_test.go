@@ -19,8 +19,8 @@ func (noOutputs) StepOutput(_ context.Context, runID string, step steps.Step) ([
 }
 
 // TestResumeTable seeds the store with the record of a previous attempt and
-// checks where the next attempt starts and which steps it runs: the seed's
-// resume table, row by row.
+// checks where the next attempt starts and which steps it runs: the step
+// pipeline's resume table, row by row.
 func TestResumeTable(t *testing.T) {
 	inputs := []steps.Input{doc(subject, "hello world")}
 	hash, err := steps.InputHash(inputs)

@@ -5,8 +5,8 @@ import (
 	"fmt"
 )
 
-// Stipulation is a document supplied for a subject (the seed's
-// DocumentStipulation; SubjectID is its underwriting_id). Its Name is the
+// Stipulation is a document supplied for a subject (a document
+// stipulation; SubjectID is its underwriting id). Its Name is the
 // dependency name processors declare, e.g. "s_bank_statement".
 type Stipulation struct {
 	Name      string `json:"name"`
