@@ -216,13 +216,7 @@ func fireAllDue(ctx context.Context, t *testing.T, s *Service, c *clock) {
 // longer than the catch-up grace, a replica fires the latest period it
 // missed, once, and skips the older ones.
 func TestScheduleCatchUpFiresTheLatestOnly(t *testing.T) {
-	c := &clock{now: time.Unix(1_800_000_000, 300_000_000).UTC()}
-	replicas, ctx := scheduleReplicas(t, 2, c)
-	start := time.Unix(1_800_000_000, 0).UTC()
-	replicas[0].sched.fireDue(ctx)
-	c.add(time.Second)
-	replicas[0].sched.fireDue(ctx)
-	wantPeriods(ctx, t, replicas[0], start.Add(time.Second))
+	c, replicas, ctx, start := twoPeriodsFired(t, 2)
 	// Nothing runs for longer than the grace; then another replica starts.
 	gap := catchUpGrace + 5*time.Second
 	c.add(gap)
@@ -238,13 +232,8 @@ func TestScheduleCatchUpFiresTheLatestOnly(t *testing.T) {
 // periods late (slow, or taking over from one that died), within the
 // catch-up grace, fires each period it missed, in order, once.
 func TestScheduleLateReplicaFiresEveryPeriod(t *testing.T) {
-	c := &clock{now: time.Unix(1_800_000_000, 300_000_000).UTC()}
-	replicas, ctx := scheduleReplicas(t, 1, c)
+	c, replicas, ctx, start := twoPeriodsFired(t, 1)
 	s := replicas[0]
-	start := time.Unix(1_800_000_000, 0).UTC()
-	s.sched.fireDue(ctx)
-	c.add(time.Second)
-	s.sched.fireDue(ctx)
 	c.add(3 * time.Second)
 	fireAllDue(ctx, t, s, c)
 	want := []time.Time{start.Add(time.Second), start.Add(2 * time.Second), start.Add(3 * time.Second), start.Add(4 * time.Second)}
@@ -289,13 +278,7 @@ func TestScheduleCrashBetweenSendAndMark(t *testing.T) {
 // paused, once, and skips the older ones; the pause state is every
 // replica's.
 func TestSchedulePauseAndResume(t *testing.T) {
-	c := &clock{now: time.Unix(1_800_000_000, 300_000_000).UTC()}
-	replicas, ctx := scheduleReplicas(t, 2, c)
-	start := time.Unix(1_800_000_000, 0).UTC()
-	replicas[0].sched.fireDue(ctx)
-	c.add(time.Second)
-	replicas[0].sched.fireDue(ctx)
-	wantPeriods(ctx, t, replicas[0], start.Add(time.Second))
+	c, replicas, ctx, start := twoPeriodsFired(t, 2)
 	if _, err := replicas[1].sched.pauseSchedule(ctx, "owner", &api.ScheduleRequest{Name: "tick"}); err != nil {
 		t.Fatal(err)
 	}
@@ -328,14 +311,8 @@ func TestSchedulePauseAndResume(t *testing.T) {
 // (a reload) fires only the periods of its new timing that begin after
 // the change, not the latest one before it, as a new schedule would.
 func TestScheduleTimingChangeStartsAfresh(t *testing.T) {
-	c := &clock{now: time.Unix(1_800_000_000, 300_000_000).UTC()}
-	replicas, ctx := scheduleReplicas(t, 1, c)
+	c, replicas, ctx, start := twoPeriodsFired(t, 1)
 	s := replicas[0]
-	start := time.Unix(1_800_000_000, 0).UTC()
-	s.sched.fireDue(ctx)
-	c.add(time.Second)
-	s.sched.fireDue(ctx)
-	wantPeriods(ctx, t, s, start.Add(time.Second))
 	// Nothing runs past start+10s; then the schedule every 10s is loaded.
 	c.add(11 * time.Second)
 	changed, err := ParseTable([]byte(strings.Replace(scheduleTable, "@every 1s", "@every 10s", 1)))
@@ -348,4 +325,20 @@ func TestScheduleTimingChangeStartsAfresh(t *testing.T) {
 	c.add(8 * time.Second) // start+20.3s
 	s.sched.fireDue(ctx)
 	wantPeriods(ctx, t, s, start.Add(time.Second), start.Add(20*time.Second))
+}
+
+// twoPeriodsFired starts n replicas on a test clock just past a period's
+// start; the first replica fires the schedule's first period (its state
+// begins) and, a second later, the next. It returns the clock, the
+// replicas, their context and the first period's start.
+func twoPeriodsFired(t *testing.T, n int) (*clock, []*Service, context.Context, time.Time) {
+	t.Helper()
+	c := &clock{now: time.Unix(1_800_000_000, 300_000_000).UTC()}
+	replicas, ctx := scheduleReplicas(t, n, c)
+	start := time.Unix(1_800_000_000, 0).UTC()
+	replicas[0].sched.fireDue(ctx)
+	c.add(time.Second)
+	replicas[0].sched.fireDue(ctx)
+	wantPeriods(ctx, t, replicas[0], start.Add(time.Second))
+	return c, replicas, ctx, start
 }

@@ -325,20 +325,7 @@ func TestScheduleKeysAreTheSchedules(t *testing.T) {
 // cannot fire is refused with a 400 naming it, and the table in force
 // stays.
 func TestReloadRefusesABadSchedule(t *testing.T) {
-	env := testnats.Start(t, []string{domain})
-	path := filepath.Join(t.TempDir(), "authz.yaml")
-	if err := os.WriteFile(path, []byte(everySecond), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	svc, err := authz.New(context.Background(), env.Conn(t, "authz"), authz.Options{TablePath: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = svc.Run(ctx) }()
-	t.Cleanup(func() { cancel(); testnats.Stopped(t, "authz", done) })
-	b := &bundle{env: env, ctx: ctx}
+	b, svc, path := authzFromFile(t, everySecond)
 	bad := strings.Replace(everySecond, `"@every 1s"`, `"0 25 * * *"`, 1)
 	if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
 		t.Fatal(err)

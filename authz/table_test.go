@@ -54,21 +54,8 @@ func TestParseTableRejects(t *testing.T) {
 // TestReload: the owner's reload picks up a changed table; a table that
 // does not validate is refused and the old one stays.
 func TestReload(t *testing.T) {
-	env := testnats.Start(t, []string{domain})
-	path := filepath.Join(t.TempDir(), "authz.yaml")
-	if err := os.WriteFile(path, []byte(tableYAML), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	svc, err := authz.New(context.Background(), env.Conn(t, "authz"), authz.Options{TablePath: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = svc.Run(ctx) }()
-	t.Cleanup(func() { cancel(); testnats.Stopped(t, "authz", done) })
-	b := &bundle{env: env, ctx: ctx}
-	admin := env.Conn(t, "admin")
+	b, svc, path := authzFromFile(t, tableYAML)
+	admin := b.env.Conn(t, "admin")
 	testnats.Eventually(t, 5*time.Second, "authz up", func() bool {
 		_, err := admin.Request("$SRV.PING.authz", nil, 100*time.Millisecond)
 		return err == nil
@@ -179,4 +166,25 @@ callers:
 			t.Errorf("%s: %v, want ErrTable", bad, err)
 		}
 	}
+}
+
+// authzFromFile runs authz on a server of its own from a table file that
+// holds yaml, for a test that rewrites the file and reloads it; the
+// bundle has only the server and authz's context.
+func authzFromFile(t *testing.T, yaml string) (*bundle, *authz.Service, string) {
+	t.Helper()
+	env := testnats.Start(t, []string{domain})
+	path := filepath.Join(t.TempDir(), "authz.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := authz.New(context.Background(), env.Conn(t, "authz"), authz.Options{TablePath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = svc.Run(ctx) }()
+	t.Cleanup(func() { cancel(); testnats.Stopped(t, "authz", done) })
+	return &bundle{env: env, ctx: ctx}, svc, path
 }
