@@ -32,8 +32,3 @@ var ErrNoValue = errors.New("streams: no value stored")
 // the batch waits, as for a free sender, until one of its submitter's
 // other batches ends.
 var ErrSenderShare = errors.New("streams: the submitter holds its share of the senders")
-
-// ErrKeyBound is matched by a join of a key's order refused because its
-// submitter's batches listed there already reach the bound asked for
-// (KeyQueueStore.AppendBy).
-var ErrKeyBound = errors.New("streams: too many unfinished batches of one submitter on the key")
