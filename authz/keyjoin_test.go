@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/internal/keyorder"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -97,7 +98,7 @@ func TestKeyJoinsUnderContention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := streams.NewKeyQueueStore(kv, nil).Load(ctx, domain, "hot")
+	q, err := keyorder.New(kv, nil).Load(ctx, domain, "hot")
 	if err != nil {
 		t.Fatal(err)
 	}

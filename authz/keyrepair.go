@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/api"
-	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/keyorder"
 	"github.com/tickflow/tickflow/logging"
 )
 
@@ -183,7 +183,7 @@ var errJoinLater = errors.New("handed to the repair loop to join its key's order
 type keyRepairer struct {
 	repairs repairs
 	keys    *keyOrders
-	order   *streams.KeyQueueStore
+	order   *keyorder.Store
 	store   *recordStore
 	log     *slog.Logger
 }

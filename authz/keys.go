@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/keyorder"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/logging"
@@ -25,7 +26,7 @@ import (
 // key's order and publishes the next head's token before the callback is
 // acknowledged. Joining is one compare-and-set of the key's entry, which
 // the key order's store makes wait its turn and retries until it lands
-// (streams.KeyQueueStore); it also enforces each submitter's bound on the
+// (keyorder.Store); it also enforces each submitter's bound on the
 // key (Label.KeyBound). A join that fails all the same is handed to the
 // repair loop (keyrepair.go).
 //
@@ -47,7 +48,7 @@ const maxRelease = 64
 // starts the next, and answers the owner's keys listing (keystate.go).
 type keyOrders struct {
 	js        jetstream.JetStream
-	order     *streams.KeyQueueStore
+	order     *keyorder.Store
 	senders   jetstream.KeyValue
 	progress  *streams.ProgressStore
 	store     *recordStore
@@ -90,7 +91,7 @@ func (ko *keyOrders) admit(ctx context.Context, b *pipeline.Batch, repeat bool, 
 		}
 	}
 	q, added, err := ko.order.AppendBy(ctx, b.Domain, b.Key, b.ID, b.Submitter, bound)
-	if errors.Is(err, streams.ErrKeyBound) {
+	if errors.Is(err, keyorder.ErrBound) {
 		return false, ko.refuseOverBound(ctx, b, bound, q.CountBy(b.Submitter))
 	}
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/internal/keyorder"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
@@ -432,7 +433,7 @@ func TestKeyHeadRepairedAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := streams.NewKeyQueueStore(kv, nil).Append(ctx, domain, "r", id); err != nil {
+	if _, _, err := keyorder.New(kv, nil).Append(ctx, domain, "r", id); err != nil {
 		t.Fatal(err)
 	}
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/senderlease"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -42,7 +43,7 @@ func (ko *keyOrders) list(ctx context.Context, _ string, req *api.KeysRequest) (
 	sort.Slice(qs, func(i, j int) bool { return qs[i].Key < qs[j].Key })
 	rep := &api.KeysReply{Domain: req.Domain, Keys: []api.KeyState{}}
 	now := ko.now()
-	pool, err := streams.LoadSenders(ctx, ko.senders, req.Domain)
+	pool, err := senderlease.Load(ctx, ko.senders, req.Domain)
 	if err != nil {
 		return nil, err
 	}

@@ -9,13 +9,14 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/senderlease"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
 // A batch that needs a sender holds one of its domain's pool until it is
-// terminal (streams.AcquireSender), so a label that leases a sender bounds
+// terminal (senderlease.Acquire), so a label that leases a sender bounds
 // its batches' size (Label.MaxFunctions) and the processor keeps each
 // submitter to its share of the pool. Every terminal outcome reaches authz as
 // a callback (the owner's evict publishes one too), and Apply releases the
@@ -34,7 +35,7 @@ type senderPool struct {
 // release frees the sender batch id of domain holds, if any. It is
 // idempotent.
 func (sp *senderPool) release(ctx context.Context, domain string, id uint64) error {
-	name, err := streams.ReleaseSender(ctx, sp.senders, domain, id, sp.now())
+	name, err := senderlease.Release(ctx, sp.senders, domain, id, sp.now())
 	if err != nil {
 		return fmt.Errorf("authz: release the sender of batch %d: %w", id, err)
 	}
@@ -49,7 +50,7 @@ func (sp *senderPool) list(ctx context.Context, _ string, req *api.SendersReques
 	if err := pipeline.ValidateDomain(req.Domain); err != nil {
 		return nil, err
 	}
-	pool, err := streams.LoadSenders(ctx, sp.senders, req.Domain)
+	pool, err := senderlease.Load(ctx, sp.senders, req.Domain)
 	if err != nil {
 		return nil, err
 	}

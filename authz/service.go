@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/drain"
+	"github.com/tickflow/tickflow/internal/keyorder"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/logging"
@@ -224,7 +225,7 @@ func (s *Service) compose(h *bound, progress *streams.ProgressStore) {
 	s.removal = &remover{js: s.js, queues: h.queues, scheduled: h.scheduled, progress: progress, store: store, owner: s.opts.Owner, log: log}
 	s.scheduledBatches = &scheduledBatches{js: s.js, acks: h.acks, scheduled: h.scheduled, due: h.due, progress: progress, store: store,
 		removal: s.removal, now: now, log: log}
-	order := streams.NewKeyQueueStore(h.keys, now)
+	order := keyorder.New(h.keys, now)
 	s.keyOrders = &keyOrders{js: s.js, order: order, senders: h.senders, progress: progress, store: store,
 		scheduled: s.scheduledBatches, removal: s.removal, now: now, log: log}
 	s.keyRepair = &keyRepairer{keys: s.keyOrders, order: order, store: store, log: log,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/senderlease"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
@@ -140,7 +141,7 @@ func (iw *inclusions) request(b *pipeline.Batch, st *state, k int, ic *streams.I
 // leaseFor gives st the sender batch b holds, for a poll or hook request.
 func (iw *inclusions) leaseFor(ctx context.Context, b *pipeline.Batch, st *state) error {
 	sender, _, err := iw.senders.lease(ctx, b)
-	if err != nil && !errors.Is(err, streams.ErrNoSender) {
+	if err != nil && !errors.Is(err, senderlease.ErrNoSender) {
 		return err
 	}
 	st.sender = sender

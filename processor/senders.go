@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/senderlease"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
@@ -17,7 +18,7 @@ import (
 
 // A batch with a function that needs a sender holds one sender of its
 // domain's pool from its first step until it is terminal (the pool record
-// in the senders bucket, streams.AcquireSender). Every step asks for the
+// in the senders bucket, senderlease.Acquire). Every step asks for the
 // lease again, which finds the one the batch holds by its id, whichever
 // replica took it before whatever crash; only a batch that holds none
 // leases a free one, and with none free, or with its submitter holding
@@ -77,7 +78,7 @@ func (l *leases) forget(id uint64) {
 // lease returns the sender batch b holds, leasing a free one if it holds
 // none; "" for a batch that needs none. leased says this replica did not
 // know of the lease before. With every sender leased to other batches it
-// returns streams.ErrNoSender.
+// returns senderlease.ErrNoSender.
 func (sp *senderPool) lease(ctx context.Context, b *pipeline.Batch) (name string, leased bool, err error) {
 	if !b.NeedsSender() {
 		return "", false, nil
@@ -85,8 +86,8 @@ func (sp *senderPool) lease(ctx context.Context, b *pipeline.Batch) (name string
 	if name, ok := sp.leases.get(b.ID); ok {
 		return name, false, nil
 	}
-	l := streams.SenderLease{Domain: b.Domain, Batch: b.ID, Key: b.Key, Processor: sp.holder, Submitter: b.Submitter, Share: sp.share()}
-	name, err = streams.AcquireSender(ctx, sp.kv, l, sp.names, sp.now())
+	l := senderlease.Lease{Domain: b.Domain, Batch: b.ID, Key: b.Key, Processor: sp.holder, Submitter: b.Submitter, Share: sp.share()}
+	name, err = senderlease.Acquire(ctx, sp.kv, l, sp.names, sp.now())
 	if err != nil {
 		return "", false, err
 	}
@@ -134,16 +135,16 @@ func (s *stepper) needSender(ctx context.Context, b *pipeline.Batch, st *state, 
 	case err == nil:
 		st.sender = name
 		return "", false, nil
-	case errors.Is(err, streams.ErrNoSender) && len(s.opts.Senders) == 0:
+	case errors.Is(err, senderlease.ErrNoSender) && len(s.opts.Senders) == 0:
 		msg := fmt.Sprintf("function %d needs a sender, and domain %s has none configured", st.Progress.Next, b.Domain)
 		s.log.Error("batch needs a sender; none configured", "batch_id", b.ID)
 		st.noWait = true // nothing to wait for
 		act, err = s.settle(ctx, b, st, failure{index: st.Progress.Next, msg: msg}, m)
 		return act, true, err
-	case errors.Is(err, streams.ErrNoSender):
+	case errors.Is(err, senderlease.ErrNoSender):
 		s.log.Debug("every sender leased; batch set aside", "batch_id", b.ID, "wait", s.opts.SenderWait)
 		return api.ActionSetAside, true, m.NakWithDelay(s.opts.SenderWait)
-	case errors.Is(err, streams.ErrSenderShare):
+	case errors.Is(err, senderlease.ErrShare):
 		s.log.Debug("submitter holds its share of the senders; batch set aside", "batch_id", b.ID, "submitter", logging.Capped(b.Submitter), "share", s.senders.share(), "wait", s.opts.SenderWait)
 		return api.ActionSetAside, true, m.NakWithDelay(s.opts.SenderWait)
 	}
@@ -157,7 +158,7 @@ func (sp *senderPool) release(ctx context.Context, b *pipeline.Batch) {
 		return
 	}
 	sp.leases.forget(b.ID)
-	if name, err := streams.ReleaseSender(ctx, sp.kv, b.Domain, b.ID, sp.now()); err != nil {
+	if name, err := senderlease.Release(ctx, sp.kv, b.Domain, b.ID, sp.now()); err != nil {
 		sp.log.Warn("sender not released; authz releases it with the callback", "batch_id", b.ID, "err", err)
 	} else if name != "" {
 		sp.log.Debug("sender released", "batch_id", b.ID, "sender", name)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/senderlease"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -163,7 +164,7 @@ func (b *bundle) pool(t *testing.T) streams.SenderPool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := streams.LoadSenders(b.ctx, kv, domain)
+	p, err := senderlease.Load(b.ctx, kv, domain)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/keyorder"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -218,7 +219,7 @@ func TestAuthz(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					keys := streams.NewKeyQueueStore(kv, nil)
+					keys := keyorder.New(kv, nil)
 					if _, _, err := keys.Append(ctx, domain, "k", 1); err != nil {
 						return err
 					}

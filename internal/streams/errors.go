@@ -26,14 +26,3 @@ var ErrPubAckTimeout = errors.New("streams: no PubAck in time")
 // ErrNoValue is matched by a direct get (ReadDirectGet) that found no
 // message, or a KV key whose last revision is a delete or purge marker.
 var ErrNoValue = errors.New("streams: no value stored")
-
-// ErrSenderShare is returned by AcquireSender when the batch's submitter
-// holds its share of the domain's sender pool already (SenderLease.Share):
-// the batch waits, as for a free sender, until one of its submitter's
-// other batches ends.
-var ErrSenderShare = errors.New("streams: the submitter holds its share of the senders")
-
-// ErrKeyBound is matched by a join of a key's order refused because its
-// submitter's batches listed there already reach the bound asked for
-// (KeyQueueStore.AppendBy).
-var ErrKeyBound = errors.New("streams: too many unfinished batches of one submitter on the key")

@@ -141,7 +141,7 @@ func keepPresence(ctx context.Context, js jetstream.JetStream, key string, rec P
 // ListPresence returns every live presence record, processors and workers.
 func ListPresence(ctx context.Context, kv jetstream.KeyValue) ([]Presence, error) {
 	var out []Presence
-	err := eachValue(ctx, kv, ">", "list presence", func(e jetstream.KeyValueEntry) {
+	err := EachValue(ctx, kv, ">", "list presence", func(e jetstream.KeyValueEntry) {
 		// The kind is the key's, which nats.conf lets only that kind
 		// write: a worker cannot claim to serve a domain.
 		var p Presence

@@ -118,7 +118,7 @@ func (s *ProgressStore) Save(ctx context.Context, domain string, e *ProgressEntr
 		ttl = s.retention.TTL(e.UpdatedAt, e.UpdatedAt, false)
 	}
 	rev, err := writeKV(ctx, s.js, s.kv, key, v, e.Rev, ttl)
-	if isConflict(err) {
+	if IsConflict(err) {
 		return fmt.Errorf("%w: progress of batch %d: %w", ErrConflict, e.BatchID, err)
 	}
 	if err != nil {
@@ -128,9 +128,10 @@ func (s *ProgressStore) Save(ctx context.Context, domain string, e *ProgressEntr
 	return nil
 }
 
-// isConflict reports whether err is a compare-and-set that lost: the key
-// exists already (a create), or its revision moved on (an update).
-func isConflict(err error) bool {
+// IsConflict reports whether err is a compare-and-set that lost: the key
+// exists already (a create), or its revision moved on (an update), or a
+// write matching ErrConflict.
+func IsConflict(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, ErrConflict)
 }
 
@@ -192,7 +193,7 @@ func UpdateKVTTL(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyVa
 		if err == nil {
 			return rev, nil
 		}
-		if !isConflict(err) {
+		if !IsConflict(err) {
 			return 0, err
 		}
 		last = err
@@ -206,4 +207,29 @@ func UpdateKVTTL(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyVa
 		}
 	}
 	return 0, fmt.Errorf("%w: %s after %d attempts: %w", ErrConflict, key, CASAttempts, last)
+}
+
+// EachValue calls f with every current value of kv under filter, read with
+// one watch that ends once the server has delivered them; what says what
+// the caller was doing, in errors.
+func EachValue(ctx context.Context, kv jetstream.KeyValue, filter, what string, f func(jetstream.KeyValueEntry)) error {
+	w, err := kv.WatchFiltered(ctx, []string{filter}, jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("streams: %s: %w", what, err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("streams: %s: %w", what, ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return fmt.Errorf("streams: %s: the watch stopped", what)
+			}
+			if e == nil { // every current value delivered
+				return nil
+			}
+			f(e)
+		}
+	}
 }

@@ -200,7 +200,7 @@ func Buckets(s Settings) []jetstream.KeyValueConfig {
 		return c
 	}
 	// Keys come and go with callers' choices: an emptied key's order is
-	// purged with a marker that expires (KeyOrderMarkerTTL), so the bucket
+	// purged with a marker that expires (keyorder.MarkerTTL), so the bucket
 	// holds only keys with batches.
 	markers := func(c jetstream.KeyValueConfig) jetstream.KeyValueConfig {
 		c.LimitMarkerTTL = time.Minute

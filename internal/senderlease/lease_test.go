@@ -1,4 +1,4 @@
-package streams_test
+package senderlease_test
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/internal/senderlease"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 )
@@ -22,8 +23,8 @@ func TestSenderLeases(t *testing.T) {
 	names := []string{"a", "b"}
 	now := time.Now()
 	won := raceForSenders(t, func(id uint64) (string, error) {
-		return streams.AcquireSender(ctx, kv, streams.SenderLease{Domain: "chain", Batch: id, Key: "k"}, names, now)
-	}, streams.ErrNoSender)
+		return senderlease.Acquire(ctx, kv, senderlease.Lease{Domain: "chain", Batch: id, Key: "k"}, names, now)
+	}, senderlease.ErrNoSender)
 	if len(won) != 2 {
 		t.Fatalf("winners %v, want 2", won)
 	}
@@ -33,7 +34,7 @@ func TestSenderLeases(t *testing.T) {
 			t.Fatalf("sender %s leased to batches %d and %d", name, other, id)
 		}
 		held[name] = id
-		again, err := streams.AcquireSender(ctx, kv, streams.SenderLease{Domain: "chain", Batch: id}, names, now)
+		again, err := senderlease.Acquire(ctx, kv, senderlease.Lease{Domain: "chain", Batch: id}, names, now)
 		if err != nil || again != name {
 			t.Fatalf("batch %d asking again: %q, %v; want its %q", id, again, err, name)
 		}
@@ -44,24 +45,24 @@ func TestSenderLeases(t *testing.T) {
 		break
 	}
 	for range 2 { // idempotent
-		if _, err := streams.ReleaseSender(ctx, kv, "chain", first, now); err != nil {
+		if _, err := senderlease.Release(ctx, kv, "chain", first, now); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if name, err := streams.AcquireSender(ctx, kv, streams.SenderLease{Domain: "chain", Batch: 99}, names, now); err != nil || name != won[first] {
+	if name, err := senderlease.Acquire(ctx, kv, senderlease.Lease{Domain: "chain", Batch: 99}, names, now); err != nil || name != won[first] {
 		t.Fatalf("after the release: %q, %v; want %q", name, err, won[first])
 	}
-	pool, err := streams.LoadSenders(ctx, kv, "chain")
+	pool, err := senderlease.Load(ctx, kv, "chain")
 	if err != nil || len(pool.Senders) != 2 {
 		t.Fatalf("pool %+v, %v", pool, err)
 	}
-	if _, err := streams.AcquireSender(ctx, kv, streams.SenderLease{Domain: "chain", Batch: 100}, nil, now); !errors.Is(err, streams.ErrNoSender) {
+	if _, err := senderlease.Acquire(ctx, kv, senderlease.Lease{Domain: "chain", Batch: 100}, nil, now); !errors.Is(err, senderlease.ErrNoSender) {
 		t.Fatalf("no senders configured: %v, want ErrNoSender", err)
 	}
 }
 
 // A submitter's batches hold at most its share of the pool, however many
-// race for it: the rest are refused with ErrSenderShare while senders are
+// race for it: the rest are refused with ErrShare while senders are
 // free, and another submitter's batch takes one of those. A batch holding
 // a sender finds it again at its share, and a release makes room.
 func TestSenderShare(t *testing.T) {
@@ -73,29 +74,29 @@ func TestSenderShare(t *testing.T) {
 	}
 	names := []string{"a", "b", "c", "d"}
 	now := time.Now()
-	lease := func(id uint64, who string) streams.SenderLease {
-		return streams.SenderLease{Domain: "chain", Batch: id, Submitter: who, Share: 2}
+	lease := func(id uint64, who string) senderlease.Lease {
+		return senderlease.Lease{Domain: "chain", Batch: id, Submitter: who, Share: 2}
 	}
 	won := raceForSenders(t, func(id uint64) (string, error) {
-		return streams.AcquireSender(ctx, kv, lease(id, "alice"), names, now)
-	}, streams.ErrSenderShare)
+		return senderlease.Acquire(ctx, kv, lease(id, "alice"), names, now)
+	}, senderlease.ErrShare)
 	if len(won) != 2 {
 		t.Fatalf("alice's batches won %v, want her share of 2 of the 4 senders", won)
 	}
 	var held uint64
 	for id, name := range won {
 		held = id
-		if again, err := streams.AcquireSender(ctx, kv, lease(id, "alice"), names, now); err != nil || again != name {
+		if again, err := senderlease.Acquire(ctx, kv, lease(id, "alice"), names, now); err != nil || again != name {
 			t.Fatalf("batch %d asking again at its submitter's share: %q, %v; want its %q", id, again, err, name)
 		}
 	}
-	if _, err := streams.AcquireSender(ctx, kv, lease(20, "alice"), names, now); !errors.Is(err, streams.ErrSenderShare) || errors.Is(err, streams.ErrNoSender) {
-		t.Fatalf("alice's third batch: %v, want ErrSenderShare", err)
+	if _, err := senderlease.Acquire(ctx, kv, lease(20, "alice"), names, now); !errors.Is(err, senderlease.ErrShare) || errors.Is(err, senderlease.ErrNoSender) {
+		t.Fatalf("alice's third batch: %v, want ErrShare", err)
 	}
-	if name, err := streams.AcquireSender(ctx, kv, lease(30, "bob"), names, now); err != nil || name == "" {
+	if name, err := senderlease.Acquire(ctx, kv, lease(30, "bob"), names, now); err != nil || name == "" {
 		t.Fatalf("bob's batch with two senders free: %q, %v", name, err)
 	}
-	pool, err := streams.LoadSenders(ctx, kv, "chain")
+	pool, err := senderlease.Load(ctx, kv, "chain")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,15 +109,15 @@ func TestSenderShare(t *testing.T) {
 			t.Fatalf("sender %+v: submitter %q, want %q", s, s.Submitter, want)
 		}
 	}
-	if _, err := streams.ReleaseSender(ctx, kv, "chain", held, now); err != nil {
+	if _, err := senderlease.Release(ctx, kv, "chain", held, now); err != nil {
 		t.Fatal(err)
 	}
-	if name, err := streams.AcquireSender(ctx, kv, lease(20, "alice"), names, now); err != nil || name == "" {
+	if name, err := senderlease.Acquire(ctx, kv, lease(20, "alice"), names, now); err != nil || name == "" {
 		t.Fatalf("alice's third batch after one of hers ended: %q, %v", name, err)
 	}
 	// No share: one submitter may hold the whole pool.
 	for id := uint64(40); id < 42; id++ {
-		if _, err := streams.AcquireSender(ctx, kv, streams.SenderLease{Domain: "chain", Batch: id, Submitter: "carol"}, []string{"e", "f"}, now); err != nil {
+		if _, err := senderlease.Acquire(ctx, kv, senderlease.Lease{Domain: "chain", Batch: id, Submitter: "carol"}, []string{"e", "f"}, now); err != nil {
 			t.Fatalf("batch %d without a share: %v", id, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package streams_test
+package keyorder_test
 
 import (
 	"errors"
@@ -9,29 +9,15 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/keyorder"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 )
 
-func TestKeyQueueKey(t *testing.T) {
-	for _, tc := range []struct{ name, key, want string }{
-		{"plain", "acct-1_A", "pay.acct-1_A"},
-		{"base58 address", "B62qkfzx7WQy", "pay.B62qkfzx7WQy"},
-		{"outside the KV alphabet", "zk/app+1", "pay.=emsvYXBwKzE"},
-		{"unicode", "ключ", "pay.=0LrQu9GO0Yc"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := streams.KeyQueueKey("pay", tc.key); got != tc.want {
-				t.Fatalf("KeyQueueKey(pay, %q) = %q, want %q", tc.key, got, tc.want)
-			}
-		})
-	}
-}
-
-// TestKeyQueueStore: appends keep their order and are idempotent, a removed
+// TestStore: appends keep their order and are idempotent, a removed
 // id is not listed again, the head's time moves with the head, and a key
 // whose last id leaves has no entry.
-func TestKeyQueueStore(t *testing.T) {
+func TestStore(t *testing.T) {
 	env := testnats.Start(t, []string{"pay"})
 	ctx := testnats.Context(t, 10*time.Second)
 	kv, err := env.JS(t, "admin").KeyValue(ctx, streams.BucketKeys)
@@ -39,7 +25,7 @@ func TestKeyQueueStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := streams.NewKeyQueueStore(kv, func() time.Time { return now })
+	s := keyorder.New(kv, func() time.Time { return now })
 	for _, id := range []uint64{3, 1, 2, 1} {
 		if _, _, err := s.Append(ctx, "pay", "k", id); err != nil {
 			t.Fatal(err)
@@ -83,10 +69,10 @@ func TestKeyQueueStore(t *testing.T) {
 	}
 }
 
-// TestKeyOrderLeavesNothing: an emptied key's order leaves no entry and no
+// TestLeavesNothing: an emptied key's order leaves no entry and no
 // marker behind once the marker expires, so keys chosen by callers do not
 // grow the bucket; the key can be used again meanwhile.
-func TestKeyOrderLeavesNothing(t *testing.T) {
+func TestLeavesNothing(t *testing.T) {
 	env := testnats.Start(t, []string{"pay"})
 	ctx := testnats.Context(t, 20*time.Second)
 	js := env.JS(t, "admin")
@@ -94,7 +80,7 @@ func TestKeyOrderLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := streams.NewKeyQueueStore(kv, time.Now)
+	s := keyorder.New(kv, time.Now)
 	for i := range 50 {
 		key := fmt.Sprintf("k%d", i)
 		if _, _, err := s.Append(ctx, "pay", key, uint64(i+1)); err != nil {
@@ -121,18 +107,18 @@ func TestKeyOrderLeavesNothing(t *testing.T) {
 	})
 }
 
-// TestKeyQueueBound: AppendBy lists a submitter's batches on a key up to
-// the bound asked for and refuses the next with ErrKeyBound, leaving the
+// TestBound: AppendBy lists a submitter's batches on a key up to
+// the bound asked for and refuses the next with ErrBound, leaving the
 // order as it was; other submitters are counted apart, a listed id is
 // listed once whatever the bound, and a removal makes room again.
-func TestKeyQueueBound(t *testing.T) {
+func TestBound(t *testing.T) {
 	env := testnats.Start(t, []string{"pay"})
 	ctx := testnats.Context(t, 10*time.Second)
 	kv, err := env.JS(t, "admin").KeyValue(ctx, streams.BucketKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := streams.NewKeyQueueStore(kv, nil)
+	s := keyorder.New(kv, nil)
 	for _, j := range []struct {
 		id uint64
 		by string
@@ -142,8 +128,8 @@ func TestKeyQueueBound(t *testing.T) {
 		}
 	}
 	q, added, err := s.AppendBy(ctx, "pay", "k", 4, "alice", 2)
-	if !errors.Is(err, streams.ErrKeyBound) || added || !slices.Equal(q.IDs, []uint64{1, 2, 3}) || q.CountBy("alice") != 2 {
-		t.Fatalf("alice's third batch on a key bound at 2: %+v added %v, %v; want ErrKeyBound and the order unchanged", q, added, err)
+	if !errors.Is(err, keyorder.ErrBound) || added || !slices.Equal(q.IDs, []uint64{1, 2, 3}) || q.CountBy("alice") != 2 {
+		t.Fatalf("alice's third batch on a key bound at 2: %+v added %v, %v; want ErrBound and the order unchanged", q, added, err)
 	}
 	if q, _, err := s.Remove(ctx, "pay", "k", 1); err != nil || !slices.Equal(q.By, []string{"alice", "bob"}) {
 		t.Fatalf("remove alice's head: %+v, %v", q, err)
@@ -154,18 +140,18 @@ func TestKeyQueueBound(t *testing.T) {
 	}
 }
 
-// TestKeyQueueJoinsUnderContention: 256 joins of one key at once, through
+// TestJoinsUnderContention: 256 joins of one key at once, through
 // two stores as two authz replicas would, all land, each exactly once.
-func TestKeyQueueJoinsUnderContention(t *testing.T) {
+func TestJoinsUnderContention(t *testing.T) {
 	env := testnats.Start(t, []string{"pay"})
 	ctx := testnats.Context(t, 60*time.Second)
-	var stores []*streams.KeyQueueStore
+	var stores []*keyorder.Store
 	for range 2 {
 		kv, err := env.JS(t, "authz").KeyValue(ctx, streams.BucketKeys)
 		if err != nil {
 			t.Fatal(err)
 		}
-		stores = append(stores, streams.NewKeyQueueStore(kv, nil))
+		stores = append(stores, keyorder.New(kv, nil))
 	}
 	const joins = 256
 	errs := make(chan error, joins)
