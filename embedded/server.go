@@ -23,8 +23,12 @@ var ErrNotReady = errors.New("embedded: server not ready")
 
 // Options configure an embedded server. The zero value of each field means its default.
 type Options struct {
-	// ConfigFile is the nats.conf to load. Required.
+	// ConfigFile is the nats.conf to load. One of ConfigFile and Config is
+	// required.
 	ConfigFile string
+	// Config is the text of a nats.conf, instead of a file (e.g.
+	// tickflow.NATSConfig, the project's own).
+	Config string
 	// DataDir is the JetStream store directory, overriding the file's
 	// store_dir. Required. The server holds an exclusive lock on it (the
 	// file LockFile in it) until Close: a second Start on the same dir fails
@@ -63,8 +67,8 @@ type Server struct {
 // another server holds gives an error matching ErrDataDirInUse that names
 // the dir and the process holding it.
 func Start(opts Options) (*Server, error) {
-	if opts.ConfigFile == "" {
-		return nil, errors.New("embedded: a config file is required (e.g. nats.conf)")
+	if (opts.ConfigFile == "") == (opts.Config == "") {
+		return nil, errors.New("embedded: one of a config file (e.g. nats.conf) and a config text is required")
 	}
 	if opts.DataDir == "" {
 		return nil, errors.New("embedded: a data dir is required for the JetStream file store")
@@ -92,8 +96,12 @@ func Start(opts Options) (*Server, error) {
 
 // loadOptions turns opts into the server's options.
 func loadOptions(opts Options) (*server.Options, error) {
-	so, err := server.ProcessConfigFile(opts.ConfigFile)
-	if err != nil {
+	so := &server.Options{}
+	if opts.Config != "" {
+		if err := so.ProcessConfigString(opts.Config); err != nil {
+			return nil, fmt.Errorf("embedded: load the config text: %w", err)
+		}
+	} else if err := so.ProcessConfigFile(opts.ConfigFile); err != nil {
 		return nil, fmt.Errorf("embedded: load %s: %w", opts.ConfigFile, err)
 	}
 	so.StoreDir = opts.DataDir

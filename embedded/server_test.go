@@ -102,7 +102,9 @@ func TestStartErrors(t *testing.T) {
 		opts embedded.Options
 		want string
 	}{
-		{name: "no config", opts: embedded.Options{DataDir: t.TempDir()}, want: "config file is required"},
+		{name: "no config", opts: embedded.Options{DataDir: t.TempDir()}, want: "one of a config file (e.g. nats.conf) and a config text is required"},
+		{name: "both configs", opts: embedded.Options{ConfigFile: testnats.ConfigPath(t), Config: "port: 4222", DataDir: t.TempDir()}, want: "one of a config file"},
+		{name: "malformed config text", opts: embedded.Options{Config: "listen: [", DataDir: t.TempDir()}, want: "load the config text"},
 		{name: "no data dir", opts: embedded.Options{ConfigFile: testnats.ConfigPath(t)}, want: "data dir is required"},
 		{name: "missing config", opts: embedded.Options{ConfigFile: "/nonexistent/nats.conf", DataDir: t.TempDir()}, want: "load /nonexistent/nats.conf"},
 		{name: "malformed config", opts: embedded.Options{ConfigFile: bad, DataDir: t.TempDir()}, want: "load " + bad},

@@ -2,78 +2,36 @@ package worker_test
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"log/slog"
-	"os"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
-	"github.com/tickflow/tickflow/authz"
-	"github.com/tickflow/tickflow/config"
-	"github.com/tickflow/tickflow/conn"
-	"github.com/tickflow/tickflow/embedded"
-	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/client"
+	"github.com/tickflow/tickflow/local"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/processor"
-	"github.com/tickflow/tickflow/worker"
 )
 
-// A worker of your own, end to end on an embedded nats-server: alice
-// submits a batch through authz, a processor runs it one step per tick, and
-// the worker's handler executes it, seeing who submitted it.
+// A handler of your own, end to end: package local runs authz, a processor
+// and a worker serving the handler in this process; alice submits a batch
+// and the handler executes it, seeing who submitted it. Deployed, the same
+// mux goes to worker.New in a process of its own.
 func Example() {
-	dir, _ := os.MkdirTemp("", "tickflow-example")
-	defer func() { _ = os.RemoveAll(dir) }() // a temporary directory
-	srv, err := embedded.Start(embedded.Options{ConfigFile: "../nats.conf", DataDir: dir, DontListen: true})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer srv.Close()
-	log := slog.New(slog.DiscardHandler)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dial := func(user string) *conn.Conn {
-		c, err := conn.Dial(config.NATS{User: user, Password: "local-" + user}, user, log, srv.InProcess())
-		if err != nil {
-			panic(err)
-		}
-		return c
-	}
 
-	// Provision the domain's streams, consumers and buckets, as admin.
-	admin := dial("admin")
-	defer admin.Close()
-	js, _ := jetstream.New(admin.Conn)
-	if err := streams.Provision(ctx, js, streams.DefaultSettings(), "billing"); err != nil {
-		fmt.Println(err)
-		return
-	}
-
-	// The worker: one handler, told who submitted the batch.
-	greetings := make(chan string, 1)
+	// The handlers: one function type, told who submitted the batch.
 	mux := pipeline.NewServeMux()
 	mux.RegisterFunc("greet", func(ctx context.Context, call *pipeline.Call) (pipeline.Result, error) {
 		var name string
 		if err := call.Payload.Decode(&name); err != nil {
 			return pipeline.Result{}, pipeline.Permanent(err)
 		}
-		greeting := "hello " + name + ", from " + call.Submitter
-		greetings <- greeting
-		return pipeline.Result{Data: pipeline.MustPayload(greeting)}, nil
+		return pipeline.Result{Data: pipeline.MustPayload("hello " + name + ", from " + call.Submitter)}, nil
 	})
-	wc := dial("worker")
-	defer wc.Close()
-	w, err := worker.New(ctx, wc.Conn, mux, worker.Options{Logger: log})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
 
-	// authz, with a table that lets alice submit greetings.
-	table, err := authz.ParseTable([]byte(`
+	// A table that lets alice submit greetings.
+	sys, err := local.Start(ctx, local.Options{Mux: mux, Table: []byte(`
 labels:
   greetings:
     domain: billing
@@ -82,67 +40,38 @@ labels:
     priority: med
     functions:
       greet: {}
-`))
+`)})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	ac := dial("authz")
-	defer ac.Close()
-	az, err := authz.New(ctx, ac.Conn, authz.Options{Table: table, Logger: log})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	pc := dial("processor")
-	defer pc.Close()
-	p, err := processor.New(ctx, pc.Conn, processor.Options{Domain: "billing", Logger: log})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	done := make(chan struct{}, 2)
-	go func() { _ = w.Run(ctx); done <- struct{}{} }()
-	go func() { _ = az.Run(ctx); done <- struct{}{} }()
-	defer func() { cancel(); <-done; <-done }()
+	defer func() { _ = sys.Close() }()
 
 	// alice submits; authz knows her from the subject she may publish on.
-	alice := dial("alice")
-	defer alice.Close()
-	request := func(user, op string, body any, out any) error {
-		data, _ := json.Marshal(body)
-		for {
-			m, err := alice.Request(streams.AuthzSubject(user, op), data, time.Second)
-			if err != nil {
-				continue // authz is still starting
-			}
-			if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
-				return fmt.Errorf("%s: %s", code, m.Header.Get("Nats-Service-Error"))
-			}
-			return json.Unmarshal(m.Data, out)
-		}
-	}
-	var sent api.SendReply
-	if err := request("alice", "send", map[string]any{"label": "greetings",
-		"functions": []map[string]any{{"type": "greet", "payload": "bob"}}}, &sent); err != nil {
+	alice, err := sys.Client("alice", client.Config{})
+	if err != nil {
 		fmt.Println(err)
 		return
 	}
-
-	// Tick until the batch is finished (a ticker process does this on an interval).
-	for {
-		p.Tick(ctx, 1)
-		var rep api.BatchReply
-		if err := request("alice", "batch", map[string]any{"id": sent.ID}, &rep); err != nil {
-			fmt.Println(err)
-			return
-		}
-		if rep.Record.Status.Terminal() {
-			fmt.Println(<-greetings)
-			fmt.Println(rep.Record.Outcome)
-			return
-		}
+	req := api.SendRequest{Label: "greetings", Functions: api.Calls{{Type: "greet", Payload: pipeline.MustPayload("bob")}}}
+	sent, err := alice.Send(ctx, req)
+	for errors.Is(err, client.ErrNotRunning) { // authz is still starting
+		time.Sleep(10 * time.Millisecond)
+		sent, err = alice.Send(ctx, req)
 	}
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	rep, err := alice.Wait(ctx, sent.ID)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var greeting string
+	_ = rep.Outputs[0].Data.Decode(&greeting)
+	fmt.Println(greeting)
+	fmt.Println(rep.Record.Outcome)
 	// Output:
 	// hello bob, from alice
 	// Executed

@@ -3,9 +3,14 @@ package layers_test
 import (
 	"encoding/json"
 	"errors"
+	"go/parser"
+	"go/token"
 	"io"
+	"io/fs"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -109,5 +114,45 @@ func TestUserFacingExamplesImportNothingInternal(t *testing.T) {
 				t.Errorf("%s imports %s: an example a user copies cannot import an internal package", p.ImportPath, d)
 			}
 		}
+	}
+}
+
+// Examples (the Example functions of example_test.go files) are the code
+// a user copies from the package documentation: like the user-facing
+// examples, they may import only the module's public packages.
+func TestDocumentationExamplesImportNothingInternal(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || d.Name() == "bench" || strings.HasPrefix(d.Name(), ".")) {
+			return filepath.SkipDir
+		}
+		if d.Name() != "example_test.go" {
+			return nil
+		}
+		n++
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			if p, _ := strconv.Unquote(imp.Path.Value); under(p, "internal") {
+				rel, _ := filepath.Rel(root, path)
+				t.Errorf("%s imports %s: a documentation example cannot show an internal package", rel, p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 5 {
+		t.Fatalf("found %d example_test.go files under %s: not the module", n, root)
 	}
 }
