@@ -1,5 +1,12 @@
 package processor
 
+import (
+	"time"
+
+	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/pipeline"
+)
+
 // WithFault returns o with its crash-point hook set: f is called at each
 // crash point of a step, and a non-nil error abandons the step right there,
 // as if the process died.
@@ -16,3 +23,10 @@ const (
 	FaultAfterDeadLetter = faultAfterDeadLetter
 	FaultAfterCallback   = faultAfterCallback
 )
+
+// SetFetchSilence makes p's fetches from prio's queue end after a silence
+// of d rather than a second: with a d shorter than the server's answer,
+// every fetch from that queue falls silent, as on a loaded server.
+func SetFetchSilence(p *Processor, prio pipeline.Priority, d time.Duration) {
+	p.queues[prio] = streams.NewFetcher(p.nc, streams.QueueStream(prio), streams.ProcessorConsumer(p.opts.Domain), d)
+}

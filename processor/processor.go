@@ -542,6 +542,22 @@ func (p *Processor) Tick(ctx context.Context, steps int) api.TickReport {
 	return rep
 }
 
+// full reports whether the consumer of prio's queue holds as many tokens
+// as its MaxAckPending lets it: the one reason the server leaves a fetch
+// unanswered on purpose. A fetch that fell silent for another reason (a
+// server slower than the silence, an answer lost with the connection), or
+// a consumer that cannot be read, is not full.
+func (p *Processor) full(prio pipeline.Priority) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), streams.DefaultFetchSilence)
+	defer cancel()
+	c, err := p.js.Consumer(ctx, streams.QueueStream(prio), streams.ProcessorConsumer(p.opts.Domain))
+	if err != nil {
+		return false
+	}
+	info := c.CachedInfo()
+	return info.Config.MaxAckPending > 0 && info.NumAckPending >= info.Config.MaxAckPending
+}
+
 type fetched struct {
 	prio pipeline.Priority
 	msg  jetstream.Msg
@@ -573,6 +589,12 @@ func (p *Processor) fetch(silent map[pipeline.Priority]bool, n int) ([]fetched, 
 			// Nothing more from this queue now; not a failure.
 			silent[prio] = true
 			p.log.Debug("a queue's consumer left a fetch unanswered", "priority", prio, "taken", len(msgs), "err", err)
+			if prio == pipeline.High && !p.full(prio) {
+				// HIGH is slow to answer (a loaded server), not full: its
+				// tokens may be on their way, so MED waits for the next
+				// tick rather than overtaking them.
+				silent[pipeline.Med] = true
+			}
 		default:
 			errs = append(errs, fmt.Errorf("processor: %s: %w", prio, err))
 		}

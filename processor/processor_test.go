@@ -34,6 +34,30 @@ func TestHighBeforeMed(t *testing.T) {
 	}
 }
 
+// A HIGH queue slow to answer (its fetch falls silent, though its
+// consumer is not full) does not let MED overtake it: the tick takes
+// nothing from MED. (HIGH's token went to the silent fetch's inbox and
+// comes back after the ack wait, like a token another replica took; MED
+// may run meanwhile.)
+func TestSlowHighQueueHoldsMedBack(t *testing.T) {
+	b := setup(t)
+	p := b.processor(t, processor.Options{})
+	med := b.enqueue(t, pipeline.Batch{Priority: pipeline.Med, Functions: []pipeline.Function{noop()}})
+	high := b.enqueue(t, pipeline.Batch{Priority: pipeline.High, Functions: []pipeline.Function{noop()}})
+	processor.SetFetchSilence(p, pipeline.High, time.Nanosecond)
+	if rep := p.Tick(b.ctx, 1); len(rep.Steps) != 0 {
+		t.Fatalf("with HIGH silent but not full, the tick ran %+v", rep.Steps)
+	}
+	processor.SetFetchSilence(p, pipeline.High, 0)
+	ran := map[uint64]bool{}
+	for range 2 {
+		ran[step(t, b.ctx, p).BatchID] = true
+	}
+	if !ran[high] || !ran[med] {
+		t.Fatalf("ran %v, want %d and %d", ran, high, med)
+	}
+}
+
 func equal(a, b []uint64) bool { return slices.Equal(a, b) }
 
 func TestAtomicAllOrNothing(t *testing.T) {
