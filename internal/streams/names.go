@@ -294,8 +294,12 @@ const UnitGroupSize = 64
 // UnitGroupSize. Any unit's key (ResultKey with index -1) says where to
 // look, and the units of one request, consecutive tokens, share one or two.
 func UnitGroupKey(id uint64) string {
-	return "g." + strconv.FormatUint(id/UnitGroupSize, 10)
+	return UnitGroupKeyPrefix + strconv.FormatUint(id/UnitGroupSize, 10)
 }
+
+// UnitGroupKeyPrefix starts every UnitGroupKey, and no other key of the
+// results bucket (those start with a batch id).
+const UnitGroupKeyPrefix = "g."
 
 // LockKey is the locks bucket key serialising key within domain.
 func LockKey(domain, key string) string { return domain + "." + key }
