@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -73,10 +74,29 @@ func (g group) clone() group {
 }
 
 // groupCache remembers, per group key, the last revision this worker wrote
-// or read and the value at it.
+// or read and the value at it. Its locks serialise this worker's writes
+// of a group: two requests of the same worker that share a group take
+// turns (one round trip each) rather than race (a lost compare-and-set
+// costs a read and another write).
 type groupCache struct {
-	mu sync.Mutex
-	m  map[string]group
+	mu    sync.Mutex
+	m     map[string]group
+	seed  maphash.Seed
+	locks [64]sync.Mutex
+}
+
+// lock takes the write turn of group gk (shared with the groups that hash
+// alike) and returns its release.
+func (c *groupCache) lock(gk string) func() {
+	c.mu.Lock()
+	if c.seed == (maphash.Seed{}) {
+		c.seed = maphash.MakeSeed()
+	}
+	seed := c.seed
+	c.mu.Unlock()
+	l := &c.locks[maphash.String(seed, gk)%uint64(len(c.locks))]
+	l.Lock()
+	return l.Unlock
 }
 
 func (c *groupCache) get(key string) (group, bool) {
@@ -198,9 +218,17 @@ func (w *Worker) runGrouped(ctx context.Context, units []streams.WorkRequest, ru
 // from a live record, busy under another request's live claim, or
 // claimed.
 func (r *groupRun) claim(ctx context.Context, gk string) {
-	w, cs := r.w, r.calls[gk]
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*kvTimeout)
 	defer cancel()
+	unlock := r.w.groups.lock(gk)
+	r.claimLocked(cctx, gk)
+	unlock()
+	r.answerOwn(cctx, r.calls[gk])
+}
+
+// claimLocked is claim in gk's write turn.
+func (r *groupRun) claimLocked(cctx context.Context, gk string) {
+	w, cs := r.w, r.calls[gk]
 	g, cached := w.groups.get(gk)
 	g = g.clone()
 	for try := 0; ; try++ {
@@ -217,7 +245,6 @@ func (r *groupRun) claim(ctx context.Context, gk string) {
 			continue
 		}
 		if claims == 0 {
-			r.answerOwn(cctx, cs)
 			return
 		}
 		rev, err := w.writeGroup(cctx, gk, &next, g.rev)
@@ -227,7 +254,6 @@ func (r *groupRun) claim(ctx context.Context, gk string) {
 			for _, c := range cs {
 				c.claimed = c.rep == nil
 			}
-			r.answerOwn(cctx, cs)
 			return
 		}
 		if !streams.IsRevisionConflict(err) || try == groupTries-1 {
@@ -398,11 +424,10 @@ func (r *groupRun) record(ctx context.Context, gk string) {
 			c.entry = nil // its claim expires; a later call finds the record or runs it
 		}
 	}
-	g, ok := w.groups.get(gk)
-	if !ok {
-		g = group{}
-	}
 	written := w.retry(ctx, gk, "completion record", r.until.Add(claimGrace), func(ctx context.Context) (bool, error) {
+		unlock := w.groups.lock(gk)
+		defer unlock()
+		g, _ := w.groups.get(gk)
 		for try := 0; ; try++ {
 			next, changed := r.records(g.clone(), mine, time.Now())
 			if !changed {
