@@ -10,6 +10,9 @@
 // is written even when the server is away for a while: the worker keeps
 // trying for Options.RecordWindow, and the claim lasts that long, so a call
 // whose reply was lost is answered from its record rather than run again.
+// Atomic units keep their claims and records as entries of the group
+// record of their batch id (streams.UnitGroupKey), so the units of one
+// request share one claim write and one record write per group.
 //
 // A request never queues behind busy handlers: when every handler slot is
 // taken, a call its record or a live claim can answer is answered at once,
