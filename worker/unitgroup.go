@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -171,14 +172,7 @@ type groupRun struct {
 // run, and records them (one write per group) before it answers.
 func (w *Worker) runGrouped(ctx context.Context, units []streams.WorkRequest, run func(*streams.WorkRequest) *streams.WorkReply) []streams.WorkReply {
 	reps := make([]streams.WorkReply, len(units))
-	until, _, rep := w.claimFor(ctx)
-	if rep != nil {
-		for i := range reps {
-			reps[i] = *rep
-		}
-		return reps
-	}
-	r := &groupRun{w: w, nonce: rand.Uint64() | 1, until: until, calls: map[string][]*unitCall{}}
+	r := &groupRun{w: w, nonce: rand.Uint64() | 1, until: w.claimUntil(ctx), calls: map[string][]*unitCall{}}
 	calls := make([]unitCall, len(units))
 	for i := range units {
 		c := &calls[i]
@@ -337,24 +331,36 @@ func (r *groupRun) answerOwn(ctx context.Context, cs []*unitCall) {
 			continue
 		}
 		c.entry = nil
-		if out, ok := r.w.ownRecord(ctx, c.key); ok {
+		out, ok, err := r.w.ownRecord(ctx, c.key)
+		if ok {
 			c.rep.Outputs = out.Outputs
 			continue
 		}
-		c.rep = unavailable(fmt.Errorf("worker: the completion record of %s, kept under its own key, cannot be read", c.key))
+		c.rep = unavailable(fmt.Errorf("worker: the completion record of %s, kept under its own key, cannot be read (%v)", c.key, err))
 	}
 }
 
-// ownRecord reads the completion record kept under a unit's own key.
-func (w *Worker) ownRecord(ctx context.Context, key string) (streams.Completion, bool) {
+// ownRecord reads the completion record kept under a unit's own key: ok
+// when there is one; err when the key could not be read or holds
+// something else (none: no such key).
+func (w *Worker) ownRecord(ctx context.Context, key string) (_ streams.Completion, ok bool, err error) {
 	gctx, cancel := context.WithTimeout(ctx, kvTimeout)
 	defer cancel()
 	e, err := w.results.Get(gctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return streams.Completion{}, false, nil
+	}
 	if err != nil {
-		return streams.Completion{}, false
+		return streams.Completion{}, false, fmt.Errorf("worker: read %s: %w", key, err)
 	}
 	c, err := streams.Decode[streams.Completion](e.Value())
-	return c, err == nil && !c.Running
+	if err != nil {
+		return c, false, fmt.Errorf("worker: completion record %s: %w", key, err)
+	}
+	if c.Running {
+		return c, false, fmt.Errorf("worker: %s holds a claim, not a record", key)
+	}
+	return c, true, nil
 }
 
 // run runs a claimed unit and decides the entry its record write puts in
@@ -363,22 +369,26 @@ func (w *Worker) ownRecord(ctx context.Context, key string) (streams.Completion,
 // answers it instead.
 func (r *groupRun) run(ctx context.Context, c *unitCall, run func(*streams.WorkRequest) *streams.WorkReply) {
 	w := r.w
+	released := &streams.UnitEntry{Key: c.key, Released: true, Claim: r.nonce, Worker: w.opts.Name}
 	if !c.fresh {
-		if rec, ok := w.ownRecord(ctx, c.key); ok {
+		rec, ok, err := w.ownRecord(ctx, c.key)
+		switch {
+		case ok:
 			c.rep = &streams.WorkReply{Outputs: rec.Outputs, Recorded: true}
 			c.entry = &streams.UnitEntry{Key: c.key, Own: true, Claim: r.nonce, Worker: w.opts.Name}
+			return
+		case err != nil:
+			c.rep, c.entry = unavailable(err), released
 			return
 		}
 	}
 	c.rep = run(c.req)
-	released := &streams.UnitEntry{Key: c.key, Released: true, Claim: r.nonce, Worker: w.opts.Name}
 	if c.rep.Error != nil {
 		c.entry = released
 		return
 	}
 	e := &streams.UnitEntry{Key: c.key, Claim: r.nonce, Worker: w.opts.Name, Outputs: c.rep.Outputs, Until: r.until}
-	size := len(e.AppendMsgpack(nil))
-	if size <= w.maxRecord()/streams.UnitGroupSize {
+	if fitsInline(e.Outputs, w.maxRecord()/streams.UnitGroupSize) {
 		c.entry = e
 		return
 	}
@@ -400,6 +410,20 @@ func (r *groupRun) run(ctx context.Context, c *unitCall, run func(*streams.WorkR
 	}
 	c.own = own
 	c.entry = &streams.UnitEntry{Key: c.key, Own: true, Claim: r.nonce, Worker: w.opts.Name}
+}
+
+// fitsInline says whether a record of outputs takes at most limit bytes
+// in its group's value; small outputs are told without encoding them.
+func fitsInline(outputs []pipeline.Output, limit int) bool {
+	n := 64 // the entry's other fields
+	for _, o := range outputs {
+		n += 32 + len(o.Type) + len(o.Data) + len(o.Ref)
+	}
+	if n <= limit {
+		return true
+	}
+	e := streams.UnitEntry{Key: "0.unit.0", Claim: 1, Until: time.Now(), Worker: "w", Outputs: outputs}
+	return len(e.AppendMsgpack(nil)) <= limit
 }
 
 // record writes the outcome of the units of group gk this request
@@ -663,7 +687,7 @@ func (w *Worker) lookupUnit(ctx context.Context, req *streams.WorkRequest, deadl
 	case e.Running:
 		return busy(fmt.Sprintf("worker: %s is running on %s until %s", key, e.Worker, e.Until.Format(time.RFC3339Nano)))
 	case e.Recorded() && e.Own:
-		if rec, ok := w.ownRecord(gctx, key); ok {
+		if rec, ok, _ := w.ownRecord(gctx, key); ok {
 			return &streams.WorkReply{Outputs: rec.Outputs, Recorded: true}
 		}
 		return nil

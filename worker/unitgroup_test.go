@@ -396,3 +396,34 @@ func TestUnitGroupUnreadableIsBusy(t *testing.T) {
 		t.Fatalf("the group's value: %q, %v; want it left alone", e.Value(), err)
 	}
 }
+
+// TestUnitGroupTakeoverFindsOwnRecord: a worker that wrote a large record
+// under its unit's own key and died before its group's marker leaves an
+// expired claim; the call that takes the claim over finds the record and
+// answers from it instead of running the handler again.
+func TestUnitGroupTakeoverFindsOwnRecord(t *testing.T) {
+	env := testnats.Start(t, []string{"pay"})
+	var runs sync.Map
+	serve(t, env, countingMux(&runs, nil), worker.Options{})
+	nc := env.Conn(t, "processor")
+	kv, _ := results(t, env)
+	ctx := testnats.Context(t, 5*time.Second)
+	done, err := streams.Encode(&streams.Completion{Worker: "dead", Outputs: []pipeline.Output{{Index: 0, Type: "count", Data: pipeline.MustPayload("before")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, unitKey(3), done); err != nil {
+		t.Fatal(err)
+	}
+	putGroup(t, kv, 3, streams.UnitEntry{Key: unitKey(3), Running: true, Claim: 5, Until: time.Now().Add(-time.Second), Worker: "dead"})
+	r := callUnits(t, nc, []streams.WorkRequest{unitReq(3, "count")}, 3*time.Second)[0]
+	if r.Error != nil || !r.Recorded || string(r.Outputs[0].Data) != string(pipeline.MustPayload("before")) {
+		t.Fatalf("unit 3: %+v, want the dead worker's record", r)
+	}
+	if n := runsOf(&runs, 3); n != 0 {
+		t.Fatalf("unit 3 ran %d times, want 0", n)
+	}
+	if e := readGroup(t, kv, 3)[unitKey(3)]; !e.Own || !e.Recorded() {
+		t.Fatalf("group entry: %+v, want the marker of the record under its own key", e)
+	}
+}
