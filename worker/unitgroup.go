@@ -269,6 +269,10 @@ func (r *groupRun) claims(g *group, cs []*unitCall, now time.Time) (next group, 
 	next = group{rev: g.rev, entries: r.w.pruned(g.entries, now)}
 	for _, c := range cs {
 		c.rep, c.fresh, c.entry = nil, false, nil
+		if j := next.find(c.key); j >= 0 && next.entries[j].Running && next.entries[j].Claim == r.nonce {
+			c.rep = busy(fmt.Sprintf("worker: %s appears twice in one request", c.key))
+			continue
+		}
 		var prev *streams.UnitEntry
 		if i := g.find(c.key); i >= 0 {
 			prev = &g.entries[i]
@@ -276,9 +280,6 @@ func (r *groupRun) claims(g *group, cs []*unitCall, now time.Time) (next group, 
 		switch {
 		case prev == nil:
 			c.fresh = true
-		case prev.Running && prev.Claim == r.nonce:
-			c.rep = busy(fmt.Sprintf("worker: %s appears twice in one request", c.key))
-			continue
 		case prev.Running && prev.Live(now):
 			c.rep = busy(fmt.Sprintf("worker: %s is running on %s until %s", c.key, prev.Worker, prev.Until.Format(time.RFC3339Nano)))
 			continue

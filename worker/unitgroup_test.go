@@ -427,3 +427,19 @@ func TestUnitGroupTakeoverFindsOwnRecord(t *testing.T) {
 		t.Fatalf("group entry: %+v, want the marker of the record under its own key", e)
 	}
 }
+
+// TestUnitGroupDuplicateUnitRunsOnce: a unit sent twice in one request
+// runs once; the second copy is busy (not attempted).
+func TestUnitGroupDuplicateUnitRunsOnce(t *testing.T) {
+	env := testnats.Start(t, []string{"pay"})
+	var runs sync.Map
+	serve(t, env, countingMux(&runs, nil), worker.Options{})
+	nc := env.Conn(t, "processor")
+	reps := callUnits(t, nc, []streams.WorkRequest{unitReq(50, "count"), unitReq(50, "count")}, 3*time.Second)
+	if reps[0].Error != nil || reps[1].Error == nil || !reps[1].Error.Busy {
+		t.Fatalf("replies %+v, want the first run and the second busy", reps)
+	}
+	if n := runsOf(&runs, 50); n != 1 {
+		t.Fatalf("unit 50 ran %d times, want 1", n)
+	}
+}
