@@ -134,8 +134,23 @@ func readProgress(ctx context.Context, js jetstream.JetStream, st *State) error 
 	})
 }
 
+// readClaims lists the claims left in the results bucket: a completion
+// key that is still a claim, and a claim entry of a unit group (whose
+// entries name their units' keys).
 func readClaims(ctx context.Context, js jetstream.JetStream, st *State) error {
 	return eachEntry(ctx, js, streams.BucketResults, func(e jetstream.KeyValueEntry) error {
+		if strings.HasPrefix(e.Key(), streams.UnitGroupKeyPrefix) {
+			g, err := streams.Decode[streams.UnitGroup](e.Value())
+			if err != nil {
+				return fmt.Errorf("chaos: unit group %s: %w", e.Key(), err)
+			}
+			for _, u := range g.Units {
+				if id, ok := leadingID(u.Key); ok && u.Running {
+					st.Claims[id] = append(st.Claims[id], u.Key)
+				}
+			}
+			return nil
+		}
 		c, err := streams.Decode[streams.Completion](e.Value())
 		if err != nil {
 			return fmt.Errorf("chaos: completion record %s: %w", e.Key(), err)

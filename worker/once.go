@@ -55,16 +55,22 @@ func (w *Worker) once(ctx context.Context, req *streams.WorkRequest, key string,
 // claimFor is the claim a call under ctx writes, and until, when it ends:
 // the call's deadline plus a grace period and the record window.
 func (w *Worker) claimFor(ctx context.Context) (until time.Time, claim []byte, rep *streams.WorkReply) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(w.opts.Timeout)
-	}
-	until = deadline.Add(claimGrace + w.opts.RecordWindow)
+	until = w.claimUntil(ctx)
 	claim, err := streams.Encode(&streams.Completion{Running: true, Until: until, Worker: w.opts.Name})
 	if err != nil {
 		return until, nil, unavailable(err)
 	}
 	return until, claim, nil
+}
+
+// claimUntil is when the claim of a call under ctx ends: the call's
+// deadline plus a grace period and the record window.
+func (w *Worker) claimUntil(ctx context.Context) time.Time {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(w.opts.Timeout)
+	}
+	return deadline.Add(claimGrace + w.opts.RecordWindow)
 }
 
 // completion turns the reply of a run under the claim at rev into the

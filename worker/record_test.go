@@ -24,8 +24,23 @@ const outage = 6 * time.Second
 // its completion record cannot be written when it returns, and its reply
 // is lost. The worker keeps trying until the server is back, and meanwhile
 // its claim does not expire: the repeated call is answered from the record
-// (busy until then) and the handler runs once.
+// (busy until then) and the handler runs once. So for a function's call
+// under its own key, and for an atomic unit in its unit group.
 func TestRecordSurvivesServerRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		subject string
+		req     *streams.WorkRequest
+	}{
+		{name: "function", subject: streams.WorkSubject("effect"), req: fnReq(1, "effect", 0)},
+		{name: "unit", subject: streams.WorkUnitSubject, req: &streams.WorkRequest{BatchID: 1, Domain: "pay", Attempt: 1, Unit: true,
+			Calls: []streams.WorkCall{{Index: 0, Type: "effect"}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { recordSurvivesServerRestart(t, tc.subject, tc.req) })
+	}
+}
+
+func recordSurvivesServerRestart(t *testing.T, subject string, req *streams.WorkRequest) {
 	dir := t.TempDir()
 	conf := testnats.ConfigPath(t)
 	srv, err := embedded.Start(embedded.Options{ConfigFile: conf, DataDir: dir, Listen: "127.0.0.1:0"})
@@ -70,7 +85,7 @@ func TestRecordSurvivesServerRestart(t *testing.T) {
 
 	first := make(chan error, 1)
 	go func() {
-		_, err := request(proc, streams.WorkSubject("effect"), fnReq(1, "effect", 0), time.Second)
+		_, err := request(proc, subject, req, time.Second)
 		first <- err
 	}()
 	<-started
@@ -87,7 +102,7 @@ func TestRecordSurvivesServerRestart(t *testing.T) {
 
 	var rep *streams.WorkReply
 	testnats.Eventually(t, 20*time.Second, "the repeated call answered from the record", func() bool {
-		r, err := request(proc, streams.WorkSubject("effect"), fnReq(1, "effect", 0), time.Second)
+		r, err := request(proc, subject, req, time.Second)
 		if err != nil || (r.Error != nil && r.Error.Busy) {
 			return false // reconnecting, or the record is still on its way
 		}

@@ -15,9 +15,9 @@ import (
 
 // TestCompletionRecordExpires: a completion record carries the time to
 // live provisioned on the results bucket (RecordTTL), whether written by a
-// call of one function or by a unit in a request of several, and the
-// server removes it when it runs out, rather than at the bucket's age of
-// an hour or more.
+// call of one function under its own key or by a unit in its unit group,
+// and the server removes it when it runs out, rather than at the bucket's
+// age of an hour or more.
 func TestCompletionRecordExpires(t *testing.T) {
 	env := testnats.Start(t, []string{"pay"}, testnats.WithSettings(func(s *streams.Settings) {
 		s.FinishedMaxAge, s.AckWait, s.DuplicateWindow = time.Second, time.Second, time.Second
@@ -46,7 +46,7 @@ func TestCompletionRecordExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := []string{streams.ResultKey(1, 0, 0), streams.ResultKey(2, -1, 0)}
+	keys := []string{streams.ResultKey(1, 0, 0), streams.UnitGroupKey(2)}
 	for _, key := range keys {
 		m, err := st.GetLastMsgForSubject(ctx, "$KV."+streams.BucketResults+"."+key)
 		if err != nil {

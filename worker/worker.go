@@ -10,6 +10,9 @@
 // is written even when the server is away for a while: the worker keeps
 // trying for Options.RecordWindow, and the claim lasts that long, so a call
 // whose reply was lost is answered from its record rather than run again.
+// Atomic units keep their claims and records as entries of the group
+// record of their batch id (streams.UnitGroupKey), so the units of one
+// request share one claim write and one record write per group.
 //
 // A request never queues behind busy handlers: when every handler slot is
 // taken, a call its record or a live claim can answer is answered at once,
@@ -99,6 +102,11 @@ type Worker struct {
 	// recordTTL is the time to live of a completion record, as
 	// provisioned on the results bucket; 0: records keep the bucket's age.
 	recordTTL time.Duration
+	// recordLife is how long a completion record in a unit group counts:
+	// recordTTL, or the bucket's age on a bucket whose records carry none.
+	recordLife time.Duration
+	// groups remembers the unit groups this worker last wrote or read.
+	groups groupCache
 	// pub publishes the claims and completion records of a batch of units
 	// pipelined.
 	pub *streams.AckPublisher
@@ -140,12 +148,19 @@ func New(ctx context.Context, nc *nats.Conn, mux *pipeline.ServeMux, opts Option
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
+	life := ttl
+	if life <= 0 {
+		life = streams.MinResultsAge
+		if st, err := kv.Status(ctx); err == nil && st.TTL() > 0 {
+			life = st.TTL()
+		}
+	}
 	pub, err := streams.NewAckPublisher(nc, kvTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	w := &Worker{
-		nc: nc, mux: mux, opts: opts, js: js, results: kv, recordTTL: ttl, pub: pub,
+		nc: nc, mux: mux, opts: opts, js: js, results: kv, recordTTL: ttl, recordLife: life, pub: pub,
 		log:     opts.Logger.With("worker", opts.Name),
 		sem:     make(chan struct{}, opts.Concurrency),
 		waiters: make(chan struct{}, 4*opts.Concurrency),
@@ -195,7 +210,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 		}
 	}
-	if err := add("unit", streams.WorkUnitSubject, endpoint{run: w.unit, key: unitKey}); err != nil {
+	if err := add("unit", streams.WorkUnitSubject, endpoint{run: w.unit, lookup: w.lookupUnit}); err != nil {
 		return fmt.Errorf("worker: unit endpoint: %w", err)
 	}
 	if err := svc.AddEndpoint("units", micro.HandlerFunc(func(req micro.Request) {
@@ -280,10 +295,13 @@ func (w *Worker) deadlineOf(req micro.Request) time.Time {
 }
 
 // endpoint is what a worker serves on one subject: run executes a request,
-// key names the completion key it would claim ("" for a malformed request).
+// key names the completion key it would claim ("" for a malformed request,
+// or none), lookup answers a request from its record without running it
+// (when set, instead of key: atomic units keep theirs in unit groups).
 type endpoint struct {
-	run func(context.Context, *streams.WorkRequest) *streams.WorkReply
-	key func(*streams.WorkRequest) string
+	run    func(context.Context, *streams.WorkRequest) *streams.WorkReply
+	key    func(*streams.WorkRequest) string
+	lookup func(context.Context, *streams.WorkRequest, time.Time) *streams.WorkReply
 }
 
 // await serves a request that found every handler slot taken. A call its
@@ -291,7 +309,11 @@ type endpoint struct {
 // any other waits for a slot at most half its caller's time left (so the
 // handler keeps the other half), then is told the worker is busy.
 func (w *Worker) await(ctx context.Context, req *streams.WorkRequest, h endpoint, deadline time.Time) *streams.WorkReply {
-	if key := h.key(req); key != "" {
+	if h.lookup != nil {
+		if rep := h.lookup(ctx, req, deadline); rep != nil {
+			return rep
+		}
+	} else if key := h.key(req); key != "" {
 		if rep := w.lookup(ctx, key, deadline); rep != nil {
 			return rep
 		}
@@ -339,7 +361,9 @@ func (w *Worker) reply(subject string, req *streams.WorkRequest, rep *streams.Wo
 }
 
 // callKey, unitKey and fallbackKey are the completion keys of the three
-// kinds of request, one place for each.
+// kinds of request, one place for each. A unit's key names its entry in
+// its group record (streams.UnitGroupKey), and its own key only for a
+// record too large to share the group's value.
 func callKey(req *streams.WorkRequest) string {
 	if len(req.Calls) != 1 {
 		return ""
@@ -375,11 +399,13 @@ func (w *Worker) call(ctx context.Context, req *streams.WorkRequest) *streams.Wo
 	})
 }
 
-// unit runs an atomic batch's functions in order, all or nothing.
+// unit runs an atomic batch's functions in order, all or nothing, claimed
+// and recorded in its unit group as a unit of a request of several is.
 func (w *Worker) unit(ctx context.Context, req *streams.WorkRequest) *streams.WorkReply {
-	return w.once(ctx, req, unitKey(req), func() *streams.WorkReply {
-		return w.runUnit(ctx, req)
-	})
+	rep := w.runGrouped(ctx, []streams.WorkRequest{*req}, func(u *streams.WorkRequest) *streams.WorkReply {
+		return w.runUnit(ctx, u)
+	})[0]
+	return &rep
 }
 
 func (w *Worker) runUnit(ctx context.Context, req *streams.WorkRequest) *streams.WorkReply {

@@ -485,6 +485,98 @@ func (c *Completion) ReadMsgpack(b []byte) ([]byte, error) {
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
+func (g UnitGroup) EncodeMsgpack(enc *msgpack.Encoder) error { return wire.Encode(enc, &g) }
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (g *UnitGroup) DecodeMsgpack(dec *msgpack.Decoder) error { return wire.Decode(dec, g) }
+
+// AppendMsgpack appends the unit group's msgpack encoding to b.
+func (g *UnitGroup) AppendMsgpack(b []byte) []byte {
+	b = wire.AppendMapHeader(b, 1+wire.Count(len(g.Units) > 0))
+	b = wire.AppendUint8(wire.AppendString(b, "v"), g.V)
+	if len(g.Units) > 0 {
+		b = wire.AppendSlice(wire.AppendString(b, "units"), g.Units)
+	}
+	return b
+}
+
+// ReadMsgpack reads a unit group from the start of b and returns the bytes after it.
+func (g *UnitGroup) ReadMsgpack(b []byte) ([]byte, error) {
+	return wire.ReadMap(b, func() { *g = UnitGroup{} }, func(k, b []byte) (_ []byte, err error) {
+		switch string(k) {
+		case "v":
+			g.V, b, err = wire.ReadUnsigned[uint8](b)
+		case "units":
+			g.Units, b, err = wire.ReadSlice[UnitEntry](b)
+		default:
+			b, err = wire.Skip(b)
+		}
+		return b, err
+	})
+}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (e UnitEntry) EncodeMsgpack(enc *msgpack.Encoder) error { return wire.Encode(enc, &e) }
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (e *UnitEntry) DecodeMsgpack(dec *msgpack.Decoder) error { return wire.Decode(dec, e) }
+
+// AppendMsgpack appends the unit entry's msgpack encoding to b.
+func (e *UnitEntry) AppendMsgpack(b []byte) []byte {
+	b = wire.AppendMapHeader(b, 1+wire.Count(e.Running, e.Released, e.Own, e.Claim != 0, !e.Until.IsZero(), e.Worker != "", len(e.Outputs) > 0))
+	b = wire.AppendString(wire.AppendString(b, "key"), e.Key)
+	if e.Running {
+		b = wire.AppendBool(wire.AppendString(b, "running"), true)
+	}
+	if e.Released {
+		b = wire.AppendBool(wire.AppendString(b, "released"), true)
+	}
+	if e.Own {
+		b = wire.AppendBool(wire.AppendString(b, "own"), true)
+	}
+	if e.Claim != 0 {
+		b = wire.AppendUint64(wire.AppendString(b, "claim"), e.Claim)
+	}
+	if !e.Until.IsZero() {
+		b = wire.AppendTime(wire.AppendString(b, "until"), e.Until)
+	}
+	if e.Worker != "" {
+		b = wire.AppendString(wire.AppendString(b, "worker"), e.Worker)
+	}
+	if len(e.Outputs) > 0 {
+		b = wire.AppendSlice(wire.AppendString(b, "outputs"), e.Outputs)
+	}
+	return b
+}
+
+// ReadMsgpack reads a unit entry from the start of b and returns the bytes after it.
+func (e *UnitEntry) ReadMsgpack(b []byte) ([]byte, error) {
+	return wire.ReadMap(b, func() { *e = UnitEntry{} }, func(k, b []byte) (_ []byte, err error) {
+		switch string(k) {
+		case "key":
+			e.Key, b, err = wire.ReadString(b)
+		case "running":
+			e.Running, b, err = wire.ReadBool(b)
+		case "released":
+			e.Released, b, err = wire.ReadBool(b)
+		case "own":
+			e.Own, b, err = wire.ReadBool(b)
+		case "claim":
+			e.Claim, b, err = wire.ReadUnsigned[uint64](b)
+		case "until":
+			e.Until, b, err = wire.ReadTime(b)
+		case "worker":
+			e.Worker, b, err = wire.ReadString(b)
+		case "outputs":
+			e.Outputs, b, err = wire.ReadSlice[pipeline.Output](b)
+		default:
+			b, err = wire.Skip(b)
+		}
+		return b, err
+	})
+}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
 func (w WorkReply) EncodeMsgpack(enc *msgpack.Encoder) error { return wire.Encode(enc, &w) }
 
 // DecodeMsgpack implements msgpack.CustomDecoder.

@@ -20,6 +20,8 @@ type (
 	workRequestReflect    streams.WorkRequest
 	workErrorReflect      streams.WorkError
 	completionReflect     streams.Completion
+	unitGroupReflect      streams.UnitGroup
+	unitEntryReflect      streams.UnitEntry
 	workReplyReflect      streams.WorkReply
 	workBatchReflect      streams.WorkBatch
 	workBatchReplyReflect streams.WorkBatchReply
@@ -71,6 +73,14 @@ func TestCodecMatchesReflection(t *testing.T) {
 	t.Run("Completion", func(t *testing.T) {
 		wiretest.Check[streams.Completion, completionReflect](t, canonical(completionFixture()).(streams.Completion))
 		wiretest.Check[streams.Completion, completionReflect](t, streams.Completion{})
+	})
+	t.Run("UnitGroup", func(t *testing.T) {
+		wiretest.Check[streams.UnitGroup, unitGroupReflect](t, canonical(unitGroupFixture()).(streams.UnitGroup))
+		wiretest.Check[streams.UnitGroup, unitGroupReflect](t, streams.UnitGroup{})
+	})
+	t.Run("UnitEntry", func(t *testing.T) {
+		wiretest.Check[streams.UnitEntry, unitEntryReflect](t, canonical(unitGroupFixture()).(streams.UnitGroup).Units[0])
+		wiretest.Check[streams.UnitEntry, unitEntryReflect](t, streams.UnitEntry{})
 	})
 	t.Run("WorkReply", func(t *testing.T) {
 		wiretest.Check[streams.WorkReply, workReplyReflect](t, canonical(workReplyFixture()).(streams.WorkReply))

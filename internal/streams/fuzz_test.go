@@ -58,6 +58,10 @@ func FuzzDecodeCompletion(f *testing.F) {
 	fuzzDecode(f, streams.Encode[streams.Completion], streams.Decode[streams.Completion])
 }
 
+func FuzzDecodeUnitGroup(f *testing.F) {
+	fuzzDecode(f, streams.Encode[streams.UnitGroup], streams.Decode[streams.UnitGroup])
+}
+
 // fuzzDecode asserts that any input decodes to a value or to an error
 // matching ErrDecode or ErrVersion, and that a decoded value re-encodes to
 // bytes that decode again and encode identically.

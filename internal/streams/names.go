@@ -284,6 +284,23 @@ func ResultKey(id uint64, index, round int) string {
 	return strconv.FormatUint(id, 10) + "." + fn + "." + strconv.Itoa(round)
 }
 
+// UnitGroupSize is how many consecutive batch ids share one group record
+// of atomic units in the results bucket (UnitGroupKey).
+const UnitGroupSize = 64
+
+// UnitGroupKey is the results bucket key of the group record (UnitGroup)
+// that holds the claims and completion records of the atomic units of
+// batch id and its neighbours: the batches whose ids share id /
+// UnitGroupSize. Any unit's key (ResultKey with index -1) says where to
+// look, and the units of one request, consecutive tokens, share one or two.
+func UnitGroupKey(id uint64) string {
+	return UnitGroupKeyPrefix + strconv.FormatUint(id/UnitGroupSize, 10)
+}
+
+// UnitGroupKeyPrefix starts every UnitGroupKey, and no other key of the
+// results bucket (those start with a batch id).
+const UnitGroupKeyPrefix = "g."
+
 // LockKey is the locks bucket key serialising key within domain.
 func LockKey(domain, key string) string { return domain + "." + key }
 

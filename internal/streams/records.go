@@ -356,6 +356,50 @@ type Completion struct {
 	Outputs []pipeline.Output `msgpack:"outputs,omitempty"`
 }
 
+// UnitGroup is the value of a group key of the results bucket
+// (UnitGroupKey): the claims and completion records of the atomic units
+// of UnitGroupSize consecutive batch ids, one entry per unit key
+// (ResultKey with index -1). The bucket keeps one revision per key, so the
+// value is the group's whole state, and every write of it is a
+// compare-and-set on the revision read.
+type UnitGroup struct {
+	V     uint8       `msgpack:"v"`
+	Units []UnitEntry `msgpack:"units,omitempty"`
+}
+
+// UnitEntry is one atomic unit's state in its UnitGroup: a claim while a
+// worker runs it, then its completion record, or the mark of a run that
+// failed. An entry counts until Until; past it, it is ignored and dropped
+// by the group's next write.
+type UnitEntry struct {
+	// Key is the unit's completion key, ResultKey(id, -1, round).
+	Key string `msgpack:"key"`
+	// Running marks a claim: Worker runs the unit, or writes its record,
+	// until Until (the caller's deadline plus a grace period and the
+	// record window), for the request whose claim nonce is Claim.
+	Running bool `msgpack:"running,omitempty"`
+	// Released marks a unit whose run failed (or was not attempted): no
+	// record, so the next call runs it, but not under a fresh key.
+	Released bool `msgpack:"released,omitempty"`
+	// Own marks a record kept under the unit's own key (a Completion at
+	// Key), its outputs too large to share the group's value.
+	Own bool `msgpack:"own,omitempty"`
+	// Claim is the nonce of the request that claimed the unit, kept in its
+	// record so that a write whose answer was lost knows its own.
+	Claim  uint64    `msgpack:"claim,omitempty"`
+	Until  time.Time `msgpack:"until,omitempty"`
+	Worker string    `msgpack:"worker,omitempty"`
+	// Outputs are the unit's results once it completed (unless Own).
+	Outputs []pipeline.Output `msgpack:"outputs,omitempty"`
+}
+
+// Recorded says the entry is a completion record: neither a claim nor a
+// released run.
+func (e *UnitEntry) Recorded() bool { return !e.Running && !e.Released }
+
+// Live says the entry still counts at now.
+func (e *UnitEntry) Live(now time.Time) bool { return e.Until.IsZero() || now.Before(e.Until) }
+
 // Error returns the message.
 func (e *WorkError) Error() string { return e.Message }
 
@@ -462,6 +506,8 @@ func (w *WorkRequest) version() uint8    { return w.V }
 func (w *WorkRequest) setVersion()       { w.V = WireVersion }
 func (c *Completion) version() uint8     { return c.V }
 func (c *Completion) setVersion()        { c.V = WireVersion }
+func (g *UnitGroup) version() uint8      { return g.V }
+func (g *UnitGroup) setVersion()         { g.V = WireVersion }
 func (w *WorkReply) version() uint8      { return w.V }
 func (w *WorkReply) setVersion()         { w.V = WireVersion }
 func (e *SubmittedEntry) version() uint8 { return e.V }

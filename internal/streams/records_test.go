@@ -159,6 +159,13 @@ func completionFixture() streams.Completion {
 	return streams.Completion{Running: true, Until: at(9), Worker: "worker-1", Outputs: fullOutputs()}
 }
 
+func unitGroupFixture() streams.UnitGroup {
+	return streams.UnitGroup{Units: []streams.UnitEntry{
+		{Key: "128.unit.0", Running: true, Released: true, Own: true, Claim: 1<<63 + 7, Until: at(9), Worker: "worker-1", Outputs: fullOutputs()},
+		{Key: "129.unit.1", Claim: 3, Until: at(10), Worker: "worker-2"},
+	}}
+}
+
 // recordCase is one wire record type, erased so that the types can share a table.
 type recordCase struct {
 	name string
@@ -195,6 +202,7 @@ func recordCases() []recordCase {
 		caseFor("WorkRequest", workRequestFixture(), streams.Encode[streams.WorkRequest], streams.Decode[streams.WorkRequest]),
 		caseFor("WorkReply", workReplyFixture(), streams.Encode[streams.WorkReply], streams.Decode[streams.WorkReply]),
 		caseFor("Completion", completionFixture(), streams.Encode[streams.Completion], streams.Decode[streams.Completion]),
+		caseFor("UnitGroup", unitGroupFixture(), streams.Encode[streams.UnitGroup], streams.Decode[streams.UnitGroup]),
 	}
 }
 
