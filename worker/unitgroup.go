@@ -38,7 +38,14 @@ const groupCacheSize = 256
 
 // groupCacheBytes bounds the value of a group the cache keeps: a group
 // holding large outputs is read again rather than kept.
-const groupCacheBytes = 64 << 10
+const groupCacheBytes = 96 << 10
+
+// inlineRecordMax bounds the record of a unit kept inside its group; a
+// larger one goes under the unit's own key, with a marker in the group.
+// Every write of a group rewrites its whole value, so this is what one
+// caller's outputs may add to the writes of the batches whose ids share
+// its group: at most 64 of these, about 70 KiB, kept in the cache.
+const inlineRecordMax = 1 << 10
 
 // errGroupUnreadable is a group record that does not decode: its units are
 // busy (not attempted) rather than run over a record nobody can read.
@@ -389,7 +396,7 @@ func (r *groupRun) run(ctx context.Context, c *unitCall, run func(*streams.WorkR
 		return
 	}
 	e := &streams.UnitEntry{Key: c.key, Claim: r.nonce, Worker: w.opts.Name, Outputs: c.rep.Outputs, Until: r.until}
-	if fitsInline(e.Outputs, w.maxRecord()/streams.UnitGroupSize) {
+	if fitsInline(e.Outputs, min(inlineRecordMax, w.maxRecord()/streams.UnitGroupSize)) {
 		c.entry = e
 		return
 	}

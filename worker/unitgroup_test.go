@@ -331,7 +331,7 @@ func TestUnitGroupDropsExpiredEntries(t *testing.T) {
 func TestUnitGroupLargeOutputOwnKey(t *testing.T) {
 	env := testnats.Start(t, []string{"pay"})
 	var runs atomic.Int32
-	big := bytes.Repeat([]byte("x"), 40<<10)
+	big := bytes.Repeat([]byte("x"), 2<<10) // over inlineRecordMax, far under max_payload / 64
 	mux := pipeline.NewServeMux()
 	mux.RegisterFunc("big", func(context.Context, *pipeline.Call) (pipeline.Result, error) {
 		runs.Add(1)
