@@ -15,4 +15,7 @@ const (
 	FaultAfterRequeue    = faultAfterRequeue
 	FaultAfterDeadLetter = faultAfterDeadLetter
 	FaultAfterCallback   = faultAfterCallback
+	// FaultAfterCallbackGroup: a message of callbacks is stored, its
+	// members' tokens not acknowledged.
+	FaultAfterCallbackGroup = faultAfterCallbackGroup
 )

@@ -21,6 +21,8 @@ import (
 type publisher struct {
 	js     jetstream.JetStream
 	async  *streams.AckPublisher // the deferred writes
+	// groups publishes the callbacks of deferred tokens together.
+	groups *callbackGrouper
 	limits recordLimits
 	domain string
 	name   string // this replica (Options.Name), in callbacks

@@ -519,7 +519,7 @@ func (s *stepper) finish(ctx context.Context, b *pipeline.Batch, st *state, o pi
 
 // announce publishes the dead letter (for failures) and the terminal
 // callback of a Done batch, then acknowledges the token m (if any) once
-// the callback is stored (publisher.thenAck).
+// the callback is stored (publisher.callbackThenAck).
 func (s *stepper) announce(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, m jetstream.Msg) error {
 	var dlSeq uint64
 	if status := prog.Outcome.Status; status == pipeline.Rejected || status == pipeline.PartiallyExecuted {
@@ -536,7 +536,7 @@ func (s *stepper) announce(ctx context.Context, b *pipeline.Batch, prog *streams
 	if err != nil {
 		return err
 	}
-	if err := s.pub.thenAck(ctx, cb, m, fmt.Sprintf("callback of batch %d", b.ID), faultAfterCallback); err != nil {
+	if err := s.pub.callbackThenAck(ctx, cb, m, fmt.Sprintf("callback of batch %d", b.ID)); err != nil {
 		return err
 	}
 	s.senders.release(ctx, b)

@@ -95,8 +95,8 @@ func (c *callbackBody) ReadMsgpack(b []byte) ([]byte, error) {
 // single Callback (CallbackMsg) or a CallbackGroup (CallbackGroupMsg), and
 // returns its callbacks, in order, and whether it was a group. Malformed
 // bytes, or a group without members, give an error matching ErrDecode; a
-// body or member of another version, one matching ErrVersion. It never
-// panics.
+// body or member of another version, one matching ErrVersion, with what
+// was read (whose V says the version). It never panics.
 func DecodeCallbacks(data []byte) (cbs []Callback, group bool, err error) {
 	var body callbackBody
 	defer func() {
@@ -109,7 +109,10 @@ func DecodeCallbacks(data []byte) (cbs []Callback, group bool, err error) {
 	}
 	// The version is the message's: the single callback's, or the group's.
 	if v := body.cb.V; v != WireVersion {
-		return nil, body.group, fmt.Errorf("%w: callback version %d, this build reads %d", ErrVersion, v, WireVersion)
+		if !body.group {
+			return []Callback{body.cb}, false, fmt.Errorf("%w: callback version %d, this build reads %d", ErrVersion, v, WireVersion)
+		}
+		return []Callback{{V: v}}, true, fmt.Errorf("%w: callback version %d, this build reads %d", ErrVersion, v, WireVersion)
 	}
 	if !body.group {
 		return []Callback{body.cb}, false, nil
@@ -119,7 +122,7 @@ func DecodeCallbacks(data []byte) (cbs []Callback, group bool, err error) {
 	}
 	for i := range body.members {
 		if v := body.members[i].V; v != WireVersion {
-			return nil, true, fmt.Errorf("%w: callback %d of a group has version %d, this build reads %d", ErrVersion, i, v, WireVersion)
+			return []Callback{{V: v}}, true, fmt.Errorf("%w: callback %d of a group has version %d, this build reads %d", ErrVersion, i, v, WireVersion)
 		}
 	}
 	return body.members, true, nil
@@ -131,23 +134,46 @@ func DecodeCallbacks(data []byte) (cbs []Callback, group bool, err error) {
 // (in another group, or alone), and authz applies a batch's first
 // callback only (see docs/architecture.md).
 func CallbackGroupMsg(domain string, cbs []Callback) (*nats.Msg, error) {
-	if len(cbs) == 0 {
+	msgs := make([]*nats.Msg, len(cbs))
+	for i := range cbs {
+		m, err := CallbackMsg(&cbs[i])
+		if err != nil {
+			return nil, err
+		}
+		msgs[i] = m
+	}
+	return JoinCallbacks(domain, msgs)
+}
+
+// JoinCallbacks joins single callback messages of domain (CallbackMsg's)
+// into one CallbackGroup message, as CallbackGroupMsg builds it, from
+// their bodies as they are: nothing is decoded or encoded again. The
+// members keep their order.
+func JoinCallbacks(domain string, msgs []*nats.Msg) (*nats.Msg, error) {
+	if len(msgs) == 0 {
 		return nil, errors.New("streams: a callback group needs at least one callback")
 	}
-	g := &CallbackGroup{Callbacks: cbs}
-	for i := range g.Callbacks {
-		g.Callbacks[i].setVersion()
+	size := CallbackGroupOverhead
+	for _, m := range msgs {
+		size += len(m.Data)
 	}
-	data, err := Encode(g)
-	if err != nil {
-		return nil, err
+	b := make([]byte, 0, size)
+	b = wire.AppendMapHeader(b, 2)
+	b = wire.AppendUint8(wire.AppendString(b, "v"), WireVersion)
+	b = wire.AppendArrayHeader(wire.AppendString(b, "callbacks"), len(msgs))
+	for _, m := range msgs {
+		b = append(b, m.Data...)
 	}
-	m := nats.NewMsg(CallbackSubject(domain))
-	m.Data = data
-	m.Header.Set(HeaderKind, KindCallbacks)
-	m.Header.Set(HeaderDomain, domain)
-	m.Header.Set(HeaderCount, strconv.Itoa(len(cbs)))
-	m.Header.Set(HeaderFirstBatchID, strconv.FormatUint(cbs[0].BatchID, 10))
-	m.Header.Set(HeaderLastBatchID, strconv.FormatUint(cbs[len(cbs)-1].BatchID, 10))
-	return m, nil
+	g := nats.NewMsg(CallbackSubject(domain))
+	g.Data = b
+	g.Header.Set(HeaderKind, KindCallbacks)
+	g.Header.Set(HeaderDomain, domain)
+	g.Header.Set(HeaderCount, strconv.Itoa(len(msgs)))
+	g.Header.Set(HeaderFirstBatchID, msgs[0].Header.Get(HeaderBatchID))
+	g.Header.Set(HeaderLastBatchID, msgs[len(msgs)-1].Header.Get(HeaderBatchID))
+	return g, nil
 }
+
+// CallbackGroupOverhead bounds the bytes a CallbackGroup's body takes
+// beside its members' encodings.
+const CallbackGroupOverhead = 32

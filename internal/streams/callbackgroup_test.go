@@ -83,6 +83,14 @@ func TestCallbackGroupMsgHeaders(t *testing.T) {
 			t.Errorf("header %s = %q, want %q", h, got, want)
 		}
 	}
+	// Joined from the members' own bodies, it is the group's encoding.
+	enc, err := streams.Encode(&streams.CallbackGroup{Callbacks: cbs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(m.Data, enc) {
+		t.Errorf("CallbackGroupMsg wrote\n%x\nEncode writes\n%x", m.Data, enc)
+	}
 	if m.Subject != streams.CallbackSubject("payments") {
 		t.Errorf("subject %q", m.Subject)
 	}
