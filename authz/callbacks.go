@@ -252,7 +252,7 @@ func (c *callbackChange) change(rec *streams.BatchRecord) (bool, error) {
 	rec.UpdatedAt = c.a.now().UTC()
 	rec.FinishedAt = c.at.UTC()
 	c.expire = c.a.store.expiryOf(rec)
-	rec.History = append(rec.History, streams.Event{At: c.at.UTC(), What: "callback",
+	rec.History = append(rec.History, streams.Event{At: c.at.UTC(), What: streams.EventCallback,
 		Detail: o.String() + " from " + cb.Processor + " after " + strconv.Itoa(cb.Attempts) + " attempts"})
 	c.a.keepOutputs(rec, cb.Outputs)
 	return true, nil
