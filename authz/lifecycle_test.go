@@ -271,7 +271,7 @@ func TestEditsWhileTicking(t *testing.T) {
 	cbs := testnats.Callbacks(t, b.env.JS(t, "admin"))
 	for _, id := range ids {
 		if len(cbs[id]) != 1 {
-			t.Fatalf("batch %d: %d callbacks", id, len(cbs[id]))
+			t.Fatalf("batch %d: %d callbacks: %+v (evicted %v)", id, len(cbs[id]), cbs[id], evicted)
 		}
 	}
 	for _, id := range evicted {

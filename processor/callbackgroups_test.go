@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/handlers"
@@ -194,4 +195,58 @@ func TestCrashAfterCallbackGroupStored(t *testing.T) {
 		t.Fatal("no callback was published again: the crash left every token acknowledged")
 	}
 	t.Logf("%d crashes; %d callbacks published again", crashed.Load(), again)
+}
+
+// TestRepeatedTokenPublishesItsCallbackAlone: second copies of finished
+// batches' tokens (a queue edit's, or a server's that lost its consumer's
+// state) are stepped while other batches finish in groups; a repeat's
+// callback goes alone, deduplicated by the batch id, so each batch keeps
+// one callback.
+func TestRepeatedTokenPublishesItsCallbackAlone(t *testing.T) {
+	b := setup(t)
+	p := b.processor(t, processor.Options{Concurrency: 128})
+	const n = 30
+	var done []pipeline.Batch
+	for range n {
+		bt := pipeline.Batch{Label: opsLabel, Domain: domain, Priority: pipeline.Med,
+			Subroutine: pipeline.Subroutine{Mode: pipeline.Atomic}, Functions: []pipeline.Function{noop()}}
+		b.Enqueue(t, &bt)
+		// One at a time: each callback goes alone.
+		if sr := step(t, b.ctx, p); sr.BatchID != bt.ID || sr.Action != api.ActionFinished {
+			t.Fatalf("step %+v", sr)
+		}
+		done = append(done, bt)
+	}
+	var others []uint64
+	for range 2 * n {
+		others = append(others, b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop()}}))
+	}
+	for i := range done {
+		again, err := streams.TokenMsg(streams.TokenSubject(done[i].Priority, done[i].Domain), &done[i], 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again.Header.Del(nats.MsgIdHdr) // a copy, not the same publish again
+		if _, err := b.authz.PublishMsg(b.ctx, again); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testnats.Eventually(t, 10*time.Second, "every token stepped", func() bool {
+		p.Tick(b.ctx, 3*n)
+		return b.queued(t) == 0
+	})
+	cbs := b.callbacks(t)
+	for _, bt := range done {
+		if len(cbs[bt.ID]) != 1 {
+			t.Fatalf("batch %d: %d callbacks, want 1", bt.ID, len(cbs[bt.ID]))
+		}
+	}
+	for _, o := range others {
+		if len(cbs[o]) != 1 {
+			t.Fatalf("batch %d: %d callbacks, want 1", o, len(cbs[o]))
+		}
+	}
+	if _, groups := b.callbackMessages(t); groups == 0 {
+		t.Fatal("no group: the repeats were not stepped among batches finishing together")
+	}
 }

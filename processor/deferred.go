@@ -73,12 +73,13 @@ func (pb *publisher) thenAck(ctx context.Context, msg *nats.Msg, m jetstream.Msg
 }
 
 // callbackThenAck publishes the terminal callback msg (streams.CallbackMsg)
-// and acknowledges the token m once it is stored, as thenAck does; the
-// callback of a token taken by a tick goes with the others that end
-// meanwhile (callbackGrouper).
-func (pb *publisher) callbackThenAck(ctx context.Context, msg *nats.Msg, m jetstream.Msg, what string) error {
+// and acknowledges the token m once it is stored, as thenAck does. With
+// group set, the callback of a token taken by a tick goes with the others
+// that end meanwhile (callbackGrouper); without, alone, deduplicated by
+// its id.
+func (pb *publisher) callbackThenAck(ctx context.Context, msg *nats.Msg, m jetstream.Msg, what string, group bool) error {
 	d, ok := m.(*deferred)
-	if !ok || pb.groups == nil {
+	if !ok || !group || pb.groups == nil {
 		return pb.thenAck(ctx, msg, m, what, faultAfterCallback)
 	}
 	telemetry.Inject(ctx, msg.Header)
