@@ -78,10 +78,10 @@ func (ca *callbackApplier) receive(ctx context.Context, m jetstream.Msg) []recei
 		d.deliveries, d.published = int(md.NumDelivered), md.Timestamp
 	}
 	cbs, group, err := streams.DecodeCallbacks(m.Data())
-	d.group = group
 	if err != nil {
 		// Nothing in it is trusted, not even of a newer version: its
-		// headers say which batch it is about.
+		// headers say which batch it is about, and it is handled whole
+		// (a dead letter keeps its bytes as they are).
 		var v uint8
 		if len(cbs) > 0 {
 			v = cbs[0].V
@@ -96,13 +96,13 @@ func (ca *callbackApplier) receive(ctx context.Context, m jetstream.Msg) []recei
 		// costs authz no more than streams.CallbackGroupMax callbacks. The
 		// group goes whole to the DLQ, where the owner sees it and its
 		// replay applies every callback in it.
-		d.left, d.group = 1, false
+		d.left = 1
 		ca.log.Error("callback group refused: too many callbacks in one message", "subject", logging.Capped(m.Subject()), "callbacks", len(cbs), "max", streams.CallbackGroupMax)
 		ca.deadLetterCallback(ctx, &received{d: d, cb: streams.Callback{Domain: domain}}, d.deliveries,
 			fmt.Errorf("%w: a group of %d callbacks, and authz applies at most %d from one message", ErrCallbackGroup, len(cbs), streams.CallbackGroupMax))
 		return nil
 	}
-	d.left = len(cbs)
+	d.group, d.left = group, len(cbs)
 	out := make([]received, 0, len(cbs))
 	for _, cb := range cbs {
 		if !ok || domain != cb.Domain {

@@ -131,7 +131,11 @@ func (ca *callbackApplier) deadLetterCallback(ctx context.Context, r *received, 
 			if errors.As(cause, &ue) && ue.version != 0 {
 				attrs = append(attrs, "version", ue.version, "reads_version", streams.WireVersion)
 			}
-			ca.log.Error("callback dead-lettered: a record it needs is unreadable; replay it once it is readable", attrs...)
+			what := "callback dead-lettered: a record it needs is unreadable; replay it once it is readable"
+			if kind == streams.KindCallbacks {
+				what = "callback group dead-lettered: more callbacks than authz applies from one message; replay it to apply them"
+			}
+			ca.log.Error(what, attrs...)
 			r.d.done(false, 0)
 			return
 		}
