@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,60 +23,119 @@ import (
 // when it is back. A callback that cannot be applied is retried with
 // increasing delays (retryCallback).
 
-// received is a delivered callback, decoded.
-type received struct {
+// delivery is a delivered message of callbacks: one callback, or a group
+// of them (streams.CallbackGroup). It is acknowledged once every callback
+// in it is applied (or dead-lettered alone), and put back, with the
+// longest delay one of them asked for, when one is to be tried again:
+// the others, applied meanwhile, then find their records terminal.
+type delivery struct {
 	m          jetstream.Msg
-	cb         streams.Callback
+	group      bool
 	deliveries int
 	published  time.Time
+
+	mu    sync.Mutex
+	left  int // callbacks not settled yet
+	nak   bool
+	delay time.Duration
 }
 
-// receive decodes m into r and says whether it is to be applied; when not,
-// it was dealt with: refused and acknowledged, or (unreadable) left to
-// retryCallback.
-func (ca *callbackApplier) receive(ctx context.Context, m jetstream.Msg, r *received) bool {
-	r.m, r.deliveries = m, 1
-	if md, err := streams.DeliveryOf(m.Reply()); err == nil {
-		r.deliveries, r.published = int(md.NumDelivered), md.Timestamp
+// done settles one callback of d: retry asks for the message again after
+// delay. The last one settles the message.
+func (d *delivery) done(retry bool, delay time.Duration) {
+	d.mu.Lock()
+	d.left--
+	if retry {
+		d.nak, d.delay = true, max(d.delay, delay)
 	}
-	cb, err := streams.Decode[streams.Callback](m.Data())
+	last, nak, delay := d.left == 0, d.nak, d.delay
+	d.mu.Unlock()
+	if !last {
+		return
+	}
+	if nak {
+		_ = d.m.NakWithDelay(delay)
+		return
+	}
+	_ = d.m.Ack()
+}
+
+// received is a delivered callback, decoded: the message's only one, or
+// a member of its group.
+type received struct {
+	d  *delivery
+	cb streams.Callback
+}
+
+// receive decodes m and returns its callbacks that are to be applied,
+// each with the span of its application. The others were dealt with: a
+// callback that names another domain than its subject is refused (as
+// applied), an unreadable message left to retryCallback, a group beyond
+// streams.CallbackGroupMax dead-lettered whole.
+func (ca *callbackApplier) receive(ctx context.Context, m jetstream.Msg) []received {
+	d := &delivery{m: m, deliveries: 1}
+	if md, err := streams.DeliveryOf(m.Reply()); err == nil {
+		d.deliveries, d.published = int(md.NumDelivered), md.Timestamp
+	}
+	cbs, group, err := streams.DecodeCallbacks(m.Data())
 	if err != nil {
 		// Nothing in it is trusted, not even of a newer version: its
-		// headers say which batch it is about.
-		r.cb = streams.Callback{}
-		ca.retryCallback(ctx, m, &r.cb, r.deliveries, unreadable("callback", cb.V, err))
-		return false
+		// headers say which batch it is about, and it is handled whole
+		// (a dead letter keeps its bytes as they are).
+		var v uint8
+		if len(cbs) > 0 {
+			v = cbs[0].V
+		}
+		d.left = 1
+		ca.retryCallback(ctx, &received{d: d}, unreadable("callback", v, err))
+		return nil
 	}
-	if d, ok := streams.CallbackDomain(m.Subject()); !ok || d != cb.Domain {
-		// The subject is what nats.conf can grant per domain; a callback
-		// that names another domain than its subject is not applied.
-		ca.log.Error("callback refused: its subject and its domain differ", "subject", logging.Capped(m.Subject()), "domain", logging.Capped(cb.Domain), "batch_id", cb.BatchID)
-		_ = m.Ack()
-		return false
+	domain, ok := streams.CallbackDomain(m.Subject())
+	if len(cbs) > streams.CallbackGroupMax {
+		// A processor is trusted for its domain only: one message of its
+		// costs authz no more than streams.CallbackGroupMax callbacks. The
+		// group goes whole to the DLQ, where the owner sees it and its
+		// replay applies every callback in it.
+		d.left = 1
+		ca.log.Error("callback group refused: too many callbacks in one message", "subject", logging.Capped(m.Subject()), "callbacks", len(cbs), "max", streams.CallbackGroupMax)
+		ca.deadLetterCallback(ctx, &received{d: d, cb: streams.Callback{Domain: domain}}, d.deliveries,
+			fmt.Errorf("%w: a group of %d callbacks, and authz applies at most %d from one message", ErrCallbackGroup, len(cbs), streams.CallbackGroupMax))
+		return nil
 	}
-	if cb.At.IsZero() {
-		// A processor that finished a batch in its first step wrote no
-		// progress record, hence no time: the callback's publication is
-		// when the batch finished.
-		cb.At = r.published
+	d.group, d.left = group, len(cbs)
+	out := make([]received, 0, len(cbs))
+	for _, cb := range cbs {
+		if !ok || domain != cb.Domain {
+			// The subject is what nats.conf can grant per domain; a callback
+			// that names another domain than its subject is not applied.
+			ca.log.Error("callback refused: its subject and its domain differ", "subject", logging.Capped(m.Subject()), "domain", logging.Capped(cb.Domain), "batch_id", cb.BatchID)
+			d.done(false, 0)
+			continue
+		}
+		if cb.At.IsZero() {
+			// A processor that finished a batch in its first step wrote no
+			// progress record, hence no time: the callback's publication is
+			// when the batch finished.
+			cb.At = d.published
+		}
+		out = append(out, received{d: d, cb: cb})
 	}
-	r.cb = cb
-	return true
+	return out
 }
 
 // settle ends the handling of a callback that apply (or its group) got
 // through with err: acknowledged, or retried later.
 func (ca *callbackApplier) settle(ctx context.Context, r *received, recorded bool, err error) {
 	if err != nil {
-		ca.retryCallback(ctx, r.m, &r.cb, r.deliveries, err)
+		ca.retryCallback(ctx, r, err)
 		return
 	}
 	if recorded && ca.tel != nil && ca.table().hasDomain(r.cb.Domain) {
 		// Only then is the domain label one of a bounded set, not
 		// whatever a callback named.
-		ca.tel.CallbackApplied(r.cb.Domain, r.published)
+		ca.tel.CallbackApplied(r.cb.Domain, r.d.published)
 	}
-	_ = r.m.Ack()
+	r.d.done(false, 0)
 }
 
 // callbackApplier applies the processors' terminal callbacks to their
@@ -192,7 +252,7 @@ func (c *callbackChange) change(rec *streams.BatchRecord) (bool, error) {
 	rec.UpdatedAt = c.a.now().UTC()
 	rec.FinishedAt = c.at.UTC()
 	c.expire = c.a.store.expiryOf(rec)
-	rec.History = append(rec.History, streams.Event{At: c.at.UTC(), What: "callback",
+	rec.History = append(rec.History, streams.Event{At: c.at.UTC(), What: streams.EventCallback,
 		Detail: o.String() + " from " + cb.Processor + " after " + strconv.Itoa(cb.Attempts) + " attempts"})
 	c.a.keepOutputs(rec, cb.Outputs)
 	return true, nil

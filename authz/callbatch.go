@@ -46,7 +46,7 @@ type callbackBatcher struct {
 
 	mu      sync.Mutex
 	room    sync.Cond // signalled as pending shrinks
-	pending []jetstream.Msg
+	pending []*groupItem
 	running int // groups being applied
 
 	// fellBack counts the callbacks of a group that went the patient way
@@ -63,20 +63,41 @@ func (ca *callbackApplier) newCallbackBatcher(gate *drain.Gate) *callbackBatcher
 	return b
 }
 
-// add takes a delivered callback; its caller holds an admission of gate.
-// It waits while a few groups' worth are pending, so that the consumer
-// does not pull far ahead of what is applied.
+// add takes a delivered message of callbacks (one, or a group of them);
+// its caller holds an admission of gate. It waits while a few groups'
+// worth are pending, so that the consumer does not pull far ahead of what
+// is applied. The callbacks of one message may be applied in different
+// groups: the message is settled once all of them are (delivery).
 func (b *callbackBatcher) add(ctx context.Context, m jetstream.Msg) {
+	items := b.receive(ctx, m)
+	if len(items) == 0 {
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for len(b.pending) >= 4*b.size {
 		b.room.Wait()
 	}
-	b.pending = append(b.pending, m)
+	b.pending = append(b.pending, items...)
 	if b.running < callbackGroups {
 		b.running++
 		b.gate.Go(func() { b.run(ctx) })
 	}
+}
+
+// receive decodes m (callbackApplier.receive) into the items of the
+// callbacks to apply, each with the span of its application.
+func (b *callbackBatcher) receive(ctx context.Context, m jetstream.Msg) []*groupItem {
+	rs := b.a.receive(ctx, m)
+	items := make([]groupItem, len(rs))
+	out := make([]*groupItem, len(rs))
+	for i := range rs {
+		it := &items[i]
+		it.received = rs[i]
+		it.ctx, it.span = b.a.tel.StartApply(ctx, m.Headers())
+		out[i] = it
+	}
+	return out
 }
 
 // run applies groups of what is pending until nothing is.
@@ -112,17 +133,10 @@ type groupItem struct {
 }
 
 // apply applies a group of callbacks.
-func (b *callbackBatcher) apply(ctx context.Context, group []jetstream.Msg) {
+func (b *callbackBatcher) apply(ctx context.Context, items []*groupItem) {
 	a := b.a
-	items := make([]groupItem, len(group))
 	sent, reads := 0, 0
-	for i, m := range group {
-		it := &items[i]
-		it.ctx, it.span = a.tel.StartApply(ctx, m.Headers())
-		if !a.receive(it.ctx, m, &it.received) {
-			it.span.End()
-			continue
-		}
+	for _, it := range items {
 		switch b.write(it) {
 		case groupWriting:
 			sent++
@@ -145,8 +159,7 @@ func (b *callbackBatcher) apply(ctx context.Context, group []jetstream.Msg) {
 	if sent == 0 {
 		return
 	}
-	for i := range items {
-		it := &items[i]
+	for _, it := range items {
 		if it.ack == nil {
 			continue
 		}
@@ -228,9 +241,8 @@ func (b *callbackBatcher) write(it *groupItem) groupStep {
 // with compare-and-set on the revision read; it returns how many writes
 // it sent. A callback whose record was not read, or whose change was not
 // sent, is applied alone.
-func (b *callbackBatcher) writeRead(ctx, wctx context.Context, items []groupItem) (sent int) {
-	for i := range items {
-		it := &items[i]
+func (b *callbackBatcher) writeRead(ctx, wctx context.Context, items []*groupItem) (sent int) {
+	for _, it := range items {
 		get := it.get
 		if get == nil {
 			continue

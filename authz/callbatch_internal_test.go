@@ -144,7 +144,11 @@ func (b *groupBundle) applyGroup(t *testing.T, s *Service, n int) *callbackBatch
 	}
 	var gate drain.Gate
 	g := s.applier.newCallbackBatcher(&gate)
-	g.apply(b.ctx, group)
+	var items []*groupItem
+	for _, m := range group {
+		items = append(items, g.receive(b.ctx, m)...)
+	}
+	g.apply(b.ctx, items)
 	gate.Close()
 	gate.Wait()
 	return g
@@ -258,11 +262,13 @@ func TestCallbacksAppliedOnceAcrossAConnectionLoss(t *testing.T) {
 		}
 		before, got := len(left), 0
 		for m := range batch.Messages() {
-			cb, err := streams.Decode[streams.Callback](m.Data())
+			cbs, _, err := streams.DecodeCallbacks(m.Data())
 			if err != nil {
 				t.Fatal(err)
 			}
-			left[cb.BatchID] = true
+			for _, cb := range cbs {
+				left[cb.BatchID] = true
+			}
 			got++
 		}
 		if got == 0 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -311,38 +312,64 @@ func (dq *deadLetters) replayCallback(ctx context.Context, it deadLetter) (uint6
 	if err != nil {
 		return 0, fmt.Errorf("authz: stream %s: %w", streams.StreamCallbacks, err)
 	}
-	var cb streams.Callback
+	var replay []streams.Callback
 	rm, err := cbs.GetMsg(ctx, o.Seq)
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound) && len(it.dl.Callback) > 0:
-		if cb, err = streams.Decode[streams.Callback](it.dl.Callback); err != nil {
-			return 0, errf(api.CodeConflict, "authz: dead letter %d: %v", it.item.Seq, unreadable("callback", cb.V, err))
-		}
-		if cb.At.IsZero() {
-			cb.At = it.dl.At
+		if replay, err = dq.callbacksOf(it, it.dl.Callback, it.dl.At); err != nil {
+			return 0, err
 		}
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		if it.dl.Outcome.Status == "" {
 			return 0, errf(api.CodeNotFound, "authz: dead letter %d: its callback (%s sequence %d) is gone and was never read", it.item.Seq, o.Stream, o.Seq)
 		}
-		cb = streams.Callback{BatchID: it.dl.Batch.ID, Domain: it.dl.Domain, Priority: it.dl.Batch.Priority,
+		replay = []streams.Callback{{BatchID: it.dl.Batch.ID, Domain: it.dl.Domain, Priority: it.dl.Batch.Priority,
 			Outcome: it.dl.Outcome, Attempts: it.dl.Attempts, At: it.dl.At, Processor: "a replayed dead letter",
-			Outputs: it.dl.Outputs}
+			Outputs: it.dl.Outputs}}
 	case err != nil:
 		return 0, fmt.Errorf("authz: read callback %d: %w", o.Seq, err)
 	default:
-		if cb, err = streams.Decode[streams.Callback](rm.Data); err != nil {
-			return 0, errf(api.CodeConflict, "authz: dead letter %d: %v", it.item.Seq, unreadable("callback", cb.V, err))
-		}
-		if cb.At.IsZero() {
-			cb.At = rm.Time
+		if replay, err = dq.callbacksOf(it, rm.Data, rm.Time); err != nil {
+			return 0, err
 		}
 	}
-	if err := dq.apply(ctx, &cb); errors.Is(err, ErrUnreadable) {
-		return 0, errf(api.CodeConflict, "authz: dead letter %d: %v", it.item.Seq, err)
-	} else if err != nil {
-		return 0, err
+	for i := range replay {
+		cb := &replay[i]
+		if err := dq.apply(ctx, cb); errors.Is(err, ErrUnreadable) {
+			return 0, errf(api.CodeConflict, "authz: dead letter %d: %v", it.item.Seq, err)
+		} else if err != nil {
+			return 0, err
+		}
+		dq.log.Info("dead-lettered callback replayed", "seq", it.item.Seq, "batch_id", cb.BatchID)
 	}
-	dq.log.Info("dead-lettered callback replayed", "seq", it.item.Seq, "batch_id", cb.BatchID)
-	return cb.BatchID, nil
+	return replay[0].BatchID, nil
+}
+
+// callbacksOf reads the callbacks a dead-lettered callback's bytes hold
+// (a single callback, or a group) and returns those to replay: the dead
+// letter's batch's, or, for a group refused whole (no batch), all of them.
+// A callback without a time finished at.
+func (dq *deadLetters) callbacksOf(it deadLetter, data []byte, at time.Time) ([]streams.Callback, error) {
+	cbs, _, err := streams.DecodeCallbacks(data)
+	if err != nil {
+		var v uint8
+		if len(cbs) > 0 {
+			v = cbs[0].V
+		}
+		return nil, errf(api.CodeConflict, "authz: dead letter %d: %v", it.item.Seq, unreadable("callback", v, err))
+	}
+	if id := it.dl.Batch.ID; id != 0 && len(cbs) > 1 {
+		// The member of a group that was dead-lettered alone.
+		i := slices.IndexFunc(cbs, func(cb streams.Callback) bool { return cb.BatchID == id })
+		if i < 0 {
+			return nil, errf(api.CodeConflict, "authz: dead letter %d: its callbacks hold none of batch %d", it.item.Seq, id)
+		}
+		cbs = cbs[i : i+1]
+	}
+	for i := range cbs {
+		if cbs[i].At.IsZero() {
+			cbs[i].At = at
+		}
+	}
+	return cbs, nil
 }

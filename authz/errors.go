@@ -22,6 +22,11 @@ var ErrNotProvisioned = errors.New("authz: not provisioned (provision first, as 
 // retried a bounded number of times and then dead-lettered.
 var ErrUnreadable = errors.New("authz: record unreadable")
 
+// ErrCallbackGroup is matched by the reason of a dead letter that holds a
+// whole group of callbacks authz refused: more than
+// streams.CallbackGroupMax in one message. Its replay applies them all.
+var ErrCallbackGroup = errors.New("authz: callback group refused")
+
 // unreadableError is an ErrUnreadable that remembers which record could not
 // be read and, when it was readable that far, its wire version.
 type unreadableError struct {

@@ -36,32 +36,35 @@ const maxReason = 512
 // delay that grows with its deliveries. One that cannot be read, or whose
 // batch record cannot be, is dead-lettered once Options.CallbackBackoff is
 // exhausted; any other failure is retried without end, the delay capped.
-func (ca *callbackApplier) retryCallback(ctx context.Context, m jetstream.Msg, cb *streams.Callback, deliveries int, err error) {
-	backoff := ca.backoff
+func (ca *callbackApplier) retryCallback(ctx context.Context, r *received, err error) {
+	backoff, deliveries, cb := ca.backoff, r.d.deliveries, &r.cb
 	delay := backoff[min(max(deliveries, 1), len(backoff))-1]
 	if !errors.Is(err, ErrUnreadable) {
 		// A passing failure (a lost write race, a store electing its
 		// leader): soon again, backing off from 250 ms to maxTransientDelay.
 		delay = min(transientDelay<<min(max(deliveries-1, 0), 10), maxTransientDelay)
 		ca.log.Warn("callback not applied yet; retried later", "batch_id", cb.BatchID, "deliveries", deliveries, "delay", delay, "err", err)
-		_ = m.NakWithDelay(delay)
+		r.d.done(true, delay)
 		return
 	}
 	if deliveries > len(backoff) {
-		ca.deadLetterCallback(ctx, m, cb, deliveries, err)
+		ca.deadLetterCallback(ctx, r, deliveries, err)
 		return
 	}
 	// Expected for a moment during a rolling upgrade (a newer replica
 	// applies it): no warning until the retries are spent.
 	ca.log.Debug("callback not applied: record unreadable; retried later", "batch_id", cb.BatchID, "deliveries", deliveries, "delay", delay, "err", err)
-	_ = m.NakWithDelay(delay)
+	r.d.done(true, delay)
 }
 
 // deadLetterCallback moves a callback that could not be applied to the DLQ,
 // where the owner sees it (dlq) and replays it once the record is readable,
-// then acknowledges it. The dead letter is deduplicated by the callback's
-// stream sequence, so a crash between the two repeats nothing.
-func (ca *callbackApplier) deadLetterCallback(ctx context.Context, m jetstream.Msg, cb *streams.Callback, deliveries int, cause error) {
+// then settles it. The dead letter is deduplicated by the callback's
+// stream sequence (and, for a member of a group, its batch id), so a
+// crash between the two repeats nothing. A member of a group goes alone,
+// encoded as a single callback: its replay reads it as any other.
+func (ca *callbackApplier) deadLetterCallback(ctx context.Context, r *received, deliveries int, cause error) {
+	m, cb := r.d.m, &r.cb
 	var seq uint64
 	if md, err := streams.DeliveryOf(m.Reply()); err == nil {
 		seq = md.StreamSeq
@@ -96,19 +99,31 @@ func (ca *callbackApplier) deadLetterCallback(ctx context.Context, m jetstream.M
 	// Acknowledging the callback removes it from CALLBACKS: its bytes go
 	// with the dead letter, for the replay.
 	dl.Callback = m.Data()
-	data, err := streams.Encode(dl)
+	kind, msgID := "callback", streams.CallbackDeadLetterMsgID(seq)
+	var err error
+	switch {
+	case r.d.group:
+		dl.Callback, err = streams.Encode(cb)
+		msgID = streams.CallbackMemberDeadLetterMsgID(seq, id)
+	case errors.Is(cause, ErrCallbackGroup):
+		kind = streams.KindCallbacks
+	}
+	var data []byte
+	if err == nil {
+		data, err = streams.Encode(dl)
+	}
 	if err == nil {
 		msg := nats.NewMsg(streams.DLQSubject(domain))
 		msg.Data = data
 		msg.Header.Set(streams.HeaderBatchID, strconv.FormatUint(id, 10))
 		msg.Header.Set(streams.HeaderDomain, domain)
-		msg.Header.Set(streams.HeaderKind, "callback")
+		msg.Header.Set(streams.HeaderKind, kind)
 		if cb.Outcome.Status != "" {
 			msg.Header.Set(streams.HeaderOutcome, cb.Outcome.String())
 		}
 		msg.Header.Set(streams.HeaderReason, reason)
 		msg.Header.Set(streams.HeaderOrigin, m.Subject())
-		msg.Header.Set(nats.MsgIdHdr, streams.CallbackDeadLetterMsgID(seq))
+		msg.Header.Set(nats.MsgIdHdr, msgID)
 		var ack *jetstream.PubAck
 		if ack, err = ca.js.PublishMsg(ctx, msg); err == nil {
 			attrs := []any{"batch_id", id, "domain", domain, "deliveries", deliveries, "dlq_seq", ack.Sequence, "err", cause}
@@ -116,11 +131,15 @@ func (ca *callbackApplier) deadLetterCallback(ctx context.Context, m jetstream.M
 			if errors.As(cause, &ue) && ue.version != 0 {
 				attrs = append(attrs, "version", ue.version, "reads_version", streams.WireVersion)
 			}
-			ca.log.Error("callback dead-lettered: a record it needs is unreadable; replay it once it is readable", attrs...)
-			_ = m.Ack()
+			what := "callback dead-lettered: a record it needs is unreadable; replay it once it is readable"
+			if kind == streams.KindCallbacks {
+				what = "callback group dead-lettered: more callbacks than authz applies from one message; replay it to apply them"
+			}
+			ca.log.Error(what, attrs...)
+			r.d.done(false, 0)
 			return
 		}
 	}
 	ca.log.Warn("callback not dead-lettered; retried later", "batch_id", id, "err", err)
-	_ = m.NakWithDelay(ca.backoff[len(ca.backoff)-1])
+	r.d.done(true, ca.backoff[len(ca.backoff)-1])
 }

@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -74,6 +76,10 @@ type env struct {
 	settings streams.Settings
 	admin    *nats.Conn
 	adminJS  jetstream.JetStream
+	// callbacks counts the callbacks the processors published, a group's
+	// members each (a group message says how many in its Count header):
+	// CALLBACKS's sequence counts messages, not batches.
+	callbacks atomic.Uint64
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -137,6 +143,22 @@ func newEnv(cfg *config, dir string, srv *embedded.Server, nodes []*embedded.Ser
 		return nil, err
 	}
 	if e.adminJS, err = jetstream.New(e.admin); err != nil {
+		e.close()
+		return nil, err
+	}
+	if _, err = e.admin.Subscribe(streams.CallbackSubject("*"), func(m *nats.Msg) {
+		n := uint64(1)
+		if m.Header.Get(streams.HeaderKind) == streams.KindCallbacks {
+			if k, err := strconv.ParseUint(m.Header.Get(streams.HeaderCount), 10, 32); err == nil && k > 0 {
+				n = k
+			}
+		}
+		e.callbacks.Add(n)
+	}); err != nil {
+		e.close()
+		return nil, err
+	}
+	if err = e.admin.Flush(); err != nil {
 		e.close()
 		return nil, err
 	}
@@ -428,12 +450,19 @@ func (e *env) callbackProgress(ctx context.Context) (published, applied uint64, 
 	if err != nil {
 		return 0, 0, err
 	}
-	published = info.Delivered.Stream + info.NumPending
-	applied = info.AckFloor.Stream
+	// A message may hold several callbacks (a group): the callbacks seen
+	// published are counted as they go by, and those applied are
+	// estimated from the share of CALLBACKS's messages acknowledged, exact
+	// once every message is.
+	published = e.callbacks.Load()
 	if info.NumPending == 0 && info.NumAckPending == 0 {
-		applied = info.Delivered.Stream
+		return published, published, nil
 	}
-	return published, applied, nil
+	if msgs := info.Delivered.Stream + info.NumPending; msgs > 0 {
+		applied = uint64(float64(published) * float64(info.AckFloor.Stream) / float64(msgs))
+	}
+	// Not every message is acknowledged yet: not every callback applied.
+	return published, min(applied, published-min(published, 1)), nil
 }
 
 // waitCallbacks polls until n callbacks are applied by authz and returns

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,6 +27,7 @@ func burnDown(ctx context.Context, sys *System, sc Scenario, o Options, subs []*
 	allIn := false
 	lastNote := time.Now()
 	var upSince time.Time // when JetStream last came back; zero while it is down
+	var counted callbackCount
 	for {
 		select {
 		case err := <-submitted:
@@ -38,7 +40,7 @@ func burnDown(ctx context.Context, sys *System, sc Scenario, o Options, subs []*
 			return nil
 		case <-time.After(pollEvery):
 		}
-		finished, up := callbacks(ctx, js)
+		finished, up := counted.update(ctx, js)
 		switch {
 		case !up:
 			upSince = time.Time{}
@@ -69,16 +71,42 @@ func burnDown(ctx context.Context, sys *System, sc Scenario, o Options, subs []*
 // kills at least.
 const serverUpBetweenKills = 3 * time.Second
 
-// callbacks counts the callbacks stored so far, one per finished batch,
-// and says whether JetStream answered.
-func callbacks(ctx context.Context, js jetstream.JetStream) (int, bool) {
+// callbackCount counts the callbacks stored so far, about one per finished
+// batch (one published again after a crash counts again): a message of
+// CALLBACKS holds one, or a group of them (its Count header says how
+// many). Each look reads only the messages stored since the last.
+type callbackCount struct {
+	next uint64 // the next sequence to read
+	n    int
+}
+
+// update reads what was stored since the last look and returns the count,
+// and whether JetStream answered.
+func (c *callbackCount) update(ctx context.Context, js jetstream.JetStream) (int, bool) {
 	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	s, err := js.Stream(ictx, streams.StreamCallbacks)
 	if err != nil {
-		return 0, false
+		return c.n, false
 	}
-	return int(s.CachedInfo().State.Msgs), true
+	st := s.CachedInfo().State
+	c.next = max(c.next, st.FirstSeq)
+	for ; st.Msgs > 0 && c.next <= st.LastSeq; c.next++ {
+		m, err := s.GetMsg(ictx, c.next)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			continue
+		case err != nil:
+			return c.n, false // read again at the next look
+		}
+		c.n++
+		if m.Header.Get(streams.HeaderKind) == streams.KindCallbacks {
+			if k, err := strconv.Atoi(m.Header.Get(streams.HeaderCount)); err == nil && k > 1 {
+				c.n += k - 1
+			}
+		}
+	}
+	return c.n, true
 }
 
 // allTerminal reports whether every accepted batch's record is terminal.

@@ -22,14 +22,19 @@ const EdgeWindow = 2 * time.Second
 type Verdict struct {
 	// Batches counts the accepted batches.
 	Batches int
-	// Callbacks counts the callback messages.
-	Callbacks int
+	// Callbacks counts the callbacks (a group's members each), and
+	// CallbackMessages the messages that carried them.
+	Callbacks, CallbackMessages int
 	// Lost counts accepted batches without a terminal record or callback.
 	Lost int
-	// ExtraCallbacks counts callbacks beyond the first of a batch.
+	// ExtraCallbacks counts callbacks beyond the first of a batch: a
+	// callback published again after a crash (no problem while they agree,
+	// and the record shows one application).
 	ExtraCallbacks int
-	// Wrong counts batches whose record disagrees with its callback or
-	// whose outcome is not the one its functions call for.
+	// Wrong counts batches whose record disagrees with its callbacks, whose
+	// callbacks disagree with each other, whose record shows its outcome
+	// applied more than once, or whose outcome is not the one its
+	// functions call for.
 	Wrong int
 	// Duplicates counts functions that took effect more than once, not
 	// explained by a worker killed between effect and record.
@@ -122,6 +127,7 @@ func Check(subs []*Submission, st *State, kills []Kill) *Verdict {
 	for _, cbs := range st.Callbacks {
 		v.Callbacks += len(cbs)
 	}
+	v.CallbackMessages = st.CallbackMessages
 	for id, n := range st.DeadLetters {
 		v.DLQ += n
 		if id == 0 {
@@ -138,18 +144,31 @@ func Check(subs []*Submission, st *State, kills []Kill) *Verdict {
 			p.add("accepted but not finished (no terminal record or no callback)", id)
 			continue
 		case len(cbs) > 1:
+			// Published again after a crash (a group cannot be deduplicated
+			// per batch): authz applies the first.
 			v.ExtraCallbacks += len(cbs) - 1
-			p.add("more than one terminal callback", id)
 		}
 		o := pipeline.Outcome{Status: rec.Status}
 		if rec.Outcome != nil {
 			o = *rec.Outcome
 		}
 		terminal[id] = o
-		if cbs[0].Outcome.Status != o.Status || cbs[0].Outcome.Executed != o.Executed {
+		agree := true
+		for _, cb := range cbs[1:] {
+			agree = agree && cb.Outcome.Status == cbs[0].Outcome.Status && cb.Outcome.Executed == cbs[0].Outcome.Executed
+		}
+		want := specs[id].Expected()
+		switch {
+		case !agree:
+			v.Wrong++
+			p.add("callbacks of one batch disagree", id)
+		case applications(&rec) > 1:
+			v.Wrong++
+			p.add("outcome applied to the record more than once", id)
+		case cbs[0].Outcome.Status != o.Status || cbs[0].Outcome.Executed != o.Executed:
 			v.Wrong++
 			p.add("record disagrees with its callback", id)
-		} else if want := specs[id].Expected(); o.Status != want.Status || o.Executed != want.Executed {
+		case o.Status != want.Status || o.Executed != want.Executed:
 			v.Wrong++
 			p.add(fmt.Sprintf("outcome not the one its functions call for (e.g. %s, want %s)", capped(o.String()), want), id)
 		}
@@ -192,6 +211,18 @@ func Check(subs []*Submission, st *State, kills []Kill) *Verdict {
 		v.Problems = append(v.Problems, fmt.Sprintf("submissions authz never accepted before the deadline: %d", unaccepted))
 	}
 	return v
+}
+
+// applications counts the terminal callbacks applied to rec, by its
+// history: authz adds the event once, as it makes the record terminal.
+func applications(rec *streams.BatchRecord) int {
+	n := 0
+	for _, e := range rec.History {
+		if e.What == streams.EventCallback {
+			n++
+		}
+	}
+	return n
 }
 
 // specFromRecord rebuilds a spec from a record, for a batch no client

@@ -59,10 +59,32 @@ func TestCheck(t *testing.T) {
 			st.Records[1] = streams.BatchRecord{Status: pipeline.InProcess, IdempotencyKey: "a"}
 			return nil
 		}, want: func(v *Verdict) bool { return v.Lost == 1 }, problem: "not finished"},
-		{name: "two callbacks", mutate: func(st *State) []Kill {
+		{name: "a callback published again, agreeing", mutate: func(st *State) []Kill {
 			st.Callbacks[1] = append(st.Callbacks[1], st.Callbacks[1][0])
 			return nil
-		}, want: func(v *Verdict) bool { return v.ExtraCallbacks == 1 }, problem: "more than one terminal callback"},
+		}, want: func(v *Verdict) bool { return v.ExtraCallbacks == 1 && v.Wrong == 0 }},
+		{name: "callbacks of one batch disagree", mutate: func(st *State) []Kill {
+			st.Callbacks[1] = append(st.Callbacks[1], streams.Callback{BatchID: 1, Outcome: pipeline.FailedAfter(1, "worker did not answer")})
+			return nil
+		}, want: func(v *Verdict) bool { return v.ExtraCallbacks == 1 && v.Wrong == 1 }, problem: "callbacks of one batch disagree"},
+		{name: "a duplicate that disagrees with the record", mutate: func(st *State) []Kill {
+			o := pipeline.FailedAfter(1, "worker did not answer")
+			st.Callbacks[1] = []streams.Callback{{BatchID: 1, Outcome: o}, {BatchID: 1, Outcome: o}}
+			return nil
+		}, want: func(v *Verdict) bool { return v.ExtraCallbacks == 1 && v.Wrong == 1 }, problem: "record disagrees with its callback"},
+		{name: "outcome applied twice", mutate: func(st *State) []Kill {
+			rec := st.Records[1]
+			rec.History = []streams.Event{{What: streams.EventCallback}, {What: "note"}, {What: streams.EventCallback}}
+			st.Records[1] = rec
+			st.Callbacks[1] = append(st.Callbacks[1], st.Callbacks[1][0])
+			return nil
+		}, want: func(v *Verdict) bool { return v.Wrong == 1 }, problem: "applied to the record more than once"},
+		{name: "outcome applied once", mutate: func(st *State) []Kill {
+			rec := st.Records[1]
+			rec.History = []streams.Event{{What: "accepted"}, {What: streams.EventCallback}}
+			st.Records[1] = rec
+			return nil
+		}, want: func(v *Verdict) bool { return v.Wrong == 0 }},
 		{name: "duplicate", mutate: func(st *State) []Kill {
 			st.Executions = append(st.Executions, Execution{At: at.Add(time.Second), BatchID: 1, Index: 0, Attempt: 2, PID: 200, OK: true})
 			return nil

@@ -18,8 +18,11 @@ import (
 type State struct {
 	// Records are the batch records by id.
 	Records map[uint64]streams.BatchRecord
-	// Callbacks are the messages in CALLBACKS, by batch id.
+	// Callbacks are the callbacks in CALLBACKS, alone or members of a
+	// group, by batch id.
 	Callbacks map[uint64][]streams.Callback
+	// CallbackMessages counts the messages in CALLBACKS.
+	CallbackMessages int
 	// DeadLetters counts the DLQ entries by batch id (0: undecodable).
 	DeadLetters map[uint64]int
 	// Progress are the progress records by batch id.
@@ -212,11 +215,14 @@ func eachMsg(ctx context.Context, js jetstream.JetStream, stream string, f func(
 
 func readCallbacks(ctx context.Context, js jetstream.JetStream, st *State) error {
 	return eachMsg(ctx, js, streams.StreamCallbacks, func(m *jetstream.RawStreamMsg) error {
-		cb, err := streams.Decode[streams.Callback](m.Data)
+		cbs, _, err := streams.DecodeCallbacks(m.Data)
 		if err != nil {
 			return fmt.Errorf("chaos: callback %d: %w", m.Sequence, err)
 		}
-		st.Callbacks[cb.BatchID] = append(st.Callbacks[cb.BatchID], cb)
+		st.CallbackMessages++
+		for _, cb := range cbs {
+			st.Callbacks[cb.BatchID] = append(st.Callbacks[cb.BatchID], cb)
+		}
 		return nil
 	})
 }

@@ -27,8 +27,18 @@ type deferred struct {
 	jetstream.Msg
 	// write is the PubAck the acknowledgement waits for; nil when the step
 	// settled its token itself.
-	write *streams.PendingAck
+	write pendingWrite
 	what  string
+}
+
+// pendingWrite is a write whose PubAck a token's acknowledgement waits
+// for: a message of its own (*streams.PendingAck) or a callback that
+// travels with others (*groupMember).
+type pendingWrite interface {
+	Done() <-chan struct{}
+	Result() (uint64, error)
+	Deadline() time.Time
+	Forget()
 }
 
 // thenAck publishes msg and acknowledges the token m once msg is
@@ -60,6 +70,25 @@ func (pb *publisher) thenAck(ctx context.Context, msg *nats.Msg, m jetstream.Msg
 		return nil
 	}
 	return m.Ack()
+}
+
+// callbackThenAck publishes the terminal callback msg (streams.CallbackMsg)
+// and acknowledges the token m once it is stored, as thenAck does. With
+// group set, the callback of a token taken by a tick goes with the others
+// that end meanwhile (callbackGrouper); without, alone, deduplicated by
+// its id.
+func (pb *publisher) callbackThenAck(ctx context.Context, msg *nats.Msg, m jetstream.Msg, what string, group bool) error {
+	d, ok := m.(*deferred)
+	if !ok || !group || pb.groups == nil {
+		return pb.thenAck(ctx, msg, m, what, faultAfterCallback)
+	}
+	telemetry.Inject(ctx, msg.Header)
+	w := pb.groups.add(msg)
+	if err := pb.fault.at(faultAfterCallback); err != nil {
+		return err
+	}
+	d.write, d.what = w, what
+	return nil
 }
 
 // acker acknowledges the tokens of a tick whose last write was published
@@ -112,7 +141,7 @@ func (a *acker) run() {
 }
 
 // wait waits for the PubAck of w until its deadline, with timer.
-func (a *acker) wait(w *streams.PendingAck, timer *time.Timer) error {
+func (a *acker) wait(w pendingWrite, timer *time.Timer) error {
 	select {
 	case <-w.Done():
 		_, err := w.Result()

@@ -22,6 +22,9 @@ const (
 	FaultAfterRequeue    = faultAfterRequeue
 	FaultAfterDeadLetter = faultAfterDeadLetter
 	FaultAfterCallback   = faultAfterCallback
+	// FaultAfterCallbackGroup: a message of callbacks is stored, its
+	// members' tokens not acknowledged.
+	FaultAfterCallbackGroup = faultAfterCallbackGroup
 )
 
 // SetFetchSilence makes p's fetches from prio's queue end after a silence

@@ -137,6 +137,9 @@ const (
 	faultAfterDeadLetter = "after-dead-letter"
 	// faultAfterCallback: the callback is published, the token not acknowledged.
 	faultAfterCallback = "after-callback"
+	// faultAfterCallbackGroup: a message of callbacks (a group, or a lone
+	// one) is stored, the tokens of its members not acknowledged.
+	faultAfterCallbackGroup = "after-callback-group"
 )
 
 // errCrash marks a step abandoned by Options.fault.
@@ -281,6 +284,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 		return nil, fmt.Errorf("processor: %w", err)
 	}
 	s.pub = &publisher{js: js, async: async, limits: s.limits, domain: opts.Domain, name: opts.Name, now: opts.Now, log: p.log, fault: s.fault}
+	s.pub.groups = &callbackGrouper{async: async, domain: opts.Domain, maxBytes: int(nc.MaxPayload()) - callbackGroupHeadroom, fault: s.fault}
 	p.pacer = &pacer{
 		tick: p.Tick, waitWork: p.WaitWork, untilNext: p.throttle.untilNext, sleep: sleep,
 		steps: opts.Concurrency, idleWait: opts.IdleWait, log: p.log,
@@ -381,6 +385,9 @@ func (p *Processor) Run(ctx context.Context) error {
 	<-cc.Closed()
 	confirms.Close()
 	confirms.Wait()
+	// Every tick has ended, and with it every token waiting for a callback's
+	// message: what is still flying carries none.
+	p.steps.pub.groups.wait()
 	if err := drain.Closed(sub, closed, drain.Timeout); err != nil {
 		p.log.Warn("ticks may be left unanswered", "err", err)
 	}

@@ -19,8 +19,10 @@ import (
 // its queue, its dead letter, its terminal callback, and, for a token taken
 // by a tick, the last write of its step without waiting (deferred).
 type publisher struct {
-	js     jetstream.JetStream
-	async  *streams.AckPublisher // the deferred writes
+	js    jetstream.JetStream
+	async *streams.AckPublisher // the deferred writes
+	// groups publishes the callbacks of deferred tokens together.
+	groups *callbackGrouper
 	limits recordLimits
 	domain string
 	name   string // this replica (Options.Name), in callbacks

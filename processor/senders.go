@@ -125,7 +125,7 @@ func (s *stepper) needSender(ctx context.Context, b *pipeline.Batch, st *state, 
 			s.senders.leases.forget(b.ID) // checked again at the next step
 			return "", true, lerr
 		case cur.State == streams.Done:
-			return api.ActionStale, true, s.announce(ctx, b, &cur.Progress, m)
+			return api.ActionStale, true, s.announce(ctx, b, &cur.Progress, m, false)
 		case cur.Rev != st.Rev:
 			s.senders.leases.forget(b.ID)
 			return "", true, fmt.Errorf("%w: batch %d moved while it leased a sender", streams.ErrConflict, b.ID)

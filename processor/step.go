@@ -163,7 +163,7 @@ func (s *stepper) stepToken(ctx context.Context, prio pipeline.Priority, m jetst
 	case prog.State == streams.Done:
 		// Terminal already: a crash may have come between the progress write
 		// and the callback; publish again (deduplicated), then drop the token.
-		err = s.announce(ctx, b, prog, m)
+		err = s.announce(ctx, b, prog, m, false)
 		sr.Action, sr.Outcome = api.ActionStale, prog.Outcome.String()
 		return sr, err
 	case prog.Position(tok) == streams.TokenBehind:
@@ -514,13 +514,20 @@ func (s *stepper) finish(ctx context.Context, b *pipeline.Batch, st *state, o pi
 	if err := s.fault.at(faultAfterProgress); err != nil {
 		return err
 	}
-	return s.announce(ctx, b, prog, m)
+	// Only a step whose call ran fresh reached this outcome first: any
+	// other may repeat a finish whose callback is stored already.
+	return s.announce(ctx, b, prog, m, st.fresh)
 }
 
 // announce publishes the dead letter (for failures) and the terminal
 // callback of a Done batch, then acknowledges the token m (if any) once
-// the callback is stored (publisher.thenAck).
-func (s *stepper) announce(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, m jetstream.Msg) error {
+// the callback is stored (publisher.callbackThenAck). first says this step
+// found the outcome (its call ran fresh): its callback may travel in a
+// group. Any other (a batch found done, a call answered from its record)
+// may repeat a finish whose callback is stored already, and publishes it
+// alone, deduplicated by its id, so that a repeated token, such as a queue
+// edit's copy, stores no second callback.
+func (s *stepper) announce(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, m jetstream.Msg, first bool) error {
 	var dlSeq uint64
 	if status := prog.Outcome.Status; status == pipeline.Rejected || status == pipeline.PartiallyExecuted {
 		seq, err := s.pub.deadLetter(ctx, b, prog, m)
@@ -536,7 +543,7 @@ func (s *stepper) announce(ctx context.Context, b *pipeline.Batch, prog *streams
 	if err != nil {
 		return err
 	}
-	if err := s.pub.thenAck(ctx, cb, m, fmt.Sprintf("callback of batch %d", b.ID), faultAfterCallback); err != nil {
+	if err := s.pub.callbackThenAck(ctx, cb, m, fmt.Sprintf("callback of batch %d", b.ID), first); err != nil {
 		return err
 	}
 	s.senders.release(ctx, b)

@@ -201,35 +201,39 @@ func (c *Callback) AppendMsgpack(b []byte) []byte {
 
 // ReadMsgpack reads a callback from the start of b and returns the bytes after it.
 func (c *Callback) ReadMsgpack(b []byte) ([]byte, error) {
-	return wire.ReadMap(b, func() { *c = Callback{} }, func(k, b []byte) (_ []byte, err error) {
-		switch string(k) {
-		case "v":
-			c.V, b, err = wire.ReadUnsigned[uint8](b)
-		case "id":
-			c.BatchID, b, err = wire.ReadUnsigned[uint64](b)
-		case "domain":
-			c.Domain, b, err = wire.ReadString(b)
-		case "priority":
-			c.Priority, b, err = wire.ReadEnum(b, priorities)
-		case "outcome":
-			b, err = c.Outcome.ReadMsgpack(b)
-		case "attempts":
-			c.Attempts, b, err = wire.ReadSigned[int](b)
-		case "at":
-			c.At, b, err = wire.ReadTime(b)
-		case "processor":
-			c.Processor, b, err = wire.ReadString(b)
-		case "fallback":
-			c.Fallback, b, err = wire.ReadBool(b)
-		case "dead_letter":
-			c.DeadLetter, b, err = wire.ReadUnsigned[uint64](b)
-		case "outputs":
-			c.Outputs, b, err = wire.ReadSlice[pipeline.Output](b)
-		default:
-			b, err = wire.Skip(b)
-		}
-		return b, err
-	})
+	return wire.ReadMap(b, func() { *c = Callback{} }, c.readField)
+}
+
+// readField reads the value of the callback's field k from the start of b
+// and returns the bytes after it; an unknown key is skipped.
+func (c *Callback) readField(k, b []byte) (_ []byte, err error) {
+	switch string(k) {
+	case "v":
+		c.V, b, err = wire.ReadUnsigned[uint8](b)
+	case "id":
+		c.BatchID, b, err = wire.ReadUnsigned[uint64](b)
+	case "domain":
+		c.Domain, b, err = wire.ReadString(b)
+	case "priority":
+		c.Priority, b, err = wire.ReadEnum(b, priorities)
+	case "outcome":
+		b, err = c.Outcome.ReadMsgpack(b)
+	case "attempts":
+		c.Attempts, b, err = wire.ReadSigned[int](b)
+	case "at":
+		c.At, b, err = wire.ReadTime(b)
+	case "processor":
+		c.Processor, b, err = wire.ReadString(b)
+	case "fallback":
+		c.Fallback, b, err = wire.ReadBool(b)
+	case "dead_letter":
+		c.DeadLetter, b, err = wire.ReadUnsigned[uint64](b)
+	case "outputs":
+		c.Outputs, b, err = wire.ReadSlice[pipeline.Output](b)
+	default:
+		b, err = wire.Skip(b)
+	}
+	return b, err
 }
 
 // AppendMsgpack appends the call's msgpack encoding to b.

@@ -25,6 +25,12 @@ func workBatchFixture() streams.WorkBatch {
 	return streams.WorkBatch{Units: []streams.WorkRequest{workRequestFixture(), zero}}
 }
 
+func callbackGroupFixture() streams.CallbackGroup {
+	full := callbackFixture()
+	full.V = streams.WireVersion
+	return streams.CallbackGroup{Callbacks: []streams.Callback{full, {V: streams.WireVersion, BatchID: 43, Domain: "payments"}}}
+}
+
 func workBatchReplyFixture() streams.WorkBatchReply {
 	return streams.WorkBatchReply{Replies: []streams.WorkReply{workReplyFixture(), {Outputs: []pipeline.Output{{Index: 0, Type: "noop"}}, Fresh: true}}}
 }
@@ -34,6 +40,7 @@ func workBatchReplyFixture() streams.WorkBatchReply {
 func codecCases() []recordCase {
 	return append(recordCases(),
 		caseFor("WorkBatch", workBatchFixture(), streams.Encode[streams.WorkBatch], streams.Decode[streams.WorkBatch]),
+		caseFor("CallbackGroup", callbackGroupFixture(), streams.Encode[streams.CallbackGroup], streams.Decode[streams.CallbackGroup]),
 		caseFor("WorkBatchReply", workBatchReplyFixture(), streams.Encode[streams.WorkBatchReply], streams.Decode[streams.WorkBatchReply]),
 		caseFor("NoopBatchRecord", benchNoopRecord(), streams.Encode[streams.BatchRecord], streams.Decode[streams.BatchRecord]),
 		caseFor("NoopProgress", benchNoopProgress(), streams.Encode[streams.Progress], streams.Decode[streams.Progress]),

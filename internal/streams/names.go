@@ -321,6 +321,13 @@ func DeadLetterMsgID(id uint64) string { return "dl-" + strconv.FormatUint(id, 1
 // callback at sequence seq of CALLBACKS, one authz could not apply.
 func CallbackDeadLetterMsgID(seq uint64) string { return "dlcb-" + strconv.FormatUint(seq, 10) }
 
+// CallbackMemberDeadLetterMsgID is the deduplication id of the dead letter
+// of batch id's callback, a member of the group at sequence seq of
+// CALLBACKS that authz could not apply.
+func CallbackMemberDeadLetterMsgID(seq, id uint64) string {
+	return "dlcb-" + strconv.FormatUint(seq, 10) + "-" + strconv.FormatUint(id, 10)
+}
+
 // ValidateDomain rejects a domain that cannot be one subject token.
 func ValidateDomain(domain string) error { return pipeline.ValidateDomain(domain) }
 

@@ -186,6 +186,11 @@ type Event struct {
 	Detail string    `msgpack:"detail,omitempty" json:"detail,omitempty"`
 }
 
+// EventCallback is the What of the event authz adds to a batch record as
+// it applies the batch's terminal callback: once, since a callback finds
+// a terminal record and changes nothing.
+const EventCallback = "callback"
+
 // BatchRecord is authz's record of a batch, key "<id>" of the batches bucket.
 type BatchRecord struct {
 	V       uint8             `msgpack:"v" json:"v"`

@@ -227,17 +227,20 @@ func KeepCallbacks(t testing.TB, js jetstream.JetStream) {
 	}
 }
 
-// Callbacks decodes every callback in CALLBACKS, by batch id: those authz
-// applied only under KeepCallbacks.
+// Callbacks decodes every callback in CALLBACKS, alone or in a group
+// (streams.DecodeCallbacks), by batch id: those authz applied only under
+// KeepCallbacks.
 func Callbacks(t testing.TB, js jetstream.JetStream) map[uint64][]streams.Callback {
 	t.Helper()
 	out := map[uint64][]streams.Callback{}
 	for _, data := range Messages(t, js, streams.StreamCallbacks) {
-		cb, err := streams.Decode[streams.Callback](data)
+		cbs, _, err := streams.DecodeCallbacks(data)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[cb.BatchID] = append(out[cb.BatchID], cb)
+		for _, cb := range cbs {
+			out[cb.BatchID] = append(out[cb.BatchID], cb)
+		}
 	}
 	return out
 }
