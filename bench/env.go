@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -146,19 +145,7 @@ func newEnv(cfg *config, dir string, srv *embedded.Server, nodes []*embedded.Ser
 		e.close()
 		return nil, err
 	}
-	if _, err = e.admin.Subscribe(streams.CallbackSubject("*"), func(m *nats.Msg) {
-		n := uint64(1)
-		if m.Header.Get(streams.HeaderKind) == streams.KindCallbacks {
-			if k, err := strconv.ParseUint(m.Header.Get(streams.HeaderCount), 10, 32); err == nil && k > 0 {
-				n = k
-			}
-		}
-		e.callbacks.Add(n)
-	}); err != nil {
-		e.close()
-		return nil, err
-	}
-	if err = e.admin.Flush(); err != nil {
+	if _, err := countCallbacks(e.admin, &e.callbacks); err != nil {
 		e.close()
 		return nil, err
 	}

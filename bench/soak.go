@@ -43,11 +43,14 @@ func runSoakPhase(cfg *config, res *results) error {
 	defer e.close()
 	window := make(chan struct{}, cfg.sustainedWindowOf(cfg.shippedSpec(2)))
 	var done atomic.Uint64
-	sub, err := e.admin.Subscribe("callbacks.>", func(*nats.Msg) {
-		done.Add(1)
-		select {
-		case <-window:
-		default:
+	sub, err := e.admin.Subscribe("callbacks.>", func(m *nats.Msg) {
+		n := callbacksIn(m)
+		done.Add(n)
+		for range n {
+			select {
+			case <-window:
+			default:
+			}
 		}
 	})
 	if err != nil {

@@ -44,10 +44,12 @@ func runSustainedOf(cfg *config, sp envSpec, n int, shipped bool) (float64, erro
 	}
 	defer e.close()
 	window := make(chan struct{}, cfg.sustainedWindowOf(sp))
-	sub, err := e.admin.Subscribe("callbacks.>", func(*nats.Msg) {
-		select {
-		case <-window:
-		default: // a redelivered callback: its slot is already free
+	sub, err := e.admin.Subscribe("callbacks.>", func(m *nats.Msg) {
+		for range callbacksIn(m) {
+			select {
+			case <-window:
+			default: // a redelivered callback: its slot is already free
+			}
 		}
 	})
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -335,13 +334,12 @@ func runLatencyOf(cfg *config, sp envSpec, rate float64, d time.Duration, first,
 	cbAt := map[uint64]time.Time{}
 	sub, err := e.admin.Subscribe("callbacks.>", func(m *nats.Msg) {
 		t := time.Now()
-		id, err := strconv.ParseUint(m.Header.Get(streams.HeaderBatchID), 10, 64)
-		if err != nil {
-			return
-		}
+		ids := callbackIDs(m)
 		mu.Lock()
-		if _, ok := cbAt[id]; !ok {
-			cbAt[id] = t
+		for _, id := range ids {
+			if _, ok := cbAt[id]; !ok {
+				cbAt[id] = t
+			}
 		}
 		mu.Unlock()
 	})

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"strconv"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tickflow/tickflow/internal/streams"
+)
+
+// callbacksIn is how many batches' terminal callbacks m, a message on
+// callbacks.>, carries: a group of them says so in its Count header, and a
+// single callback is one. Only the header is read, so counting costs the
+// process next to nothing beside what it measures.
+func callbacksIn(m *nats.Msg) uint64 {
+	if m.Header != nil {
+		if n, err := strconv.ParseUint(m.Header.Get(streams.HeaderCount), 10, 64); err == nil {
+			return n
+		}
+	}
+	return 1
+}
+
+// callbackIDs are the batch ids of the callbacks m carries (nil when its
+// body does not decode).
+func callbackIDs(m *nats.Msg) []uint64 {
+	cbs, _, err := streams.DecodeCallbacks(m.Data)
+	if err != nil {
+		return nil
+	}
+	ids := make([]uint64, len(cbs))
+	for i := range cbs {
+		ids[i] = cbs[i].BatchID
+	}
+	return ids
+}
+
+// countCallbacks subscribes admin to callbacks.> and adds to n the batches
+// whose callback each message carries (callbacksIn). It returns the
+// subscription; the count is complete for every message the server
+// delivered before a Flush of admin.
+func countCallbacks(admin *nats.Conn, n *atomic.Uint64) (*nats.Subscription, error) {
+	sub, err := admin.Subscribe(streams.CallbackSubject("*"), func(m *nats.Msg) { n.Add(callbacksIn(m)) })
+	if err != nil {
+		return nil, err
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, err
+	}
+	if err := admin.Flush(); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, err
+	}
+	return sub, nil
+}
