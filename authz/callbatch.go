@@ -94,7 +94,13 @@ func (b *callbackBatcher) receive(ctx context.Context, m jetstream.Msg) []*group
 	for i := range rs {
 		it := &items[i]
 		it.received = rs[i]
-		it.ctx, it.span = b.a.tel.StartApply(ctx, m.Headers())
+		if t := rs[i].cb.Trace; len(t) > 0 {
+			// A callback that may travel in a group carries its step's
+			// trace in its body: a group's headers are not its own.
+			it.ctx, it.span = b.a.tel.StartApply(b.a.tel.ExtractMap(ctx, t), nil)
+		} else {
+			it.ctx, it.span = b.a.tel.StartApply(ctx, m.Headers())
+		}
 		out[i] = it
 	}
 	return out

@@ -49,7 +49,10 @@ func (pb *publisher) token(ctx context.Context, b *pipeline.Batch, prog *streams
 // submitter: a batch that finished at its first step has them nowhere else
 // authz may read. They fit: fits bounds them below max_payload beside the
 // batch.
-func (pb *publisher) callback(b *pipeline.Batch, prog *streams.Progress, dlSeq uint64) (*nats.Msg, error) {
+//
+// trace, when not nil, is the step's trace context, carried in the body for
+// a callback that may travel in a group (a group's headers are its own).
+func (pb *publisher) callback(b *pipeline.Batch, prog *streams.Progress, dlSeq uint64, trace map[string]string) (*nats.Msg, error) {
 	at := prog.UpdatedAt
 	if at.IsZero() {
 		// A batch that succeeded at its first step wrote no progress
@@ -59,7 +62,7 @@ func (pb *publisher) callback(b *pipeline.Batch, prog *streams.Progress, dlSeq u
 	cb := &streams.Callback{
 		BatchID: b.ID, Domain: b.Domain, Priority: b.Priority, Outcome: *prog.Outcome,
 		Attempts: prog.Attempts(b.Subroutine.Mode == pipeline.Atomic), At: at, Processor: pb.name,
-		Fallback: len(prog.Fallbacks) > 0, DeadLetter: dlSeq, Outputs: prog.Outputs,
+		Fallback: len(prog.Fallbacks) > 0, DeadLetter: dlSeq, Outputs: prog.Outputs, Trace: trace,
 	}
 	return streams.CallbackMsg(cb)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
+	"github.com/tickflow/tickflow/telemetry"
 )
 
 // state is a progress record and the revision it was read at (0: absent),
@@ -539,7 +540,12 @@ func (s *stepper) announce(ctx context.Context, b *pipeline.Batch, prog *streams
 			return err
 		}
 	}
-	cb, err := s.pub.callback(b, prog, dlSeq)
+	var trace map[string]string
+	if first {
+		// It may travel in a group, whose headers are not its own.
+		trace = telemetry.InjectMap(ctx)
+	}
+	cb, err := s.pub.callback(b, prog, dlSeq, trace)
 	if err != nil {
 		return err
 	}

@@ -176,7 +176,7 @@ func (c *Callback) DecodeMsgpack(dec *msgpack.Decoder) error { return wire.Decod
 
 // AppendMsgpack appends the callback's msgpack encoding to b.
 func (c *Callback) AppendMsgpack(b []byte) []byte {
-	b = wire.AppendMapHeader(b, 7+wire.Count(c.Processor != "", c.Fallback, c.DeadLetter != 0, len(c.Outputs) > 0))
+	b = wire.AppendMapHeader(b, 7+wire.Count(c.Processor != "", c.Fallback, c.DeadLetter != 0, len(c.Outputs) > 0, len(c.Trace) > 0))
 	b = wire.AppendUint8(wire.AppendString(b, "v"), c.V)
 	b = wire.AppendUint64(wire.AppendString(b, "id"), c.BatchID)
 	b = wire.AppendString(wire.AppendString(b, "domain"), c.Domain)
@@ -195,6 +195,9 @@ func (c *Callback) AppendMsgpack(b []byte) []byte {
 	}
 	if len(c.Outputs) > 0 {
 		b = wire.AppendSlice(wire.AppendString(b, "outputs"), c.Outputs)
+	}
+	if len(c.Trace) > 0 {
+		b = appendStringMap(wire.AppendString(b, "trace"), c.Trace)
 	}
 	return b
 }
@@ -230,6 +233,8 @@ func (c *Callback) readField(k, b []byte) (_ []byte, err error) {
 		c.DeadLetter, b, err = wire.ReadUnsigned[uint64](b)
 	case "outputs":
 		c.Outputs, b, err = wire.ReadSlice[pipeline.Output](b)
+	case "trace":
+		c.Trace, b, err = readStringMap(c.Trace, b)
 	default:
 		b, err = wire.Skip(b)
 	}

@@ -237,6 +237,11 @@ type Callback struct {
 	// Outputs are the results of the functions that took effect, in
 	// order: what authz keeps in the batch record for the submitter.
 	Outputs []pipeline.Output `msgpack:"outputs,omitempty" json:"outputs,omitempty"`
+	// Trace is the W3C trace context of the step that finished the batch,
+	// for a callback that may travel in a group (whose message's headers
+	// are the group's, not its members'); a callback alone carries it in
+	// its headers.
+	Trace map[string]string `msgpack:"trace,omitempty" json:"trace,omitempty"`
 }
 
 // Origin says where a dead letter came from.

@@ -106,6 +106,7 @@ func callbackFixture() streams.Callback {
 		BatchID: 42, Domain: "payments", Priority: pipeline.Med, Outcome: *fullOutcome(),
 		Attempts: 4, At: at(9), Processor: "proc-1", Fallback: true, DeadLetter: 17,
 		Outputs: fullOutputs(),
+		Trace:   map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
 	}
 }
 
