@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
@@ -74,7 +75,7 @@ type received struct {
 // streams.CallbackGroupMax dead-lettered whole.
 func (ca *callbackApplier) receive(ctx context.Context, m jetstream.Msg) []received {
 	d := &delivery{m: m, deliveries: 1}
-	if md, err := streams.DeliveryOf(m.Reply()); err == nil {
+	if md, err := jsapi.DeliveryOf(m.Reply()); err == nil {
 		d.deliveries, d.published = int(md.NumDelivered), md.Timestamp
 	}
 	cbs, group, err := streams.DecodeCallbacks(m.Data())
@@ -145,7 +146,7 @@ func (ca *callbackApplier) settle(ctx context.Context, r *received, recorded boo
 type callbackApplier struct {
 	js   jetstream.JetStream
 	nc   *nats.Conn
-	acks *streams.AckPublisher
+	acks *jsapi.AckPublisher
 	// consumer delivers the callbacks.
 	consumer jetstream.Consumer
 	store    *recordStore

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tickflow/tickflow/internal/drain"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/streams"
 )
 
@@ -133,9 +134,9 @@ type groupItem struct {
 	span trace.Span
 	c    callbackChange
 	rec  streams.BatchRecord
-	ack  *streams.PendingAck
+	ack  *jsapi.PendingAck
 	// get is the read of a record not remembered, on its way.
-	get *streams.PendingAck
+	get *jsapi.PendingAck
 }
 
 // apply applies a group of callbacks.
@@ -193,7 +194,7 @@ func (b *callbackBatcher) apply(ctx context.Context, items []*groupItem) {
 // await waits for the PubAck of a write until wctx is done. Shutdown (ctx
 // done) stops the wait only once the connection is closed: its PubAck
 // can come no more.
-func (b *callbackBatcher) await(ctx, wctx context.Context, ack *streams.PendingAck) error {
+func (b *callbackBatcher) await(ctx, wctx context.Context, ack *jsapi.PendingAck) error {
 	stop := ctx.Done()
 	for {
 		select {
@@ -229,7 +230,7 @@ func (b *callbackBatcher) write(it *groupItem) groupStep {
 	a, id := b.a, it.cb.BatchID
 	rec, rev, ok := a.store.recent.take(id)
 	if !ok {
-		get, err := a.acks.Request(streams.KVGetMsg(streams.BucketBatches, streams.BatchKey(id)))
+		get, err := a.acks.Request(jsapi.KVGetMsg(streams.BucketBatches, streams.BatchKey(id)))
 		if err != nil {
 			return groupAlone
 		}
@@ -258,7 +259,7 @@ func (b *callbackBatcher) writeRead(ctx, wctx context.Context, items []*groupIte
 			b.alone(it)
 			continue
 		}
-		data, rev, err := streams.ReadKVGet(get.Msg())
+		data, rev, err := jsapi.ReadKVGet(get.Msg())
 		if err != nil {
 			b.alone(it) // not recorded, or not readable: apply says so
 			continue
@@ -286,7 +287,7 @@ func (b *callbackBatcher) send(it *groupItem, rev uint64) bool {
 	if err != nil {
 		return false
 	}
-	m := streams.KVUpdateMsg(streams.BucketBatches, streams.BatchKey(it.cb.BatchID), data, rev)
+	m := jsapi.KVUpdateMsg(streams.BucketBatches, streams.BatchKey(it.cb.BatchID), data, rev)
 	if ttl := a.store.recordTTL(&it.rec); ttl > 0 {
 		streams.SetTTL(m, ttl)
 	}

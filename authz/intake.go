@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/logging"
@@ -26,7 +27,7 @@ import (
 type intake struct {
 	js         jetstream.JetStream
 	batches    jetstream.KeyValue
-	acks       *streams.AckPublisher
+	acks       *jsapi.AckPublisher
 	ids        *submit.IDs
 	store      *recordStore
 	slots      *slotKeeper

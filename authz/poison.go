@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -66,7 +67,7 @@ func (ca *callbackApplier) retryCallback(ctx context.Context, r *received, err e
 func (ca *callbackApplier) deadLetterCallback(ctx context.Context, r *received, deliveries int, cause error) {
 	m, cb := r.d.m, &r.cb
 	var seq uint64
-	if md, err := streams.DeliveryOf(m.Reply()); err == nil {
+	if md, err := jsapi.DeliveryOf(m.Reply()); err == nil {
 		seq = md.StreamSeq
 	}
 	id, domain := cb.BatchID, cb.Domain

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/pipeline"
@@ -21,7 +22,7 @@ type recordStore struct {
 	js      jetstream.JetStream
 	batches jetstream.KeyValue
 	// acks publishes the idempotency key's rewrite (expireKeys).
-	acks *streams.AckPublisher
+	acks *jsapi.AckPublisher
 	// progress is read beside a record to show a running batch (batch).
 	progress *streams.ProgressStore
 	// owner may read every batch's record; others only their own.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/logging"
@@ -81,7 +82,7 @@ func (l *Label) runAt(label, runAt, delay string, now time.Time) (time.Time, err
 // lists and evicts the batches that wait.
 type scheduledBatches struct {
 	js        jetstream.JetStream
-	acks      *streams.AckPublisher
+	acks      *jsapi.AckPublisher
 	scheduled jetstream.Stream
 	// due delivers the schedules that fired (forwardDue).
 	due      jetstream.Consumer

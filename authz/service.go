@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/drain"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/keyorder"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
@@ -119,7 +120,7 @@ type Service struct {
 
 // bound is what New binds to: the buckets and streams the parts share.
 type bound struct {
-	acks                                                      *streams.AckPublisher
+	acks                                                      *jsapi.AckPublisher
 	batches, progress, state, locks, senders, schedules, keys jetstream.KeyValue
 	queues                                                    map[pipeline.Priority]jetstream.Stream
 	dlq, scheduled                                            jetstream.Stream
@@ -172,7 +173,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 	s.table.Store(opts.Table)
 	s.watchDomains(opts.Table)
 	h := &bound{queues: map[pipeline.Priority]jetstream.Stream{}}
-	if h.acks, err = streams.NewAckPublisher(nc, pubAckWait); err != nil {
+	if h.acks, err = jsapi.NewAckPublisher(nc, pubAckWait); err != nil {
 		return nil, fmt.Errorf("authz: %w", err)
 	}
 	for _, b := range []struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
@@ -29,7 +30,7 @@ import (
 // submitterIndex keeps the submitter index: it appends this replica's
 // submissions to it, and lists a submitter's batches from it.
 type submitterIndex struct {
-	acks    *streams.AckPublisher
+	acks    *jsapi.AckPublisher
 	batches jetstream.KeyValue
 	now     func() time.Time
 	owner   string
@@ -223,7 +224,7 @@ func (si *submitterIndex) indexTail(ctx context.Context, user string) (indexTail
 		return indexTail{}, err
 	}
 	seq, e, err := readEntry(ctx, g, user)
-	if errors.Is(err, streams.ErrNoValue) {
+	if errors.Is(err, jsapi.ErrNoValue) {
 		return indexTail{}, nil
 	}
 	if err != nil {
@@ -235,17 +236,17 @@ func (si *submitterIndex) indexTail(ctx context.Context, user string) (indexTail
 // readEntry reads the answer to a direct get of an index entry, which must
 // be of user's subject: an entry of another's is no entry (ErrNoValue), as
 // a missing one is.
-func readEntry(ctx context.Context, g *streams.PendingAck, user string) (uint64, *streams.SubmittedEntry, error) {
+func readEntry(ctx context.Context, g *jsapi.PendingAck, user string) (uint64, *streams.SubmittedEntry, error) {
 	if _, err := g.Wait(ctx); err != nil {
 		return 0, nil, fmt.Errorf("authz: read the submitter index: %w", err)
 	}
 	m := g.Msg()
-	data, seq, err := streams.ReadDirectGet(m)
+	data, seq, err := jsapi.ReadDirectGet(m)
 	if err != nil {
 		return 0, nil, err
 	}
 	if m.Header.Get(jetstream.SubjectHeader) != streams.SubmittedSubject(user) {
-		return 0, nil, streams.ErrNoValue
+		return 0, nil, jsapi.ErrNoValue
 	}
 	e, err := streams.Decode[streams.SubmittedEntry](data)
 	if err != nil {
@@ -309,7 +310,7 @@ type listed struct {
 // most ahead entries at once: each names the sequences of the ones before
 // it (streams.SubmittedBack), so they are read together.
 type indexReader struct {
-	acks  *streams.AckPublisher
+	acks  *jsapi.AckPublisher
 	user  string
 	ids   []listed // found, not yet taken, newest first
 	older []uint64 // sequences of the entries before those read, newest first
@@ -338,7 +339,7 @@ func (r *indexReader) fill(ctx context.Context, n int) error {
 	for len(r.ids) < n && len(r.older) > 0 {
 		seqs := r.older[:min(len(r.older), n-len(r.ids))]
 		r.older = nil
-		gets := make([]*streams.PendingAck, 0, len(seqs))
+		gets := make([]*jsapi.PendingAck, 0, len(seqs))
 		forget := func() {
 			for _, g := range gets {
 				g.Forget()
@@ -355,7 +356,7 @@ func (r *indexReader) fill(ctx context.Context, n int) error {
 		for i, g := range gets {
 			r.reads++
 			seq, e, err := readEntry(ctx, g, r.user)
-			if errors.Is(err, streams.ErrNoValue) {
+			if errors.Is(err, jsapi.ErrNoValue) {
 				// Gone (deleted by hand): the entries it named are out of
 				// reach beyond those read with it.
 				continue
@@ -410,7 +411,7 @@ func (si *submitterIndex) list(ctx context.Context, user string, req *api.ListRe
 		}
 		r.reads++
 		switch seq, e, err := readEntry(ctx, g, who); {
-		case errors.Is(err, streams.ErrNoValue):
+		case errors.Is(err, jsapi.ErrNoValue):
 		case err != nil:
 			return nil, err
 		default:
@@ -487,7 +488,7 @@ func (si *submitterIndex) list(ctx context.Context, user string, req *api.ListRe
 // direct get each: nil for an id without a record (refused before its
 // record was written).
 func (si *submitterIndex) readRecords(ctx context.Context, ids []listed) ([]*streams.BatchRecord, error) {
-	gets := make([]*streams.PendingAck, 0, len(ids))
+	gets := make([]*jsapi.PendingAck, 0, len(ids))
 	defer func() {
 		for _, g := range gets {
 			if g != nil {
@@ -496,7 +497,7 @@ func (si *submitterIndex) readRecords(ctx context.Context, ids []listed) ([]*str
 		}
 	}()
 	for _, it := range ids {
-		g, err := si.acks.Request(streams.KVGetMsg(streams.BucketBatches, streams.BatchKey(it.id)))
+		g, err := si.acks.Request(jsapi.KVGetMsg(streams.BucketBatches, streams.BatchKey(it.id)))
 		if err != nil {
 			return nil, fmt.Errorf("authz: read batch %d: %w", it.id, err)
 		}
@@ -508,8 +509,8 @@ func (si *submitterIndex) readRecords(ctx context.Context, ids []listed) ([]*str
 		if _, err := g.Wait(ctx); err != nil {
 			return nil, fmt.Errorf("authz: read batch %d: %w", ids[i].id, err)
 		}
-		data, _, err := streams.ReadKVGet(g.Msg())
-		if errors.Is(err, streams.ErrNoValue) {
+		data, _, err := jsapi.ReadKVGet(g.Msg())
+		if errors.Is(err, jsapi.ErrNoValue) {
 			continue
 		}
 		if err != nil {
@@ -536,8 +537,8 @@ func (si *submitterIndex) hasLegacyIndex(ctx context.Context, user string) (bool
 	if _, err := g.Wait(ctx); err != nil {
 		return false, fmt.Errorf("authz: look for index keys of earlier versions: %w", err)
 	}
-	_, _, err = streams.ReadKVGet(g.Msg())
-	if errors.Is(err, streams.ErrNoValue) {
+	_, _, err = jsapi.ReadKVGet(g.Msg())
+	if errors.Is(err, jsapi.ErrNoValue) {
 		return false, nil
 	}
 	return err == nil, err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/streams"
 )
 
@@ -37,7 +38,7 @@ const callbackMemberPatience = 3*pubAckTimeout + time.Second
 // once its message's PubAck has arrived (acker), and put back if the
 // message was not stored.
 type callbackGrouper struct {
-	async    *streams.AckPublisher
+	async    *jsapi.AckPublisher
 	domain   string
 	maxBytes int
 	fault    crashPoints

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
@@ -49,7 +50,7 @@ func (c *confirmations) handle(ctx context.Context, m jetstream.Msg) {
 		_ = m.Ack()
 	default:
 		n := 1
-		if md, merr := streams.DeliveryOf(m.Reply()); merr == nil {
+		if md, merr := jsapi.DeliveryOf(m.Reply()); merr == nil {
 			n = int(md.NumDelivered)
 		}
 		if n >= maxConfirmDeliveries {

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
-	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/telemetry"
 )
 
@@ -32,7 +32,7 @@ type deferred struct {
 }
 
 // pendingWrite is a write whose PubAck a token's acknowledgement waits
-// for: a message of its own (*streams.PendingAck) or a callback that
+// for: a message of its own (*jsapi.PendingAck) or a callback that
 // travels with others (*groupMember).
 type pendingWrite interface {
 	Done() <-chan struct{}
@@ -155,7 +155,7 @@ func (a *acker) wait(w pendingWrite, timer *time.Timer) error {
 		return err
 	case <-timer.C:
 		w.Forget()
-		return fmt.Errorf("%w (%s)", streams.ErrPubAckTimeout, pubAckTimeout)
+		return fmt.Errorf("%w (%s)", jsapi.ErrPubAckTimeout, pubAckTimeout)
 	}
 }
 

@@ -3,6 +3,7 @@ package processor
 import (
 	"time"
 
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -31,5 +32,5 @@ const (
 // of d rather than a second: with a d shorter than the server's answer,
 // every fetch from that queue falls silent, as on a loaded server.
 func SetFetchSilence(p *Processor, prio pipeline.Priority, d time.Duration) {
-	p.queues[prio] = streams.NewFetcher(p.nc, streams.QueueStream(prio), streams.ProcessorConsumer(p.opts.Domain), d)
+	p.queues[prio] = jsapi.NewFetcher(p.nc, streams.QueueStream(prio), streams.ProcessorConsumer(p.opts.Domain), d)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -32,7 +33,7 @@ type tokenID struct {
 }
 
 func tokenOf(m jetstream.Msg) tokenID {
-	md, err := streams.DeliveryOf(m.Reply())
+	md, err := jsapi.DeliveryOf(m.Reply())
 	if err != nil {
 		return tokenID{stream: m.Subject()}
 	}

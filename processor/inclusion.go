@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/senderlease"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
@@ -64,7 +65,7 @@ func (iw *inclusions) park(ctx context.Context, b *pipeline.Batch, st *state, k 
 	now := iw.now()
 	prog.State = streams.Parked
 	prog.Parked = &streams.ParkedFunction{Index: k, Deadline: now.Add(inc.MaxWait.D()), Output: out}
-	if md, err := streams.DeliveryOf(m.Reply()); err == nil {
+	if md, err := jsapi.DeliveryOf(m.Reply()); err == nil {
 		prog.Parked.Timer = md.StreamSeq
 	}
 	if err := iw.steps.save(ctx, st); err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/drain"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
@@ -152,7 +153,7 @@ type Processor struct {
 	log     *slog.Logger
 	nc      *nats.Conn
 	js      jetstream.JetStream
-	queues  map[pipeline.Priority]*streams.Fetcher
+	queues  map[pipeline.Priority]*jsapi.Fetcher
 	confirm jetstream.Consumer
 	state   jetstream.KeyValue
 
@@ -226,7 +227,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 	p := &Processor{
 		opts: opts, nc: nc, js: js,
 		log:    opts.Logger.With("domain", opts.Domain, "processor", opts.Name),
-		queues: map[pipeline.Priority]*streams.Fetcher{},
+		queues: map[pipeline.Priority]*jsapi.Fetcher{},
 		waker:  waker{nc: nc, domain: opts.Domain},
 	}
 	workers := &workClient{nc: nc, timeout: opts.WorkTimeout}
@@ -244,7 +245,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 		if _, err := js.Consumer(ctx, streams.QueueStream(prio), name); err != nil {
 			return nil, fmt.Errorf("processor: consumer %s on %s (provision the domain first): %w", name, streams.QueueStream(prio), err)
 		}
-		p.queues[prio] = streams.NewFetcher(nc, streams.QueueStream(prio), name, 0)
+		p.queues[prio] = jsapi.NewFetcher(nc, streams.QueueStream(prio), name, 0)
 		qs, err := js.Stream(ctx, streams.QueueStream(prio))
 		if err != nil {
 			return nil, fmt.Errorf("processor: stream %s: %w", streams.QueueStream(prio), err)
@@ -279,7 +280,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 		}
 		p.throttle = &throttle{store: streams.NewThrottleStore(locks, p.opts.Now), domain: opts.Domain, limit: opts.Throttle, now: p.opts.Now}
 	}
-	async, err := streams.NewAckPublisher(nc, pubAckTimeout)
+	async, err := jsapi.NewAckPublisher(nc, pubAckTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("processor: %w", err)
 	}
@@ -555,7 +556,7 @@ func (p *Processor) Tick(ctx context.Context, steps int) api.TickReport {
 // server slower than the silence, an answer lost with the connection), or
 // a consumer that cannot be read, is not full.
 func (p *Processor) full(prio pipeline.Priority) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), streams.DefaultFetchSilence)
+	ctx, cancel := context.WithTimeout(context.Background(), jsapi.DefaultFetchSilence)
 	defer cancel()
 	c, err := p.js.Consumer(ctx, streams.QueueStream(prio), streams.ProcessorConsumer(p.opts.Domain))
 	if err != nil {
@@ -592,7 +593,7 @@ func (p *Processor) fetch(silent map[pipeline.Priority]bool, n int) ([]fetched, 
 		}
 		switch {
 		case err == nil:
-		case errors.Is(err, streams.ErrFetchNoAnswer):
+		case errors.Is(err, jsapi.ErrFetchNoAnswer):
 			// Nothing more from this queue now; not a failure.
 			silent[prio] = true
 			p.log.Debug("a queue's consumer left a fetch unanswered", "priority", prio, "taken", len(msgs), "err", err)

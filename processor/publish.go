@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/telemetry"
@@ -20,7 +21,7 @@ import (
 // by a tick, the last write of its step without waiting (deferred).
 type publisher struct {
 	js    jetstream.JetStream
-	async *streams.AckPublisher // the deferred writes
+	async *jsapi.AckPublisher // the deferred writes
 	// groups publishes the callbacks of deferred tokens together.
 	groups *callbackGrouper
 	limits recordLimits
@@ -78,7 +79,7 @@ func (pb *publisher) deadLetter(ctx context.Context, b *pipeline.Batch, prog *st
 	}
 	if m != nil {
 		dl.Origin.Subject = m.Subject()
-		if md, err := streams.DeliveryOf(m.Reply()); err == nil {
+		if md, err := jsapi.DeliveryOf(m.Reply()); err == nil {
 			dl.Origin.Stream, dl.Origin.Seq = md.Stream, md.StreamSeq
 		}
 	}

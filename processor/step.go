@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
@@ -143,7 +144,7 @@ func (s *stepper) stepToken(ctx context.Context, prio pipeline.Priority, m jetst
 		return sr, err
 	}
 	var st *state
-	if md, merr := streams.DeliveryOf(m.Reply()); merr == nil && md.NumDelivered == 1 && tok.Gen == 0 && tok.Rotation == 0 && b.RunAt.IsZero() {
+	if md, merr := jsapi.DeliveryOf(m.Reply()); merr == nil && md.NumDelivered == 1 && tok.Gen == 0 && tok.Rotation == 0 && b.RunAt.IsZero() {
 		// A new batch's first delivery: it has no progress unless the owner
 		// evicted or moved it meanwhile, and then the first progress write
 		// (a create) fails, and the step runs again with the record read.
@@ -339,7 +340,7 @@ func (s *stepper) advance(ctx context.Context, b *pipeline.Batch, st *state, k i
 		}
 		prog.State = streams.Parked
 		prog.Parked = &streams.ParkedFunction{Index: k, Deadline: s.opts.Now().Add(c.Timeout.D()), Output: out}
-		if md, err := streams.DeliveryOf(m.Reply()); err == nil {
+		if md, err := jsapi.DeliveryOf(m.Reply()); err == nil {
 			prog.Parked.Timer = md.StreamSeq
 		}
 		if err := s.save(ctx, st); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -119,7 +120,7 @@ func (w *Worker) claim(ctx context.Context, key string, claim []byte) (uint64, b
 // held, failed with err: a key with history is taken when it is free (or
 // its claim expired), answered from its record, or found busy.
 func (w *Worker) contested(cctx context.Context, key string, claim []byte, err error) (uint64, bool, *streams.WorkReply) {
-	if !streams.IsRevisionConflict(err) {
+	if !jsapi.IsRevisionConflict(err) {
 		return 0, false, unavailable(fmt.Errorf("worker: claim %s: %w", key, err))
 	}
 	var rev uint64
@@ -193,7 +194,7 @@ func (w *Worker) record(ctx context.Context, key string, done []byte, rev uint64
 		if err == nil {
 			return true, nil
 		}
-		if !streams.IsRevisionConflict(err) {
+		if !jsapi.IsRevisionConflict(err) {
 			return false, err
 		}
 		// An earlier try may have been written with its reply lost; or the
@@ -222,9 +223,9 @@ func (w *Worker) record(ctx context.Context, key string, done []byte, rev uint64
 // writeKV writes value under key of the results bucket with
 // compare-and-set on revision rev (0: a key nobody ever held), as
 // jetstream.KeyValue.Update does, through the worker's AckPublisher, which
-// reads the answer for less; a lost race matches streams.IsRevisionConflict.
+// reads the answer for less; a lost race matches jsapi.IsRevisionConflict.
 func (w *Worker) writeKV(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
-	a, err := w.pub.Publish(streams.KVUpdateMsg(streams.BucketResults, key, value, rev))
+	a, err := w.pub.Publish(jsapi.KVUpdateMsg(streams.BucketResults, key, value, rev))
 	if err != nil {
 		return 0, err
 	}
@@ -236,7 +237,7 @@ func (w *Worker) writeKV(ctx context.Context, key string, value []byte, rev uint
 // record's time to live: the server removes it RecordTTL after this write,
 // since the key's last write decides.
 func (w *Worker) recordMsg(key string, done []byte, rev uint64) *nats.Msg {
-	m := streams.KVUpdateMsg(streams.BucketResults, key, done, rev)
+	m := jsapi.KVUpdateMsg(streams.BucketResults, key, done, rev)
 	if w.recordTTL > 0 {
 		streams.SetTTL(m, w.recordTTL)
 	}

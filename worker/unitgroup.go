@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -257,7 +258,7 @@ func (r *groupRun) claimLocked(cctx context.Context, gk string) {
 			}
 			return
 		}
-		if !streams.IsRevisionConflict(err) || try == groupTries-1 {
+		if !jsapi.IsRevisionConflict(err) || try == groupTries-1 {
 			r.unclaimable(cs, fmt.Errorf("worker: claim %s in %s: %w", cs[0].key, gk, err))
 			return
 		}
@@ -478,7 +479,7 @@ func (r *groupRun) record(ctx context.Context, gk string) {
 				}
 				continue
 			}
-			if !streams.IsRevisionConflict(err) || try == groupTries-1 {
+			if !jsapi.IsRevisionConflict(err) || try == groupTries-1 {
 				return false, err
 			}
 			// Another writer, or an earlier try whose answer was lost.
@@ -578,7 +579,7 @@ func (w *Worker) pruned(entries []streams.UnitEntry, now time.Time) []streams.Un
 func (w *Worker) writeOwn(ctx context.Context, key string, done []byte, until time.Time) bool {
 	return w.retry(ctx, key, "completion record", until.Add(claimGrace), func(ctx context.Context) (bool, error) {
 		err := w.writeRecord(ctx, key, done, 0)
-		if err == nil || !streams.IsRevisionConflict(err) {
+		if err == nil || !jsapi.IsRevisionConflict(err) {
 			return err == nil, err
 		}
 		e, gerr := w.results.Get(ctx, key)
@@ -597,7 +598,7 @@ func (w *Worker) writeOwn(ctx context.Context, key string, done []byte, until ti
 // for a group never written or expired). A value that does not decode
 // matches errGroupUnreadable.
 func (w *Worker) readGroup(ctx context.Context, gk string) (group, error) {
-	a, err := w.pub.Request(streams.KVGetMsg(streams.BucketResults, gk))
+	a, err := w.pub.Request(jsapi.KVGetMsg(streams.BucketResults, gk))
 	if err != nil {
 		return group{}, fmt.Errorf("worker: read %s: %w", gk, err)
 	}
@@ -605,9 +606,9 @@ func (w *Worker) readGroup(ctx context.Context, gk string) (group, error) {
 		return group{}, fmt.Errorf("worker: read %s: %w", gk, err)
 	}
 	m := a.Msg()
-	data, rev, err := streams.ReadDirectGet(m)
+	data, rev, err := jsapi.ReadDirectGet(m)
 	switch {
-	case errors.Is(err, streams.ErrNoValue):
+	case errors.Is(err, jsapi.ErrNoValue):
 		w.groups.forget(gk)
 		return group{}, nil
 	case err != nil:
@@ -638,7 +639,7 @@ func (w *Worker) writeGroup(ctx context.Context, gk string, g *group, rev uint64
 		return 0, fmt.Errorf("%w: %s takes %d bytes, room for %d", errGroupTooLarge, gk, len(data), w.maxRecord())
 	}
 	g.size = len(data)
-	m := streams.KVUpdateMsg(streams.BucketResults, gk, data, rev)
+	m := jsapi.KVUpdateMsg(streams.BucketResults, gk, data, rev)
 	w.setGroupTTL(m, g.entries, time.Now())
 	a, err := w.pub.Publish(m)
 	if err != nil {

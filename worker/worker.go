@@ -40,6 +40,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/internal/drain"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
@@ -109,7 +110,7 @@ type Worker struct {
 	groups groupCache
 	// pub publishes the claims and completion records of a batch of units
 	// pipelined.
-	pub *streams.AckPublisher
+	pub *jsapi.AckPublisher
 	sem chan struct{}
 	// waiters bounds the requests looking up their record or waiting for
 	// a slot while every slot is taken; past it, requests are told busy.
@@ -155,7 +156,7 @@ func New(ctx context.Context, nc *nats.Conn, mux *pipeline.ServeMux, opts Option
 			life = st.TTL()
 		}
 	}
-	pub, err := streams.NewAckPublisher(nc, kvTimeout)
+	pub, err := jsapi.NewAckPublisher(nc, kvTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}

@@ -100,6 +100,27 @@ func TestDomainImportsNoNATS(t *testing.T) {
 	}
 }
 
+// TestJetStreamAPIImportsNothingOfTheModule: internal/jsapi speaks
+// JetStream's API, not tickflow's protocol; the protocol (internal/streams)
+// builds on it, never the other way round.
+func TestJetStreamAPIImportsNothingOfTheModule(t *testing.T) {
+	found := false
+	for _, p := range list(t) {
+		if !under(p.ImportPath, "internal/jsapi") {
+			continue
+		}
+		found = true
+		for _, d := range p.Deps {
+			if d == module || strings.HasPrefix(d, module+"/") {
+				t.Errorf("%s depends on %s: the JetStream API imports no other package of the module (CONTRIBUTING.md, where things go)", p.ImportPath, d)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("go list did not list internal/jsapi")
+	}
+}
+
 // userFacing are the examples a user copies into a module of their own:
 // they may import only the module's public packages.
 var userFacing = []string{"examples/quickstart", "examples/billing-worker"}

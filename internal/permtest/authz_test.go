@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/keyorder"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
@@ -35,7 +36,7 @@ func TestAuthz(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					_, _, err = streams.ReadDirectGet(m)
+					_, _, err = jsapi.ReadDirectGet(m)
 					return err
 				})
 			},

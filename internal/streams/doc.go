@@ -4,4 +4,7 @@
 // (tokens, progress, callbacks, dead letters, work requests).
 //
 // No subject or resource name is written as a literal outside this package.
+// The JetStream API it speaks below jetstream's handles (fetches,
+// pipelined publishes, direct gets, ack metadata) is internal/jsapi's,
+// which takes its names from here.
 package streams

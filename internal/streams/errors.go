@@ -18,11 +18,3 @@ var ErrReplyRefused = errors.New("streams: reply subject refused: not an inbox")
 // ErrConflict is matched by a compare-and-set write that another writer won:
 // read again and retry (UpdateKV does).
 var ErrConflict = errors.New("streams: changed concurrently")
-
-// ErrPubAckTimeout is matched by a wait for a PubAck (PendingAck.Wait) that
-// gave up: the message may or may not have been stored.
-var ErrPubAckTimeout = errors.New("streams: no PubAck in time")
-
-// ErrNoValue is matched by a direct get (ReadDirectGet) that found no
-// message, or a KV key whose last revision is a delete or purge marker.
-var ErrNoValue = errors.New("streams: no value stored")

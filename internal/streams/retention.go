@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/jsapi"
 )
 
 // A finished batch's records expire on their own: the last write of each
@@ -242,7 +243,7 @@ func PutKeyTTL(ctx context.Context, js jetstream.JetStream, bucket, key string, 
 	}
 	ack, err := js.PublishMsg(ctx, m)
 	if err != nil {
-		if IsRevisionConflict(err) {
+		if jsapi.IsRevisionConflict(err) {
 			return 0, fmt.Errorf("%w: %s: %w", ErrConflict, key, err)
 		}
 		return 0, fmt.Errorf("streams: write %s of bucket %s: %w", key, bucket, err)

@@ -6,11 +6,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/jsapi"
 )
 
 // Ack is what a stream answered to a stored message.
-type Ack = streams.PubAck
+type Ack = jsapi.PubAck
 
 // Publish stores m on its stream and returns the stream's acknowledgement:
 // jetstream's PublishMsg, with the acknowledgement the server writes from
@@ -30,7 +30,7 @@ func Publish(ctx context.Context, js jetstream.JetStream, m *nats.Msg) (Ack, err
 	case err != nil:
 		return Ack{}, err
 	default:
-		if a, err := streams.ReadPubAck(resp); err == nil {
+		if a, err := jsapi.ReadPubAck(resp); err == nil {
 			return a, nil
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -24,8 +25,8 @@ func publishers(t *testing.T, env *testnats.Env) map[string]func(context.Context
 	}
 }
 
-func newAcks(t *testing.T, env *testnats.Env) *streams.AckPublisher {
-	acks, err := streams.NewAckPublisher(env.Conn(t, "authz"), 5*time.Second)
+func newAcks(t *testing.T, env *testnats.Env) *jsapi.AckPublisher {
+	acks, err := jsapi.NewAckPublisher(env.Conn(t, "authz"), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

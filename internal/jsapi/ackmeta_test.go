@@ -1,4 +1,4 @@
-package streams_test
+package jsapi_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/testnats"
 )
 
@@ -32,11 +32,11 @@ func FuzzDeliveryOf(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, reply string) {
 		want, werr := (&nats.Msg{Reply: reply, Sub: &nats.Subscription{}}).Metadata()
-		got, gerr := streams.DeliveryOf(reply)
+		got, gerr := jsapi.DeliveryOf(reply)
 		if (werr == nil) != (gerr == nil) || errors.Is(werr, nats.ErrMsgNoReply) != errors.Is(gerr, jetstream.ErrMsgNoReply) {
 			t.Fatalf("%q: DeliveryOf error %v, Metadata error %v", reply, gerr, werr)
 		}
-		if _, merr := streams.MetadataOf(reply); (merr == nil) != (werr == nil) {
+		if _, merr := jsapi.MetadataOf(reply); (merr == nil) != (werr == nil) {
 			t.Fatalf("%q: MetadataOf error %v, Metadata error %v", reply, merr, werr)
 		}
 		if werr != nil {
@@ -45,7 +45,7 @@ func FuzzDeliveryOf(f *testing.F) {
 		if got.Stream != want.Stream || got.NumDelivered != want.NumDelivered || got.StreamSeq != want.Sequence.Stream || !got.Timestamp.Equal(want.Timestamp) {
 			t.Fatalf("%q: DeliveryOf %+v, Metadata %+v", reply, got, want)
 		}
-		md, err := streams.MetadataOf(reply)
+		md, err := jsapi.MetadataOf(reply)
 		if err != nil {
 			t.Fatalf("%q: MetadataOf: %v, where Metadata parses", reply, err)
 		}
@@ -91,7 +91,7 @@ func TestDeliveryOfConsumedMessages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d, err := streams.DeliveryOf(m.Reply())
+			d, err := jsapi.DeliveryOf(m.Reply())
 			if err != nil {
 				t.Fatal(err)
 			}

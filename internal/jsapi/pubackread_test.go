@@ -1,4 +1,4 @@
-package streams_test
+package jsapi_test
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/jsapi"
 )
 
 // TestReadPubAck: the server's success answers read without reflection
@@ -18,24 +18,24 @@ func TestReadPubAck(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		m    *nats.Msg
-		want streams.PubAck
+		want jsapi.PubAck
 		err  error
 	}{
-		{"template", body(`{"stream":"KV_batches","seq":42}`), streams.PubAck{Seq: 42}, nil},
-		{"duplicate", body(`{"stream":"HIGH","seq":7,"duplicate": true}`), streams.PubAck{Seq: 7, Duplicate: true}, nil},
-		{"duplicate, compact", body(`{"stream":"HIGH","seq":7,"duplicate":true}`), streams.PubAck{Seq: 7, Duplicate: true}, nil},
-		{"domain", body(`{"stream":"HIGH","domain":"hub","seq":9}`), streams.PubAck{Seq: 9}, nil},
-		{"batch", body(`{"stream":"HIGH","seq":9,"batch":"b","count":2}`), streams.PubAck{Seq: 9}, nil},
-		{"escaped name", body(`{"stream":"H\"I","seq":3}`), streams.PubAck{Seq: 3}, nil},
-		{"error", body(`{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 3"},"stream":"KV_batches","seq":0}`), streams.PubAck{}, &jetstream.APIError{}},
-		{"no stream named", body(`{"stream":"","seq":3}`), streams.PubAck{}, jetstream.ErrInvalidJSAck},
-		{"garbage", body(`{"stream":"HIGH","seq":`), streams.PubAck{}, jetstream.ErrInvalidJSAck},
-		{"overflow", body(`{"stream":"HIGH","seq":99999999999999999999999}`), streams.PubAck{}, jetstream.ErrInvalidJSAck},
-		{"empty", body(""), streams.PubAck{}, jetstream.ErrInvalidJSAck},
-		{"no responders", noStream, streams.PubAck{}, jetstream.ErrNoStreamResponse},
+		{"template", body(`{"stream":"KV_batches","seq":42}`), jsapi.PubAck{Seq: 42}, nil},
+		{"duplicate", body(`{"stream":"HIGH","seq":7,"duplicate": true}`), jsapi.PubAck{Seq: 7, Duplicate: true}, nil},
+		{"duplicate, compact", body(`{"stream":"HIGH","seq":7,"duplicate":true}`), jsapi.PubAck{Seq: 7, Duplicate: true}, nil},
+		{"domain", body(`{"stream":"HIGH","domain":"hub","seq":9}`), jsapi.PubAck{Seq: 9}, nil},
+		{"batch", body(`{"stream":"HIGH","seq":9,"batch":"b","count":2}`), jsapi.PubAck{Seq: 9}, nil},
+		{"escaped name", body(`{"stream":"H\"I","seq":3}`), jsapi.PubAck{Seq: 3}, nil},
+		{"error", body(`{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 3"},"stream":"KV_batches","seq":0}`), jsapi.PubAck{}, &jetstream.APIError{}},
+		{"no stream named", body(`{"stream":"","seq":3}`), jsapi.PubAck{}, jetstream.ErrInvalidJSAck},
+		{"garbage", body(`{"stream":"HIGH","seq":`), jsapi.PubAck{}, jetstream.ErrInvalidJSAck},
+		{"overflow", body(`{"stream":"HIGH","seq":99999999999999999999999}`), jsapi.PubAck{}, jetstream.ErrInvalidJSAck},
+		{"empty", body(""), jsapi.PubAck{}, jetstream.ErrInvalidJSAck},
+		{"no responders", noStream, jsapi.PubAck{}, jetstream.ErrNoStreamResponse},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := streams.ReadPubAck(tc.m)
+			got, err := jsapi.ReadPubAck(tc.m)
 			var ae *jetstream.APIError
 			switch {
 			case got != tc.want:
@@ -59,7 +59,7 @@ func BenchmarkReadPubAck(b *testing.B) {
 	m := body(`{"stream":"KV_batches","seq":123456}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := streams.ReadPubAck(m); err != nil {
+		if _, err := jsapi.ReadPubAck(m); err != nil {
 			b.Fatal(err)
 		}
 	}

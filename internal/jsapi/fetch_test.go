@@ -1,4 +1,4 @@
-package streams_test
+package jsapi_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/testnats"
 )
 
@@ -24,7 +24,7 @@ type fetchBed struct {
 	js  jetstream.JetStream
 	nc  *nats.Conn
 	c   jetstream.Consumer
-	f   *streams.Fetcher
+	f   *jsapi.Fetcher
 }
 
 func newFetchBed(t *testing.T, n int) *fetchBed {
@@ -44,7 +44,7 @@ func newFetchBed(t *testing.T, n int) *fetchBed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.f = streams.NewFetcher(b.nc, "FETCH", "d", 0)
+	b.f = jsapi.NewFetcher(b.nc, "FETCH", "d", 0)
 	return b
 }
 
@@ -226,7 +226,7 @@ func TestFetcherAcknowledgements(t *testing.T) {
 func TestFetcherErrors(t *testing.T) {
 	b := newFetchBed(t, 0)
 	subs := b.nc.NumSubscriptions()
-	if _, err := streams.NewFetcher(b.nc, "FETCH", "nobody", 0).FetchNoWait(1); !errors.Is(err, nats.ErrNoResponders) {
+	if _, err := jsapi.NewFetcher(b.nc, "FETCH", "nobody", 0).FetchNoWait(1); !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("no consumer: %v", err)
 	}
 	// A responder that never answers stands in for a lost answer.
@@ -237,9 +237,9 @@ func TestFetcherErrors(t *testing.T) {
 	if err := b.nc.FlushWithContext(b.ctx); err != nil {
 		t.Fatal(err)
 	}
-	silent := streams.NewFetcher(b.nc, "FETCH", "silent", 20*time.Millisecond)
+	silent := jsapi.NewFetcher(b.nc, "FETCH", "silent", 20*time.Millisecond)
 	for range 3 {
-		if _, err := silent.FetchNoWait(1); !errors.Is(err, streams.ErrFetchNoAnswer) {
+		if _, err := silent.FetchNoWait(1); !errors.Is(err, jsapi.ErrFetchNoAnswer) {
 			t.Fatalf("no answer: %v", err)
 		}
 		if n := b.nc.NumSubscriptions(); n != subs {
@@ -263,13 +263,13 @@ func TestFetcherConsumerAtMaxAckPending(t *testing.T) {
 		MaxAckPending: 1, AckWait: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	f := streams.NewFetcher(b.nc, "FETCH", "one", 50*time.Millisecond)
+	f := jsapi.NewFetcher(b.nc, "FETCH", "one", 50*time.Millisecond)
 	// One message, then silence: the consumer may hand out no more.
 	first, err := f.FetchNoWait(2)
-	if bodies(first) != "m1" || !errors.Is(err, streams.ErrFetchNoAnswer) {
+	if bodies(first) != "m1" || !errors.Is(err, jsapi.ErrFetchNoAnswer) {
 		t.Fatalf("first fetch: %s %v, want m1 and ErrFetchNoAnswer", bodies(first), err)
 	}
-	if none, err := f.FetchNoWait(1); len(none) != 0 || !errors.Is(err, streams.ErrFetchNoAnswer) {
+	if none, err := f.FetchNoWait(1); len(none) != 0 || !errors.Is(err, jsapi.ErrFetchNoAnswer) {
 		t.Fatalf("at max ack pending: %s %v, want nothing and ErrFetchNoAnswer", bodies(none), err)
 	}
 	if n := b.nc.NumSubscriptions(); n != 0 {
@@ -281,7 +281,7 @@ func TestFetcherConsumerAtMaxAckPending(t *testing.T) {
 	var next []jetstream.Msg
 	testnats.Eventually(t, 10*time.Second, "m2 once m1 is acknowledged", func() bool {
 		msgs, err := f.FetchNoWait(1)
-		if err != nil && !errors.Is(err, streams.ErrFetchNoAnswer) {
+		if err != nil && !errors.Is(err, jsapi.ErrFetchNoAnswer) {
 			t.Fatal(err)
 		}
 		next = msgs

@@ -1,4 +1,4 @@
-package streams_test
+package jsapi_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 )
@@ -19,7 +20,7 @@ func TestAckPublisherAnswers(t *testing.T) {
 	env := testnats.Start(t, []string{"payments"})
 	ctx := testnats.Context(t, 20*time.Second)
 	nc := env.Conn(t, "admin")
-	pub, err := streams.NewAckPublisher(nc, 200*time.Millisecond)
+	pub, err := jsapi.NewAckPublisher(nc, 200*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,15 +29,15 @@ func TestAckPublisherAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Pipelined: both sent before either is awaited.
-	a, err := pub.Publish(streams.KVUpdateMsg(streams.BucketResults, "a", []byte("1"), 0))
+	a, err := pub.Publish(jsapi.KVUpdateMsg(streams.BucketResults, "a", []byte("1"), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := pub.Publish(streams.KVUpdateMsg(streams.BucketResults, "b", []byte("2"), 0))
+	b, err := pub.Publish(jsapi.KVUpdateMsg(streams.BucketResults, "b", []byte("2"), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for key, f := range map[string]*streams.PendingAck{"a": a, "b": b} {
+	for key, f := range map[string]*jsapi.PendingAck{"a": a, "b": b} {
 		rev, err := f.Wait(ctx)
 		if err != nil {
 			t.Fatalf("write %s: %v", key, err)
@@ -48,11 +49,11 @@ func TestAckPublisherAnswers(t *testing.T) {
 	}
 
 	// A compare-and-set that lost: the stream's error, as jetstream gives it.
-	c, err := pub.Publish(streams.KVUpdateMsg(streams.BucketResults, "a", []byte("x"), 0))
+	c, err := pub.Publish(jsapi.KVUpdateMsg(streams.BucketResults, "a", []byte("x"), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Wait(ctx); !streams.IsRevisionConflict(err) {
+	if _, err := c.Wait(ctx); !jsapi.IsRevisionConflict(err) {
 		t.Fatalf("second create of a: %v, want a revision conflict", err)
 	}
 
@@ -100,7 +101,7 @@ func TestAckPublisherAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := silent.Wait(context.Background()); !errors.Is(err, streams.ErrPubAckTimeout) {
+	if _, err := silent.Wait(context.Background()); !errors.Is(err, jsapi.ErrPubAckTimeout) {
 		t.Fatalf("silent: %v, want ErrPubAckTimeout", err)
 	}
 	silent, err = pub.Publish(&nats.Msg{Subject: "silent.here", Data: []byte("x")})

@@ -1,4 +1,4 @@
-package streams
+package jsapi
 
 import (
 	"bytes"
@@ -45,7 +45,7 @@ func NewAckPublisher(nc *nats.Conn, timeout time.Duration) (*AckPublisher, error
 	p := &AckPublisher{nc: nc, prefix: nc.NewInbox() + ".", timeout: timeout, pending: map[uint64]*PendingAck{}}
 	sub, err := nc.Subscribe(p.prefix+"*", p.handle)
 	if err != nil {
-		return nil, fmt.Errorf("streams: subscribe to PubAcks: %w", err)
+		return nil, fmt.Errorf("jsapi: subscribe to PubAcks: %w", err)
 	}
 	p.sub = sub
 	return p, nil
@@ -74,7 +74,7 @@ func (p *AckPublisher) Publish(m *nats.Msg) (*PendingAck, error) {
 }
 
 // Request publishes m, a request to JetStream's API such as a direct get
-// (DirectGetMsg), and returns its pending answer, kept whole: Msg gives
+// (KVGetMsg), and returns its pending answer, kept whole: Msg gives
 // it once Done is closed. Like Publish, it pipelines: several requests are
 // answered in one round trip instead of one each.
 func (p *AckPublisher) Request(m *nats.Msg) (*PendingAck, error) {

@@ -1,4 +1,4 @@
-package streams
+package jsapi
 
 import (
 	"context"
@@ -66,10 +66,6 @@ func NewFetcher(nc *nats.Conn, stream, consumer string, silence time.Duration) *
 	}
 	return &Fetcher{nc: nc, subject: "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + consumer, silence: silence}
 }
-
-// ErrFetchNoAnswer ends a fetch whose answer fell silent: a consumer at
-// its MaxAckPending, or an answer lost with the connection.
-var ErrFetchNoAnswer = errors.New("the server did not answer the fetch (the consumer may be at its max ack pending)")
 
 // FetchNoWait takes up to n messages the consumer can deliver now; with
 // none to deliver, it returns at once with none and no error. It returns

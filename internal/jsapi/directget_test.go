@@ -1,10 +1,11 @@
-package streams_test
+package jsapi_test
 
 import (
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 )
@@ -16,7 +17,7 @@ func TestKVGetPipelined(t *testing.T) {
 	env := testnats.Start(t, []string{"payments"})
 	ctx := testnats.Context(t, 20*time.Second)
 	nc := env.Conn(t, "admin")
-	pub, err := streams.NewAckPublisher(nc, 2*time.Second)
+	pub, err := jsapi.NewAckPublisher(nc, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,13 +35,13 @@ func TestKVGetPipelined(t *testing.T) {
 	if err := kv.Delete(ctx, "gone"); err != nil {
 		t.Fatal(err)
 	}
-	gets := map[string]*streams.PendingAck{}
+	gets := map[string]*jsapi.PendingAck{}
 	for _, key := range []string{"a", "never", "gone"} {
-		if gets[key], err = pub.Request(streams.KVGetMsg(streams.BucketResults, key)); err != nil {
+		if gets[key], err = pub.Request(jsapi.KVGetMsg(streams.BucketResults, key)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	nobucket, err := pub.Request(streams.KVGetMsg("nosuchbucket", "a"))
+	nobucket, err := pub.Request(jsapi.KVGetMsg("nosuchbucket", "a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,18 +50,18 @@ func TestKVGetPipelined(t *testing.T) {
 			t.Fatalf("get %s: %v", key, err)
 		}
 	}
-	if v, r, err := streams.ReadKVGet(gets["a"].Msg()); err != nil || string(v) != "value of a" || r != rev {
+	if v, r, err := jsapi.ReadKVGet(gets["a"].Msg()); err != nil || string(v) != "value of a" || r != rev {
 		t.Fatalf("get a: %q at %d (%v), want %q at %d", v, r, err, "value of a", rev)
 	}
 	for _, key := range []string{"never", "gone"} {
-		if _, _, err := streams.ReadKVGet(gets[key].Msg()); !errors.Is(err, streams.ErrNoValue) {
+		if _, _, err := jsapi.ReadKVGet(gets[key].Msg()); !errors.Is(err, jsapi.ErrNoValue) {
 			t.Fatalf("get %s: %v, want ErrNoValue", key, err)
 		}
 	}
 	if _, err := nobucket.Wait(ctx); err != nil {
 		t.Fatalf("get from a missing bucket: %v", err)
 	}
-	if _, _, err := streams.ReadKVGet(nobucket.Msg()); err == nil || errors.Is(err, streams.ErrNoValue) {
+	if _, _, err := jsapi.ReadKVGet(nobucket.Msg()); err == nil || errors.Is(err, jsapi.ErrNoValue) {
 		t.Fatalf("get from a missing bucket: %v, want an error other than ErrNoValue", err)
 	}
 }
