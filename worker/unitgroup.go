@@ -196,16 +196,27 @@ func (w *Worker) runGrouped(ctx context.Context, units []streams.WorkRequest, ru
 		wg.Go(func() { r.claim(ctx, gk) })
 	}
 	wg.Wait()
+	// A unit's record is written as soon as its run ends, with those of
+	// its group that ended meanwhile (group commit: one write of a group
+	// on its way at a time), rather than after the request's slowest
+	// unit: the time between a handler's effect and its record, in which a
+	// worker that dies leaves an effect without a record, stays one run's.
+	flushes := make(map[string]*recordFlush, len(r.order))
+	for _, gk := range r.order {
+		flushes[gk] = &recordFlush{}
+	}
+	var fwg sync.WaitGroup
 	for i := range calls {
 		if c := &calls[i]; c.claimed {
-			wg.Go(func() { r.run(ctx, c, run) })
+			gk := streams.UnitGroupKey(c.req.BatchID)
+			wg.Go(func() {
+				r.run(ctx, c, run)
+				flushes[gk].add(c, &fwg, func(mine []*unitCall) { r.record(ctx, gk, mine) })
+			})
 		}
 	}
 	wg.Wait()
-	for _, gk := range r.order {
-		wg.Go(func() { r.record(ctx, gk) })
-	}
-	wg.Wait()
+	fwg.Wait()
 	for i := range calls {
 		c := &calls[i]
 		reps[i] = *c.rep
@@ -435,16 +446,52 @@ func fitsInline(outputs []pipeline.Output, limit int) bool {
 	return len(e.AppendMsgpack(nil)) <= limit
 }
 
-// record writes the outcome of the units of group gk this request
-// claimed: records, markers of records kept under their own keys, and
-// released runs, in place of the claims, with one compare-and-set write,
-// tried again until it is written or a little past the claims' end
-// (retry). A claim no longer this request's (taken over after it
-// expired) is left alone, and its record not written.
-func (r *groupRun) record(ctx context.Context, gk string) {
+// recordFlush gathers the units of one group whose runs ended, for the
+// record writes of their request: while one write is on its way, the
+// units that end wait, and the next write takes them all.
+type recordFlush struct {
+	mu      sync.Mutex
+	pending []*unitCall
+	flying  bool
+}
+
+// add hands over c, whose run ended, and starts a write (write, on a
+// goroutine of wg) unless one is on its way, which then takes c next.
+func (f *recordFlush) add(c *unitCall, wg *sync.WaitGroup, write func([]*unitCall)) {
+	f.mu.Lock()
+	f.pending = append(f.pending, c)
+	start := !f.flying
+	f.flying = true
+	f.mu.Unlock()
+	if !start {
+		return
+	}
+	wg.Go(func() {
+		for {
+			f.mu.Lock()
+			mine := f.pending
+			f.pending = nil
+			if len(mine) == 0 {
+				f.flying = false
+				f.mu.Unlock()
+				return
+			}
+			f.mu.Unlock()
+			write(mine)
+		}
+	})
+}
+
+// record writes the outcome of calls, units of group gk this request
+// claimed whose runs ended: records, markers of records kept under their
+// own keys, and released runs, in place of the claims, with one
+// compare-and-set write, tried again until it is written or a little past
+// the claims' end (retry). A claim no longer this request's (taken over
+// after it expired) is left alone, and its record not written.
+func (r *groupRun) record(ctx context.Context, gk string, calls []*unitCall) {
 	w := r.w
 	var mine []*unitCall
-	for _, c := range r.calls[gk] {
+	for _, c := range calls {
 		if c.claimed && c.entry != nil {
 			mine = append(mine, c)
 		}
