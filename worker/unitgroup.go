@@ -32,6 +32,21 @@ import (
 // (not attempted).
 const groupTries = 8
 
+// claimTries bounds the claim writes of one group in a row. Claims are
+// tried harder than groupTries, with a short random pause after each lost
+// race (contentionPause): a unit answered busy is put back for a quarter
+// of a second or more, while two workers whose requests keep meeting in
+// one group (several processors draining consecutive ids) settle within
+// a few milliseconds.
+const claimTries = 32
+
+// contentionPause is the pause before the next claim write of a group
+// after try lost races in a row: random, up to 100µs doubling to 5ms, so
+// that two writers that keep meeting fall out of step.
+func contentionPause(try int) time.Duration {
+	return rand.N(min(100*time.Microsecond<<min(try, 10), 5*time.Millisecond))
+}
+
 // groupCacheSize bounds the groups a worker remembers (revision and
 // value), so that its next write of a group expects the revision it wrote
 // instead of reading it first.
@@ -269,9 +284,19 @@ func (r *groupRun) claimLocked(cctx context.Context, gk string) {
 			}
 			return
 		}
-		if !jsapi.IsRevisionConflict(err) || try == groupTries-1 {
+		if !jsapi.IsRevisionConflict(err) || try == claimTries-1 {
 			r.unclaimable(cs, fmt.Errorf("worker: claim %s in %s: %w", cs[0].key, gk, err))
 			return
+		}
+		if try > 0 {
+			t := time.NewTimer(contentionPause(try))
+			select {
+			case <-t.C:
+			case <-cctx.Done():
+				t.Stop()
+				r.unclaimable(cs, fmt.Errorf("worker: claim %s in %s: %w", cs[0].key, gk, cctx.Err()))
+				return
+			}
 		}
 		cached = false
 		if g, err = w.readGroup(cctx, gk); err != nil {
