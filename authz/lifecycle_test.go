@@ -85,8 +85,10 @@ func TestAppliedCallbacksAreRemoved(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The two callbacks travel alone or together in one message (a
+		// group): at least one message was stored, and none is left.
 		st := s.CachedInfo().State
-		return st.LastSeq >= uint64(len(ids)) && st.Msgs == 0
+		return st.LastSeq >= 1 && st.Msgs == 0
 	})
 }
 
