@@ -1,7 +1,6 @@
 package main
 
 import (
-	"strconv"
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
@@ -10,16 +9,10 @@ import (
 )
 
 // callbacksIn is how many batches' terminal callbacks m, a message on
-// callbacks.>, carries: a group of them says so in its Count header, and a
-// single callback is one. Only the header is read, so counting costs the
-// process next to nothing beside what it measures.
+// callbacks.>, carries (streams.CallbacksIn): only its headers are read, so
+// counting costs the process next to nothing beside what it measures.
 func callbacksIn(m *nats.Msg) uint64 {
-	if m.Header != nil {
-		if n, err := strconv.ParseUint(m.Header.Get(streams.HeaderCount), 10, 64); err == nil {
-			return n
-		}
-	}
-	return 1
+	return uint64(streams.CallbacksIn(m.Header))
 }
 
 // callbackIDs are the batch ids of the callbacks m carries (nil when its

@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -99,12 +98,7 @@ func (c *callbackCount) update(ctx context.Context, js jetstream.JetStream) (int
 		case err != nil:
 			return c.n, false // read again at the next look
 		}
-		c.n++
-		if m.Header.Get(streams.HeaderKind) == streams.KindCallbacks {
-			if k, err := strconv.Atoi(m.Header.Get(streams.HeaderCount)); err == nil && k > 1 {
-				c.n += k - 1
-			}
-		}
+		c.n += streams.CallbacksIn(m.Header)
 	}
 	return c.n, true
 }

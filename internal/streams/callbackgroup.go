@@ -177,3 +177,15 @@ func JoinCallbacks(domain string, msgs []*nats.Msg) (*nats.Msg, error) {
 // CallbackGroupOverhead bounds the bytes a CallbackGroup's body takes
 // beside its members' encodings.
 const CallbackGroupOverhead = 32
+
+// CallbacksIn is how many batches' callbacks a message on a callback
+// subject with headers h carries, from its headers alone: a group's Count,
+// and one for a single callback (or a group whose count does not read).
+func CallbacksIn(h nats.Header) int {
+	if h.Get(HeaderKind) == KindCallbacks {
+		if n, err := strconv.Atoi(h.Get(HeaderCount)); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 1
+}

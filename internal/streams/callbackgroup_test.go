@@ -97,6 +97,13 @@ func TestCallbackGroupMsgHeaders(t *testing.T) {
 	if _, err := streams.CallbackGroupMsg("payments", nil); err == nil {
 		t.Error("a group without members was built")
 	}
+	single, err := streams.CallbackMsg(&cbs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, one := streams.CallbacksIn(m.Header), streams.CallbacksIn(single.Header); n != 3 || one != 1 {
+		t.Errorf("CallbacksIn: the group %d, want 3; a single callback %d, want 1", n, one)
+	}
 }
 
 // FuzzDecodeCallbacks: any body decodes to callbacks or to an error
