@@ -1,6 +1,7 @@
 package authz_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -211,5 +212,42 @@ func TestCallbackGroupOverTheBound(t *testing.T) {
 	}
 	for _, id := range ids {
 		b.appliedOnce(t, id)
+	}
+}
+
+// TestRefusedGroupReplaysOnlyItsSubjectsDomain: a group refused whole was
+// never checked member by member, so its replay checks each member
+// against the domain of the subject it came on: a processor of one domain
+// cannot have another domain's batches finished by the owner's replay.
+func TestRefusedGroupReplaysOnlyItsSubjectsDomain(t *testing.T) {
+	b := setup(t)
+	var ids []uint64
+	for range streams.CallbackGroupMax + 1 {
+		ids = append(ids, b.send(t, "alice", "jobs", noop()))
+	}
+	// The members name their batches' own domain, but the message comes
+	// on another domain's callback subject.
+	forged := groupOf(t, ids, nil)
+	forged.Subject = streams.CallbackSubject("other")
+	admin := b.env.JS(t, "admin")
+	if _, err := admin.PublishMsg(b.ctx, forged); err != nil {
+		t.Fatal(err)
+	}
+	var dlq api.DLQReply
+	testnats.Eventually(t, 10*time.Second, "the group dead-lettered", func() bool {
+		if e := b.call(t, "owner", api.OpDLQ, api.DLQRequest{}, &dlq); e != nil {
+			t.Fatalf("dlq: %+v", e)
+		}
+		return len(dlq.Items) == 1
+	})
+	var rep api.ReplayReply
+	e := b.call(t, "owner", api.OpReplay, api.ReplayRequest{Seq: dlq.Items[0].Seq}, &rep)
+	if e == nil || e.Code != strconv.Itoa(api.CodeConflict) || !strings.Contains(e.Msg, "came on other's callback subject") {
+		t.Fatalf("replay of a forged group: %+v %+v, want a 409 naming the subject's domain", e, rep)
+	}
+	for _, id := range ids {
+		if rec := b.record(t, id); rec.Status.Terminal() {
+			t.Fatalf("batch %d finished by a replayed group of another domain's subject: %+v", id, rec)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
+	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/telemetry"
 )
@@ -367,6 +368,13 @@ func (dq *deadLetters) callbacksOf(it deadLetter, data []byte, at time.Time) ([]
 		cbs = cbs[i : i+1]
 	}
 	for i := range cbs {
+		// A callback is applied only to its subject's domain, which the
+		// dead letter keeps: a group refused whole was never checked
+		// member by member.
+		if d := it.dl.Domain; cbs[i].Domain != d {
+			return nil, errf(api.CodeConflict, "authz: dead letter %d: the callback of batch %d names domain %q, but it came on %s's callback subject; nothing was replayed",
+				it.item.Seq, cbs[i].BatchID, logging.Capped(cbs[i].Domain), d)
+		}
 		if cbs[i].At.IsZero() {
 			cbs[i].At = at
 		}
