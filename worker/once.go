@@ -83,22 +83,33 @@ func (w *Worker) completion(ctx context.Context, req *streams.WorkRequest, key s
 		w.release(ctx, key, rev, until)
 		return nil, rep
 	}
-	done, err := streams.Encode(&streams.Completion{Outputs: rep.Outputs, Worker: w.opts.Name})
+	done, fail := w.recordOf(req, key, rep.Outputs)
+	if fail != nil {
+		w.release(ctx, key, rev, until)
+		return nil, fail
+	}
+	return done, rep
+}
+
+// recordOf is the completion record of a call of req that ran with
+// outputs, as stored under its own key; or, when nothing can keep the
+// outputs (the effect happened, but no record fits max_payload), the
+// permanent failure to answer instead, logged under key.
+func (w *Worker) recordOf(req *streams.WorkRequest, key string, outputs []pipeline.Output) ([]byte, *streams.WorkReply) {
+	done, err := streams.Encode(&streams.Completion{Outputs: outputs, Worker: w.opts.Name})
 	if err == nil && len(done) > w.maxRecord() {
 		err = fmt.Errorf("%w: the outputs take %d bytes encoded; the server's max_payload of %d bytes leaves room for %d",
 			ErrOutputTooLarge, len(done), w.nc.MaxPayload(), w.maxRecord())
 	}
-	if err != nil {
-		// The effect happened, but nothing can keep its outputs.
-		w.log.Error("completion record cannot be written", "key", key, "err", err)
-		w.release(ctx, key, rev, until)
-		index := 0
-		if n := len(req.Calls); n > 0 {
-			index = req.Calls[n-1].Index
-		}
-		return nil, failure(req, index, pipeline.Permanent(err))
+	if err == nil {
+		return done, nil
 	}
-	return done, rep
+	w.log.Error("completion record cannot be written", "key", key, "err", err)
+	index := 0
+	if n := len(req.Calls); n > 0 {
+		index = req.Calls[n-1].Index
+	}
+	return nil, failure(req, index, pipeline.Permanent(err))
 }
 
 // claim takes the completion key for this worker. It returns the claim's

@@ -437,20 +437,9 @@ func (r *groupRun) run(ctx context.Context, c *unitCall, run func(*streams.WorkR
 		c.entry = e
 		return
 	}
-	own, err := streams.Encode(&streams.Completion{Outputs: c.rep.Outputs, Worker: w.opts.Name})
-	if err == nil && len(own) > w.maxRecord() {
-		err = fmt.Errorf("%w: the outputs take %d bytes encoded; the server's max_payload of %d bytes leaves room for %d",
-			ErrOutputTooLarge, len(own), w.nc.MaxPayload(), w.maxRecord())
-	}
-	if err != nil {
-		// The effect happened, but nothing can keep its outputs.
-		w.log.Error("completion record cannot be written", "key", c.key, "err", err)
-		c.entry = released
-		index := 0
-		if n := len(c.req.Calls); n > 0 {
-			index = c.req.Calls[n-1].Index
-		}
-		c.rep = failure(c.req, index, pipeline.Permanent(err))
+	own, fail := w.recordOf(c.req, c.key, c.rep.Outputs)
+	if fail != nil {
+		c.rep, c.entry = fail, released
 		return
 	}
 	c.own = own
