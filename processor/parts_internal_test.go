@@ -82,17 +82,44 @@ func (p *parts) stored(t *testing.T, stream string) []*jetstream.RawStreamMsg {
 	return out
 }
 
-// serve answers the requests on subject with answer, as a worker
-// connected as nats.conf's worker, until the test ends.
-func (p *parts) serve(t *testing.T, subject string, answer func(m *nats.Msg)) {
+// workAnswer is what a worker answers a request with: body, or a micro
+// error when code is set; nothing at all when silent.
+type workAnswer struct {
+	body       []byte
+	code, desc string
+	silent     bool
+}
+
+// serve answers the requests on subject with what answer says, through
+// streams.Reply as a worker does, on a connection as nats.conf's worker,
+// until the test ends.
+func (p *parts) serve(t *testing.T, subject string, answer func(m *nats.Msg) workAnswer) {
 	t.Helper()
 	nc := p.env.Conn(t, "worker")
-	if _, err := nc.Subscribe(subject, answer); err != nil {
+	_, err := nc.Subscribe(subject, func(m *nats.Msg) {
+		a := answer(m)
+		if a.silent {
+			return
+		}
+		if err := streams.Reply(nc, m.Reply, a.body, a.code, a.desc); err != nil {
+			t.Errorf("answer on %s: %v", subject, err)
+		}
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// must is v, for a call that cannot fail here (encoding a record), from
+// any goroutine.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // batchOf is a one-function batch of partsDomain on the HIGH queue.
