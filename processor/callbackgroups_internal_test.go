@@ -238,15 +238,7 @@ func TestCallbackGrouperRefusedGroup(t *testing.T) {
 	gate := newFlightGate()
 	g := newGrouper(t, p, gate.fault)
 	// CALLBACKS takes a lone callback, not three.
-	s, err := p.admin.Stream(p.ctx, streams.StreamCallbacks)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := s.CachedInfo().Config
-	cfg.MaxMsgSize = int32(2 * len(callbackMsg(t, 1).Data))
-	if _, err := p.admin.UpdateStream(p.ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	p.limitMsgSize(t, streams.StreamCallbacks, 2*len(callbackMsg(t, 1).Data))
 	early := gate.fill(t, g, 1, 2)
 	refused := addAll(t, g, 3, 4, 5)
 	close(gate.open)

@@ -82,6 +82,20 @@ func (p *parts) stored(t *testing.T, stream string) []*jetstream.RawStreamMsg {
 	return out
 }
 
+// limitMsgSize makes stream refuse messages larger than n bytes.
+func (p *parts) limitMsgSize(t *testing.T, stream string, n int) {
+	t.Helper()
+	s, err := p.admin.Stream(p.ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.MaxMsgSize = int32(n)
+	if _, err := p.admin.UpdateStream(p.ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // workAnswer is what a worker answers a request with: body, or a micro
 // error when code is set; nothing at all when silent.
 type workAnswer struct {
