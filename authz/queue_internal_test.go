@@ -53,7 +53,9 @@ func TestQueueEditorListsAndEvicts(t *testing.T) {
 	p := newParts(t)
 	qe := p.queueEditor()
 	bs := queued(t, p, 3)
-	p.enqueue(t, p.batch(func(b *pipeline.Batch) { b.Domain, b.Label, b.Submitter, b.Priority = "ship", "parcels", "bob", pipeline.High }))
+	p.enqueue(t, p.batch(func(b *pipeline.Batch) {
+		b.Domain, b.Label, b.Submitter, b.Priority = "ship", "parcels", "bob", pipeline.High
+	}))
 
 	for _, tc := range []struct {
 		name     string
