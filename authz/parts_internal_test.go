@@ -210,3 +210,18 @@ func (p *parts) removedBy(t *testing.T, b *pipeline.Batch) bool {
 	cbs := p.callbacks(t, b.ID)
 	return removed(st) && len(cbs) == 1 && cbs[0].Outcome.Status == pipeline.RemovedByOwner
 }
+
+// finishedBy publishes the callback of a processor of b's domain that ran
+// b to outcome o, as that processor: the message authz would apply.
+func (p *parts) finishedBy(t *testing.T, b *pipeline.Batch, o pipeline.Outcome) *streams.Callback {
+	t.Helper()
+	cb := &streams.Callback{V: 1, BatchID: b.ID, Domain: b.Domain, Priority: b.Priority, Processor: "p1", Outcome: o, Attempts: 1, At: p.clock.Now()}
+	m, err := streams.CallbackMsg(cb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.env.JS(t, "processor").PublishMsg(p.ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	return cb
+}
