@@ -102,8 +102,20 @@ func (p *parts) inspector(ko *keyOrders) *inspector {
 // intake takes submissions onto the queues over p, admitting them to ko.
 func (p *parts) intake(ko *keyOrders) *intake {
 	return &intake{js: p.js, batches: p.h.batches, acks: p.h.acks, ids: submit.NewIDs(p.js), store: p.store,
-		slots: &slotKeeper{locks: p.h.locks, store: p.store, now: p.clock.Now, log: p.log}, submitters: p.submitters(),
+		slots: p.slots(), submitters: p.submitters(),
 		keys: ko, repair: ko.repair, table: p.Table, now: p.clock.Now, log: p.log}
+}
+
+// slots is the slot keeper over p.
+func (p *parts) slots() *slotKeeper {
+	return &slotKeeper{locks: p.h.locks, store: p.store, now: p.clock.Now, log: p.log}
+}
+
+// callbackApplier applies callbacks over p, releasing keys through ko.
+func (p *parts) callbackApplier(ko *keyOrders) *callbackApplier {
+	return &callbackApplier{js: p.js, nc: p.nc, acks: p.h.acks, consumer: p.h.callbacks, store: p.store, slots: p.slots(),
+		senders: &senderPool{senders: p.h.senders, progress: p.progress, now: p.clock.Now, log: p.log}, keys: ko, table: p.Table,
+		now: p.clock.Now, log: p.log, concurrency: 8, backoff: []time.Duration{time.Second}}
 }
 
 // submitters is the submitter index over p.
