@@ -5,13 +5,14 @@ import (
 	"testing"
 
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
 // executed is the callback of a pay processor that ran b's one call.
-func executed(p *parts, b *pipeline.Batch) *streams.Callback {
-	return &streams.Callback{V: 1, BatchID: b.ID, Domain: b.Domain, Priority: b.Priority, Processor: "p1",
+func executed(p *parts, b *pipeline.Batch) *records.Callback {
+	return &records.Callback{V: 1, BatchID: b.ID, Domain: b.Domain, Priority: b.Priority, Processor: "p1",
 		Outcome: pipeline.ExecutedOutcome(1), Attempts: 2, At: p.clock.Now(), Outputs: []pipeline.Output{{Index: 0, Type: "noop", Data: pipeline.MustPayload("ok")}}}
 }
 
@@ -40,7 +41,7 @@ func TestCallbackApplierApply(t *testing.T) {
 	rec := p.record(t, bs[0].ID)
 	last := rec.History[len(rec.History)-1]
 	if rec.Status != pipeline.Executed || rec.Attempts != 2 || len(rec.Outputs) != 1 || string(rec.Outputs[0].Data) != string(pipeline.MustPayload("ok")) ||
-		!rec.FinishedAt.Equal(p.clock.Now()) || last.What != streams.EventCallback {
+		!rec.FinishedAt.Equal(p.clock.Now()) || last.What != records.EventCallback {
 		t.Fatalf("record after the callback: %s, %d attempts, outputs %+v, finished %v, last event %+v", rec.Status, rec.Attempts, rec.Outputs, rec.FinishedAt, last)
 	}
 	rev := revision(bs[0].ID)
@@ -56,7 +57,7 @@ func TestCallbackApplierApply(t *testing.T) {
 	if recorded, err := ca.apply(p.ctx, crossed); err != nil || recorded || revision(bs[1].ID) != rev {
 		t.Fatalf("another domain's callback: recorded %v, %v; revision %d (was %d)", recorded, err, revision(bs[1].ID), rev)
 	}
-	if recorded, err := ca.apply(p.ctx, &streams.Callback{V: 1, BatchID: 1 << 40, Domain: "pay", Outcome: pipeline.ExecutedOutcome(1)}); err != nil || recorded {
+	if recorded, err := ca.apply(p.ctx, &records.Callback{V: 1, BatchID: 1 << 40, Domain: "pay", Outcome: pipeline.ExecutedOutcome(1)}); err != nil || recorded {
 		t.Fatalf("callback of an unrecorded batch: recorded %v, %v", recorded, err)
 	}
 
@@ -95,7 +96,7 @@ func TestCallbackApplierReleases(t *testing.T) {
 	if !full(next.ID) {
 		t.Fatal("a second batch takes a slot of a label of one")
 	}
-	if _, err := p.store.updateRecord(p.ctx, held.ID, func(rec *streams.BatchRecord) (bool, error) {
+	if _, err := p.store.updateRecord(p.ctx, held.ID, func(rec *records.BatchRecord) (bool, error) {
 		rec.Batch.Label = "limited"
 		return true, nil
 	}); err != nil {

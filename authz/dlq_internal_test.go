@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/pipeline"
@@ -20,14 +21,14 @@ func (p *parts) deadLetters() *deadLetters {
 	ca := p.callbackApplier(ko)
 	return &deadLetters{js: p.js, nc: p.nc, dlq: p.h.dlq, batches: p.h.batches, store: p.store, submitters: p.submitters(),
 		table: p.Table, now: p.clock.Now, log: p.log, admit: ko.admit,
-		apply: func(ctx context.Context, cb *streams.Callback) error { _, err := ca.apply(ctx, cb); return err }}
+		apply: func(ctx context.Context, cb *records.Callback) error { _, err := ca.apply(ctx, cb); return err }}
 }
 
 // publishDeadLetter publishes dl on its domain's DLQ subject, as a processor
 // does, and returns its sequence.
-func publishDeadLetter(t *testing.T, p *parts, dl *streams.DeadLetter) uint64 {
+func publishDeadLetter(t *testing.T, p *parts, dl *records.DeadLetter) uint64 {
 	t.Helper()
-	data, err := streams.Encode(dl)
+	data, err := records.Encode(dl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,14 +44,14 @@ func publishDeadLetter(t *testing.T, p *parts, dl *streams.DeadLetter) uint64 {
 // failed dead-letters batch b as the processor that failed it would.
 func failed(t *testing.T, p *parts, b *pipeline.Batch) uint64 {
 	t.Helper()
-	return publishDeadLetter(t, p, &streams.DeadLetter{Batch: *b, Domain: b.Domain, Error: "boom", Attempts: 3,
-		Outcome: pipeline.RejectedOutcome("boom"), At: p.clock.Now(), Origin: streams.Origin{Stream: streams.QueueStream(b.Priority)}})
+	return publishDeadLetter(t, p, &records.DeadLetter{Batch: *b, Domain: b.Domain, Error: "boom", Attempts: 3,
+		Outcome: pipeline.RejectedOutcome("boom"), At: p.clock.Now(), Origin: records.Origin{Stream: streams.QueueStream(b.Priority)}})
 }
 
 // replayedEvents counts the "replayed" events of batch id's record.
 func replayedEvents(t *testing.T, p *parts, id uint64) int {
 	t.Helper()
-	return len(slices.DeleteFunc(p.record(t, id).History, func(e streams.Event) bool { return e.What != "replayed" }))
+	return len(slices.DeleteFunc(p.record(t, id).History, func(e records.Event) bool { return e.What != "replayed" }))
 }
 
 // TestDeadLettersReplayBatch: the listing shows a domain's dead letters
@@ -191,24 +192,24 @@ func TestDeadLettersReplayCallback(t *testing.T) {
 	p := newParts(t)
 	dq := p.deadLetters()
 	bs := queued(t, p, 2)
-	gone := streams.Origin{Stream: streams.StreamCallbacks, Subject: streams.CallbackSubject("pay"), Seq: 1 << 40}
-	cb := &streams.Callback{V: 1, BatchID: bs[0].ID, Domain: "pay", Priority: pipeline.Med, Processor: "p1", Outcome: pipeline.ExecutedOutcome(1), Attempts: 1, At: p.clock.Now()}
-	data, err := streams.Encode(cb)
+	gone := records.Origin{Stream: streams.StreamCallbacks, Subject: streams.CallbackSubject("pay"), Seq: 1 << 40}
+	cb := &records.Callback{V: 1, BatchID: bs[0].ID, Domain: "pay", Priority: pipeline.Med, Processor: "p1", Outcome: pipeline.ExecutedOutcome(1), Attempts: 1, At: p.clock.Now()}
+	data, err := records.Encode(cb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	one := publishDeadLetter(t, p, &streams.DeadLetter{Batch: pipeline.Batch{ID: bs[0].ID, Domain: "pay", Priority: pipeline.Med}, Domain: "pay",
+	one := publishDeadLetter(t, p, &records.DeadLetter{Batch: pipeline.Batch{ID: bs[0].ID, Domain: "pay", Priority: pipeline.Med}, Domain: "pay",
 		Outcome: cb.Outcome, At: cb.At, Origin: gone, Callback: data})
 
 	theirs := *cb
 	theirs.BatchID = bs[1].ID
-	g, err := streams.CallbackGroupMsg("ship", []streams.Callback{theirs, theirs})
+	g, err := streams.CallbackGroupMsg("ship", []records.Callback{theirs, theirs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	crossed := publishDeadLetter(t, p, &streams.DeadLetter{Domain: "ship", At: cb.At,
-		Origin: streams.Origin{Stream: streams.StreamCallbacks, Subject: streams.CallbackSubject("ship"), Seq: 1 << 40}, Callback: g.Data})
-	unread := publishDeadLetter(t, p, &streams.DeadLetter{Batch: pipeline.Batch{ID: bs[1].ID, Domain: "pay"}, Domain: "pay", Origin: gone})
+	crossed := publishDeadLetter(t, p, &records.DeadLetter{Domain: "ship", At: cb.At,
+		Origin: records.Origin{Stream: streams.StreamCallbacks, Subject: streams.CallbackSubject("ship"), Seq: 1 << 40}, Callback: g.Data})
+	unread := publishDeadLetter(t, p, &records.DeadLetter{Batch: pipeline.Batch{ID: bs[1].ID, Domain: "pay"}, Domain: "pay", Origin: gone})
 
 	out, err := dq.replay(p.ctx, DefaultOwner, &api.ReplayRequest{Seq: one})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/keyorder"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
@@ -160,7 +161,7 @@ func (p *parts) recordOnly(t *testing.T, b pipeline.Batch) *pipeline.Batch {
 }
 
 // record reads batch id's record as stored.
-func (p *parts) record(t *testing.T, id uint64) *streams.BatchRecord {
+func (p *parts) record(t *testing.T, id uint64) *records.BatchRecord {
 	t.Helper()
 	rec, err := p.store.record(p.ctx, id)
 	if err != nil {
@@ -185,7 +186,7 @@ func (p *parts) tokens(t *testing.T, pr pipeline.Priority, id uint64) [][2]uint3
 	t.Helper()
 	var out [][2]uint32
 	for _, data := range testnats.Messages(t, p.admin, streams.QueueStream(pr)) {
-		if tok, err := streams.Decode[streams.Token](data); err == nil && tok.BatchID == id {
+		if tok, err := records.Decode[records.Token](data); err == nil && tok.BatchID == id {
 			out = append(out, [2]uint32{tok.Gen, tok.Rotation})
 		}
 	}
@@ -193,7 +194,7 @@ func (p *parts) tokens(t *testing.T, pr pipeline.Priority, id uint64) [][2]uint3
 }
 
 // callbacks returns the callbacks of batch id in CALLBACKS, read as admin.
-func (p *parts) callbacks(t *testing.T, id uint64) []streams.Callback {
+func (p *parts) callbacks(t *testing.T, id uint64) []records.Callback {
 	t.Helper()
 	return testnats.Callbacks(t, p.admin)[id]
 }
@@ -225,9 +226,9 @@ func (p *parts) removedBy(t *testing.T, b *pipeline.Batch) bool {
 
 // finishedBy publishes the callback of a processor of b's domain that ran
 // b to outcome o, as that processor: the message authz would apply.
-func (p *parts) finishedBy(t *testing.T, b *pipeline.Batch, o pipeline.Outcome) *streams.Callback {
+func (p *parts) finishedBy(t *testing.T, b *pipeline.Batch, o pipeline.Outcome) *records.Callback {
 	t.Helper()
-	cb := &streams.Callback{V: 1, BatchID: b.ID, Domain: b.Domain, Priority: b.Priority, Processor: "p1", Outcome: o, Attempts: 1, At: p.clock.Now()}
+	cb := &records.Callback{V: 1, BatchID: b.ID, Domain: b.Domain, Priority: b.Priority, Processor: "p1", Outcome: o, Attempts: 1, At: p.clock.Now()}
 	m, err := streams.CallbackMsg(cb)
 	if err != nil {
 		t.Fatal(err)

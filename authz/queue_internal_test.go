@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -296,7 +297,7 @@ func TestQueueEditorPauseAndResume(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := streams.DecodeDomainState(e.Value())
+		st, err := records.DecodeDomainState(e.Value())
 		if err != nil || st.Paused != tc.pause || st.By != DefaultOwner || !st.At.Equal(p.clock.Now()) {
 			t.Fatalf("%s: state %+v, %v", tc.name, st, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -14,7 +15,7 @@ import (
 func liveItem(t *testing.T, p *parts, b *pipeline.Batch) api.QueueItem {
 	t.Helper()
 	var out []api.QueueItem
-	if _, err := p.inspector(p.keyOrders()).scanQueue(p.ctx, b.Domain, b.Priority, 0, func(it api.QueueItem, _ streams.Token, _ *streams.ProgressEntry) {
+	if _, err := p.inspector(p.keyOrders()).scanQueue(p.ctx, b.Domain, b.Priority, 0, func(it api.QueueItem, _ records.Token, _ *streams.ProgressEntry) {
 		if it.ID == b.ID {
 			out = append(out, it)
 		}
@@ -87,7 +88,7 @@ func TestRemoverMarkRemovedLosesToAWrite(t *testing.T) {
 	if err := rv.markRemoved(p.ctx, b, read, ""); !errors.Is(err, streams.ErrConflict) {
 		t.Fatalf("markRemoved on a stale read: %v, want a conflict", err)
 	}
-	if st := p.loadProgress(t, b); st.State != streams.Queued || st.Next != 1 || st.Rev != theirs.Rev {
+	if st := p.loadProgress(t, b); st.State != records.Queued || st.Next != 1 || st.Rev != theirs.Rev {
 		t.Fatalf("progress after the lost write: %+v", st.Progress)
 	}
 }
@@ -140,7 +141,7 @@ func TestRemoverCancel(t *testing.T) {
 			continue
 		}
 		if tc.wantCode != 0 {
-			if st := p.loadProgress(t, tc.b); st.State == streams.Done || len(p.callbacks(t, id)) != 0 {
+			if st := p.loadProgress(t, tc.b); st.State == records.Done || len(p.callbacks(t, id)) != 0 {
 				t.Fatalf("%s: a refused cancel wrote progress %+v", tc.name, st.Progress)
 			}
 			continue
@@ -162,7 +163,7 @@ func TestRemoverCancel(t *testing.T) {
 
 	// Finished as executed: its record says so, and a cancel is refused.
 	done := queued(t, p, 1)[0]
-	if _, err := rv.store.updateRecord(p.ctx, done.ID, func(rec *streams.BatchRecord) (bool, error) {
+	if _, err := rv.store.updateRecord(p.ctx, done.ID, func(rec *records.BatchRecord) (bool, error) {
 		rec.Status = pipeline.Executed
 		return true, nil
 	}); err != nil {
