@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -26,7 +27,7 @@ func TestBatchCache(t *testing.T) {
 	}
 	record := func(id uint64) {
 		t.Helper()
-		if _, err := admin.Put(p.ctx, streams.BatchKey(id), must(streams.Encode(&streams.BatchRecord{Batch: *batchOf(id)}))); err != nil {
+		if _, err := admin.Put(p.ctx, streams.BatchKey(id), must(records.Encode(&records.BatchRecord{Batch: *batchOf(id)}))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -51,7 +52,7 @@ func TestBatchCache(t *testing.T) {
 	if _, err := admin.Put(p.ctx, streams.BatchKey(6), []byte("junk")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.get(p.ctx, 6); !errors.Is(err, streams.ErrDecode) {
+	if _, err := c.get(p.ctx, 6); !errors.Is(err, records.ErrDecode) {
 		t.Fatalf("get of an undecodable record: %v, want ErrDecode", err)
 	}
 	record(6)

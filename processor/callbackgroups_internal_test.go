@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 )
@@ -99,7 +100,7 @@ func callbackMessages(t *testing.T, p *parts) []callbackMessage {
 	t.Helper()
 	var out []callbackMessage
 	for _, m := range p.stored(t, streams.StreamCallbacks) {
-		cbs, group, err := streams.DecodeCallbacks(m.Data)
+		cbs, group, err := records.DecodeCallbacks(m.Data)
 		if err != nil {
 			t.Fatalf("message %d: %v", m.Sequence, err)
 		}
@@ -218,7 +219,7 @@ func TestCallbackGrouperMaxBytes(t *testing.T) {
 	gate := newFlightGate()
 	g := newGrouper(t, p, gate.fault)
 	// Batch ids of one width encode to callbacks of one size.
-	g.maxBytes = streams.CallbackGroupOverhead + 3*len(callbackMsg(t, 11).Data)
+	g.maxBytes = records.CallbackGroupOverhead + 3*len(callbackMsg(t, 11).Data)
 	ms := gate.fill(t, g, 11, 12)
 	ms = append(ms, addAll(t, g, runOf(13, 19)...)...)
 	close(gate.open)
@@ -298,7 +299,7 @@ func TestCallbackGrouperCrashAfterStored(t *testing.T) {
 
 // TestCallbackGrouperConcurrent: callbacks handed over from many steps at
 // once are each stored exactly once, in messages of at most
-// streams.CallbackGroupMax, each step's in the order it handed them over,
+// records.CallbackGroupMax, each step's in the order it handed them over,
 // and each member resolves with the sequence of the message that holds it.
 func TestCallbackGrouperConcurrent(t *testing.T) {
 	p := startParts(t)
@@ -328,8 +329,8 @@ func TestCallbackGrouperConcurrent(t *testing.T) {
 	stored := callbackMessages(t, p)
 	seqOf := map[uint64]uint64{}
 	for _, m := range stored {
-		if len(m.ids) > streams.CallbackGroupMax {
-			t.Fatalf("message %d carries %d callbacks, more than %d", m.seq, len(m.ids), streams.CallbackGroupMax)
+		if len(m.ids) > records.CallbackGroupMax {
+			t.Fatalf("message %d carries %d callbacks, more than %d", m.seq, len(m.ids), records.CallbackGroupMax)
 		}
 		last := map[uint64]uint64{}
 		for _, id := range m.ids {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -28,8 +29,8 @@ func parkedBatch(id uint64, typ, ref string, pollEvery time.Duration, deadline t
 		PollEvery: pipeline.Duration(pollEvery), MaxWait: pipeline.Duration(time.Hour), By: []string{"oracle"},
 	}}}
 	st := &state{}
-	st.Progress = streams.Progress{BatchID: id, State: streams.Parked, Failures: []int{1}, Rounds: []int{2}, LastError: "earlier",
-		Parked: &streams.ParkedFunction{Index: 0, Deadline: deadline, Output: pipeline.Output{Index: 0, Type: typ, Ref: ref}}}
+	st.Progress = records.Progress{BatchID: id, State: records.Parked, Failures: []int{1}, Rounds: []int{2}, LastError: "earlier",
+		Parked: &records.ParkedFunction{Index: 0, Deadline: deadline, Output: pipeline.Output{Index: 0, Type: typ, Ref: ref}}}
 	return b, st
 }
 
@@ -74,14 +75,14 @@ func TestInclusionsConfirmDropped(t *testing.T) {
 	iw := &inclusions{senders: &senderPool{}}
 	tests := []struct {
 		name     string
-		conf     streams.Confirmation
+		conf     records.Confirmation
 		included bool
 		why      string
 	}{
-		{name: "someone not named", conf: streams.Confirmation{Content: pipeline.ConfirmIncluded, By: "mallory", Ref: "tx2"}, why: `"mallory" may not confirm`},
-		{name: "an earlier dispatch", conf: streams.Confirmation{Content: pipeline.ConfirmIncluded, By: "oracle", Ref: "tx1"}, why: `dispatch "tx1"`},
-		{name: "a failure too late", conf: streams.Confirmation{Content: pipeline.ConfirmFailed + ": reverted", By: "oracle", Ref: "tx2"}, included: true, why: "comes too late"},
-		{name: "neither included nor failed", conf: streams.Confirmation{Content: "maybe", By: "oracle", Ref: "tx2"}, why: `confirmed with "maybe"`},
+		{name: "someone not named", conf: records.Confirmation{Content: pipeline.ConfirmIncluded, By: "mallory", Ref: "tx2"}, why: `"mallory" may not confirm`},
+		{name: "an earlier dispatch", conf: records.Confirmation{Content: pipeline.ConfirmIncluded, By: "oracle", Ref: "tx1"}, why: `dispatch "tx1"`},
+		{name: "a failure too late", conf: records.Confirmation{Content: pipeline.ConfirmFailed + ": reverted", By: "oracle", Ref: "tx2"}, included: true, why: "comes too late"},
+		{name: "neither included nor failed", conf: records.Confirmation{Content: "maybe", By: "oracle", Ref: "tx2"}, why: `confirmed with "maybe"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -107,17 +108,17 @@ func TestInclusionsAwaitStillParked(t *testing.T) {
 		name  string
 		serve func(*nats.Msg) workAnswer // nil: no worker polls
 	}{
-		{name: "not included yet", serve: replyWith(streams.WorkReply{})},
+		{name: "not included yet", serve: replyWith(records.WorkReply{})},
 		{name: "the poll not attempted"},
-		{name: "the handler cannot poll", serve: replyWith(streams.WorkReply{Error: &streams.WorkError{NoHook: true}})},
+		{name: "the handler cannot poll", serve: replyWith(records.WorkReply{Error: &records.WorkError{NoHook: true}})},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			typ := "chain" + string(rune('a'+i))
-			polls := make(chan streams.WorkRequest, 4)
+			polls := make(chan records.WorkRequest, 4)
 			if tt.serve != nil {
 				p.serve(t, streams.PollSubject(typ), func(m *nats.Msg) workAnswer {
-					polls <- must(streams.Decode[streams.WorkRequest](m.Data))
+					polls <- must(records.Decode[records.WorkRequest](m.Data))
 					return tt.serve(m)
 				})
 			}
@@ -147,10 +148,10 @@ func TestInclusionsAwaitStillParked(t *testing.T) {
 func TestInclusionsFailureHook(t *testing.T) {
 	p := startParts(t)
 	iw := newInclusions(p)
-	hooks := make(chan streams.WorkRequest, 4)
+	hooks := make(chan records.WorkRequest, 4)
 	p.serve(t, streams.HookSubject("served"), func(m *nats.Msg) workAnswer {
-		hooks <- must(streams.Decode[streams.WorkRequest](m.Data))
-		return workAnswer{body: must(streams.Encode(&streams.WorkReply{Error: &streams.WorkError{Message: "refused"}}))}
+		hooks <- must(records.Decode[records.WorkRequest](m.Data))
+		return workAnswer{body: must(records.Encode(&records.WorkReply{Error: &records.WorkError{Message: "refused"}}))}
 	})
 	b, st := parkedBatch(7, "served", "tx2", 0, partsNow.Add(time.Hour))
 	st.sender = "s1"
@@ -159,7 +160,7 @@ func TestInclusionsFailureHook(t *testing.T) {
 	}
 	req := <-hooks
 	f := req.Failure
-	if req.Inclusion == nil || req.Inclusion.Hook != streams.HookFailure || req.Sender != "s1" || req.Attempt != 2 ||
+	if req.Inclusion == nil || req.Inclusion.Hook != records.HookFailure || req.Sender != "s1" || req.Attempt != 2 ||
 		f == nil || f.BatchID != 7 || f.Index != 0 || f.Failures != 1 || f.LastError != "earlier" || !f.Exhausted {
 		t.Fatalf("hook request %+v, inclusion %+v, failure %+v", req, req.Inclusion, f)
 	}

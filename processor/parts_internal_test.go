@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/internal/jsapi"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -181,7 +182,7 @@ func (p *parts) next(t *testing.T, prio pipeline.Priority) jetstream.Msg {
 // as a step hands it over.
 func callbackMsg(t *testing.T, id uint64) *nats.Msg {
 	t.Helper()
-	m, err := streams.CallbackMsg(&streams.Callback{
+	m, err := streams.CallbackMsg(&records.Callback{
 		BatchID: id, Domain: partsDomain, Priority: pipeline.High,
 		Outcome: pipeline.Outcome{Status: pipeline.Executed, Executed: 1}, Attempts: 1,
 		At: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), Processor: "p1",

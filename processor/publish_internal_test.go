@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -40,13 +41,13 @@ func TestPublisherToken(t *testing.T) {
 	pb := newPublisher(t, p, nil)
 	b := batchOf(5)
 	for _, rot := range []uint32{3, 3, 4} {
-		if err := pb.token(p.ctx, b, &streams.Progress{Gen: 2, Rotation: rot}); err != nil {
+		if err := pb.token(p.ctx, b, &records.Progress{Gen: 2, Rotation: rot}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	med := batchOf(6)
 	med.Priority = pipeline.Med
-	if err := pb.token(p.ctx, med, &streams.Progress{}); err != nil {
+	if err := pb.token(p.ctx, med, &records.Progress{}); err != nil {
 		t.Fatal(err)
 	}
 	msgs := p.stored(t, streams.StreamHigh)
@@ -55,7 +56,7 @@ func TestPublisherToken(t *testing.T) {
 	}
 	for i, rot := range []uint32{3, 4} {
 		m := msgs[i]
-		tok, err := streams.Decode[streams.Token](m.Data)
+		tok, err := records.Decode[records.Token](m.Data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,23 +81,23 @@ func TestPublisherCallback(t *testing.T) {
 	tests := []struct {
 		name   string
 		mode   pipeline.Mode
-		prog   streams.Progress
+		prog   records.Progress
 		dlSeq  uint64
 		trace  map[string]string
-		want   streams.Callback
+		want   records.Callback
 		header string // the outcome header
 	}{
-		{name: "no progress written: now", prog: streams.Progress{Outcome: &pipeline.Outcome{Status: pipeline.Executed, Executed: 1}, Next: 1},
-			want:   streams.Callback{Outcome: pipeline.Outcome{Status: pipeline.Executed, Executed: 1}, Attempts: 1, At: partsNow},
+		{name: "no progress written: now", prog: records.Progress{Outcome: &pipeline.Outcome{Status: pipeline.Executed, Executed: 1}, Next: 1},
+			want:   records.Callback{Outcome: pipeline.Outcome{Status: pipeline.Executed, Executed: 1}, Attempts: 1, At: partsNow},
 			header: "Executed"},
 		{name: "failures counted, fallback, dead letter, outputs", dlSeq: 42, trace: map[string]string{"traceparent": "x"},
-			prog: streams.Progress{Outcome: &partial, Next: 1, Failures: []int{0, 3}, Fallbacks: []int{1}, Outputs: outputs, UpdatedAt: earlier},
-			want: streams.Callback{Outcome: partial, Attempts: 4, At: earlier, Fallback: true, DeadLetter: 42, Outputs: outputs,
+			prog: records.Progress{Outcome: &partial, Next: 1, Failures: []int{0, 3}, Fallbacks: []int{1}, Outputs: outputs, UpdatedAt: earlier},
+			want: records.Callback{Outcome: partial, Attempts: 4, At: earlier, Fallback: true, DeadLetter: 42, Outputs: outputs,
 				Trace: map[string]string{"traceparent": "x"}},
 			header: "PartiallyExecuted(1)"},
 		{name: "an atomic unit counts one attempt for its calls", mode: pipeline.Atomic,
-			prog:   streams.Progress{Outcome: &pipeline.Outcome{Status: pipeline.Executed, Executed: 3}, Next: 3, Failures: []int{2}, UpdatedAt: earlier},
-			want:   streams.Callback{Outcome: pipeline.Outcome{Status: pipeline.Executed, Executed: 3}, Attempts: 3, At: earlier},
+			prog:   records.Progress{Outcome: &pipeline.Outcome{Status: pipeline.Executed, Executed: 3}, Next: 3, Failures: []int{2}, UpdatedAt: earlier},
+			want:   records.Callback{Outcome: pipeline.Outcome{Status: pipeline.Executed, Executed: 3}, Attempts: 3, At: earlier},
 			header: "Executed"},
 	}
 	for _, tt := range tests {
@@ -107,12 +108,12 @@ func TestPublisherCallback(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cbs, group, err := streams.DecodeCallbacks(m.Data)
+			cbs, group, err := records.DecodeCallbacks(m.Data)
 			if err != nil || group || len(cbs) != 1 {
 				t.Fatalf("callback body: %v, group %v, %d callbacks", err, group, len(cbs))
 			}
 			want := tt.want
-			want.V, want.BatchID, want.Domain, want.Priority, want.Processor = streams.WireVersion, 9, partsDomain, pipeline.High, "p1"
+			want.V, want.BatchID, want.Domain, want.Priority, want.Processor = records.WireVersion, 9, partsDomain, pipeline.High, "p1"
 			if got := cbs[0]; !equalJSON(t, got, want) {
 				t.Fatalf("callback %+v, want %+v", got, want)
 			}
@@ -136,7 +137,7 @@ func TestPublisherDeadLetter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prog := &streams.Progress{
+	prog := &records.Progress{
 		Outcome: &pipeline.Outcome{Status: pipeline.Rejected, Reason: "bad"}, Failures: []int{2}, FailedIndex: 0,
 		LastError: "first line\n\tsecond line", UpdatedAt: partsNow,
 	}
@@ -154,7 +155,7 @@ func TestPublisherDeadLetter(t *testing.T) {
 	}
 	large := batchOf(7)
 	big := []pipeline.Output{{Index: 0, Type: "noop", Data: make(pipeline.Payload, pb.limits.maxRecord())}}
-	if _, err := pb.deadLetter(p.ctx, large, &streams.Progress{Outcome: prog.Outcome, Outputs: big, LastError: "too big"}, nil); err != nil {
+	if _, err := pb.deadLetter(p.ctx, large, &records.Progress{Outcome: prog.Outcome, Outputs: big, LastError: "too big"}, nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -162,9 +163,9 @@ func TestPublisherDeadLetter(t *testing.T) {
 	if len(msgs) != 3 {
 		t.Fatalf("DLQ holds %d dead letters, want 3", len(msgs))
 	}
-	dls := make([]streams.DeadLetter, len(msgs))
+	dls := make([]records.DeadLetter, len(msgs))
 	for i, m := range msgs {
-		if dls[i], err = streams.Decode[streams.DeadLetter](m.Data); err != nil {
+		if dls[i], err = records.Decode[records.DeadLetter](m.Data); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -177,10 +178,10 @@ func TestPublisherDeadLetter(t *testing.T) {
 	}
 	dl := dls[0]
 	if dl.Batch.ID != 5 || dl.Batch.Key != "k" || dl.Index != 0 || dl.Attempts != 2 || dl.Error != prog.LastError || !dl.At.Equal(partsNow) ||
-		dl.Origin != (streams.Origin{Stream: streams.StreamHigh, Subject: streams.RequeueSubject(pipeline.High, partsDomain), Seq: md.Sequence.Stream}) {
+		dl.Origin != (records.Origin{Stream: streams.StreamHigh, Subject: streams.RequeueSubject(pipeline.High, partsDomain), Seq: md.Sequence.Stream}) {
 		t.Fatalf("dead letter %+v", dl)
 	}
-	if dls[1].Batch.ID != 6 || dls[1].Index != -1 || dls[1].Origin != (streams.Origin{}) {
+	if dls[1].Batch.ID != 6 || dls[1].Index != -1 || dls[1].Origin != (records.Origin{}) {
 		t.Fatalf("atomic dead letter %+v, want index -1 and no origin", dls[1])
 	}
 	trimmed := dls[2]

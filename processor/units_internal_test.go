@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -34,7 +35,7 @@ func (l *unitLog) sent() ([][]uint64, []string) {
 // ranOutput is the output a worker answers a unit of batch id with: one
 // output per call, its data the batch id, so that each unit's answer tells
 // whose it is.
-func ranOutput(req *streams.WorkRequest, via string) []pipeline.Output {
+func ranOutput(req *records.WorkRequest, via string) []pipeline.Output {
 	c := req.Calls[0]
 	return []pipeline.Output{{Index: c.Index, Type: c.Type, Data: payloadOf(via + strconv.FormatUint(req.BatchID, 10))}}
 }
@@ -43,18 +44,18 @@ func ranOutput(req *streams.WorkRequest, via string) []pipeline.Output {
 // run (ranOutput), and logs the request.
 func ranUnits(l *unitLog) func(m *nats.Msg) workAnswer {
 	return func(m *nats.Msg) workAnswer {
-		wb := must(streams.Decode[streams.WorkBatch](m.Data))
-		rep := &streams.WorkBatchReply{}
+		wb := must(records.Decode[records.WorkBatch](m.Data))
+		rep := &records.WorkBatchReply{}
 		var ids []uint64
 		for i := range wb.Units {
 			ids = append(ids, wb.Units[i].BatchID)
-			rep.Replies = append(rep.Replies, streams.WorkReply{Outputs: ranOutput(&wb.Units[i], "batch ")})
+			rep.Replies = append(rep.Replies, records.WorkReply{Outputs: ranOutput(&wb.Units[i], "batch ")})
 		}
 		l.mu.Lock()
 		l.requests = append(l.requests, ids)
 		l.deadlines = append(l.deadlines, m.Header.Get(streams.HeaderDeadline))
 		l.mu.Unlock()
-		return workAnswer{body: must(streams.Encode(rep))}
+		return workAnswer{body: must(records.Encode(rep))}
 	}
 }
 
@@ -62,8 +63,8 @@ func ranUnits(l *unitLog) func(m *nats.Msg) workAnswer {
 func payloadOf(s string) pipeline.Payload { return must(pipeline.EncodePayload(s)) }
 
 // unitRequest is the atomic unit of batch id, its first call at index.
-func unitRequest(id uint64, index int) *streams.WorkRequest {
-	return &streams.WorkRequest{BatchID: id, Domain: partsDomain, Unit: true, Calls: []streams.WorkCall{{Index: index, Type: "noop"}}}
+func unitRequest(id uint64, index int) *records.WorkRequest {
+	return &records.WorkRequest{BatchID: id, Domain: partsDomain, Unit: true, Calls: []records.WorkCall{{Index: index, Type: "noop"}}}
 }
 
 // newBatcher is a unit batcher over the processor's connection, with
@@ -93,7 +94,7 @@ func eventOf(t *testing.T, u *queuedUnit) unitEvent {
 
 // ranAs checks that rep is the answer of the unit of batch id as ranOutput
 // gives it.
-func ranAs(t *testing.T, rep *streams.WorkReply, err error, id uint64, via string) {
+func ranAs(t *testing.T, rep *records.WorkReply, err error, id uint64, via string) {
 	t.Helper()
 	want := via + strconv.FormatUint(id, 10)
 	if err != nil || rep == nil || rep.Error != nil || len(rep.Outputs) != 1 || string(rep.Outputs[0].Data) != string(payloadOf(want)) {
@@ -171,14 +172,14 @@ func TestUnitBatcherAnswers(t *testing.T) {
 	refuse := func(code string) func(*nats.Msg) workAnswer {
 		return func(*nats.Msg) workAnswer { return workAnswer{code: code, desc: "no"} }
 	}
-	replies := func(reps ...streams.WorkReply) func(*nats.Msg) workAnswer {
+	replies := func(reps ...records.WorkReply) func(*nats.Msg) workAnswer {
 		return func(*nats.Msg) workAnswer {
-			return workAnswer{body: must(streams.Encode(&streams.WorkBatchReply{Replies: reps}))}
+			return workAnswer{body: must(records.Encode(&records.WorkBatchReply{Replies: reps}))}
 		}
 	}
 	alone := func(m *nats.Msg) workAnswer {
-		req := must(streams.Decode[streams.WorkRequest](m.Data))
-		return workAnswer{body: must(streams.Encode(&streams.WorkReply{Outputs: ranOutput(&req, "alone ")}))}
+		req := must(records.Decode[records.WorkRequest](m.Data))
+		return workAnswer{body: must(records.Encode(&records.WorkReply{Outputs: ranOutput(&req, "alone ")}))}
 	}
 	ran := func(via string) func(*testing.T, int, unitEvent) {
 		return func(t *testing.T, i int, ev unitEvent) { ranAs(t, ev.rep, ev.err, uint64(i+1), via) }
@@ -199,8 +200,8 @@ func TestUnitBatcherAnswers(t *testing.T) {
 		check   func(t *testing.T, i int, ev unitEvent)
 	}{
 		{name: "each unit its reply", serve: replies(
-			streams.WorkReply{Outputs: []pipeline.Output{{Type: "noop", Data: payloadOf("batch 1")}}},
-			streams.WorkReply{Outputs: []pipeline.Output{{Type: "noop", Data: payloadOf("batch 2")}}}),
+			records.WorkReply{Outputs: []pipeline.Output{{Type: "noop", Data: payloadOf("batch 1")}}},
+			records.WorkReply{Outputs: []pipeline.Output{{Type: "noop", Data: payloadOf("batch 2")}}}),
 			check: ran("batch ")},
 		{name: "a worker stopping: not attempted", serve: refuse(streams.WorkCodeUnavailable),
 			check: failed(func(err error) bool { return errors.Is(err, errBusy) && notAttempted(err) })},
@@ -210,13 +211,13 @@ func TestUnitBatcherAnswers(t *testing.T) {
 					t.Fatalf("unit %d: %+v, %v; want a permanent refusal at index %d", i, ev.rep, ev.err, i)
 				}
 			}},
-		{name: "too few replies: every unit fails", serve: replies(streams.WorkReply{}),
+		{name: "too few replies: every unit fails", serve: replies(records.WorkReply{}),
 			check: failed(func(err error) bool {
 				return err != nil && !notAttempted(err) && strings.Contains(err.Error(), "answered 1 units of 2")
 			})},
 		{name: "a unit busy: that one not attempted", serve: replies(
-			streams.WorkReply{Error: &streams.WorkError{Busy: true, Message: "running elsewhere"}},
-			streams.WorkReply{Outputs: []pipeline.Output{{Type: "noop", Data: payloadOf("batch 2")}}}),
+			records.WorkReply{Error: &records.WorkError{Busy: true, Message: "running elsewhere"}},
+			records.WorkReply{Outputs: []pipeline.Output{{Type: "noop", Data: payloadOf("batch 2")}}}),
 			check: func(t *testing.T, i int, ev unitEvent) {
 				if i == 0 {
 					failed(func(err error) bool { return errors.Is(err, errBusy) })(t, i, ev)
@@ -262,7 +263,7 @@ func TestUnitBatcherConcurrentSteps(t *testing.T) {
 	q := newBatcher(p, 10*time.Second)
 	const steps = 150
 	type answer struct {
-		rep *streams.WorkReply
+		rep *records.WorkReply
 		err error
 	}
 	answers := make([]answer, steps)

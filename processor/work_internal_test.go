@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
 // replyWith answers a work request with rep.
-func replyWith(rep streams.WorkReply) func(*nats.Msg) workAnswer {
-	return func(*nats.Msg) workAnswer { return workAnswer{body: must(streams.Encode(&rep))} }
+func replyWith(rep records.WorkReply) func(*nats.Msg) workAnswer {
+	return func(*nats.Msg) workAnswer { return workAnswer{body: must(records.Encode(&rep))} }
 }
 
 // TestWorkClientCall: what a step gets for each way a worker answers a
@@ -28,39 +29,39 @@ func TestWorkClientCall(t *testing.T) {
 		serve   func(*nats.Msg) workAnswer // nil: no worker at all
 		payload int
 		timeout time.Duration
-		want    func(rep *streams.WorkReply, err error) bool
+		want    func(rep *records.WorkReply, err error) bool
 	}{
-		{name: "the handler's outputs", serve: replyWith(streams.WorkReply{Outputs: []pipeline.Output{{Index: 3, Type: "t", Data: payloadOf("out")}}}),
-			want: func(rep *streams.WorkReply, err error) bool {
+		{name: "the handler's outputs", serve: replyWith(records.WorkReply{Outputs: []pipeline.Output{{Index: 3, Type: "t", Data: payloadOf("out")}}}),
+			want: func(rep *records.WorkReply, err error) bool {
 				return err == nil && len(rep.Outputs) == 1 && string(rep.Outputs[0].Data) == string(payloadOf("out"))
 			}},
-		{name: "the handler's failure: an attempt", serve: replyWith(streams.WorkReply{Error: &streams.WorkError{Message: "declined", Retryable: true, Index: 3}}),
-			want: func(rep *streams.WorkReply, err error) bool {
+		{name: "the handler's failure: an attempt", serve: replyWith(records.WorkReply{Error: &records.WorkError{Message: "declined", Retryable: true, Index: 3}}),
+			want: func(rep *records.WorkReply, err error) bool {
 				return err == nil && rep.Error != nil && rep.Error.Message == "declined" && rep.Error.Retryable
 			}},
-		{name: "running elsewhere: not attempted", serve: replyWith(streams.WorkReply{Error: &streams.WorkError{Busy: true, Message: "claimed"}}),
-			want: func(rep *streams.WorkReply, err error) bool {
+		{name: "running elsewhere: not attempted", serve: replyWith(records.WorkReply{Error: &records.WorkError{Busy: true, Message: "claimed"}}),
+			want: func(rep *records.WorkReply, err error) bool {
 				return rep == nil && errors.Is(err, errBusy) && strings.Contains(err.Error(), "claimed")
 			}},
 		{name: "a worker stopping: not attempted", serve: func(*nats.Msg) workAnswer { return workAnswer{code: streams.WorkCodeUnavailable, desc: "stopping"} },
-			want: func(rep *streams.WorkReply, err error) bool { return rep == nil && errors.Is(err, errBusy) }},
+			want: func(rep *records.WorkReply, err error) bool { return rep == nil && errors.Is(err, errBusy) }},
 		{name: "refused: a permanent failure at the call's index", serve: func(*nats.Msg) workAnswer { return workAnswer{code: streams.WorkCodeBadRequest, desc: "bad"} },
-			want: func(rep *streams.WorkReply, err error) bool {
+			want: func(rep *records.WorkReply, err error) bool {
 				return err == nil && rep.Error != nil && rep.Error.Permanent && rep.Error.Index == 3 && rep.Error.Message == "worker refused the request: bad"
 			}},
 		{name: "no worker: not attempted",
-			want: func(rep *streams.WorkReply, err error) bool {
+			want: func(rep *records.WorkReply, err error) bool {
 				return rep == nil && errors.Is(err, errNoWorker) && notAttempted(err)
 			}},
 		{name: "no answer in time: not attempted", serve: func(*nats.Msg) workAnswer { return workAnswer{silent: true} }, timeout: 200 * time.Millisecond,
-			want: func(rep *streams.WorkReply, err error) bool { return rep == nil && errors.Is(err, errNoAnswer) }},
-		{name: "too large to send: a permanent failure", serve: replyWith(streams.WorkReply{}), payload: 2 << 20,
-			want: func(rep *streams.WorkReply, err error) bool {
+			want: func(rep *records.WorkReply, err error) bool { return rep == nil && errors.Is(err, errNoAnswer) }},
+		{name: "too large to send: a permanent failure", serve: replyWith(records.WorkReply{}), payload: 2 << 20,
+			want: func(rep *records.WorkReply, err error) bool {
 				return err == nil && rep.Error != nil && rep.Error.Permanent && rep.Error.Index == 3 && strings.Contains(rep.Error.Message, "exceeds the server's max_payload")
 			}},
 		{name: "an answer that does not decode", serve: func(*nats.Msg) workAnswer { return workAnswer{body: []byte("junk")} },
-			want: func(rep *streams.WorkReply, err error) bool {
-				return rep == nil && errors.Is(err, streams.ErrDecode) && !notAttempted(err)
+			want: func(rep *records.WorkReply, err error) bool {
+				return rep == nil && errors.Is(err, records.ErrDecode) && !notAttempted(err)
 			}},
 	}
 	for i, tt := range tests {
@@ -78,7 +79,7 @@ func TestWorkClientCall(t *testing.T) {
 			}
 			timeout := cmp.Or(tt.timeout, 10*time.Second)
 			w := &workClient{nc: p.nc, timeout: timeout}
-			req := &streams.WorkRequest{BatchID: 8, Domain: partsDomain, Calls: []streams.WorkCall{{Index: 3, Type: "t", Payload: make(pipeline.Payload, tt.payload)}}}
+			req := &records.WorkRequest{BatchID: 8, Domain: partsDomain, Calls: []records.WorkCall{{Index: 3, Type: "t", Payload: make(pipeline.Payload, tt.payload)}}}
 			before := time.Now()
 			rep, err := w.call(p.ctx, subject, req)
 			if !tt.want(rep, err) {
@@ -95,7 +96,7 @@ func TestWorkClientCall(t *testing.T) {
 			if len(got) != 1 {
 				t.Fatalf("the worker got %d requests, want 1", len(got))
 			}
-			sent, err := streams.Decode[streams.WorkRequest](got[0].Data)
+			sent, err := records.Decode[records.WorkRequest](got[0].Data)
 			if err != nil || sent.BatchID != 8 || len(sent.Calls) != 1 || sent.Calls[0].Index != 3 {
 				t.Fatalf("the worker got %+v, %v", sent, err)
 			}
@@ -120,26 +121,26 @@ func TestWorkClientFallback(t *testing.T) {
 		wantLast string
 	}{
 		{name: "no fallback anywhere", wantLast: "boom"},
-		{name: "the type has none", serve: replyWith(streams.WorkReply{Error: &streams.WorkError{NoFallback: true, Message: "none"}}), wantLast: "boom"},
-		{name: "the fallback failed", serve: replyWith(streams.WorkReply{Error: &streams.WorkError{Message: "also broken"}}), wantLast: "boom; fallback failed: also broken"},
-		{name: "handled with an output", serve: replyWith(streams.WorkReply{Outputs: []pipeline.Output{{Index: 1, Type: "t", Data: payloadOf("saved")}}}),
+		{name: "the type has none", serve: replyWith(records.WorkReply{Error: &records.WorkError{NoFallback: true, Message: "none"}}), wantLast: "boom"},
+		{name: "the fallback failed", serve: replyWith(records.WorkReply{Error: &records.WorkError{Message: "also broken"}}), wantLast: "boom; fallback failed: also broken"},
+		{name: "handled with an output", serve: replyWith(records.WorkReply{Outputs: []pipeline.Output{{Index: 1, Type: "t", Data: payloadOf("saved")}}}),
 			want: &pipeline.Output{Index: 1, Type: "t", Data: payloadOf("saved")}, wantLast: "boom"},
-		{name: "handled without one", serve: replyWith(streams.WorkReply{}), bare: true, wantLast: "boom"},
+		{name: "handled without one", serve: replyWith(records.WorkReply{}), bare: true, wantLast: "boom"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			typ := "fb" + strconv.Itoa(i)
-			reqs := make(chan streams.WorkRequest, 4)
+			reqs := make(chan records.WorkRequest, 4)
 			if tt.serve != nil {
 				p.serve(t, streams.FallbackSubject(typ), func(m *nats.Msg) workAnswer {
-					reqs <- must(streams.Decode[streams.WorkRequest](m.Data))
+					reqs <- must(records.Decode[records.WorkRequest](m.Data))
 					return tt.serve(m)
 				})
 			}
 			b := batchOf(8)
 			b.Functions = []pipeline.Function{{Type: "first"}, {Type: typ, Payload: payloadOf("in")}}
 			inputs := []pipeline.Output{{Index: 0, Type: "first", Data: payloadOf("0")}}
-			prog := &streams.Progress{Next: 1, Failures: []int{0, 2}, Rounds: []int{0, 1}, LastError: "boom", Outputs: inputs}
+			prog := &records.Progress{Next: 1, Failures: []int{0, 2}, Rounds: []int{0, 1}, LastError: "boom", Outputs: inputs}
 			w := &workClient{nc: p.nc, timeout: 10 * time.Second}
 			out, err := w.fallback(p.ctx, b, prog, failure{index: 1, exhausted: true}, 2)
 			if err != nil {
