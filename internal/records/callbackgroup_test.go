@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tickflow/tickflow/internal/records"
+	"github.com/tickflow/tickflow/internal/records/recordstest"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -134,7 +135,7 @@ func FuzzDecodeCallbacks(f *testing.F) {
 func TestCallbackGroupFitsItsBound(t *testing.T) {
 	cbs := make([]records.Callback, records.CallbackGroupMax)
 	for i := range cbs {
-		cbs[i] = benchNoopCallback()
+		cbs[i] = recordstest.NoopCallback()
 		cbs[i].BatchID = uint64(i + 1)
 		cbs[i].Processor = "proc-" + strconv.Itoa(i)
 	}

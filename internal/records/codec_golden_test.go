@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/internal/records"
+	"github.com/tickflow/tickflow/internal/records/recordstest"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -42,10 +43,10 @@ func codecCases() []recordCase {
 		caseFor("WorkBatch", workBatchFixture(), records.Encode[records.WorkBatch], records.Decode[records.WorkBatch]),
 		caseFor("CallbackGroup", callbackGroupFixture(), records.Encode[records.CallbackGroup], records.Decode[records.CallbackGroup]),
 		caseFor("WorkBatchReply", workBatchReplyFixture(), records.Encode[records.WorkBatchReply], records.Decode[records.WorkBatchReply]),
-		caseFor("NoopBatchRecord", benchNoopRecord(), records.Encode[records.BatchRecord], records.Decode[records.BatchRecord]),
-		caseFor("NoopProgress", benchNoopProgress(), records.Encode[records.Progress], records.Decode[records.Progress]),
-		caseFor("NoopCallback", benchNoopCallback(), records.Encode[records.Callback], records.Decode[records.Callback]),
-		caseFor("NoopToken", records.Token{BatchID: 123456, Batch: new(benchNoopBatch())}, records.Encode[records.Token], records.Decode[records.Token]),
+		caseFor("NoopBatchRecord", recordstest.NoopRecord(), records.Encode[records.BatchRecord], records.Decode[records.BatchRecord]),
+		caseFor("NoopProgress", recordstest.NoopProgress(), records.Encode[records.Progress], records.Decode[records.Progress]),
+		caseFor("NoopCallback", recordstest.NoopCallback(), records.Encode[records.Callback], records.Decode[records.Callback]),
+		caseFor("NoopToken", records.Token{BatchID: 123456, Batch: new(recordstest.NoopBatch())}, records.Encode[records.Token], records.Decode[records.Token]),
 	)
 }
 

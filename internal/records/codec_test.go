@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/tickflow/tickflow/internal/records"
+	"github.com/tickflow/tickflow/internal/records/recordstest"
 	"github.com/tickflow/tickflow/internal/wire/wiretest"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -44,7 +45,7 @@ func TestCodecMatchesReflection(t *testing.T) {
 	})
 	t.Run("BatchRecord", func(t *testing.T) {
 		wiretest.Check[records.BatchRecord, batchRecordReflect](t, canonical(batchRecordFixture()).(records.BatchRecord))
-		wiretest.Check[records.BatchRecord, batchRecordReflect](t, canonical(benchNoopRecord()).(records.BatchRecord))
+		wiretest.Check[records.BatchRecord, batchRecordReflect](t, canonical(recordstest.NoopRecord()).(records.BatchRecord))
 		wiretest.Check[records.BatchRecord, batchRecordReflect](t, records.BatchRecord{})
 		wiretest.Check[records.BatchRecord, batchRecordReflect](t, records.BatchRecord{History: []records.Event{}, Outcome: &pipeline.Outcome{}})
 	})

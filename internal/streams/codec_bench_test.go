@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/tickflow/tickflow/internal/records"
+	"github.com/tickflow/tickflow/internal/records/recordstest"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -15,9 +16,9 @@ import (
 // call and answers, the processor publishes the callback, authz reads it
 // and rewrites the record).
 func BenchmarkNoopBatchWire(b *testing.B) {
-	bt := benchNoopBatch()
+	bt := recordstest.NoopBatch()
 	subject := streams.TokenSubject(bt.Priority, bt.Domain)
-	rec := benchNoopRecord()
+	rec := recordstest.NoopRecord()
 	tokMsg, err := streams.TokenMsg(subject, &bt, 0, 0)
 	if err != nil {
 		b.Fatal(err)
@@ -25,7 +26,7 @@ func BenchmarkNoopBatchWire(b *testing.B) {
 	req := records.WorkRequest{BatchID: bt.ID, Domain: bt.Domain, CreatedAt: bt.CreatedAt, Submitter: bt.Submitter,
 		Label: bt.Label, Attempt: 1, Unit: true, Calls: []records.WorkCall{{Index: 0, Type: "noop"}}}
 	outputs := []pipeline.Output{{Index: 0, Type: "noop"}}
-	cb := benchNoopCallback()
+	cb := recordstest.NoopCallback()
 	must := func(_ any, err error) {
 		if err != nil {
 			b.Fatal(err)
