@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/tickflow/tickflow/internal/records"
-	"github.com/tickflow/tickflow/internal/records/recordstest"
+	"github.com/tickflow/tickflow/internal/recordstest"
 )
 
 // The hot path's records are recordstest's no-op fixtures; the "full"

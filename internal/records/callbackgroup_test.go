@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/tickflow/tickflow/internal/records"
-	"github.com/tickflow/tickflow/internal/records/recordstest"
+	"github.com/tickflow/tickflow/internal/recordstest"
 	"github.com/vmihailenco/msgpack/v5"
 )
 

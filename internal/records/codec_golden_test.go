@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/internal/records"
-	"github.com/tickflow/tickflow/internal/records/recordstest"
+	"github.com/tickflow/tickflow/internal/recordstest"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/vmihailenco/msgpack/v5"
 )

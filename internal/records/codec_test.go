@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/tickflow/tickflow/internal/records"
-	"github.com/tickflow/tickflow/internal/records/recordstest"
+	"github.com/tickflow/tickflow/internal/recordstest"
 	"github.com/tickflow/tickflow/internal/wire/wiretest"
 	"github.com/tickflow/tickflow/pipeline"
 )

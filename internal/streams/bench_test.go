@@ -3,7 +3,7 @@ package streams_test
 import (
 	"testing"
 
-	"github.com/tickflow/tickflow/internal/records/recordstest"
+	"github.com/tickflow/tickflow/internal/recordstest"
 	"github.com/tickflow/tickflow/internal/streams"
 )
 
