@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -76,7 +77,7 @@ func (s *Service) confirm(ctx context.Context, user string, req *api.ConfirmRequ
 	if err := s.senderPool.checkInclusionConfirm(ctx, b, req); err != nil {
 		return nil, err
 	}
-	data, err := streams.Encode(&streams.Confirmation{Content: req.Content, By: user, Ref: req.Ref})
+	data, err := records.Encode(&records.Confirmation{Content: req.Content, By: user, Ref: req.Ref})
 	if err != nil {
 		return nil, err
 	}

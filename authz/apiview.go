@@ -2,7 +2,7 @@ package authz
 
 import (
 	"github.com/tickflow/tickflow/api"
-	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/records"
 )
 
 // The API's views of the records (api.BatchRecord, api.Progress, …) are
@@ -12,7 +12,7 @@ import (
 // view lacks.
 
 // apiRecord is rec as the batch operation answers it.
-func apiRecord(rec *streams.BatchRecord) *api.BatchRecord {
+func apiRecord(rec *records.BatchRecord) *api.BatchRecord {
 	if rec == nil {
 		return nil
 	}
@@ -30,7 +30,7 @@ func apiRecord(rec *streams.BatchRecord) *api.BatchRecord {
 }
 
 // apiProgress is p as the batch operation answers it.
-func apiProgress(p *streams.Progress) *api.Progress {
+func apiProgress(p *records.Progress) *api.Progress {
 	if p == nil {
 		return nil
 	}
@@ -50,7 +50,7 @@ func apiProgress(p *streams.Progress) *api.Progress {
 }
 
 // apiWaiting is w as the API answers it.
-func apiWaiting(w *streams.Waiting) *api.Waiting {
+func apiWaiting(w *records.Waiting) *api.Waiting {
 	if w == nil {
 		return nil
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/api"
-	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
@@ -17,12 +17,12 @@ import (
 // themselves, and a field added to a record but not to its view (or not
 // copied) fails here.
 func TestAPIViewsMatchRecords(t *testing.T) {
-	var rec streams.BatchRecord
+	var rec records.BatchRecord
 	fill(reflect.ValueOf(&rec).Elem(), 1)
-	var prog streams.Progress
+	var prog records.Progress
 	fill(reflect.ValueOf(&prog).Elem(), 1)
-	prog.State = streams.Parked
-	var win streams.ThrottleWindow
+	prog.State = records.Parked
+	var win records.ThrottleWindow
 	fill(reflect.ValueOf(&win).Elem(), 1)
 	tw := api.ThrottleWindow(win)
 	for _, tc := range []struct {
@@ -30,9 +30,9 @@ func TestAPIViewsMatchRecords(t *testing.T) {
 		record, view any
 	}{
 		{"batch record", &rec, apiRecord(&rec)},
-		{"empty batch record", &streams.BatchRecord{}, apiRecord(&streams.BatchRecord{})},
+		{"empty batch record", &records.BatchRecord{}, apiRecord(&records.BatchRecord{})},
 		{"progress", &prog, apiProgress(&prog)},
-		{"empty progress", &streams.Progress{}, apiProgress(&streams.Progress{})},
+		{"empty progress", &records.Progress{}, apiProgress(&records.Progress{})},
 		{"waiting", prog.Waiting, apiWaiting(prog.Waiting)},
 		{"throttle window", &win, &tw},
 	} {

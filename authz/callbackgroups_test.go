@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -18,13 +19,13 @@ import (
 // a processor of domain publishes it; member i names domains[i] when set.
 func groupOf(t *testing.T, ids []uint64, domains map[int]string) *nats.Msg {
 	t.Helper()
-	cbs := make([]streams.Callback, len(ids))
+	cbs := make([]records.Callback, len(ids))
 	for i, id := range ids {
 		d := domain
 		if o, ok := domains[i]; ok {
 			d = o
 		}
-		cbs[i] = streams.Callback{BatchID: id, Domain: d, Priority: pipeline.Med, Outcome: pipeline.ExecutedOutcome(1),
+		cbs[i] = records.Callback{BatchID: id, Domain: d, Priority: pipeline.Med, Outcome: pipeline.ExecutedOutcome(1),
 			Attempts: 1, At: time.Now(), Processor: "p1",
 			Outputs: []pipeline.Output{{Index: 0, Type: "noop", Data: pipeline.MustPayload("kept")}}}
 	}
@@ -56,7 +57,7 @@ func (b *bundle) appliedOnce(t *testing.T, id uint64) {
 	rec := b.record(t, id)
 	applied := 0
 	for _, ev := range rec.History {
-		if ev.What == streams.EventCallback {
+		if ev.What == records.EventCallback {
 			applied++
 		}
 	}
@@ -139,7 +140,7 @@ func TestCallbackGroupPoisonMember(t *testing.T) {
 	if len(dls) != 1 {
 		t.Fatalf("%d dead letters", len(dls))
 	}
-	if cb, err := streams.Decode[streams.Callback](dls[0].Callback); err != nil || cb.BatchID != poison {
+	if cb, err := records.Decode[records.Callback](dls[0].Callback); err != nil || cb.BatchID != poison {
 		t.Fatalf("the dead letter's callback %+v (%v), want batch %d's alone", cb, err, poison)
 	}
 	if _, err := kv.Put(b.ctx, streams.BatchKey(poison), orig.Value()); err != nil {
@@ -183,7 +184,7 @@ func TestCallbackGroupMemberOfAnotherDomain(t *testing.T) {
 func TestCallbackGroupOverTheBound(t *testing.T) {
 	b := setup(t)
 	var ids []uint64
-	for range streams.CallbackGroupMax + 1 {
+	for range records.CallbackGroupMax + 1 {
 		ids = append(ids, b.send(t, "alice", "jobs", noop()))
 	}
 	admin := b.env.JS(t, "admin")
@@ -222,7 +223,7 @@ func TestCallbackGroupOverTheBound(t *testing.T) {
 func TestRefusedGroupReplaysOnlyItsSubjectsDomain(t *testing.T) {
 	b := setup(t)
 	var ids []uint64
-	for range streams.CallbackGroupMax + 1 {
+	for range records.CallbackGroupMax + 1 {
 		ids = append(ids, b.send(t, "alice", "jobs", noop()))
 	}
 	// The members name their batches' own domain, but the message comes

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/internal/jsapi"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
@@ -25,7 +26,7 @@ import (
 // increasing delays (retryCallback).
 
 // delivery is a delivered message of callbacks: one callback, or a group
-// of them (streams.CallbackGroup). It is acknowledged once every callback
+// of them (records.CallbackGroup). It is acknowledged once every callback
 // in it is applied (or dead-lettered alone), and put back, with the
 // longest delay one of them asked for, when one is to be tried again:
 // the others, applied meanwhile, then find their records terminal.
@@ -67,20 +68,20 @@ func (d *delivery) done(retry bool, delay time.Duration) {
 // a member of its group.
 type received struct {
 	d  *delivery
-	cb streams.Callback
+	cb records.Callback
 }
 
 // receive decodes m and returns its callbacks that are to be applied,
 // each with the span of its application. The others were dealt with: a
 // callback that names another domain than its subject is refused (as
 // applied), an unreadable message left to retryCallback, a group beyond
-// streams.CallbackGroupMax dead-lettered whole.
+// records.CallbackGroupMax dead-lettered whole.
 func (ca *callbackApplier) receive(ctx context.Context, m jetstream.Msg) []received {
 	d := &delivery{m: m, held: &ca.held, deliveries: 1}
 	if md, err := jsapi.DeliveryOf(m.Reply()); err == nil {
 		d.deliveries, d.published = int(md.NumDelivered), md.Timestamp
 	}
-	cbs, group, err := streams.DecodeCallbacks(m.Data())
+	cbs, group, err := records.DecodeCallbacks(m.Data())
 	if err != nil {
 		// Nothing in it is trusted, not even of a newer version: its
 		// headers say which batch it is about, and it is handled whole
@@ -94,15 +95,15 @@ func (ca *callbackApplier) receive(ctx context.Context, m jetstream.Msg) []recei
 		return nil
 	}
 	domain, ok := streams.CallbackDomain(m.Subject())
-	if len(cbs) > streams.CallbackGroupMax {
+	if len(cbs) > records.CallbackGroupMax {
 		// A processor is trusted for its domain only: one message of its
-		// costs authz no more than streams.CallbackGroupMax callbacks. The
+		// costs authz no more than records.CallbackGroupMax callbacks. The
 		// group goes whole to the DLQ, where the owner sees it and its
 		// replay applies every callback in it.
 		d.left = 1
-		ca.log.Error("callback group refused: too many callbacks in one message", "subject", logging.Capped(m.Subject()), "callbacks", len(cbs), "max", streams.CallbackGroupMax)
-		ca.deadLetterCallback(ctx, &received{d: d, cb: streams.Callback{Domain: domain}}, d.deliveries,
-			fmt.Errorf("%w: a group of %d callbacks, and authz applies at most %d from one message", ErrCallbackGroup, len(cbs), streams.CallbackGroupMax))
+		ca.log.Error("callback group refused: too many callbacks in one message", "subject", logging.Capped(m.Subject()), "callbacks", len(cbs), "max", records.CallbackGroupMax)
+		ca.deadLetterCallback(ctx, &received{d: d, cb: records.Callback{Domain: domain}}, d.deliveries,
+			fmt.Errorf("%w: a group of %d callbacks, and authz applies at most %d from one message", ErrCallbackGroup, len(cbs), records.CallbackGroupMax))
 		return nil
 	}
 	d.group, d.left = group, len(cbs)
@@ -173,14 +174,14 @@ type callbackApplier struct {
 // record already terminal is left as it is, so a repeated callback changes
 // nothing. A batch record that cannot be read (malformed, or of a newer
 // wire version) gives an error matching ErrUnreadable.
-func (s *Service) Apply(ctx context.Context, cb *streams.Callback) error {
+func (s *Service) Apply(ctx context.Context, cb *records.Callback) error {
 	_, err := s.applier.apply(ctx, cb)
 	return err
 }
 
 // apply is Apply; recorded says the batch has a record in the callback's
 // domain (the callback applied now or before).
-func (ca *callbackApplier) apply(ctx context.Context, cb *streams.Callback) (recorded bool, err error) {
+func (ca *callbackApplier) apply(ctx context.Context, cb *records.Callback) (recorded bool, err error) {
 	c := ca.callbackChange(cb)
 	rec, err := ca.store.updateRecord(ctx, cb.BatchID, c.change)
 	if errors.Is(err, errUnrecorded) {
@@ -206,7 +207,7 @@ func (ca *callbackApplier) apply(ctx context.Context, cb *streams.Callback) (rec
 // sets every finding on each run.
 type callbackChange struct {
 	a  *callbackApplier
-	cb *streams.Callback
+	cb *records.Callback
 	at time.Time
 	// recorded says the record is in the callback's domain.
 	recorded bool
@@ -225,7 +226,7 @@ type callbackChange struct {
 	expire *expiry
 }
 
-func (ca *callbackApplier) callbackChange(cb *streams.Callback) callbackChange {
+func (ca *callbackApplier) callbackChange(cb *records.Callback) callbackChange {
 	at := cb.At
 	if at.IsZero() {
 		at = ca.now()
@@ -235,7 +236,7 @@ func (ca *callbackApplier) callbackChange(cb *streams.Callback) callbackChange {
 
 // change makes rec terminal with the callback's outcome; it writes nothing
 // to a record already terminal (a repeated callback) or of another domain.
-func (c *callbackChange) change(rec *streams.BatchRecord) (bool, error) {
+func (c *callbackChange) change(rec *records.BatchRecord) (bool, error) {
 	cb := c.cb
 	c.batchDomain, c.finishedLabel, c.finishedBy, c.key, c.expire = "", "", "", keyed{}, nil
 	c.recorded = rec.Batch.Domain == cb.Domain
@@ -259,7 +260,7 @@ func (c *callbackChange) change(rec *streams.BatchRecord) (bool, error) {
 	rec.UpdatedAt = c.a.now().UTC()
 	rec.FinishedAt = c.at.UTC()
 	c.expire = c.a.store.expiryOf(rec)
-	rec.History = append(rec.History, streams.Event{At: c.at.UTC(), What: streams.EventCallback,
+	rec.History = append(rec.History, records.Event{At: c.at.UTC(), What: records.EventCallback,
 		Detail: o.String() + " from " + cb.Processor + " after " + strconv.Itoa(cb.Attempts) + " attempts"})
 	c.a.keepOutputs(rec, cb.Outputs)
 	return true, nil
@@ -275,7 +276,7 @@ const outputsHeadroom = 4 << 10
 // not fit in the server's max_payload, the outputs keep their index and
 // type, their data is left out, and the history says so. The record is
 // encoded here only when a cheap upper bound says it might not fit.
-func (ca *callbackApplier) keepOutputs(rec *streams.BatchRecord, outs []pipeline.Output) {
+func (ca *callbackApplier) keepOutputs(rec *records.BatchRecord, outs []pipeline.Output) {
 	rec.Outputs = outs
 	if len(outs) == 0 {
 		return
@@ -294,7 +295,7 @@ func (ca *callbackApplier) keepOutputs(rec *streams.BatchRecord, outs []pipeline
 	if est <= limit {
 		return
 	}
-	data, err := streams.Encode(rec)
+	data, err := records.Encode(rec)
 	if err == nil && len(data) <= limit {
 		return
 	}
@@ -303,12 +304,12 @@ func (ca *callbackApplier) keepOutputs(rec *streams.BatchRecord, outs []pipeline
 		trimmed[i] = pipeline.Output{Index: o.Index, Type: o.Type, Ref: o.Ref}
 	}
 	rec.Outputs = trimmed
-	rec.History = append(rec.History, streams.Event{At: rec.UpdatedAt, What: "outputs trimmed",
+	rec.History = append(rec.History, records.Event{At: rec.UpdatedAt, What: "outputs trimmed",
 		Detail: fmt.Sprintf("the outputs' data is left out: the record would take %d bytes, and the server's max_payload of %d bytes leaves room for %d", len(data), ca.nc.MaxPayload(), limit)})
 }
 
 // noteFinished notes that the callback made rec terminal.
-func (ca *callbackApplier) noteFinished(ctx context.Context, c *callbackChange, rec *streams.BatchRecord) {
+func (ca *callbackApplier) noteFinished(ctx context.Context, c *callbackChange, rec *records.BatchRecord) {
 	if ca.log.Enabled(ctx, slog.LevelDebug) {
 		// The processor logs each finished batch at Info; this is its echo.
 		ca.log.Debug("batch finished", "batch_id", c.cb.BatchID, "outcome", c.cb.Outcome.String(), "domain", c.cb.Domain)
@@ -323,7 +324,7 @@ func (ca *callbackApplier) noteFinished(ctx context.Context, c *callbackChange, 
 // outcome as its body. It is a hint, at most once: the record, written
 // before, is what a waiter reads, and a waiter that missed the message
 // (a reconnect) reads the record again.
-func (ca *callbackApplier) announceOutcome(rec *streams.BatchRecord) {
+func (ca *callbackApplier) announceOutcome(rec *records.BatchRecord) {
 	if rec.Outcome == nil || pipeline.ValidateDomain(rec.Batch.Submitter) != nil {
 		return // no subject names this submitter
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -80,7 +81,7 @@ func TestCallbackFromAnotherDomainRefused(t *testing.T) {
 	sink := b.startAuthzWith(t, authz.Options{})
 	id := b.send(t, "alice", "jobs", noop()) // queued: nothing ticks
 	js := b.env.JS(t, "processor")
-	forge := func(cb *streams.Callback, subject string) {
+	forge := func(cb *records.Callback, subject string) {
 		t.Helper()
 		m, err := streams.CallbackMsg(cb)
 		if err != nil {
@@ -93,8 +94,8 @@ func TestCallbackFromAnotherDomainRefused(t *testing.T) {
 		}
 	}
 	executed := pipeline.Outcome{Status: pipeline.Executed}
-	forge(&streams.Callback{V: 1, BatchID: id, Domain: "other", Outcome: executed}, streams.CallbackSubject("other"))
-	forge(&streams.Callback{V: 1, BatchID: id, Domain: domain, Outcome: executed}, streams.CallbackSubject("other"))
+	forge(&records.Callback{V: 1, BatchID: id, Domain: "other", Outcome: executed}, streams.CallbackSubject("other"))
+	forge(&records.Callback{V: 1, BatchID: id, Domain: domain, Outcome: executed}, streams.CallbackSubject("other"))
 	refused := func(msg string) int {
 		n := 0
 		for _, r := range sink.Records(t) {
@@ -128,19 +129,19 @@ func TestCallbackOnARecordChangedMeanwhile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := streams.Decode[streams.BatchRecord](e.Value())
+	rec, err := records.Decode[records.BatchRecord](e.Value())
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.History = append(rec.History, streams.Event{At: time.Now().UTC(), What: "note", Detail: "changed by admin"})
-	data, err := streams.Encode(&rec)
+	rec.History = append(rec.History, records.Event{At: time.Now().UTC(), What: "note", Detail: "changed by admin"})
+	data, err := records.Encode(&rec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := kv.Update(b.ctx, streams.BatchKey(id), data, e.Revision()); err != nil {
 		t.Fatal(err)
 	}
-	m, err := streams.CallbackMsg(&streams.Callback{V: 1, BatchID: id, Domain: domain, Outcome: pipeline.Outcome{Status: pipeline.Executed, Executed: 1}, Attempts: 1})
+	m, err := streams.CallbackMsg(&records.Callback{V: 1, BatchID: id, Domain: domain, Outcome: pipeline.Outcome{Status: pipeline.Executed, Executed: 1}, Attempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestRepeatedCallbackFreesTheSlot(t *testing.T) {
 	}
 	callback := func() {
 		t.Helper()
-		m, err := streams.CallbackMsg(&streams.Callback{V: 1, BatchID: id, Domain: domain, Outcome: pipeline.Outcome{Status: pipeline.Executed, Executed: 1}, Attempts: 1})
+		m, err := streams.CallbackMsg(&records.Callback{V: 1, BatchID: id, Domain: domain, Outcome: pipeline.Outcome{Status: pipeline.Executed, Executed: 1}, Attempts: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

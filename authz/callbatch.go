@@ -13,6 +13,7 @@ import (
 
 	"github.com/tickflow/tickflow/internal/drain"
 	"github.com/tickflow/tickflow/internal/jsapi"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 )
 
@@ -133,7 +134,7 @@ type groupItem struct {
 	ctx  context.Context
 	span trace.Span
 	c    callbackChange
-	rec  streams.BatchRecord
+	rec  records.BatchRecord
 	ack  *jsapi.PendingAck
 	// get is the read of a record not remembered, on its way.
 	get *jsapi.PendingAck
@@ -264,7 +265,7 @@ func (b *callbackBatcher) writeRead(ctx, wctx context.Context, items []*groupIte
 			b.alone(it) // not recorded, or not readable: apply says so
 			continue
 		}
-		if it.rec, err = streams.Decode[streams.BatchRecord](data); err != nil || !b.send(it, rev) {
+		if it.rec, err = records.Decode[records.BatchRecord](data); err != nil || !b.send(it, rev) {
 			b.alone(it)
 			continue
 		}
@@ -283,7 +284,7 @@ func (b *callbackBatcher) send(it *groupItem, rev uint64) bool {
 	if write, err := it.c.change(&it.rec); err != nil || !write {
 		return false
 	}
-	data, err := streams.Encode(&it.rec)
+	data, err := records.Encode(&it.rec)
 	if err != nil {
 		return false
 	}

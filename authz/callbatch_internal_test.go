@@ -13,6 +13,7 @@ import (
 
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/drain"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
@@ -70,7 +71,7 @@ func (b *groupBundle) callbacks(t *testing.T, ids []uint64) {
 	t.Helper()
 	js := b.env.JS(t, "processor")
 	for _, id := range ids {
-		m, err := streams.CallbackMsg(&streams.Callback{V: 1, BatchID: id, Domain: "pay", Processor: "p", Outcome: pipeline.ExecutedOutcome(1), Attempts: 1})
+		m, err := streams.CallbackMsg(&records.Callback{V: 1, BatchID: id, Domain: "pay", Processor: "p", Outcome: pipeline.ExecutedOutcome(1), Attempts: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,13 +86,13 @@ func (b *groupBundle) callbacks(t *testing.T, ids []uint64) {
 	}
 }
 
-func (b *groupBundle) record(t *testing.T, kv jetstream.KeyValue, id uint64) (*streams.BatchRecord, uint64) {
+func (b *groupBundle) record(t *testing.T, kv jetstream.KeyValue, id uint64) (*records.BatchRecord, uint64) {
 	t.Helper()
 	e, err := kv.Get(b.ctx, streams.BatchKey(id))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := streams.Decode[streams.BatchRecord](e.Value())
+	rec, err := records.Decode[records.BatchRecord](e.Value())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func (b *groupBundle) record(t *testing.T, kv jetstream.KeyValue, id uint64) (*s
 }
 
 // callbackEvents counts the callbacks applied to rec.
-func callbackEvents(rec *streams.BatchRecord) int {
+func callbackEvents(rec *records.BatchRecord) int {
 	n := 0
 	for _, ev := range rec.History {
 		if ev.What == "callback" {
@@ -172,8 +173,8 @@ func TestGroupWriteThatLostItsRaceIsApplied(t *testing.T) {
 			continue
 		}
 		rec, rev := b.record(t, kv, id)
-		rec.History = append(rec.History, streams.Event{At: time.Now().UTC(), What: "note", Detail: "changed by admin"})
-		data, err := streams.Encode(rec)
+		rec.History = append(rec.History, records.Event{At: time.Now().UTC(), What: "note", Detail: "changed by admin"})
+		data, err := records.Encode(rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -262,7 +263,7 @@ func TestCallbacksAppliedOnceAcrossAConnectionLoss(t *testing.T) {
 		}
 		before, got := len(left), 0
 		for m := range batch.Messages() {
-			cbs, _, err := streams.DecodeCallbacks(m.Data())
+			cbs, _, err := records.DecodeCallbacks(m.Data())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -327,8 +328,8 @@ func TestGroupReadsRecordsItDidNotCreate(t *testing.T) {
 	other := b.replica(t, b.env.Conn(t, "authz"))
 	noted, gone := b.ids[0], b.ids[1]
 	rec, rev := b.record(t, kv, noted)
-	rec.History = append(rec.History, streams.Event{At: time.Now().UTC(), What: "note", Detail: "changed by admin"})
-	data, err := streams.Encode(rec)
+	rec.History = append(rec.History, records.Event{At: time.Now().UTC(), What: "note", Detail: "changed by admin"})
+	data, err := records.Encode(rec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/api"
-	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
@@ -95,9 +95,9 @@ func (b *cancelBundle) run(t *testing.T) {
 	t.Cleanup(func() { cancel(); testnats.Stopped(t, "authz", done) })
 }
 
-func (b *cancelBundle) waitStatus(t *testing.T, id uint64, want pipeline.Status) *streams.BatchRecord {
+func (b *cancelBundle) waitStatus(t *testing.T, id uint64, want pipeline.Status) *records.BatchRecord {
 	t.Helper()
-	var rec *streams.BatchRecord
+	var rec *records.BatchRecord
 	testnats.Eventually(t, 10*time.Second, "batch recorded "+string(want), func() bool {
 		var err error
 		rec, err = b.s.store.record(b.ctx, id)
@@ -121,7 +121,7 @@ func TestCancelWhileWaitingForKey(t *testing.T) {
 	}
 	b.tickUntil(t, head, cancelled)
 	// The head's callback is applied before the cancelled batch's.
-	if err := b.s.Apply(b.ctx, &streams.Callback{BatchID: head, Domain: "pay", Priority: pipeline.Med,
+	if err := b.s.Apply(b.ctx, &records.Callback{BatchID: head, Domain: "pay", Priority: pipeline.Med,
 		Outcome: pipeline.ExecutedOutcome(1), Attempts: 1, Processor: "test"}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/logging"
@@ -36,7 +37,7 @@ type deadLetters struct {
 	// admit queues a replayed batch (keyOrders.admit); apply applies a
 	// replayed callback (Service.Apply).
 	admit func(ctx context.Context, b *pipeline.Batch, repeat bool, bound int) (headOrFree bool, err error)
-	apply func(ctx context.Context, cb *streams.Callback) error
+	apply func(ctx context.Context, cb *records.Callback) error
 }
 
 // list answers the owner's dead-letter listing.
@@ -57,7 +58,7 @@ func (dq *deadLetters) list(ctx context.Context, user string, req *api.DLQReques
 
 type deadLetter struct {
 	item api.DeadLetterItem
-	dl   streams.DeadLetter
+	dl   records.DeadLetter
 }
 
 func (dq *deadLetters) deadLetters(ctx context.Context, domain string, from uint64, limit int) ([]deadLetter, error) {
@@ -78,7 +79,7 @@ func (dq *deadLetters) deadLetters(ctx context.Context, domain string, from uint
 			return nil, fmt.Errorf("authz: read dead letters: %w", err)
 		}
 		seq = rm.Sequence + 1
-		dl, err := streams.Decode[streams.DeadLetter](rm.Data)
+		dl, err := records.Decode[records.DeadLetter](rm.Data)
 		if err != nil {
 			continue // a raw, undecodable token: inspect with nats stream view
 		}
@@ -149,12 +150,12 @@ func (dq *deadLetters) replayOne(ctx context.Context, it deadLetter) (uint64, er
 	if err != nil {
 		return 0, err
 	}
-	_, err = dq.store.updateRecord(ctx, orig, func(rec *streams.BatchRecord) (bool, error) {
+	_, err = dq.store.updateRecord(ctx, orig, func(rec *records.BatchRecord) (bool, error) {
 		if rec.ReplayedAs == id {
 			return false, nil
 		}
 		rec.ReplayedAs = id
-		rec.History = append(rec.History, streams.Event{At: dq.now().UTC(), What: "replayed", Detail: fmt.Sprintf("dead letter %d replayed as batch %d", it.item.Seq, id)})
+		rec.History = append(rec.History, records.Event{At: dq.now().UTC(), What: "replayed", Detail: fmt.Sprintf("dead letter %d replayed as batch %d", it.item.Seq, id)})
 		return true, nil
 	})
 	switch {
@@ -313,7 +314,7 @@ func (dq *deadLetters) replayCallback(ctx context.Context, it deadLetter) (uint6
 	if err != nil {
 		return 0, fmt.Errorf("authz: stream %s: %w", streams.StreamCallbacks, err)
 	}
-	var replay []streams.Callback
+	var replay []records.Callback
 	rm, err := cbs.GetMsg(ctx, o.Seq)
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound) && len(it.dl.Callback) > 0:
@@ -324,7 +325,7 @@ func (dq *deadLetters) replayCallback(ctx context.Context, it deadLetter) (uint6
 		if it.dl.Outcome.Status == "" {
 			return 0, errf(api.CodeNotFound, "authz: dead letter %d: its callback (%s sequence %d) is gone and was never read", it.item.Seq, o.Stream, o.Seq)
 		}
-		replay = []streams.Callback{{BatchID: it.dl.Batch.ID, Domain: it.dl.Domain, Priority: it.dl.Batch.Priority,
+		replay = []records.Callback{{BatchID: it.dl.Batch.ID, Domain: it.dl.Domain, Priority: it.dl.Batch.Priority,
 			Outcome: it.dl.Outcome, Attempts: it.dl.Attempts, At: it.dl.At, Processor: "a replayed dead letter",
 			Outputs: it.dl.Outputs}}
 	case err != nil:
@@ -350,8 +351,8 @@ func (dq *deadLetters) replayCallback(ctx context.Context, it deadLetter) (uint6
 // (a single callback, or a group) and returns those to replay: the dead
 // letter's batch's, or, for a group refused whole (no batch), all of them.
 // A callback without a time finished at.
-func (dq *deadLetters) callbacksOf(it deadLetter, data []byte, at time.Time) ([]streams.Callback, error) {
-	cbs, _, err := streams.DecodeCallbacks(data)
+func (dq *deadLetters) callbacksOf(it deadLetter, data []byte, at time.Time) ([]records.Callback, error) {
+	cbs, _, err := records.DecodeCallbacks(data)
 	if err != nil {
 		var v uint8
 		if len(cbs) > 0 {
@@ -361,7 +362,7 @@ func (dq *deadLetters) callbacksOf(it deadLetter, data []byte, at time.Time) ([]
 	}
 	if id := it.dl.Batch.ID; id != 0 && len(cbs) > 1 {
 		// The member of a group that was dead-lettered alone.
-		i := slices.IndexFunc(cbs, func(cb streams.Callback) bool { return cb.BatchID == id })
+		i := slices.IndexFunc(cbs, func(cb records.Callback) bool { return cb.BatchID == id })
 		if i < 0 {
 			return nil, errf(api.CodeConflict, "authz: dead letter %d: its callbacks hold none of batch %d", it.item.Seq, id)
 		}

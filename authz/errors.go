@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/records"
 )
 
 // ErrTable is matched by every error loading an authorization table.
@@ -24,7 +24,7 @@ var ErrUnreadable = errors.New("authz: record unreadable")
 
 // ErrCallbackGroup is matched by the reason of a dead letter that holds a
 // whole group of callbacks authz refused: more than
-// streams.CallbackGroupMax in one message. Its replay applies them all.
+// records.CallbackGroupMax in one message. Its replay applies them all.
 var ErrCallbackGroup = errors.New("authz: callback group refused")
 
 // unreadableError is an ErrUnreadable that remembers which record could not
@@ -39,7 +39,7 @@ type unreadableError struct {
 // field was v (trusted only when the decoder rejected the version).
 func unreadable(what string, v uint8, err error) *unreadableError {
 	e := &unreadableError{what: what, err: err}
-	if errors.Is(err, streams.ErrVersion) {
+	if errors.Is(err, records.ErrVersion) {
 		e.version = v
 	}
 	return e

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -54,7 +55,7 @@ func (ins *inspector) domains(ctx context.Context, _ string, _ *struct{}) (any, 
 		case err != nil:
 			return nil, fmt.Errorf("authz: pause state of %s: %w", d, err)
 		default:
-			if st, err := streams.DecodeDomainState(e.Value()); err == nil {
+			if st, err := records.DecodeDomainState(e.Value()); err == nil {
 				info.Paused, info.PausedBy, info.At = st.Paused, st.By, st.At
 			}
 		}
@@ -108,14 +109,14 @@ func (ins *inspector) inflight(ctx context.Context, _ string, req *api.InFlightR
 	}
 	type found struct {
 		item api.InFlightItem
-		tok  streams.Token
+		tok  records.Token
 		prog *streams.ProgressEntry
 	}
 	var all []found
 	truncated := false
 	for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
 		n := 0
-		cut, err := ins.scanQueueWhile(ctx, req.Domain, p, maxInFlightScan, func(it api.QueueItem, tok streams.Token, pr *streams.ProgressEntry) bool {
+		cut, err := ins.scanQueueWhile(ctx, req.Domain, p, maxInFlightScan, func(it api.QueueItem, tok records.Token, pr *streams.ProgressEntry) bool {
 			all = append(all, found{item: api.InFlightItem{ID: it.ID, Priority: p, Position: it.Position, State: it.State, Rotations: it.Rotation}, tok: tok, prog: pr})
 			n++
 			return req.Total || n <= req.Limit
@@ -183,8 +184,8 @@ func cmpID(a, b uint64) int {
 // priority, in order, with its progress; it stops after max tokens (0: no
 // bound) and says so. One direct get per token and one progress read per
 // batch.
-func (ins *inspector) scanQueue(ctx context.Context, domain string, p pipeline.Priority, max int, visit func(api.QueueItem, streams.Token, *streams.ProgressEntry)) (truncated bool, err error) {
-	return ins.scanQueueWhile(ctx, domain, p, max, func(it api.QueueItem, tok streams.Token, pr *streams.ProgressEntry) bool {
+func (ins *inspector) scanQueue(ctx context.Context, domain string, p pipeline.Priority, max int, visit func(api.QueueItem, records.Token, *streams.ProgressEntry)) (truncated bool, err error) {
+	return ins.scanQueueWhile(ctx, domain, p, max, func(it api.QueueItem, tok records.Token, pr *streams.ProgressEntry) bool {
 		visit(it, tok, pr)
 		return true
 	})
@@ -192,7 +193,7 @@ func (ins *inspector) scanQueue(ctx context.Context, domain string, p pipeline.P
 
 // scanQueueWhile is scanQueue that also stops, reading nothing more, when
 // visit returns false; that stop is not a truncation.
-func (ins *inspector) scanQueueWhile(ctx context.Context, domain string, p pipeline.Priority, max int, visit func(api.QueueItem, streams.Token, *streams.ProgressEntry) bool) (truncated bool, err error) {
+func (ins *inspector) scanQueueWhile(ctx context.Context, domain string, p pipeline.Priority, max int, visit func(api.QueueItem, records.Token, *streams.ProgressEntry) bool) (truncated bool, err error) {
 	st := ins.queues[p]
 	filter := streams.QueueFilter(p, domain)
 	progress := map[uint64]*streams.ProgressEntry{}
@@ -209,7 +210,7 @@ func (ins *inspector) scanQueueWhile(ctx context.Context, domain string, p pipel
 			return false, fmt.Errorf("authz: read queue %s of %s: %w", p, domain, err)
 		}
 		seq = rm.Sequence + 1
-		tok, err := streams.Decode[streams.Token](rm.Data)
+		tok, err := records.Decode[records.Token](rm.Data)
 		if err != nil {
 			continue // garbage is the processor's to dead-letter
 		}

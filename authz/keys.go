@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/keyorder"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/logging"
@@ -18,7 +19,7 @@ import (
 
 // Per-key order. Batches of a domain that carry the same key run one at a
 // time, in the order authz accepted them. The keys bucket holds, per
-// (domain, key), the ids of the batches waiting (streams.KeyQueue); only
+// (domain, key), the ids of the batches waiting (records.KeyQueue); only
 // the first, the key's head, has a queue token. A batch joins its key's
 // order when it is admitted (send, insert, replay) and gets its token only
 // if it became the head. When a batch is terminal its callback reaches
@@ -255,7 +256,7 @@ func (ko *keyOrders) startIfNeverRan(ctx context.Context, b *pipeline.Batch) (do
 		return false, err
 	}
 	switch {
-	case st.State == streams.Done:
+	case st.State == records.Done:
 		return true, ko.doneHead(ctx, b, st)
 	case st.Rev != 0:
 		// It ran: the processor keeps its live token (a stale one brings
@@ -283,7 +284,7 @@ func (ko *keyOrders) startHead(ctx context.Context, b *pipeline.Batch, due bool)
 		return false, err
 	}
 	st, err := ko.progress.Load(ctx, b.Domain, b.ID)
-	if err != nil || st.State != streams.Done {
+	if err != nil || st.State != records.Done {
 		return false, err
 	}
 	return true, ko.doneHead(ctx, b, st)
@@ -339,7 +340,7 @@ func (k keyed) release(ctx context.Context, ko *keyOrders, id uint64) error {
 }
 
 // tokenKey is the key of the batch a token carries a copy of, if any.
-func tokenKey(tok streams.Token) string {
+func tokenKey(tok records.Token) string {
 	if tok.Batch == nil {
 		return ""
 	}

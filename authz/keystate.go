@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/senderlease"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
@@ -24,7 +25,7 @@ func (ko *keyOrders) list(ctx context.Context, _ string, req *api.KeysRequest) (
 	if err != nil {
 		return nil, err
 	}
-	var qs []streams.KeyQueue
+	var qs []records.KeyQueue
 	if len(req.Key) > maxKeyBytes {
 		return nil, errf(api.CodeBadRequest, "authz: key must be at most %d bytes (got %d)", maxKeyBytes, len(req.Key))
 	}
@@ -78,7 +79,7 @@ func (ko *keyOrders) list(ctx context.Context, _ string, req *api.KeysRequest) (
 
 // keyState describes one key from its order, its head's record and its
 // head's progress.
-func (ko *keyOrders) keyState(ctx context.Context, q *streams.KeyQueue, now time.Time) (api.KeyState, error) {
+func (ko *keyOrders) keyState(ctx context.Context, q *records.KeyQueue, now time.Time) (api.KeyState, error) {
 	ks := api.KeyState{Key: q.Key, Head: q.Head(), Since: q.HeadSince, For: now.Sub(q.HeadSince).Seconds(), Waiting: len(q.IDs) - 1}
 	rec, err := ko.store.record(ctx, ks.Head)
 	if err != nil {
@@ -108,7 +109,7 @@ func (ko *keyOrders) keyState(ctx context.Context, q *streams.KeyQueue, now time
 
 // currentFunction is the function whose failures count for the head: the
 // next one of a non-atomic batch, the unit (0) of an atomic one.
-func currentFunction(b *pipeline.Batch, p *streams.Progress) int {
+func currentFunction(b *pipeline.Batch, p *records.Progress) int {
 	if b.Subroutine.Mode == pipeline.Atomic {
 		return 0
 	}
@@ -117,7 +118,7 @@ func currentFunction(b *pipeline.Batch, p *streams.Progress) int {
 
 // sequencerState maps a head's record and progress to the sequencer's
 // batch and key states.
-func sequencerState(rec *streams.BatchRecord, st *streams.ProgressEntry, now time.Time) (api.TxnState, api.QueueState) {
+func sequencerState(rec *records.BatchRecord, st *streams.ProgressEntry, now time.Time) (api.TxnState, api.QueueState) {
 	p := &st.Progress
 	terminal := func(s pipeline.Status) (api.TxnState, api.QueueState) {
 		if s == pipeline.Executed {
@@ -128,9 +129,9 @@ func sequencerState(rec *streams.BatchRecord, st *streams.ProgressEntry, now tim
 	switch {
 	case rec.Status.Terminal():
 		return terminal(rec.Status)
-	case p.State == streams.Done && p.Outcome != nil:
+	case p.State == records.Done && p.Outcome != nil:
 		return terminal(p.Outcome.Status)
-	case p.State == streams.Parked:
+	case p.State == records.Parked:
 		return api.TxnRevision, api.QueueWaitingInclusion
 	case p.FallbackDue != nil:
 		return api.TxnRetry, api.QueueRetry

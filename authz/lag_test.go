@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -22,7 +23,7 @@ func TestCallbackLagOnlyForRecordedBatches(t *testing.T) {
 	b.runAuthz(t, authz.Options{Telemetry: tel})
 	js := b.env.JS(t, "processor")
 	for _, d := range []string{domain, "ghost"} {
-		data, err := streams.Encode(&streams.Callback{BatchID: 1 << 40, Domain: d, Outcome: pipeline.ExecutedOutcome(1), Attempts: 1, At: time.Now()})
+		data, err := records.Encode(&records.Callback{BatchID: 1 << 40, Domain: d, Outcome: pipeline.ExecutedOutcome(1), Attempts: 1, At: time.Now()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
@@ -48,8 +49,8 @@ func TestCallbacksAppliedOnce(t *testing.T) {
 	}
 	// A second, conflicting callback for the same batch (past any
 	// deduplication) changes nothing.
-	dup := &streams.Callback{BatchID: id, Domain: domain, Outcome: pipeline.RejectedOutcome("late"), Attempts: 9, At: time.Now()}
-	data, _ := streams.Encode(dup)
+	dup := &records.Callback{BatchID: id, Domain: domain, Outcome: pipeline.RejectedOutcome("late"), Attempts: 9, At: time.Now()}
+	data, _ := records.Encode(dup)
 	js := b.env.JS(t, "admin")
 	if _, err := js.Publish(b.ctx, streams.CallbackSubject(domain), data); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/internal/jsapi"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -92,10 +93,10 @@ func (ca *callbackApplier) deadLetterCallback(ctx context.Context, r *received, 
 	if at.IsZero() {
 		at = ca.now()
 	}
-	dl := &streams.DeadLetter{
+	dl := &records.DeadLetter{
 		Batch:  pipeline.Batch{ID: id, Domain: domain, Priority: cb.Priority},
 		Domain: domain, Error: reason, Attempts: cb.Attempts, Outcome: cb.Outcome, At: at.UTC(),
-		Origin: streams.Origin{Stream: streams.StreamCallbacks, Subject: m.Subject(), Seq: seq},
+		Origin: records.Origin{Stream: streams.StreamCallbacks, Subject: m.Subject(), Seq: seq},
 	}
 	// Acknowledging the callback removes it from CALLBACKS: its bytes go
 	// with the dead letter, for the replay.
@@ -104,14 +105,14 @@ func (ca *callbackApplier) deadLetterCallback(ctx context.Context, r *received, 
 	var err error
 	switch {
 	case r.d.group:
-		dl.Callback, err = streams.Encode(cb)
+		dl.Callback, err = records.Encode(cb)
 		msgID = streams.CallbackMemberDeadLetterMsgID(seq, id)
 	case errors.Is(cause, ErrCallbackGroup):
 		kind = streams.KindCallbacks
 	}
 	var data []byte
 	if err == nil {
-		data, err = streams.Encode(dl)
+		data, err = records.Encode(dl)
 	}
 	if err == nil {
 		msg := nats.NewMsg(streams.DLQSubject(domain))
@@ -130,7 +131,7 @@ func (ca *callbackApplier) deadLetterCallback(ctx context.Context, r *received, 
 			attrs := []any{"batch_id", id, "domain", domain, "deliveries", deliveries, "dlq_seq", ack.Sequence, "err", cause}
 			var ue *unreadableError
 			if errors.As(cause, &ue) && ue.version != 0 {
-				attrs = append(attrs, "version", ue.version, "reads_version", streams.WireVersion)
+				attrs = append(attrs, "version", ue.version, "reads_version", records.WireVersion)
 			}
 			what := "callback dead-lettered: a record it needs is unreadable; replay it once it is readable"
 			if kind == streams.KindCallbacks {

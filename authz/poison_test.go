@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -79,14 +80,14 @@ func watchNaks(t *testing.T, b *bundle) *naks {
 // readable again, replaying the dead letter applies the callback.
 func TestPoisonedCallbackIsDeadLettered(t *testing.T) {
 	future := func(id uint64) []byte {
-		data, err := msgpack.Marshal(&streams.BatchRecord{V: streams.WireVersion + 1, Batch: pipeline.Batch{ID: id, Domain: domain}, Status: pipeline.InProcess})
+		data, err := msgpack.Marshal(&records.BatchRecord{V: records.WireVersion + 1, Batch: pipeline.Batch{ID: id, Domain: domain}, Status: pipeline.InProcess})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return data
 	}
 	callback := func(id uint64) *nats.Msg {
-		m, err := streams.CallbackMsg(&streams.Callback{BatchID: id, Domain: domain, Priority: pipeline.Med,
+		m, err := streams.CallbackMsg(&records.Callback{BatchID: id, Domain: domain, Priority: pipeline.Med,
 			Outcome: pipeline.ExecutedOutcome(1), Attempts: 1, At: time.Now(), Processor: "p1",
 			Outputs: []pipeline.Output{{Index: 0, Type: "noop", Data: pipeline.MustPayload("kept")}}})
 		if err != nil {
@@ -102,7 +103,7 @@ func TestPoisonedCallbackIsDeadLettered(t *testing.T) {
 		replays  bool    // replay applies it once the record is restored
 	}{
 		{name: "garbage record", record: func(uint64) []byte { return []byte("\xc1 not msgpack") }, callback: callback, replays: true},
-		{name: "record of a newer version", record: future, callback: callback, version: streams.WireVersion + 1, replays: true},
+		{name: "record of a newer version", record: future, callback: callback, version: records.WireVersion + 1, replays: true},
 		{name: "garbage callback", callback: func(id uint64) *nats.Msg {
 			m := callback(id)
 			m.Data = []byte("\xc1 not msgpack")
@@ -110,9 +111,9 @@ func TestPoisonedCallbackIsDeadLettered(t *testing.T) {
 		}},
 		{name: "callback of a newer version", callback: func(id uint64) *nats.Msg {
 			m := callback(id)
-			m.Data, _ = msgpack.Marshal(&streams.Callback{V: streams.WireVersion + 1, BatchID: id, Domain: domain, Outcome: pipeline.ExecutedOutcome(1)})
+			m.Data, _ = msgpack.Marshal(&records.Callback{V: records.WireVersion + 1, BatchID: id, Domain: domain, Outcome: pipeline.ExecutedOutcome(1)})
 			return m
-		}, version: streams.WireVersion + 1},
+		}, version: records.WireVersion + 1},
 	}
 	backoff := []time.Duration{50 * time.Millisecond, 150 * time.Millisecond, 300 * time.Millisecond}
 	for _, tt := range tests {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 )
 
@@ -42,7 +43,7 @@ func (pw *presenceWatch) unserved(ctx context.Context) []string {
 }
 
 // live reads every presence record, oldest start first.
-func (pw *presenceWatch) live(ctx context.Context) ([]streams.Presence, error) {
+func (pw *presenceWatch) live(ctx context.Context) ([]records.Presence, error) {
 	ctx, cancel := context.WithTimeout(ctx, presenceWait)
 	defer cancel()
 	kv, err := pw.js.KeyValue(ctx, streams.BucketPresence)
@@ -63,7 +64,7 @@ func (pw *presenceWatch) list(ctx context.Context, _ string, _ *struct{}) (any, 
 	out := &api.PresenceReply{Processors: []api.Presence{}, Workers: []api.Presence{}, Unserved: unserved(pw.table(), live)}
 	for _, p := range live {
 		v := api.Presence{Name: p.Name, Kind: p.Kind, Domains: p.Domains, Types: p.Types, Since: p.Since, At: p.At}
-		if p.Kind == streams.PresenceProcessor {
+		if p.Kind == records.PresenceProcessor {
 			out.Processors = append(out.Processors, v)
 		} else {
 			out.Workers = append(out.Workers, v)
@@ -76,7 +77,7 @@ func (pw *presenceWatch) list(ctx context.Context, _ string, _ *struct{}) (any, 
 }
 
 // unserved compares table t with the live presence records.
-func unserved(t *Table, live []streams.Presence) []string {
+func unserved(t *Table, live []records.Presence) []string {
 	domains, types := map[string]bool{}, map[string]bool{}
 	for _, p := range live {
 		for _, d := range p.Domains {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/logging"
@@ -88,7 +89,7 @@ func (s *Service) Live(ctx context.Context, domain string, p pipeline.Priority) 
 // live is Service.Live.
 func (qe *queueEditor) live(ctx context.Context, domain string, p pipeline.Priority) ([]api.QueueItem, error) {
 	var items []api.QueueItem
-	_, err := qe.inspect.scanQueue(ctx, domain, p, 0, func(it api.QueueItem, _ streams.Token, _ *streams.ProgressEntry) {
+	_, err := qe.inspect.scanQueue(ctx, domain, p, 0, func(it api.QueueItem, _ records.Token, _ *streams.ProgressEntry) {
 		items = append(items, it)
 	})
 	return items, err
@@ -217,7 +218,7 @@ func (qe *queueEditor) moveToBack(ctx context.Context, domain string, it api.Que
 		if err != nil {
 			return err
 		}
-		if st.State == streams.Done || st.Rotation != it.Rotation || st.Gen > it.Gen+1 {
+		if st.State == records.Done || st.Rotation != it.Rotation || st.Gen > it.Gen+1 {
 			return nil
 		}
 		rec, err := qe.store.record(ctx, it.ID)
@@ -287,7 +288,7 @@ func (qe *queueEditor) setPaused(ctx context.Context, user string, req *api.Doma
 	if err := pipeline.ValidateDomain(req.Domain); err != nil {
 		return nil, err
 	}
-	v, _ := json.Marshal(streams.DomainState{Paused: paused, By: user, At: qe.now().UTC()})
+	v, _ := json.Marshal(records.DomainState{Paused: paused, By: user, At: qe.now().UTC()})
 	if _, err := qe.state.Put(ctx, req.Domain, v); err != nil {
 		return nil, fmt.Errorf("authz: set pause state: %w", err)
 	}

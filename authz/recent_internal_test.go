@@ -3,7 +3,7 @@ package authz
 import (
 	"testing"
 
-	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -14,7 +14,7 @@ import (
 func TestRecentRecordsBoundedByBytes(t *testing.T) {
 	rec := submit.NewRecord(&pipeline.Batch{ID: 7, Domain: "pay", Label: "jobs", Submitter: "alice",
 		Functions: []pipeline.Function{{Type: "noop"}}}, "")
-	data, err := streams.Encode(rec)
+	data, err := records.Encode(rec)
 	if err != nil {
 		t.Fatal(err)
 	}

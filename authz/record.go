@@ -11,6 +11,7 @@ import (
 
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/jsapi"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/pipeline"
@@ -48,11 +49,11 @@ var errUnrecorded = errors.New("authz: batch not recorded")
 // resets on each call. A batch without a
 // record gives an error matching errUnrecorded; a record that does not
 // decode, one matching ErrUnreadable.
-func (rs *recordStore) updateRecord(ctx context.Context, id uint64, change func(*streams.BatchRecord) (bool, error)) (*streams.BatchRecord, error) {
+func (rs *recordStore) updateRecord(ctx context.Context, id uint64, change func(*records.BatchRecord) (bool, error)) (*records.BatchRecord, error) {
 	if written, ok, err := rs.updateRecent(ctx, id, change); ok {
 		return written, err
 	}
-	var written *streams.BatchRecord
+	var written *records.BatchRecord
 	// A finished batch's record is written with what is left of its age
 	// (recordTTL): a write without one would keep it for ever.
 	_, err := streams.UpdateKVTTL(ctx, rs.js, rs.batches, streams.BatchKey(id), func(cur []byte, exists bool) ([]byte, time.Duration, error) {
@@ -60,14 +61,14 @@ func (rs *recordStore) updateRecord(ctx context.Context, id uint64, change func(
 		if !exists {
 			return nil, 0, fmt.Errorf("%w: %d", errUnrecorded, id)
 		}
-		rec, err := streams.Decode[streams.BatchRecord](cur)
+		rec, err := records.Decode[records.BatchRecord](cur)
 		if err != nil {
 			return nil, 0, unreadable(fmt.Sprintf("record of batch %d", id), rec.V, err)
 		}
 		if write, err := change(&rec); err != nil || !write {
 			return nil, 0, err
 		}
-		data, err := streams.Encode(&rec)
+		data, err := records.Encode(&rec)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -132,7 +133,7 @@ func (r *recentRecords) put(id uint64, c *submit.Created) {
 
 // take forgets the record of batch id and returns it decoded, at the
 // revision this replica wrote; ok is false when it is not remembered.
-func (r *recentRecords) take(id uint64) (rec streams.BatchRecord, rev uint64, ok bool) {
+func (r *recentRecords) take(id uint64) (rec records.BatchRecord, rev uint64, ok bool) {
 	r.mu.Lock()
 	rr, ok := r.m[id]
 	if ok {
@@ -143,7 +144,7 @@ func (r *recentRecords) take(id uint64) (rec streams.BatchRecord, rev uint64, ok
 	if !ok {
 		return rec, 0, false
 	}
-	rec, err := streams.Decode[streams.BatchRecord](rr.data)
+	rec, err := records.Decode[records.BatchRecord](rr.data)
 	if err != nil {
 		return rec, 0, false // read back from the store instead
 	}
@@ -154,7 +155,7 @@ func (r *recentRecords) take(id uint64) (rec streams.BatchRecord, rev uint64, ok
 // writes it with compare-and-set on the remembered revision. ok is false
 // when there is nothing remembered or the record changed meanwhile: the
 // caller then applies change to the record as stored.
-func (rs *recordStore) updateRecent(ctx context.Context, id uint64, change func(*streams.BatchRecord) (bool, error)) (written *streams.BatchRecord, ok bool, err error) {
+func (rs *recordStore) updateRecent(ctx context.Context, id uint64, change func(*records.BatchRecord) (bool, error)) (written *records.BatchRecord, ok bool, err error) {
 	rec, rev, ok := rs.recent.take(id)
 	if !ok {
 		return nil, false, nil
@@ -163,7 +164,7 @@ func (rs *recordStore) updateRecent(ctx context.Context, id uint64, change func(
 	if err != nil || !write {
 		return nil, false, nil // decide on the record as stored
 	}
-	data, err := streams.Encode(&rec)
+	data, err := records.Encode(&rec)
 	if err != nil {
 		return nil, true, err
 	}
@@ -199,7 +200,7 @@ func (rs *recordStore) idempotent(ctx context.Context, user, idem string) (uint6
 }
 
 // record reads batch id's record: a 404 when it has none.
-func (rs *recordStore) record(ctx context.Context, id uint64) (*streams.BatchRecord, error) {
+func (rs *recordStore) record(ctx context.Context, id uint64) (*records.BatchRecord, error) {
 	e, err := rs.batches.Get(ctx, streams.BatchKey(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, errf(api.CodeNotFound, "authz: no batch %d", id)
@@ -207,7 +208,7 @@ func (rs *recordStore) record(ctx context.Context, id uint64) (*streams.BatchRec
 	if err != nil {
 		return nil, err
 	}
-	rec, err := streams.Decode[streams.BatchRecord](e.Value())
+	rec, err := records.Decode[records.BatchRecord](e.Value())
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +219,7 @@ func (rs *recordStore) record(ctx context.Context, id uint64) (*streams.BatchRec
 // when may says so: a batch that does not exist and one the caller may
 // not know of both answer hidden, so the answer tells nothing of which
 // batches exist.
-func (rs *recordStore) recordFor(ctx context.Context, id uint64, hidden *Error, may func(*pipeline.Batch) bool) (*streams.BatchRecord, error) {
+func (rs *recordStore) recordFor(ctx context.Context, id uint64, hidden *Error, may func(*pipeline.Batch) bool) (*records.BatchRecord, error) {
 	rec, err := rs.record(ctx, id)
 	var ae *Error
 	if errors.As(err, &ae) && ae.Code == api.CodeNotFound {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -53,13 +54,13 @@ func (rv *remover) markRemoved(ctx context.Context, b *pipeline.Batch, st *strea
 	if reason != "" {
 		o.Reason = reason
 	}
-	st.State, st.Parked, st.FallbackDue, st.Outcome, st.By = streams.Done, nil, nil, &o, streams.AuthzService
+	st.State, st.Parked, st.FallbackDue, st.Outcome, st.By = records.Done, nil, nil, &o, streams.AuthzService
 	return rv.progress.Save(ctx, b.Domain, st)
 }
 
 // removed says whether progress st says its batch was removed by authz.
 func removed(st *streams.ProgressEntry) bool {
-	return st.State == streams.Done && st.Outcome != nil && st.Outcome.Status == pipeline.RemovedByOwner
+	return st.State == records.Done && st.Outcome != nil && st.Outcome.Status == pipeline.RemovedByOwner
 }
 
 // retireRemoved deletes the tokens of removed batch b at stream sequences
@@ -98,8 +99,8 @@ func deleteToken(ctx context.Context, st jetstream.Stream, seq uint64) error {
 
 // removedCallback is the callback of removed batch b: the same every time
 // it is built from the same progress, like its deduplication id.
-func removedCallback(b *pipeline.Batch, st *streams.ProgressEntry) *streams.Callback {
-	return &streams.Callback{BatchID: b.ID, Domain: b.Domain, Priority: b.Priority, Outcome: *st.Outcome,
+func removedCallback(b *pipeline.Batch, st *streams.ProgressEntry) *records.Callback {
+	return &records.Callback{BatchID: b.ID, Domain: b.Domain, Priority: b.Priority, Outcome: *st.Outcome,
 		Attempts: st.Attempts(b.Subroutine.Mode == pipeline.Atomic), At: st.UpdatedAt, Processor: streams.AuthzService,
 		Outputs: st.Outputs}
 }
@@ -120,7 +121,7 @@ func (rv *remover) tokensOf(ctx context.Context, b *pipeline.Batch) ([]uint64, e
 			return nil, fmt.Errorf("authz: read queue %s of %s: %w", b.Priority, b.Domain, err)
 		}
 		seq = rm.Sequence + 1
-		if tok, err := streams.Decode[streams.Token](rm.Data); err == nil && tok.BatchID == b.ID {
+		if tok, err := records.Decode[records.Token](rm.Data); err == nil && tok.BatchID == b.ID {
 			seqs = append(seqs, rm.Sequence)
 		}
 	}
@@ -133,7 +134,7 @@ func (rv *remover) remove(ctx context.Context, domain string, it api.QueueItem) 
 	if err != nil {
 		return 0, err
 	}
-	if st.State == streams.Done || st.Gen != it.Gen || st.Rotation != it.Rotation {
+	if st.State == records.Done || st.Gen != it.Gen || st.Rotation != it.Rotation {
 		return 0, streams.ErrConflict
 	}
 	rec, err := rv.store.record(ctx, it.ID)
@@ -160,7 +161,7 @@ func (rv *remover) remove(ctx context.Context, domain string, it api.QueueItem) 
 
 // publishCallback publishes a terminal callback; duplicate says another
 // terminal callback of the batch was published first, and this one was dropped.
-func (rv *remover) publishCallback(ctx context.Context, cb *streams.Callback) (duplicate bool, err error) {
+func (rv *remover) publishCallback(ctx context.Context, cb *records.Callback) (duplicate bool, err error) {
 	m, err := streams.CallbackMsg(cb)
 	if err != nil {
 		return false, err
@@ -213,7 +214,7 @@ func (rv *remover) cancel(ctx context.Context, user string, req *api.IDRequest) 
 			return nil, err
 		}
 		repeat := removed(st)
-		if st.State == streams.Done && !repeat {
+		if st.State == records.Done && !repeat {
 			return nil, finished
 		}
 		if !repeat {

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 )
@@ -43,7 +44,7 @@ func (rs *recordStore) readRetention(ctx context.Context, progress jetstream.Key
 
 // recordTTL is the time to live of rec written now: none while it runs;
 // once finished, what is left of its age.
-func (rs *recordStore) recordTTL(rec *streams.BatchRecord) time.Duration {
+func (rs *recordStore) recordTTL(rec *records.BatchRecord) time.Duration {
 	if !rec.Status.Terminal() {
 		return 0
 	}
@@ -66,7 +67,7 @@ type expiry struct {
 
 // expiryOf is the expiry of the keys of rec, terminal; nil when records
 // do not expire.
-func (rs *recordStore) expiryOf(rec *streams.BatchRecord) *expiry {
+func (rs *recordStore) expiryOf(rec *records.BatchRecord) *expiry {
 	ttl := rs.recordTTL(rec)
 	if ttl == 0 {
 		return nil

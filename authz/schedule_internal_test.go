@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 )
@@ -158,7 +159,7 @@ func wantPeriods(ctx context.Context, t *testing.T, s *Service, want ...time.Tim
 	}
 }
 
-func scheduleState(ctx context.Context, t *testing.T, s *Service) streams.ScheduleState {
+func scheduleState(ctx context.Context, t *testing.T, s *Service) records.ScheduleState {
 	t.Helper()
 	st, err := s.sched.readScheduleState(ctx, "tick")
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/jsapi"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/logging"
@@ -125,7 +126,7 @@ func (sb *scheduledBatches) publishFirst(ctx context.Context, b *pipeline.Batch,
 // then acknowledges it. A token that does not decode, or whose batch has
 // no record, is dropped with a log line: only authz writes the stream.
 func (sb *scheduledBatches) forwardDue(ctx context.Context, m jetstream.Msg) {
-	tok, err := streams.Decode[streams.Token](m.Data())
+	tok, err := records.Decode[records.Token](m.Data())
 	if err != nil {
 		sb.log.Error("fired schedule does not decode: dropped", "err", err)
 		_ = m.Term()
@@ -183,7 +184,7 @@ func (sb *scheduledBatches) list(ctx context.Context, domain string, p pipeline.
 			return nil, false, fmt.Errorf("authz: read the schedules of %s's %s queue: %w", domain, p, err)
 		}
 		seq = rm.Sequence + 1
-		tok, err := streams.Decode[streams.Token](rm.Data)
+		tok, err := records.Decode[records.Token](rm.Data)
 		if err != nil || tok.Batch == nil || tok.Batch.ID != tok.BatchID {
 			if err == nil {
 				rec, rerr := sb.store.record(ctx, tok.BatchID)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 )
@@ -159,7 +160,7 @@ func (sr *scheduler) fireSchedule(ctx context.Context, t *Table, name string, sc
 // now, and the latest period due; ok is false when none is due. It is the
 // first period after the last fired if that began at most catchUpGrace
 // ago, else the latest (the catch-up policy).
-func due(tm *timing, st streams.ScheduleState, now time.Time) (p, latest time.Time, ok bool) {
+func due(tm *timing, st records.ScheduleState, now time.Time) (p, latest time.Time, ok bool) {
 	floor := periodFloor(st)
 	latest, ok = tm.latest(floor, now)
 	if !ok {
@@ -210,13 +211,13 @@ func (sr *scheduler) sendPeriod(ctx context.Context, t *Table, name string, sc *
 // scheduleState reads schedule name's state, creating it when there is
 // none and starting it afresh when the schedule's timing changed: only
 // periods after now fire then.
-func (sr *scheduler) scheduleState(ctx context.Context, name string, sc *Schedule, now time.Time) (streams.ScheduleState, error) {
-	var st streams.ScheduleState
+func (sr *scheduler) scheduleState(ctx context.Context, name string, sc *Schedule, now time.Time) (records.ScheduleState, error) {
+	var st records.ScheduleState
 	_, err := streams.UpdateKV(ctx, sr.schedules, streams.ScheduleKey(name), func(cur []byte, exists bool) ([]byte, error) {
-		st = streams.ScheduleState{}
+		st = records.ScheduleState{}
 		if exists {
 			var err error
-			if st, err = streams.DecodeScheduleState(cur); err != nil {
+			if st, err = records.DecodeScheduleState(cur); err != nil {
 				return nil, err
 			}
 			if st.Spec == sc.timing.spec {
@@ -238,10 +239,10 @@ func (sr *scheduler) scheduleState(ctx context.Context, name string, sc *Schedul
 func (sr *scheduler) markFired(ctx context.Context, name string, sc *Schedule, p time.Time, id uint64) (advanced bool, err error) {
 	_, err = streams.UpdateKV(ctx, sr.schedules, streams.ScheduleKey(name), func(cur []byte, exists bool) ([]byte, error) {
 		advanced = false
-		st := streams.ScheduleState{Spec: sc.timing.spec, Since: p}
+		st := records.ScheduleState{Spec: sc.timing.spec, Since: p}
 		if exists {
 			var err error
-			if st, err = streams.DecodeScheduleState(cur); err != nil {
+			if st, err = records.DecodeScheduleState(cur); err != nil {
 				return nil, err
 			}
 		}
@@ -259,7 +260,7 @@ func (sr *scheduler) markFired(ctx context.Context, name string, sc *Schedule, p
 
 // periodFloor is the time after which a schedule's periods may fire: its
 // last period fired, or when its timing was first seen if that is later.
-func periodFloor(st streams.ScheduleState) time.Time {
+func periodFloor(st records.ScheduleState) time.Time {
 	if st.Last.After(st.Since) {
 		return st.Last
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 )
@@ -59,12 +60,12 @@ func (sr *scheduler) setSchedulePaused(ctx context.Context, user string, req *ap
 		return nil, errf(api.CodeNotFound, "authz: no schedule %q in the table (schedules: %v)", logging.Capped(req.Name), names)
 	}
 	now := sr.now()
-	var st streams.ScheduleState
+	var st records.ScheduleState
 	_, err := streams.UpdateKV(ctx, sr.schedules, streams.ScheduleKey(req.Name), func(cur []byte, exists bool) ([]byte, error) {
-		st = streams.ScheduleState{}
+		st = records.ScheduleState{}
 		if exists {
 			var err error
-			if st, err = streams.DecodeScheduleState(cur); err != nil {
+			if st, err = records.DecodeScheduleState(cur); err != nil {
 				return nil, err
 			}
 		}
@@ -95,19 +96,19 @@ func (sr *scheduler) setSchedulePaused(ctx context.Context, user string, req *ap
 
 // readScheduleState reads schedule name's state; the zero state when it
 // has none yet (no replica looked at it).
-func (sr *scheduler) readScheduleState(ctx context.Context, name string) (streams.ScheduleState, error) {
+func (sr *scheduler) readScheduleState(ctx context.Context, name string) (records.ScheduleState, error) {
 	e, err := sr.schedules.Get(ctx, streams.ScheduleKey(name))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return streams.ScheduleState{}, nil
+		return records.ScheduleState{}, nil
 	}
 	if err != nil {
-		return streams.ScheduleState{}, fmt.Errorf("authz: schedule %s: %w", name, err)
+		return records.ScheduleState{}, fmt.Errorf("authz: schedule %s: %w", name, err)
 	}
-	return streams.DecodeScheduleState(e.Value())
+	return records.DecodeScheduleState(e.Value())
 }
 
 // scheduleInfo describes schedule name of table t in state st at now.
-func scheduleInfo(t *Table, name string, sc *Schedule, st streams.ScheduleState, now time.Time) api.ScheduleInfo {
+func scheduleInfo(t *Table, name string, sc *Schedule, st records.ScheduleState, now time.Time) api.ScheduleInfo {
 	info := api.ScheduleInfo{
 		Name: name, Cron: sc.Cron, TimeZone: sc.TimeZone, User: sc.User, Label: sc.Label,
 		Priority: sc.priority(t.Labels[sc.Label]), Key: sc.Key,

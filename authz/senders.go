@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/senderlease"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
@@ -106,8 +107,8 @@ func (r *FunctionRule) validateInclusion(mode pipeline.Mode) error {
 // refuseInclusionWait returns a conflict while batch b, whose progress is
 // prog, waits for the inclusion of what one of its functions dispatched;
 // what names the refused operation.
-func refuseInclusionWait(b *pipeline.Batch, prog *streams.Progress, what string) error {
-	if prog.State != streams.Parked || prog.Parked == nil {
+func refuseInclusionWait(b *pipeline.Batch, prog *records.Progress, what string) error {
+	if prog.State != records.Parked || prog.Parked == nil {
 		return nil
 	}
 	k := prog.Parked.Index
@@ -133,7 +134,7 @@ func (sp *senderPool) checkInclusionConfirm(ctx context.Context, b *pipeline.Bat
 		return nil // the processor decides; authz cannot tell
 	}
 	switch {
-	case prog.State != streams.Parked || prog.Parked == nil || prog.Parked.Index != req.Index:
+	case prog.State != records.Parked || prog.Parked == nil || prog.Parked.Index != req.Index:
 		return errf(api.CodeConflict, "authz: function %d of batch %d waits for no inclusion now (state %s)", req.Index, b.ID, prog.State)
 	case prog.Parked.Output.Ref != req.Ref:
 		return errf(api.CodeConflict, "authz: function %d of batch %d waits for the inclusion of another dispatch than %q (round %d)", req.Index, b.ID, logging.Capped(req.Ref), prog.RoundOf(req.Index))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
@@ -159,7 +160,7 @@ func TestEnsureQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 	ran := record()
-	if err := s.store.progress.Save(ctx, "pay", &streams.ProgressEntry{Progress: streams.Progress{BatchID: ran.ID, State: streams.Queued, Rotation: 1}}); err != nil {
+	if err := s.store.progress.Save(ctx, "pay", &streams.ProgressEntry{Progress: records.Progress{BatchID: ran.ID, State: records.Queued, Rotation: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []uint64{cancelled.ID, ran.ID, 1 << 40} {

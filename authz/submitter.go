@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/jsapi"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
@@ -40,7 +41,7 @@ type submitterIndex struct {
 
 // indexMarks appends this replica's submissions to the submitter index: a
 // submitter's batches accepted while their previous entry is being written
-// share the next entry (at most streams.SubmittedGroup), so a busy
+// share the next entry (at most records.SubmittedGroup), so a busy
 // submitter costs far fewer writes than batches, and a sparse one one
 // write per batch. Per submitter it keeps the entries waiting and, between
 // writes, the subject's last entry as this replica knows it (its sequence,
@@ -115,7 +116,7 @@ func (si *submitterIndex) startIndex(user string, id uint64) (*indexWrite, error
 		m.users[user] = l
 	}
 	var w *indexWrite
-	if n := len(l.waiting); n > 0 && len(l.waiting[n-1].ids) < streams.SubmittedGroup {
+	if n := len(l.waiting); n > 0 && len(l.waiting[n-1].ids) < records.SubmittedGroup {
 		w = l.waiting[n-1]
 	} else {
 		w = &indexWrite{done: make(chan struct{})}
@@ -167,11 +168,11 @@ func (si *submitterIndex) appendIndex(user string, l *indexLog, ids []uint64) er
 			}
 			l.tail, l.known = tail, true
 		}
-		e := streams.SubmittedEntry{IDs: ids}
+		e := records.SubmittedEntry{IDs: ids}
 		if l.tail.seq != 0 {
-			e.Back = append([]uint64{l.tail.seq}, l.tail.back[:min(len(l.tail.back), streams.SubmittedBack-1)]...)
+			e.Back = append([]uint64{l.tail.seq}, l.tail.back[:min(len(l.tail.back), records.SubmittedBack-1)]...)
 		}
-		data, err := streams.Encode(&e)
+		data, err := records.Encode(&e)
 		if err != nil {
 			return err
 		}
@@ -236,7 +237,7 @@ func (si *submitterIndex) indexTail(ctx context.Context, user string) (indexTail
 // readEntry reads the answer to a direct get of an index entry, which must
 // be of user's subject: an entry of another's is no entry (ErrNoValue), as
 // a missing one is.
-func readEntry(ctx context.Context, g *jsapi.PendingAck, user string) (uint64, *streams.SubmittedEntry, error) {
+func readEntry(ctx context.Context, g *jsapi.PendingAck, user string) (uint64, *records.SubmittedEntry, error) {
 	if _, err := g.Wait(ctx); err != nil {
 		return 0, nil, fmt.Errorf("authz: read the submitter index: %w", err)
 	}
@@ -248,7 +249,7 @@ func readEntry(ctx context.Context, g *jsapi.PendingAck, user string) (uint64, *
 	if m.Header.Get(jetstream.SubjectHeader) != streams.SubmittedSubject(user) {
 		return 0, nil, jsapi.ErrNoValue
 	}
-	e, err := streams.Decode[streams.SubmittedEntry](data)
+	e, err := records.Decode[records.SubmittedEntry](data)
 	if err != nil {
 		return 0, nil, fmt.Errorf("authz: read the submitter index: entry %d: %w", seq, err)
 	}
@@ -308,7 +309,7 @@ type listed struct {
 
 // indexReader walks a submitter's index entries newest first, reading at
 // most ahead entries at once: each names the sequences of the ones before
-// it (streams.SubmittedBack), so they are read together.
+// it (records.SubmittedBack), so they are read together.
 type indexReader struct {
 	acks  *jsapi.AckPublisher
 	user  string
@@ -318,7 +319,7 @@ type indexReader struct {
 }
 
 // add takes entry e at seq, of which the first rest ids are to list.
-func (r *indexReader) add(seq uint64, e *streams.SubmittedEntry, rest int) {
+func (r *indexReader) add(seq uint64, e *records.SubmittedEntry, rest int) {
 	rest = min(rest, len(e.IDs))
 	for i := rest - 1; i >= 0; i-- {
 		next := entryCursor(seq, i)
@@ -419,7 +420,7 @@ func (si *submitterIndex) list(ctx context.Context, user string, req *api.ListRe
 		}
 	} else {
 		seq, rest := req.Before>>8, int(req.Before&0xff)
-		if seq == 0 || rest == 0 || (rest > streams.SubmittedGroup && rest != restAll) {
+		if seq == 0 || rest == 0 || (rest > records.SubmittedGroup && rest != restAll) {
 			return nil, badCursor
 		}
 		r.older = []uint64{seq}
@@ -487,7 +488,7 @@ func (si *submitterIndex) list(ctx context.Context, user string, req *api.ListRe
 // readRecords reads the records of the batches listed, with one pipelined
 // direct get each: nil for an id without a record (refused before its
 // record was written).
-func (si *submitterIndex) readRecords(ctx context.Context, ids []listed) ([]*streams.BatchRecord, error) {
+func (si *submitterIndex) readRecords(ctx context.Context, ids []listed) ([]*records.BatchRecord, error) {
 	gets := make([]*jsapi.PendingAck, 0, len(ids))
 	defer func() {
 		for _, g := range gets {
@@ -503,7 +504,7 @@ func (si *submitterIndex) readRecords(ctx context.Context, ids []listed) ([]*str
 		}
 		gets = append(gets, g)
 	}
-	recs := make([]*streams.BatchRecord, len(ids))
+	recs := make([]*records.BatchRecord, len(ids))
 	for i, g := range gets {
 		gets[i] = nil
 		if _, err := g.Wait(ctx); err != nil {
@@ -516,7 +517,7 @@ func (si *submitterIndex) readRecords(ctx context.Context, ids []listed) ([]*str
 		if err != nil {
 			return nil, fmt.Errorf("authz: read batch %d: %w", ids[i].id, err)
 		}
-		rec, err := streams.Decode[streams.BatchRecord](data)
+		rec, err := records.Decode[records.BatchRecord](data)
 		if err != nil {
 			return nil, fmt.Errorf("authz: read batch %d: %w", ids[i].id, err)
 		}
@@ -606,7 +607,7 @@ func (si *submitterIndex) submitted(ctx context.Context, user string, before uin
 // windowRecords reads the records of the ids of window w below before (0:
 // all), with one pipelined direct get each, and returns those found,
 // newest first.
-func (si *submitterIndex) windowRecords(ctx context.Context, w, before uint64) ([]*streams.BatchRecord, error) {
+func (si *submitterIndex) windowRecords(ctx context.Context, w, before uint64) ([]*records.BatchRecord, error) {
 	last := w + streams.SubmitterWindow - 1
 	if before != 0 && last >= before {
 		last = before - 1
@@ -619,16 +620,16 @@ func (si *submitterIndex) windowRecords(ctx context.Context, w, before uint64) (
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(recs, func(r *streams.BatchRecord) bool { return r == nil }), nil
+	return slices.DeleteFunc(recs, func(r *records.BatchRecord) bool { return r == nil }), nil
 }
 
-func (si *submitterIndex) summary(rec *streams.BatchRecord) api.BatchSummary {
+func (si *submitterIndex) summary(rec *records.BatchRecord) api.BatchSummary {
 	out := summary(rec)
 	out.Scheduled = rec.Status == pipeline.InProcess && rec.Batch.Scheduled(si.now())
 	return out
 }
 
-func summary(rec *streams.BatchRecord) api.BatchSummary {
+func summary(rec *records.BatchRecord) api.BatchSummary {
 	b := &rec.Batch
 	out := api.BatchSummary{ID: b.ID, Label: b.Label, Domain: b.Domain, Priority: b.Priority, Status: rec.Status,
 		Attempts: rec.Attempts, Functions: len(b.Functions), DeadLetter: rec.DeadLetter, ReplayOf: b.ReplayOf,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -187,8 +188,8 @@ func TestIndexKeyOfEarlierVersions(t *testing.T) {
 	now := time.Now().UTC()
 	var old []uint64
 	for _, id := range []uint64{1 << 40, 1<<40 + 1, 1<<40 + 100} {
-		rec := streams.BatchRecord{Batch: pipeline.Batch{ID: id, Label: "jobs", Domain: "pay", Submitter: "carol", CreatedAt: now}, Status: pipeline.InProcess, CreatedAt: now}
-		data, err := streams.Encode(&rec)
+		rec := records.BatchRecord{Batch: pipeline.Batch{ID: id, Label: "jobs", Domain: "pay", Submitter: "carol", CreatedAt: now}, Status: pipeline.InProcess, CreatedAt: now}
+		data, err := records.Encode(&rec)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 )
 
@@ -18,7 +19,7 @@ func callbacksIn(m *nats.Msg) uint64 {
 // callbackIDs are the batch ids of the callbacks m carries (nil when its
 // body does not decode).
 func callbackIDs(m *nats.Msg) []uint64 {
-	cbs, _, err := streams.DecodeCallbacks(m.Data)
+	cbs, _, err := records.DecodeCallbacks(m.Data)
 	if err != nil {
 		return nil
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
@@ -75,9 +76,9 @@ func fill(e *env, from, to uint64) (float64, error) {
 			Functions: []pipeline.Function{{Type: "noop"}}, Subroutine: pipeline.Subroutine{Mode: pipeline.Atomic},
 			CreatedAt: now,
 		}
-		rec := streams.BatchRecord{Batch: b, Status: pipeline.InProcess, CreatedAt: now, UpdatedAt: now,
-			History: []streams.Event{{At: now, What: "accepted", Detail: "high queue of " + benchDomain}}}
-		data, err := streams.Encode(&rec)
+		rec := records.BatchRecord{Batch: b, Status: pipeline.InProcess, CreatedAt: now, UpdatedAt: now,
+			History: []records.Event{{At: now, What: "accepted", Detail: "high queue of " + benchDomain}}}
+		data, err := records.Encode(&rec)
 		if err != nil {
 			return 0, err
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 )
 
@@ -119,7 +120,7 @@ func allTerminal(ctx context.Context, js jetstream.JetStream, subs []*Submission
 		if err != nil {
 			return false
 		}
-		rec, err := streams.Decode[streams.BatchRecord](e.Value())
+		rec, err := records.Decode[records.BatchRecord](e.Value())
 		if err != nil || !rec.Status.Terminal() {
 			return false
 		}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
@@ -184,7 +184,7 @@ func Check(subs []*Submission, st *State, kills []Kill) *Verdict {
 			v.DLQWrong++
 			p.add("more than one dead letter", id)
 		}
-		if pr, ok := st.Progress[id]; ok && pr.State != streams.Done {
+		if pr, ok := st.Progress[id]; ok && pr.State != records.Done {
 			v.Leftovers++
 			p.add("progress record short of done for a finished batch", id)
 		}
@@ -215,10 +215,10 @@ func Check(subs []*Submission, st *State, kills []Kill) *Verdict {
 
 // applications counts the terminal callbacks applied to rec, by its
 // history: authz adds the event once, as it makes the record terminal.
-func applications(rec *streams.BatchRecord) int {
+func applications(rec *records.BatchRecord) int {
 	n := 0
 	for _, e := range rec.History {
-		if e.What == streams.EventCallback {
+		if e.What == records.EventCallback {
 			n++
 		}
 	}
@@ -227,7 +227,7 @@ func applications(rec *streams.BatchRecord) int {
 
 // specFromRecord rebuilds a spec from a record, for a batch no client
 // knows of.
-func specFromRecord(rec streams.BatchRecord) (Spec, bool) {
+func specFromRecord(rec records.BatchRecord) (Spec, bool) {
 	s := Spec{Label: rec.Batch.Label}
 	for _, f := range rec.Batch.Functions {
 		var st Step

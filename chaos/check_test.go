@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
@@ -13,15 +13,15 @@ import (
 // say, each function's effect logged once by pid 100.
 func finished(subs []*Submission) *State {
 	st := &State{
-		Records: map[uint64]streams.BatchRecord{}, Callbacks: map[uint64][]streams.Callback{},
-		DeadLetters: map[uint64]int{}, Progress: map[uint64]streams.Progress{},
+		Records: map[uint64]records.BatchRecord{}, Callbacks: map[uint64][]records.Callback{},
+		DeadLetters: map[uint64]int{}, Progress: map[uint64]records.Progress{},
 		Claims: map[uint64][]string{}, Slots: map[uint64][]string{}, Tokens: map[uint64]int{},
 	}
 	at := time.Unix(1000, 0)
 	for _, s := range subs {
 		o := s.Spec.Expected()
-		st.Records[s.ID] = streams.BatchRecord{Status: o.Status, Outcome: &o, IdempotencyKey: s.Key}
-		st.Callbacks[s.ID] = []streams.Callback{{BatchID: s.ID, Outcome: o}}
+		st.Records[s.ID] = records.BatchRecord{Status: o.Status, Outcome: &o, IdempotencyKey: s.Key}
+		st.Callbacks[s.ID] = []records.Callback{{BatchID: s.ID, Outcome: o}}
 		if o.Status != pipeline.Executed {
 			st.DeadLetters[s.ID] = 1
 		}
@@ -56,7 +56,7 @@ func TestCheck(t *testing.T) {
 		{name: "clean", mutate: func(*State) []Kill { return nil }, want: func(v *Verdict) bool { return v.Batches == 4 && v.Callbacks == 4 && v.DLQ == 2 }},
 		{name: "lost", mutate: func(st *State) []Kill {
 			delete(st.Callbacks, 1)
-			st.Records[1] = streams.BatchRecord{Status: pipeline.InProcess, IdempotencyKey: "a"}
+			st.Records[1] = records.BatchRecord{Status: pipeline.InProcess, IdempotencyKey: "a"}
 			return nil
 		}, want: func(v *Verdict) bool { return v.Lost == 1 }, problem: "not finished"},
 		{name: "a callback published again, agreeing", mutate: func(st *State) []Kill {
@@ -64,24 +64,24 @@ func TestCheck(t *testing.T) {
 			return nil
 		}, want: func(v *Verdict) bool { return v.ExtraCallbacks == 1 && v.Wrong == 0 }},
 		{name: "callbacks of one batch disagree", mutate: func(st *State) []Kill {
-			st.Callbacks[1] = append(st.Callbacks[1], streams.Callback{BatchID: 1, Outcome: pipeline.FailedAfter(1, "worker did not answer")})
+			st.Callbacks[1] = append(st.Callbacks[1], records.Callback{BatchID: 1, Outcome: pipeline.FailedAfter(1, "worker did not answer")})
 			return nil
 		}, want: func(v *Verdict) bool { return v.ExtraCallbacks == 1 && v.Wrong == 1 }, problem: "callbacks of one batch disagree"},
 		{name: "a duplicate that disagrees with the record", mutate: func(st *State) []Kill {
 			o := pipeline.FailedAfter(1, "worker did not answer")
-			st.Callbacks[1] = []streams.Callback{{BatchID: 1, Outcome: o}, {BatchID: 1, Outcome: o}}
+			st.Callbacks[1] = []records.Callback{{BatchID: 1, Outcome: o}, {BatchID: 1, Outcome: o}}
 			return nil
 		}, want: func(v *Verdict) bool { return v.ExtraCallbacks == 1 && v.Wrong == 1 }, problem: "record disagrees with its callback"},
 		{name: "outcome applied twice", mutate: func(st *State) []Kill {
 			rec := st.Records[1]
-			rec.History = []streams.Event{{What: streams.EventCallback}, {What: "note"}, {What: streams.EventCallback}}
+			rec.History = []records.Event{{What: records.EventCallback}, {What: "note"}, {What: records.EventCallback}}
 			st.Records[1] = rec
 			st.Callbacks[1] = append(st.Callbacks[1], st.Callbacks[1][0])
 			return nil
 		}, want: func(v *Verdict) bool { return v.Wrong == 1 }, problem: "applied to the record more than once"},
 		{name: "outcome applied once", mutate: func(st *State) []Kill {
 			rec := st.Records[1]
-			rec.History = []streams.Event{{What: "accepted"}, {What: streams.EventCallback}}
+			rec.History = []records.Event{{What: "accepted"}, {What: records.EventCallback}}
 			st.Records[1] = rec
 			return nil
 		}, want: func(v *Verdict) bool { return v.Wrong == 0 }},
@@ -107,20 +107,20 @@ func TestCheck(t *testing.T) {
 		}, want: func(v *Verdict) bool { return v.Stray == 1 }, problem: "did not take effect"},
 		{name: "wrong outcome", mutate: func(st *State) []Kill {
 			o := pipeline.FailedAfter(1, "worker did not answer")
-			st.Records[1] = streams.BatchRecord{Status: o.Status, Outcome: &o, IdempotencyKey: "a"}
-			st.Callbacks[1] = []streams.Callback{{BatchID: 1, Outcome: o}}
+			st.Records[1] = records.BatchRecord{Status: o.Status, Outcome: &o, IdempotencyKey: "a"}
+			st.Callbacks[1] = []records.Callback{{BatchID: 1, Outcome: o}}
 			st.DeadLetters[1] = 1
 			return nil
 		}, want: func(v *Verdict) bool { return v.Wrong == 1 && v.Stray == 2 }, problem: "call for"},
 		{name: "leftovers", mutate: func(st *State) []Kill {
-			st.Progress[2] = streams.Progress{BatchID: 2, State: streams.Queued}
+			st.Progress[2] = records.Progress{BatchID: 2, State: records.Queued}
 			st.Claims[1] = []string{"1.0.0"}
 			st.Slots[3] = []string{LabelAtomic}
 			st.Tokens[4] = 1
 			return nil
 		}, want: func(v *Verdict) bool { return v.Leftovers == 4 }, problem: "left"},
 		{name: "done progress is no leftover", mutate: func(st *State) []Kill {
-			st.Progress[2] = streams.Progress{BatchID: 2, State: streams.Done}
+			st.Progress[2] = records.Progress{BatchID: 2, State: records.Done}
 			return nil
 		}, want: func(v *Verdict) bool { return v.Leftovers == 0 }},
 		{name: "dead letter of a success", mutate: func(st *State) []Kill {
@@ -132,8 +132,8 @@ func TestCheck(t *testing.T) {
 			return nil
 		}, want: func(v *Verdict) bool { return v.DLQWrong == 1 }, problem: "without a dead letter"},
 		{name: "submission accepted twice", mutate: func(st *State) []Kill {
-			st.Records[9] = streams.BatchRecord{Status: pipeline.Executed, Outcome: &pipeline.Outcome{Status: pipeline.Executed}, IdempotencyKey: "a"}
-			st.Callbacks[9] = []streams.Callback{{BatchID: 9, Outcome: pipeline.Outcome{Status: pipeline.Executed}}}
+			st.Records[9] = records.BatchRecord{Status: pipeline.Executed, Outcome: &pipeline.Outcome{Status: pipeline.Executed}, IdempotencyKey: "a"}
+			st.Callbacks[9] = []records.Callback{{BatchID: 9, Outcome: pipeline.Outcome{Status: pipeline.Executed}}}
 			return nil
 		}, want: func(v *Verdict) bool { return v.Orphans == 1 }, problem: "never acknowledged"},
 	}

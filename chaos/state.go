@@ -11,22 +11,23 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 )
 
 // State is what a run left behind, read once everything has stopped moving.
 type State struct {
 	// Records are the batch records by id.
-	Records map[uint64]streams.BatchRecord
+	Records map[uint64]records.BatchRecord
 	// Callbacks are the callbacks in CALLBACKS, alone or members of a
 	// group, by batch id.
-	Callbacks map[uint64][]streams.Callback
+	Callbacks map[uint64][]records.Callback
 	// CallbackMessages counts the messages in CALLBACKS.
 	CallbackMessages int
 	// DeadLetters counts the DLQ entries by batch id (0: undecodable).
 	DeadLetters map[uint64]int
 	// Progress are the progress records by batch id.
-	Progress map[uint64]streams.Progress
+	Progress map[uint64]records.Progress
 	// Claims lists, by batch id, the keys of completion records that are
 	// still claims: a worker started the call and never recorded its end.
 	Claims map[uint64][]string
@@ -52,8 +53,8 @@ func ReadState(ctx context.Context, nc *nats.Conn, execDir string) (*State, erro
 		return nil, err
 	}
 	st := &State{
-		Records: map[uint64]streams.BatchRecord{}, Callbacks: map[uint64][]streams.Callback{},
-		DeadLetters: map[uint64]int{}, Progress: map[uint64]streams.Progress{},
+		Records: map[uint64]records.BatchRecord{}, Callbacks: map[uint64][]records.Callback{},
+		DeadLetters: map[uint64]int{}, Progress: map[uint64]records.Progress{},
 		Claims: map[uint64][]string{}, Slots: map[uint64][]string{}, Tokens: map[uint64]int{},
 	}
 	steps := []func(context.Context, jetstream.JetStream, *State) error{
@@ -117,7 +118,7 @@ func readRecords(ctx context.Context, js jetstream.JetStream, st *State) error {
 		if err != nil {
 			return nil // an idempotency key's entry
 		}
-		rec, err := streams.Decode[streams.BatchRecord](e.Value())
+		rec, err := records.Decode[records.BatchRecord](e.Value())
 		if err != nil {
 			return fmt.Errorf("chaos: record %d: %w", id, err)
 		}
@@ -128,7 +129,7 @@ func readRecords(ctx context.Context, js jetstream.JetStream, st *State) error {
 
 func readProgress(ctx context.Context, js jetstream.JetStream, st *State) error {
 	return eachEntry(ctx, js, streams.BucketProgress, func(e jetstream.KeyValueEntry) error {
-		p, err := streams.Decode[streams.Progress](e.Value())
+		p, err := records.Decode[records.Progress](e.Value())
 		if err != nil {
 			return fmt.Errorf("chaos: progress %s: %w", e.Key(), err)
 		}
@@ -143,7 +144,7 @@ func readProgress(ctx context.Context, js jetstream.JetStream, st *State) error 
 func readClaims(ctx context.Context, js jetstream.JetStream, st *State) error {
 	return eachEntry(ctx, js, streams.BucketResults, func(e jetstream.KeyValueEntry) error {
 		if strings.HasPrefix(e.Key(), streams.UnitGroupKeyPrefix) {
-			g, err := streams.Decode[streams.UnitGroup](e.Value())
+			g, err := records.Decode[records.UnitGroup](e.Value())
 			if err != nil {
 				return fmt.Errorf("chaos: unit group %s: %w", e.Key(), err)
 			}
@@ -154,7 +155,7 @@ func readClaims(ctx context.Context, js jetstream.JetStream, st *State) error {
 			}
 			return nil
 		}
-		c, err := streams.Decode[streams.Completion](e.Value())
+		c, err := records.Decode[records.Completion](e.Value())
 		if err != nil {
 			return fmt.Errorf("chaos: completion record %s: %w", e.Key(), err)
 		}
@@ -215,7 +216,7 @@ func eachMsg(ctx context.Context, js jetstream.JetStream, stream string, f func(
 
 func readCallbacks(ctx context.Context, js jetstream.JetStream, st *State) error {
 	return eachMsg(ctx, js, streams.StreamCallbacks, func(m *jetstream.RawStreamMsg) error {
-		cbs, _, err := streams.DecodeCallbacks(m.Data)
+		cbs, _, err := records.DecodeCallbacks(m.Data)
 		if err != nil {
 			return fmt.Errorf("chaos: callback %d: %w", m.Sequence, err)
 		}
@@ -229,7 +230,7 @@ func readCallbacks(ctx context.Context, js jetstream.JetStream, st *State) error
 
 func readDeadLetters(ctx context.Context, js jetstream.JetStream, st *State) error {
 	return eachMsg(ctx, js, streams.StreamDLQ, func(m *jetstream.RawStreamMsg) error {
-		dl, err := streams.Decode[streams.DeadLetter](m.Data)
+		dl, err := records.Decode[records.DeadLetter](m.Data)
 		if err != nil {
 			st.DeadLetters[0]++ // a raw token: counted against no batch
 			return nil
@@ -242,7 +243,7 @@ func readDeadLetters(ctx context.Context, js jetstream.JetStream, st *State) err
 func readTokens(ctx context.Context, js jetstream.JetStream, st *State) error {
 	for _, stream := range []string{streams.StreamHigh, streams.StreamMed} {
 		err := eachMsg(ctx, js, stream, func(m *jetstream.RawStreamMsg) error {
-			tok, err := streams.Decode[streams.Token](m.Data)
+			tok, err := records.Decode[records.Token](m.Data)
 			if err != nil {
 				st.Tokens[0]++
 				return nil

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/chaos"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 )
@@ -26,9 +27,9 @@ func TestReadStateFindsClaims(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	put(streams.ResultKey(1, 0, 0), must(streams.Encode(&streams.Completion{Running: true, Until: until, Worker: "w"})))
-	put(streams.ResultKey(2, 0, 0), must(streams.Encode(&streams.Completion{Worker: "w"})))
-	put(streams.UnitGroupKey(64), must(streams.Encode(&streams.UnitGroup{Units: []streams.UnitEntry{
+	put(streams.ResultKey(1, 0, 0), must(records.Encode(&records.Completion{Running: true, Until: until, Worker: "w"})))
+	put(streams.ResultKey(2, 0, 0), must(records.Encode(&records.Completion{Worker: "w"})))
+	put(streams.UnitGroupKey(64), must(records.Encode(&records.UnitGroup{Units: []records.UnitEntry{
 		{Key: streams.ResultKey(65, -1, 0), Running: true, Claim: 1, Until: until, Worker: "w"},
 		{Key: streams.ResultKey(66, -1, 0), Claim: 2, Until: until, Worker: "w"},
 		{Key: streams.ResultKey(67, -1, 1), Released: true, Claim: 3, Until: until},

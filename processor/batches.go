@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -31,7 +32,7 @@ func (c *batchCache) get(ctx context.Context, id uint64) (*pipeline.Batch, error
 	if err != nil {
 		return nil, err
 	}
-	rec, err := streams.Decode[streams.BatchRecord](e.Value())
+	rec, err := records.Decode[records.BatchRecord](e.Value())
 	if err != nil {
 		return nil, err
 	}

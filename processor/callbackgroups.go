@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/internal/jsapi"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 )
 
@@ -32,7 +33,7 @@ const callbackMemberPatience = 3*pubAckTimeout + time.Second
 // callbackGrouper publishes the callbacks of tokens taken by a tick
 // (deferred) in groups: while maxCallbackFlights messages are on their
 // way, the callbacks that come wait, and the next flight takes as many as
-// fit (streams.CallbackGroupMax, and max_payload) as one CallbackGroup. A
+// fit (records.CallbackGroupMax, and max_payload) as one CallbackGroup. A
 // lone callback goes at once, as a single callback with its deduplication
 // id; nothing waits for more to come. Each member's token is acknowledged
 // once its message's PubAck has arrived (acker), and put back if the
@@ -102,8 +103,8 @@ func (g *callbackGrouper) take() []*groupMember {
 	if len(g.waiting) == 0 {
 		return nil
 	}
-	n, size := 1, streams.CallbackGroupOverhead+len(g.waiting[0].msg.Data)
-	for n < len(g.waiting) && n < streams.CallbackGroupMax {
+	n, size := 1, records.CallbackGroupOverhead+len(g.waiting[0].msg.Data)
+	for n < len(g.waiting) && n < records.CallbackGroupMax {
 		size += len(g.waiting[n].msg.Data)
 		if size > g.maxBytes {
 			break

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/internal/testsystem"
@@ -43,7 +44,7 @@ func (b *bundle) callbackMessages(t *testing.T) (msgs, groups int) {
 		if m.Header.Get(streams.HeaderKind) == streams.KindCallbacks {
 			groups++
 			n, err := strconv.Atoi(m.Header.Get(streams.HeaderCount))
-			if err != nil || n < 2 || n > streams.CallbackGroupMax {
+			if err != nil || n < 2 || n > records.CallbackGroupMax {
 				t.Fatalf("group at %d counts %q callbacks", seq, m.Header.Get(streams.HeaderCount))
 			}
 		}
@@ -53,7 +54,7 @@ func (b *bundle) callbackMessages(t *testing.T) (msgs, groups int) {
 
 // TestCallbacksTravelInGroups: batches that finish together send their
 // callbacks in fewer messages than batches, none larger than
-// streams.CallbackGroupMax, and every batch has its one callback; every
+// records.CallbackGroupMax, and every batch has its one callback; every
 // token is acknowledged.
 func TestCallbacksTravelInGroups(t *testing.T) {
 	b := setup(t)
@@ -180,7 +181,7 @@ func TestCrashAfterCallbackGroupStored(t *testing.T) {
 		rec := b.Record(t, id)
 		applied := 0
 		for _, ev := range rec.History {
-			if ev.What == streams.EventCallback {
+			if ev.What == records.EventCallback {
 				applied++
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -33,7 +34,7 @@ func TestRemovedBatchLeasesNoSender(t *testing.T) {
 	}
 	o := pipeline.RemovedOutcome(0)
 	o.Reason = "cancelled by ops"
-	st.State, st.Outcome, st.By = streams.Done, &o, streams.AuthzService
+	st.State, st.Outcome, st.By = records.Done, &o, streams.AuthzService
 	if err := store.Save(b.ctx, domain, st); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
@@ -160,7 +161,7 @@ func TestCluster(t *testing.T) {
 			if err != nil {
 				return 0
 			}
-			cbs, _, err := streams.DecodeCallbacks(m.Data)
+			cbs, _, err := records.DecodeCallbacks(m.Data)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/internal/jsapi"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
@@ -42,7 +43,7 @@ func (c *confirmations) handle(ctx context.Context, m jetstream.Msg) {
 	case errors.Is(err, errDropConfirmation):
 		c.log.Warn("confirmation dropped", "subject", m.Subject(), "reason", err)
 		_ = m.Ack()
-	case errors.Is(err, streams.ErrDecode) || errors.Is(err, streams.ErrVersion):
+	case errors.Is(err, records.ErrDecode) || errors.Is(err, records.ErrVersion):
 		// A record of the batch is unreadable: waiting cannot help. The
 		// batch's token meets the same record and ends the batch visibly;
 		// the parked function, unconfirmed, times out meanwhile.
@@ -86,11 +87,11 @@ var errDropConfirmation = errors.New("confirmation not applicable")
 // DecodeConfirmation reads a confirmation body: a msgpack Confirmation, or
 // any other bytes taken as the content itself, with no identity (admin's
 // `nats pub`, which only functions whose rule names no confirmer accept).
-func DecodeConfirmation(body []byte) streams.Confirmation {
-	if c, err := streams.Decode[streams.Confirmation](body); err == nil {
+func DecodeConfirmation(body []byte) records.Confirmation {
+	if c, err := records.Decode[records.Confirmation](body); err == nil {
 		return c
 	}
-	return streams.Confirmation{Content: string(body)}
+	return records.Confirmation{Content: string(body)}
 }
 
 // apply applies confirmation m; errDropConfirmation says it never will be.
@@ -112,7 +113,7 @@ func (c *confirmations) apply(ctx context.Context, m jetstream.Msg) error {
 		return err
 	}
 	prog := &st.Progress
-	if prog.State != streams.Parked || prog.Parked.Index != index {
+	if prog.State != records.Parked || prog.Parked.Index != index {
 		return fmt.Errorf("%w: batch %d is not waiting for a confirmation of function %d (state %s)", errDropConfirmation, id, index, prog.State)
 	}
 	timer := prog.Parked.Timer

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -61,7 +62,7 @@ func TestConfirmation(t *testing.T) {
 				testnats.Eventually(t, 10*time.Second, "batch parked", func() bool {
 					p.Tick(b.ctx, 1)
 					pr, ok := b.tryProgress(t, id)
-					return ok && pr.State == streams.Parked && runsOf(b, id, 0) == i+1
+					return ok && pr.State == records.Parked && runsOf(b, id, 0) == i+1
 				})
 				if _, err := js.Publish(b.ctx, streams.ConfirmSubject(domain, id, 0), []byte(content)); err != nil {
 					t.Fatal(err)
@@ -119,13 +120,13 @@ func TestConfirmationByIdentity(t *testing.T) {
 	if _, err := js.Publish(b.ctx, streams.ConfirmSubject(domain, id, 0), []byte("included")); err != nil {
 		t.Fatal(err)
 	}
-	data, _ := streams.Encode(&streams.Confirmation{Content: "included", By: "oracle"})
+	data, _ := records.Encode(&records.Confirmation{Content: "included", By: "oracle"})
 	runProcessor(t, b, p)
 	testnats.Eventually(t, 5*time.Second, "anonymous confirmation consumed", func() bool {
 		info, err := b.env.JS(t, "admin").Stream(b.ctx, streams.StreamConfirm)
 		return err == nil && info.CachedInfo().State.Msgs == 0
 	})
-	if pr := b.progress(t, id); pr.State != streams.Parked {
+	if pr := b.progress(t, id); pr.State != records.Parked {
 		t.Fatalf("an anonymous confirmation was applied: %+v", pr)
 	}
 	if _, err := js.Publish(b.ctx, streams.ConfirmSubject(domain, id, 0), data); err != nil {
@@ -230,7 +231,7 @@ func TestConfirmationWithAnUnreadableRecord(t *testing.T) {
 	if _, err := b.env.JS(t, "admin").Publish(b.ctx, "$KV."+streams.BucketProgress+"."+streams.ProgressKey(domain, id), []byte("garbage")); err != nil {
 		t.Fatal(err)
 	}
-	data, _ := streams.Encode(&streams.Confirmation{Content: "included"})
+	data, _ := records.Encode(&records.Confirmation{Content: "included"})
 	if _, err := b.env.JS(t, "authz").Publish(b.ctx, streams.ConfirmSubject(domain, id, 0), data); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -88,7 +89,7 @@ func TestCrashSafety(t *testing.T) {
 				t.Fatalf("%d dead letters, want %d", n, tt.deadLet)
 			}
 			// A batch that succeeded at its first step keeps no progress record.
-			if pr, ok := b.tryProgress(t, id); ok && pr.State != streams.Done {
+			if pr, ok := b.tryProgress(t, id); ok && pr.State != records.Done {
 				t.Fatalf("progress %+v", pr)
 			}
 		})

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/jsapi"
-	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
@@ -170,7 +170,7 @@ const busyUnrecorded = waitCeiling
 // while that is not worth a record yet. The reason holds no count nor
 // duration, so that a batch that keeps waiting for the same reason is
 // written once.
-func waitingOf(b *pipeline.Batch, prog *streams.Progress, cause error, held time.Duration) *streams.Waiting {
+func waitingOf(b *pipeline.Batch, prog *records.Progress, cause error, held time.Duration) *records.Waiting {
 	var typ, what string
 	switch {
 	case prog.FallbackDue != nil && prog.FallbackDue.Index < len(b.Functions):
@@ -195,7 +195,7 @@ func waitingOf(b *pipeline.Batch, prog *streams.Progress, cause error, held time
 	default:
 		reason = "every worker of " + what + " is busy"
 	}
-	return &streams.Waiting{Reason: reason, Type: typ}
+	return &records.Waiting{Reason: reason, Type: typ}
 }
 
 // recordWaiting writes in b's progress why no worker attempts its call,
@@ -245,7 +245,7 @@ func (s *stepper) poisoned(ctx context.Context, b *pipeline.Batch, st *state, m 
 	prog := &st.Progress
 	msg := capMessage(cause.Error())
 	s.log.Error("batch dead-lettered: its token cannot be reconciled with its records", "batch_id", b.ID, "tries", h.tries, "err", msg)
-	prog.State, prog.Parked, prog.FallbackDue = streams.Queued, nil, nil
+	prog.State, prog.Parked, prog.FallbackDue = records.Queued, nil, nil
 	setError(prog, msg)
 	prog.FailedIndex = prog.Next
 	return api.ActionFinished, s.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, msg), m)
@@ -267,4 +267,4 @@ func capMessage(s string) string {
 	return s[:n] + "… (truncated)"
 }
 
-func setError(prog *streams.Progress, msg string) { prog.LastError = capMessage(msg) }
+func setError(prog *records.Progress, msg string) { prog.LastError = capMessage(msg) }

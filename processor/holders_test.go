@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -99,7 +100,7 @@ func TestConcurrentHoldersKeepProgressConsistent(t *testing.T) {
 			if len(cbs) != 1 || cbs[0].Outcome.Status != pipeline.Executed {
 				t.Fatalf("callbacks %+v (A %+v, B %+v)", cbs, srA, srB)
 			}
-			if pr, ok := b.tryProgress(t, id); ok && (pr.State != streams.Done || pr.Outcome == nil || pr.Outcome.Status != pipeline.Executed) {
+			if pr, ok := b.tryProgress(t, id); ok && (pr.State != records.Done || pr.Outcome == nil || pr.Outcome.Status != pipeline.Executed) {
 				t.Fatalf("progress %+v left beside the terminal outcome %s (A %+v, B %+v)", pr, cbs[0].Outcome, srA, srB)
 			}
 		})

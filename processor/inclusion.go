@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/jsapi"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/senderlease"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
@@ -63,8 +64,8 @@ func (iw *inclusions) park(ctx context.Context, b *pipeline.Batch, st *state, k 
 		return iw.steps.tooLarge(ctx, b, st, k, err, m)
 	}
 	now := iw.now()
-	prog.State = streams.Parked
-	prog.Parked = &streams.ParkedFunction{Index: k, Deadline: now.Add(inc.MaxWait.D()), Output: out}
+	prog.State = records.Parked
+	prog.Parked = &records.ParkedFunction{Index: k, Deadline: now.Add(inc.MaxWait.D()), Output: out}
 	if md, err := jsapi.DeliveryOf(m.Reply()); err == nil {
 		prog.Parked.Timer = md.StreamSeq
 	}
@@ -107,7 +108,7 @@ func (iw *inclusions) await(ctx context.Context, b *pipeline.Batch, st *state, m
 		if err := iw.leaseFor(ctx, b, st); err != nil {
 			return "", err
 		}
-		rep, err := iw.workers.call(ctx, streams.PollSubject(f.Type), iw.request(b, st, k, &streams.InclusionCall{Ref: prog.Parked.Output.Ref}))
+		rep, err := iw.workers.call(ctx, streams.PollSubject(f.Type), iw.request(b, st, k, &records.InclusionCall{Ref: prog.Parked.Output.Ref}))
 		switch {
 		case notAttempted(err):
 			iw.log.Debug("inclusion poll not attempted", "batch_id", b.ID, "index", k, "err", err)
@@ -127,14 +128,14 @@ func (iw *inclusions) await(ctx context.Context, b *pipeline.Batch, st *state, m
 }
 
 // request is a poll or hook request about function k.
-func (iw *inclusions) request(b *pipeline.Batch, st *state, k int, ic *streams.InclusionCall) *streams.WorkRequest {
+func (iw *inclusions) request(b *pipeline.Batch, st *state, k int, ic *records.InclusionCall) *records.WorkRequest {
 	prog := &st.Progress
 	f := b.Functions[k]
-	return &streams.WorkRequest{
+	return &records.WorkRequest{
 		BatchID: b.ID, Domain: b.Domain, Key: b.Key, CreatedAt: b.CreatedAt,
 		Submitter: b.Submitter, Label: b.Label,
 		Attempt: prog.FailuresOf(k) + 1, Round: prog.RoundOf(k),
-		Calls:  []streams.WorkCall{{Index: k, Type: f.Type, Payload: f.Payload}},
+		Calls:  []records.WorkCall{{Index: k, Type: f.Type, Payload: f.Payload}},
 		Inputs: prog.Outputs, Retry: f.Retry, Sender: st.sender, Inclusion: ic,
 	}
 }
@@ -167,7 +168,7 @@ func (iw *inclusions) included(ctx context.Context, b *pipeline.Batch, st *state
 			return "", err
 		}
 	}
-	rep, err := iw.workers.call(ctx, streams.HookSubject(b.Functions[k].Type), iw.request(b, st, k, &streams.InclusionCall{Ref: out.Ref, Hook: streams.HookSuccess, Output: &out}))
+	rep, err := iw.workers.call(ctx, streams.HookSubject(b.Functions[k].Type), iw.request(b, st, k, &records.InclusionCall{Ref: out.Ref, Hook: records.HookSuccess, Output: &out}))
 	if notAttempted(err) && m != nil {
 		// Still parked, included: the token's next return calls it again.
 		iw.log.Debug("success hook not attempted; asked again later", "batch_id", b.ID, "index", k, "err", err)
@@ -197,7 +198,7 @@ func (iw *inclusions) failureHook(ctx context.Context, b *pipeline.Batch, st *st
 		return nil
 	}
 	prog := &st.Progress
-	req := iw.request(b, st, f.index, &streams.InclusionCall{Hook: streams.HookFailure})
+	req := iw.request(b, st, f.index, &records.InclusionCall{Hook: records.HookFailure})
 	req.Failure = &pipeline.Failure{
 		BatchID: b.ID, Index: f.index, Key: b.Key, CreatedAt: b.CreatedAt,
 		Failures: prog.FailuresOf(f.index), LastError: prog.LastError, Exhausted: f.exhausted,
@@ -218,7 +219,7 @@ func (iw *inclusions) failureHook(ctx context.Context, b *pipeline.Batch, st *st
 // another dispatch (an earlier round's, arriving late) is dropped, and so
 // is a failure of a dispatch whose inclusion was saved already. The
 // caller retires the timer token once it is applied.
-func (iw *inclusions) confirm(ctx context.Context, b *pipeline.Batch, st *state, index int, conf streams.Confirmation) error {
+func (iw *inclusions) confirm(ctx context.Context, b *pipeline.Batch, st *state, index int, conf records.Confirmation) error {
 	inc := b.Functions[index].Inclusion
 	if len(inc.By) > 0 && !slices.Contains(inc.By, conf.By) {
 		return fmt.Errorf("%w: %q may not confirm the inclusion of function %d of batch %d (allowed: %v)", errDropConfirmation, conf.By, index, b.ID, inc.By)
@@ -250,7 +251,7 @@ func (iw *inclusions) confirm(ctx context.Context, b *pipeline.Batch, st *state,
 // function index of b, parked in prog: only the dispatch parked there (its
 // Result.Ref, one per round), so that a late confirmation of an earlier
 // round's dispatch cannot fail, or include, a later one.
-func dispatchMatches(b *pipeline.Batch, prog *streams.Progress, index int, ref string) error {
+func dispatchMatches(b *pipeline.Batch, prog *records.Progress, index int, ref string) error {
 	if want := prog.Parked.Output.Ref; ref != want {
 		return fmt.Errorf("%w: confirmation of dispatch %q for function %d of batch %d, which waits for dispatch %q (round %d)", errDropConfirmation, logging.Capped(ref), index, b.ID, logging.Capped(want), prog.RoundOf(index))
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -21,7 +22,7 @@ func txRef(id uint64, attempt int) string { return fmt.Sprintf("tx-%d-%d", id, a
 // of batch id about the dispatch of attempt.
 func confirmDispatch(t *testing.T, b *bundle, id uint64, content string, attempt int) {
 	t.Helper()
-	data, err := streams.Encode(&streams.Confirmation{Content: content, By: "oracle", Ref: txRef(id, attempt)})
+	data, err := records.Encode(&records.Confirmation{Content: content, By: "oracle", Ref: txRef(id, attempt)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func TestLateConfirmationOfAnEarlierDispatchIsDropped(t *testing.T) {
 			confirmDispatch(t, b, id, late, 1)
 			confirmationsConsumed(t, b)
 			pr := b.progress(t, id)
-			if pr.State != streams.Parked || pr.Parked.Output.Ref != txRef(id, 2) || pr.Parked.Included || pr.FailuresOf(0) != 1 {
+			if pr.State != records.Parked || pr.Parked.Output.Ref != txRef(id, 2) || pr.Parked.Included || pr.FailuresOf(0) != 1 {
 				t.Fatalf("a late confirmation of the first dispatch was applied to the second: %+v", pr)
 			}
 			if _, _, success, failure := d.counts(id); success != 0 || failure != 0 {
@@ -111,7 +112,7 @@ func TestSuccessHookOnlyAfterTheInclusionIsSaved(t *testing.T) {
 			return false, err
 		}
 		defer func() { _ = w.Stop() }()
-		data, err := streams.Encode(&streams.Confirmation{Content: pipeline.ConfirmFailed + ": dropped", By: "oracle", Ref: ref})
+		data, err := records.Encode(&records.Confirmation{Content: pipeline.ConfirmFailed + ": dropped", By: "oracle", Ref: ref})
 		if err != nil {
 			return false, err
 		}
@@ -124,7 +125,7 @@ func TestSuccessHookOnlyAfterTheInclusionIsSaved(t *testing.T) {
 				if e == nil {
 					continue // the end of the initial values
 				}
-				if pr, err := streams.Decode[streams.Progress](e.Value()); err == nil && pr.RoundOf(0) == 1 {
+				if pr, err := records.Decode[records.Progress](e.Value()); err == nil && pr.RoundOf(0) == 1 {
 					return true, nil
 				}
 			case <-ctx.Done():
@@ -176,7 +177,7 @@ func TestSavedInclusionSurvivesACrashBeforeTheHook(t *testing.T) {
 		first.Tick(b.ctx, 1)
 		return crashed.Load() == 1
 	})
-	if pr := b.progress(t, id); pr.State != streams.Parked || !pr.Parked.Included {
+	if pr := b.progress(t, id); pr.State != records.Parked || !pr.Parked.Included {
 		t.Fatalf("progress after the crash %+v, want parked and included", pr)
 	}
 	if _, _, success, _ := d.counts(id); success != 0 {

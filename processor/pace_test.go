@@ -13,6 +13,7 @@ import (
 
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -311,7 +312,7 @@ func TestThrottleHoldsAcrossReplicasAndRestarts(t *testing.T) {
 }
 
 // throttleWindow reads the domain's throttle window, as admin.
-func throttleWindow(t *testing.T, b *bundle) streams.ThrottleWindow {
+func throttleWindow(t *testing.T, b *bundle) records.ThrottleWindow {
 	t.Helper()
 	kv, err := b.admin.KeyValue(b.ctx, streams.BucketLocks)
 	if err != nil {

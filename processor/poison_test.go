@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -90,7 +91,7 @@ func TestPoisonTokensEndVisibly(t *testing.T) {
 				p.Tick(b.ctx, 8)
 				return b.queued(t) == 0
 			})
-			if pr := b.progress(t, id); pr.State != streams.Done {
+			if pr := b.progress(t, id); pr.State != records.Done {
 				t.Fatalf("progress %+v, want done", pr)
 			}
 		})

@@ -26,6 +26,7 @@ import (
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/drain"
 	"github.com/tickflow/tickflow/internal/jsapi"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
@@ -371,8 +372,8 @@ func (p *Processor) Run(ctx context.Context) error {
 	go func() {
 		defer close(present)
 		key := streams.ProcessorPresenceKey(p.opts.Domain, p.opts.Name, streams.PresenceInstance())
-		streams.KeepPresence(ctx, p.js, key, streams.Presence{
-			Name: p.opts.Name, Kind: streams.PresenceProcessor, Domains: []string{p.opts.Domain}, Since: time.Now().UTC(),
+		streams.KeepPresence(ctx, p.js, key, records.Presence{
+			Name: p.opts.Name, Kind: records.PresenceProcessor, Domains: []string{p.opts.Domain}, Since: time.Now().UTC(),
 		}, p.log)
 	}()
 	p.log.Info("processor serving", "tick", streams.TickSubject(p.opts.Domain), "pace", string(p.opts.Pace), "throttle", p.opts.Throttle)
@@ -439,7 +440,7 @@ func (p *Processor) Paused(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	st, err := streams.DecodeDomainState(e.Value())
+	st, err := records.DecodeDomainState(e.Value())
 	if err != nil {
 		return false, err
 	}

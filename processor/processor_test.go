@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/testnats"
 
 	"github.com/tickflow/tickflow/examples/handlers"
@@ -313,7 +314,7 @@ func TestTimedOutCallThatCompleted(t *testing.T) {
 		Subroutine: pipeline.Subroutine{Mode: pipeline.NonAtomic},
 		Functions:  []pipeline.Function{{Type: "overrun", Retry: retry(5, 10*time.Millisecond)}},
 	})
-	var cb streams.Callback
+	var cb records.Callback
 	testnats.Eventually(t, 20*time.Second, "callback", func() bool {
 		rep := p.Tick(b.ctx, 1)
 		for _, s := range rep.Steps {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/internal/jsapi"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/telemetry"
@@ -33,7 +34,7 @@ type publisher struct {
 }
 
 // token appends the batch's token at its current step to the back of its queue.
-func (pb *publisher) token(ctx context.Context, b *pipeline.Batch, prog *streams.Progress) error {
+func (pb *publisher) token(ctx context.Context, b *pipeline.Batch, prog *records.Progress) error {
 	m, err := streams.TokenMsg(streams.RequeueSubject(b.Priority, b.Domain), b, prog.Gen, prog.Rotation)
 	if err != nil {
 		return err
@@ -53,14 +54,14 @@ func (pb *publisher) token(ctx context.Context, b *pipeline.Batch, prog *streams
 //
 // trace, when not nil, is the step's trace context, carried in the body for
 // a callback that may travel in a group (a group's headers are its own).
-func (pb *publisher) callback(b *pipeline.Batch, prog *streams.Progress, dlSeq uint64, trace map[string]string) (*nats.Msg, error) {
+func (pb *publisher) callback(b *pipeline.Batch, prog *records.Progress, dlSeq uint64, trace map[string]string) (*nats.Msg, error) {
 	at := prog.UpdatedAt
 	if at.IsZero() {
 		// A batch that succeeded at its first step wrote no progress
 		// (finish skips it): it finished now.
 		at = pb.now().UTC()
 	}
-	cb := &streams.Callback{
+	cb := &records.Callback{
 		BatchID: b.ID, Domain: b.Domain, Priority: b.Priority, Outcome: *prog.Outcome,
 		Attempts: prog.Attempts(b.Subroutine.Mode == pipeline.Atomic), At: at, Processor: pb.name,
 		Fallback: len(prog.Fallbacks) > 0, DeadLetter: dlSeq, Outputs: prog.Outputs, Trace: trace,
@@ -69,8 +70,8 @@ func (pb *publisher) callback(b *pipeline.Batch, prog *streams.Progress, dlSeq u
 }
 
 // deadLetter writes the batch to the DLQ and returns its sequence.
-func (pb *publisher) deadLetter(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, m jetstream.Msg) (uint64, error) {
-	dl := &streams.DeadLetter{
+func (pb *publisher) deadLetter(ctx context.Context, b *pipeline.Batch, prog *records.Progress, m jetstream.Msg) (uint64, error) {
+	dl := &records.DeadLetter{
 		Batch: *b, Domain: b.Domain, Index: prog.FailedIndex, Error: prog.LastError,
 		Attempts: prog.Attempts(b.Subroutine.Mode == pipeline.Atomic), Outcome: *prog.Outcome, Outputs: prog.Outputs, At: prog.UpdatedAt,
 	}
@@ -83,7 +84,7 @@ func (pb *publisher) deadLetter(ctx context.Context, b *pipeline.Batch, prog *st
 			dl.Origin.Stream, dl.Origin.Seq = md.Stream, md.StreamSeq
 		}
 	}
-	data, err := streams.Encode(dl)
+	data, err := records.Encode(dl)
 	if err == nil && len(data) > pb.limits.maxRecord() && len(dl.Outputs) > 0 {
 		// The dead letter must fit: the outputs' data goes, their index
 		// and type stay; the batch (needed to replay it) stays whole.
@@ -93,7 +94,7 @@ func (pb *publisher) deadLetter(ctx context.Context, b *pipeline.Batch, prog *st
 		}
 		dl.Outputs = trimmed
 		dl.Error += fmt.Sprintf(" (the outputs' data, %d bytes with the rest, is left out of this dead letter)", len(data))
-		data, err = streams.Encode(dl)
+		data, err = records.Encode(dl)
 	}
 	if err != nil {
 		return 0, err

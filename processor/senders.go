@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/senderlease"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
@@ -124,7 +125,7 @@ func (s *stepper) needSender(ctx context.Context, b *pipeline.Batch, st *state, 
 		case lerr != nil:
 			s.senders.leases.forget(b.ID) // checked again at the next step
 			return "", true, lerr
-		case cur.State == streams.Done:
+		case cur.State == records.Done:
 			return api.ActionStale, true, s.announce(ctx, b, &cur.Progress, m, false)
 		case cur.Rev != st.Rev:
 			s.senders.leases.forget(b.ID)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/senderlease"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
@@ -158,7 +159,7 @@ func (b *bundle) enqueueKeyed(t *testing.T, key string, fns ...pipeline.Function
 }
 
 // pool reads the domain's sender pool.
-func (b *bundle) pool(t *testing.T) streams.SenderPool {
+func (b *bundle) pool(t *testing.T) records.SenderPool {
 	t.Helper()
 	kv, err := b.admin.KeyValue(b.ctx, streams.BucketSenders)
 	if err != nil {
@@ -189,7 +190,7 @@ func (b *bundle) leases(t *testing.T) map[uint64]string {
 func parked(t *testing.T, b *bundle, id uint64) bool {
 	t.Helper()
 	pr, ok := b.tryProgress(t, id)
-	return ok && pr.State == streams.Parked
+	return ok && pr.State == records.Parked
 }
 
 func TestSenderExhaustionDelaysAThirdKey(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/handlers"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/internal/testsystem"
@@ -119,7 +120,7 @@ func (b *bundle) setPaused(t *testing.T, paused bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := json.Marshal(streams.DomainState{Paused: paused, By: "owner", At: time.Now()})
+	v, err := json.Marshal(records.DomainState{Paused: paused, By: "owner", At: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,18 +147,18 @@ func (b *bundle) enqueue(t *testing.T, bt pipeline.Batch) uint64 {
 }
 
 // callbacks returns every callback in CALLBACKS, by batch id.
-func (b *bundle) callbacks(t *testing.T) map[uint64][]streams.Callback {
+func (b *bundle) callbacks(t *testing.T) map[uint64][]records.Callback {
 	t.Helper()
 	return b.Callbacks(t)
 }
 
 // outcome waits (ticking p) for the batch's callback and returns it.
-func (b *bundle) outcome(t *testing.T, p *processor.Processor, id uint64) streams.Callback {
+func (b *bundle) outcome(t *testing.T, p *processor.Processor, id uint64) records.Callback {
 	t.Helper()
 	return b.Outcome(t, p, id)
 }
 
-func (b *bundle) progress(t *testing.T, id uint64) streams.Progress {
+func (b *bundle) progress(t *testing.T, id uint64) records.Progress {
 	t.Helper()
 	p, ok := b.tryProgress(t, id)
 	if !ok {
@@ -167,7 +168,7 @@ func (b *bundle) progress(t *testing.T, id uint64) streams.Progress {
 }
 
 // deadLetters returns the DLQ entries.
-func (b *bundle) deadLetters(t *testing.T) []streams.DeadLetter {
+func (b *bundle) deadLetters(t *testing.T) []records.DeadLetter {
 	t.Helper()
 	return b.DeadLetters(t)
 }
@@ -211,7 +212,7 @@ func pub(t *testing.T, nc *nats.Conn, subject string, data []byte) {
 	}
 }
 
-func (b *bundle) tryProgress(t *testing.T, id uint64) (streams.Progress, bool) {
+func (b *bundle) tryProgress(t *testing.T, id uint64) (records.Progress, bool) {
 	t.Helper()
 	return b.Progress(t, id)
 }

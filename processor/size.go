@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
@@ -26,7 +26,7 @@ func (l recordLimits) maxRecord() int { return int(l.maxPayload()) - 1<<10 }
 // beside its call, and to go into a dead letter beside the batch: the
 // server's max_payload less the batch and some headroom. It encodes the
 // record only when a cheap upper bound says it might not fit.
-func (l recordLimits) fits(b *pipeline.Batch, prog *streams.Progress, extra ...pipeline.Output) error {
+func (l recordLimits) fits(b *pipeline.Batch, prog *records.Progress, extra ...pipeline.Output) error {
 	maxPayload := int(l.maxPayload())
 	limit := maxPayload - batchSize(b) - recordHeadroom
 	est := 1<<10 + len(prog.LastError) + 10*(len(prog.Failures)+len(prog.Rounds)+len(prog.Fallbacks))
@@ -44,7 +44,7 @@ func (l recordLimits) fits(b *pipeline.Batch, prog *streams.Progress, extra ...p
 	}
 	c := *prog
 	c.Outputs = append(slices.Clip(prog.Outputs), extra...)
-	v, err := streams.Encode(&c)
+	v, err := records.Encode(&c)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
@@ -30,7 +30,7 @@ func TestRecordLimitsFits(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			prog := &streams.Progress{BatchID: 1, Outputs: tt.outputs}
+			prog := &records.Progress{BatchID: 1, Outputs: tt.outputs}
 			err := l.fits(b, prog, tt.extra...)
 			if tt.wantErr != (err != nil) {
 				t.Fatalf("fits = %v, want an error: %v", err, tt.wantErr)

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/jsapi"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
@@ -21,7 +22,7 @@ import (
 type state struct {
 	streams.ProgressEntry
 	// fresh says this step's call ran under a completion key nobody had
-	// held before, and its record is written (streams.WorkReply.Fresh).
+	// held before, and its record is written (records.WorkReply.Fresh).
 	fresh bool
 	// noWait says the step gave up waiting for workers: a fallback no
 	// worker attempts counts as none.
@@ -86,7 +87,7 @@ type stepper struct {
 // step runs one step of the batch the token m points at and reports what
 // it did. A step that fails puts its token back for a redelivery soon.
 func (s *stepper) step(ctx context.Context, prio pipeline.Priority, m jetstream.Msg) api.StepReport {
-	tok, err := streams.Decode[streams.Token](m.Data())
+	tok, err := records.Decode[records.Token](m.Data())
 	if err != nil {
 		s.log.Error("undecodable token: dead-lettered", "subject", logging.Capped(m.Subject()), "err", err)
 		s.pub.deadLetterRaw(ctx, m, err)
@@ -114,7 +115,7 @@ func (s *stepper) step(ctx context.Context, prio pipeline.Priority, m jetstream.
 
 // stepToken is step for a decoded token. Its error, if any, means the step
 // did not settle the token: step puts it back.
-func (s *stepper) stepToken(ctx context.Context, prio pipeline.Priority, m jetstream.Msg, tok streams.Token) (sr api.StepReport, err error) {
+func (s *stepper) stepToken(ctx context.Context, prio pipeline.Priority, m jetstream.Msg, tok records.Token) (sr api.StepReport, err error) {
 	var b *pipeline.Batch
 	if tok.Batch != nil && tok.Batch.ID == tok.BatchID {
 		b = tok.Batch // the token's copy: one read saved
@@ -128,7 +129,7 @@ func (s *stepper) stepToken(ctx context.Context, prio pipeline.Priority, m jetst
 		sr.Action = api.ActionStale
 		return sr, err
 	}
-	if errors.Is(err, streams.ErrDecode) || errors.Is(err, streams.ErrVersion) {
+	if errors.Is(err, records.ErrDecode) || errors.Is(err, records.ErrVersion) {
 		cause := fmt.Errorf("batch record of batch %d: %w", tok.BatchID, err)
 		b = &pipeline.Batch{ID: tok.BatchID, Domain: s.opts.Domain, Priority: prio}
 		st, lerr := s.load(ctx, b.ID)
@@ -152,7 +153,7 @@ func (s *stepper) stepToken(ctx context.Context, prio pipeline.Priority, m jetst
 		// Not for a scheduled batch: its token reaches the queue when its
 		// schedule fires, long after the send, and a cancel or evict that
 		// came as it fired may not have found it there.
-		st = &state{ProgressEntry: streams.ProgressEntry{Progress: streams.Progress{BatchID: b.ID, State: streams.Queued}}}
+		st = &state{ProgressEntry: streams.ProgressEntry{Progress: records.Progress{BatchID: b.ID, State: records.Queued}}}
 	} else if st, err = s.load(ctx, b.ID); err != nil {
 		if st != nil { // a record that does not decode
 			sr.Action, err = s.poisoned(ctx, b, st, m, err)
@@ -162,17 +163,17 @@ func (s *stepper) stepToken(ctx context.Context, prio pipeline.Priority, m jetst
 	}
 	prog := &st.Progress
 	switch {
-	case prog.State == streams.Done:
+	case prog.State == records.Done:
 		// Terminal already: a crash may have come between the progress write
 		// and the callback; publish again (deduplicated), then drop the token.
 		err = s.announce(ctx, b, prog, m, false)
 		sr.Action, sr.Outcome = api.ActionStale, prog.Outcome.String()
 		return sr, err
-	case prog.Position(tok) == streams.TokenBehind:
+	case prog.Position(tok) == records.TokenBehind:
 		err = s.dropStale(ctx, b, prog, m)
 		sr.Action = api.ActionStale
 		return sr, err
-	case prog.Position(tok) == streams.TokenAhead:
+	case prog.Position(tok) == records.TokenAhead:
 		// Either an edit is half done (it will catch up) or the record was
 		// lost or tampered with: bounded retries, then a visible end.
 		cause := fmt.Errorf("processor: token (gen %d, step %d) ahead of its progress record (gen %d, step %d)", tok.Gen, tok.Rotation, prog.Gen, prog.Rotation)
@@ -184,7 +185,7 @@ func (s *stepper) stepToken(ctx context.Context, prio pipeline.Priority, m jetst
 	// the transaction may still land, so its sender stays leased and its
 	// hooks run until it is included, failed or past its maximum wait.
 	// The batch expires at its next step.
-	if prog.State == streams.Parked && b.Functions[prog.Parked.Index].Inclusion != nil {
+	if prog.State == records.Parked && b.Functions[prog.Parked.Index].Inclusion != nil {
 		sr.Action, err = s.inc.await(ctx, b, st, m)
 		sr.Outcome = outcomeOf(prog)
 		return sr, err
@@ -195,7 +196,7 @@ func (s *stepper) stepToken(ctx context.Context, prio pipeline.Priority, m jetst
 		sr.Action, sr.Outcome = api.ActionFinished, prog.Outcome.String()
 		return sr, err
 	}
-	if prog.State == streams.Parked {
+	if prog.State == records.Parked {
 		if now.Before(prog.Parked.Deadline) {
 			// Woken early (e.g. redelivered after a crash): wait on.
 			err = m.NakWithDelay(prog.Parked.Deadline.Sub(now))
@@ -239,7 +240,7 @@ func (s *stepper) stepToken(ctx context.Context, prio pipeline.Priority, m jetst
 	return sr, err
 }
 
-func outcomeOf(prog *streams.Progress) string {
+func outcomeOf(prog *records.Progress) string {
 	if prog.Outcome == nil {
 		return ""
 	}
@@ -250,11 +251,11 @@ func outcomeOf(prog *streams.Progress) string {
 func (s *stepper) runAtomic(ctx context.Context, b *pipeline.Batch, st *state, m jetstream.Msg) (api.Action, error) {
 	prog := &st.Progress
 	failures := prog.FailuresOf(0)
-	calls := make([]streams.WorkCall, len(b.Functions))
+	calls := make([]records.WorkCall, len(b.Functions))
 	for i, f := range b.Functions {
-		calls[i] = streams.WorkCall{Index: i, Type: f.Type, Payload: f.Payload}
+		calls[i] = records.WorkCall{Index: i, Type: f.Type, Payload: f.Payload}
 	}
-	rep, err := s.units.run(ctx, &streams.WorkRequest{
+	rep, err := s.units.run(ctx, &records.WorkRequest{
 		BatchID: b.ID, Domain: b.Domain, Key: b.Key, CreatedAt: b.CreatedAt,
 		Submitter: b.Submitter, Label: b.Label,
 		Attempt: failures + 1, Round: prog.RoundOf(0), Unit: true, Calls: calls,
@@ -302,11 +303,11 @@ func (s *stepper) runFunction(ctx context.Context, b *pipeline.Batch, st *state,
 	k := prog.Next
 	f := b.Functions[k]
 	failures := prog.FailuresOf(k)
-	rep, err := s.workers.call(ctx, streams.WorkSubject(f.Type), &streams.WorkRequest{
+	rep, err := s.workers.call(ctx, streams.WorkSubject(f.Type), &records.WorkRequest{
 		BatchID: b.ID, Domain: b.Domain, Key: b.Key, CreatedAt: b.CreatedAt,
 		Submitter: b.Submitter, Label: b.Label,
 		Attempt: failures + 1, Round: prog.RoundOf(k),
-		Calls:  []streams.WorkCall{{Index: k, Type: f.Type, Payload: f.Payload}},
+		Calls:  []records.WorkCall{{Index: k, Type: f.Type, Payload: f.Payload}},
 		Inputs: prog.Outputs, Retry: f.Retry, Sender: st.sender,
 	})
 	if err != nil {
@@ -338,8 +339,8 @@ func (s *stepper) advance(ctx context.Context, b *pipeline.Batch, st *state, k i
 		if err := s.limits.fits(b, prog, out); err != nil {
 			return s.tooLarge(ctx, b, st, k, err, m)
 		}
-		prog.State = streams.Parked
-		prog.Parked = &streams.ParkedFunction{Index: k, Deadline: s.opts.Now().Add(c.Timeout.D()), Output: out}
+		prog.State = records.Parked
+		prog.Parked = &records.ParkedFunction{Index: k, Deadline: s.opts.Now().Add(c.Timeout.D()), Output: out}
 		if md, err := jsapi.DeliveryOf(m.Reply()); err == nil {
 			prog.Parked.Timer = md.StreamSeq
 		}
@@ -363,7 +364,7 @@ func (s *stepper) keep(ctx context.Context, b *pipeline.Batch, st *state, k int,
 	if err := s.limits.fits(b, prog, out); err != nil {
 		return s.tooLarge(ctx, b, st, k, err, m)
 	}
-	prog.State, prog.Parked = streams.Queued, nil
+	prog.State, prog.Parked = records.Queued, nil
 	prog.Outputs = append(prog.Outputs, out)
 	prog.Next = k + 1
 	if prog.Next == len(b.Functions) {
@@ -400,7 +401,7 @@ func (s *stepper) functionFailed(ctx context.Context, b *pipeline.Batch, st *sta
 	}
 	failures := prog.AddFailure(f.index)
 	setError(prog, f.msg)
-	prog.State, prog.Parked = streams.Queued, nil
+	prog.State, prog.Parked = records.Queued, nil
 	d := pipeline.Decide(b.RetryFor(f.index), failures, f.retryable, s.opts.Rand)
 	if d.Move == pipeline.MoveRetry {
 		prog.NotBefore = s.opts.Now().Add(d.Delay)
@@ -443,7 +444,7 @@ func (s *stepper) settle(ctx context.Context, b *pipeline.Batch, st *state, f fa
 			return "", err // the confirmation is applied again later
 		}
 		if prog.FallbackDue == nil {
-			prog.FallbackDue = &streams.DueFallback{Index: idx, Exhausted: f.exhausted, Reason: capMessage(msg)}
+			prog.FallbackDue = &records.DueFallback{Index: idx, Exhausted: f.exhausted, Reason: capMessage(msg)}
 			if err := s.save(ctx, st); err != nil {
 				return "", err
 			}
@@ -484,7 +485,7 @@ func (s *stepper) tooLarge(ctx context.Context, b *pipeline.Batch, st *state, k 
 	s.log.Error("function output too large to keep: the batch ends", "batch_id", b.ID, "index", k, "err", cause)
 	prog.AddFailure(k)
 	setError(prog, msg)
-	prog.State, prog.Parked, prog.FallbackDue = streams.Queued, nil, nil
+	prog.State, prog.Parked, prog.FallbackDue = records.Queued, nil, nil
 	prog.FailedIndex = k
 	return api.ActionFinished, s.finish(ctx, b, st, pipeline.FailedAfter(prog.Next, prog.LastError), m)
 }
@@ -493,7 +494,7 @@ func (s *stepper) tooLarge(ctx context.Context, b *pipeline.Batch, st *state, k 
 // callback (both deduplicated), then the token's ack.
 func (s *stepper) finish(ctx context.Context, b *pipeline.Batch, st *state, o pipeline.Outcome, m jetstream.Msg) error {
 	prog := &st.Progress
-	prog.State, prog.Parked, prog.Outcome = streams.Done, nil, &o
+	prog.State, prog.Parked, prog.Outcome = records.Done, nil, &o
 	// A batch that succeeded at its first step (an atomic batch, or a
 	// single function) needs no progress record: if the token comes back,
 	// the worker's completion record answers and the callback is
@@ -529,7 +530,7 @@ func (s *stepper) finish(ctx context.Context, b *pipeline.Batch, st *state, o pi
 // may repeat a finish whose callback is stored already, and publishes it
 // alone, deduplicated by its id, so that a repeated token, such as a queue
 // edit's copy, stores no second callback.
-func (s *stepper) announce(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, m jetstream.Msg, first bool) error {
+func (s *stepper) announce(ctx context.Context, b *pipeline.Batch, prog *records.Progress, m jetstream.Msg, first bool) error {
 	var dlSeq uint64
 	if status := prog.Outcome.Status; status == pipeline.Rejected || status == pipeline.PartiallyExecuted {
 		seq, err := s.pub.deadLetter(ctx, b, prog, m)
@@ -574,8 +575,8 @@ func (s *stepper) announce(ctx context.Context, b *pipeline.Batch, prog *streams
 // not stored twice; past it, a second copy is harmless (whichever runs
 // first makes the other stale, and the worker's claim stops a concurrent
 // second run).
-func (s *stepper) dropStale(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, m jetstream.Msg) error {
-	if prog.State != streams.Parked { // a parked batch's token is its timer, which exists
+func (s *stepper) dropStale(ctx context.Context, b *pipeline.Batch, prog *records.Progress, m jetstream.Msg) error {
+	if prog.State != records.Parked { // a parked batch's token is its timer, which exists
 		if err := s.pub.token(ctx, b, prog); err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/telemetry"
 )
@@ -43,7 +44,7 @@ type unitBatcher struct {
 }
 
 type queuedUnit struct {
-	req      *streams.WorkRequest
+	req      *records.WorkRequest
 	deadline time.Time
 	// led: this unit's step was asked to send a request (at most once).
 	led bool
@@ -53,7 +54,7 @@ type queuedUnit struct {
 
 type unitEvent struct {
 	lead bool
-	rep  *streams.WorkReply
+	rep  *records.WorkReply
 	err  error
 }
 
@@ -62,7 +63,7 @@ type unitEvent struct {
 // of this processor want run meanwhile (streams.WorkUnitsSubject): each
 // unit keeps its own completion key, claim and answer, so what a worker
 // does for it, and what its answer means, is what call would give.
-func (q *unitBatcher) run(ctx context.Context, req *streams.WorkRequest) (*streams.WorkReply, error) {
+func (q *unitBatcher) run(ctx context.Context, req *records.WorkRequest) (*records.WorkReply, error) {
 	// The request may carry other steps' units: this one's trace context
 	// travels in its body.
 	req.Trace = telemetry.InjectMap(ctx)
@@ -172,8 +173,8 @@ var errUnitsUnserved = errors.New("processor: units not served in one request")
 // request sends batch as one request and returns one reply per unit,
 // or an error that applies to every unit: notAttempted ones (no answer,
 // busy), errUnitsUnserved, or a failure of the request itself.
-func (q *unitBatcher) request(ctx context.Context, batch []*queuedUnit) ([]streams.WorkReply, error) {
-	wb := &streams.WorkBatch{Units: make([]streams.WorkRequest, len(batch))}
+func (q *unitBatcher) request(ctx context.Context, batch []*queuedUnit) ([]records.WorkReply, error) {
+	wb := &records.WorkBatch{Units: make([]records.WorkRequest, len(batch))}
 	deadline := batch[0].deadline
 	for i, u := range batch {
 		wb.Units[i] = *u.req
@@ -181,7 +182,7 @@ func (q *unitBatcher) request(ctx context.Context, batch []*queuedUnit) ([]strea
 			deadline = u.deadline
 		}
 	}
-	data, err := streams.Encode(wb)
+	data, err := records.Encode(wb)
 	if err != nil {
 		return nil, err
 	}
@@ -207,17 +208,17 @@ func (q *unitBatcher) request(ctx context.Context, batch []*queuedUnit) ([]strea
 		if code == streams.WorkCodeUnavailable {
 			return nil, fmt.Errorf("%w: worker unavailable: %s", errBusy, desc)
 		}
-		reps := make([]streams.WorkReply, len(batch))
+		reps := make([]records.WorkReply, len(batch))
 		for i, u := range batch {
 			index := 0
 			if len(u.req.Calls) > 0 {
 				index = u.req.Calls[0].Index
 			}
-			reps[i].Error = &streams.WorkError{Message: "worker refused the request: " + desc, Permanent: true, Index: index}
+			reps[i].Error = &records.WorkError{Message: "worker refused the request: " + desc, Permanent: true, Index: index}
 		}
 		return reps, nil
 	}
-	rep, err := streams.Decode[streams.WorkBatchReply](resp.Data)
+	rep, err := records.Decode[records.WorkBatchReply](resp.Data)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/telemetry"
@@ -28,8 +29,8 @@ type workClient struct {
 // completion record will answer a retry) and no worker at all are errors
 // that notAttempted recognises. A request too large to send is a permanent
 // failure.
-func (w *workClient) call(ctx context.Context, subject string, req *streams.WorkRequest) (*streams.WorkReply, error) {
-	data, err := streams.Encode(req)
+func (w *workClient) call(ctx context.Context, subject string, req *records.WorkRequest) (*records.WorkReply, error) {
+	data, err := records.Encode(req)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +50,7 @@ func (w *workClient) call(ctx context.Context, subject string, req *streams.Work
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, fmt.Errorf("%w: %s", errNoWorker, subject)
 	case errors.Is(err, nats.ErrMaxPayload):
-		return &streams.WorkReply{Error: &streams.WorkError{
+		return &records.WorkReply{Error: &records.WorkError{
 			Message:   fmt.Sprintf("the work request of %d bytes exceeds the server's max_payload of %d bytes", len(data), w.nc.MaxPayload()),
 			Permanent: true, Index: index,
 		}}, nil
@@ -63,9 +64,9 @@ func (w *workClient) call(ctx context.Context, subject string, req *streams.Work
 		if code == streams.WorkCodeUnavailable {
 			return nil, fmt.Errorf("%w: worker unavailable: %s", errBusy, desc)
 		}
-		return &streams.WorkReply{Error: &streams.WorkError{Message: "worker refused the request: " + desc, Permanent: true, Index: index}}, nil
+		return &records.WorkReply{Error: &records.WorkError{Message: "worker refused the request: " + desc, Permanent: true, Index: index}}, nil
 	}
-	rep, err := streams.Decode[streams.WorkReply](resp.Data)
+	rep, err := records.Decode[records.WorkReply](resp.Data)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +76,7 @@ func (w *workClient) call(ctx context.Context, subject string, req *streams.Work
 // answerOf is a worker's reply as call returns it: a call the worker did
 // not attempt (running elsewhere, its record unreadable, no slot) is an
 // error matching errBusy, tried again later without counting an attempt.
-func answerOf(rep *streams.WorkReply) (*streams.WorkReply, error) {
+func answerOf(rep *records.WorkReply) (*records.WorkReply, error) {
 	if rep.Error != nil && rep.Error.Busy {
 		return nil, fmt.Errorf("%w: %s", errBusy, rep.Error.Message)
 	}
@@ -84,14 +85,14 @@ func answerOf(rep *streams.WorkReply) (*streams.WorkReply, error) {
 
 // fallback asks a worker for function k's fallback. It returns the output
 // when the fallback handled the failure, nil when there is none or it failed.
-func (w *workClient) fallback(ctx context.Context, b *pipeline.Batch, prog *streams.Progress, failed failure, failures int) (*pipeline.Output, error) {
+func (w *workClient) fallback(ctx context.Context, b *pipeline.Batch, prog *records.Progress, failed failure, failures int) (*pipeline.Output, error) {
 	k := failed.index
 	f := b.Functions[k]
-	rep, err := w.call(ctx, streams.FallbackSubject(f.Type), &streams.WorkRequest{
+	rep, err := w.call(ctx, streams.FallbackSubject(f.Type), &records.WorkRequest{
 		BatchID: b.ID, Domain: b.Domain, Key: b.Key, CreatedAt: b.CreatedAt,
 		Submitter: b.Submitter, Label: b.Label,
 		Attempt: failures, Round: prog.RoundOf(k),
-		Calls:  []streams.WorkCall{{Index: k, Type: f.Type, Payload: f.Payload}},
+		Calls:  []records.WorkCall{{Index: k, Type: f.Type, Payload: f.Payload}},
 		Inputs: prog.Outputs,
 		Failure: &pipeline.Failure{
 			BatchID: b.ID, Index: k, Key: b.Key, CreatedAt: b.CreatedAt,

@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tickflow/tickflow/api"
-	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/pipeline"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -198,7 +198,7 @@ type Call struct {
 // StartCall starts observing work request req of worker name, whose
 // message headers are h: it counts as in flight until End, and its span
 // continues the batch's trace.
-func (t *Telemetry) StartCall(ctx context.Context, name string, req *streams.WorkRequest, h nats.Header) (context.Context, *Call) {
+func (t *Telemetry) StartCall(ctx context.Context, name string, req *records.WorkRequest, h nats.Header) (context.Context, *Call) {
 	if t == nil {
 		return ctx, nil
 	}

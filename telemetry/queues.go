@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -192,7 +193,7 @@ func pausedDomain(ctx context.Context, js jetstream.JetStream, domain string) (f
 	if err != nil {
 		return 0, err
 	}
-	st, err := streams.DecodeDomainState(e.Value())
+	st, err := records.DecodeDomainState(e.Value())
 	if err != nil {
 		return 0, err
 	}

@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -20,7 +21,7 @@ import (
 
 // addInclusion registers the poll and hook endpoints of typ.
 func (w *Worker) addInclusion(add func(name, subject string, h endpoint) error, typ, name string) error {
-	if err := add("poll-"+name, streams.PollSubject(typ), endpoint{run: w.poll, key: func(*streams.WorkRequest) string { return "" }}); err != nil {
+	if err := add("poll-"+name, streams.PollSubject(typ), endpoint{run: w.poll, key: func(*records.WorkRequest) string { return "" }}); err != nil {
 		return fmt.Errorf("worker: poll endpoint %s: %w", typ, err)
 	}
 	if err := add("hook-"+name, streams.HookSubject(typ), endpoint{run: w.hook, key: hookKey}); err != nil {
@@ -29,14 +30,14 @@ func (w *Worker) addInclusion(add func(name, subject string, h endpoint) error, 
 	return nil
 }
 
-func hookKey(req *streams.WorkRequest) string {
+func hookKey(req *records.WorkRequest) string {
 	if len(req.Calls) != 1 || req.Inclusion == nil || req.Inclusion.Hook == "" {
 		return ""
 	}
 	return streams.HookResultKey(req.BatchID, req.Calls[0].Index, req.Inclusion.Hook)
 }
 
-func noHook(req *streams.WorkRequest, index int, what string) *streams.WorkReply {
+func noHook(req *records.WorkRequest, index int, what string) *records.WorkReply {
 	r := failure(req, index, pipeline.Permanent(fmt.Errorf("worker: the handler of %q has no %s", req.Calls[0].Type, what)))
 	r.Error.NoHook = true
 	return r
@@ -45,7 +46,7 @@ func noHook(req *streams.WorkRequest, index int, what string) *streams.WorkReply
 // poll asks the handler's Poller whether what the function dispatched was
 // included: Included, a failure (classified under the request's retry
 // logic), or neither while it cannot tell.
-func (w *Worker) poll(ctx context.Context, req *streams.WorkRequest) *streams.WorkReply {
+func (w *Worker) poll(ctx context.Context, req *records.WorkRequest) *records.WorkReply {
 	if len(req.Calls) != 1 || req.Inclusion == nil {
 		return failure(req, 0, pipeline.Permanent(errors.New("worker: a poll request carries one call and its dispatch reference")))
 	}
@@ -62,17 +63,17 @@ func (w *Worker) poll(ctx context.Context, req *streams.WorkRequest) *streams.Wo
 	case err != nil:
 		return failure(req, c.Index, err)
 	case included:
-		return &streams.WorkReply{Included: true}
+		return &records.WorkReply{Included: true}
 	}
-	return &streams.WorkReply{}
+	return &records.WorkReply{}
 }
 
 // hook calls the success or failure hook of a function waiting for
 // inclusion, once: a repeated request is answered from its record. The
 // hook's error is logged; it changes nothing.
-func (w *Worker) hook(ctx context.Context, req *streams.WorkRequest) *streams.WorkReply {
+func (w *Worker) hook(ctx context.Context, req *records.WorkRequest) *records.WorkReply {
 	key := hookKey(req)
-	if key == "" || (req.Inclusion.Hook == streams.HookFailure && req.Failure == nil) {
+	if key == "" || (req.Inclusion.Hook == records.HookFailure && req.Failure == nil) {
 		return failure(req, 0, pipeline.Permanent(errors.New("worker: a hook request carries one call and names its hook (a failure hook, its failure)")))
 	}
 	c := req.Calls[0]
@@ -80,7 +81,7 @@ func (w *Worker) hook(ctx context.Context, req *streams.WorkRequest) *streams.Wo
 	call := w.withSender(callFor(req, c, req.Inputs), req)
 	var run func() error
 	switch req.Inclusion.Hook {
-	case streams.HookSuccess:
+	case records.HookSuccess:
 		h, ok := raw.(pipeline.SuccessHook)
 		if !ok {
 			return noHook(req, c.Index, "OnSuccess")
@@ -90,20 +91,20 @@ func (w *Worker) hook(ctx context.Context, req *streams.WorkRequest) *streams.Wo
 			res = pipeline.Result{Data: o.Data, Ref: o.Ref}
 		}
 		run = func() error { return h.OnSuccess(ctx, call, res) }
-	case streams.HookFailure:
+	case records.HookFailure:
 		h, ok := raw.(pipeline.FailureHook)
 		if !ok {
 			return noHook(req, c.Index, "OnFailure")
 		}
 		run = func() error { return h.OnFailure(ctx, call, *req.Failure) }
 	default:
-		return failure(req, c.Index, pipeline.Permanent(fmt.Errorf("worker: unknown hook %q: expected %q or %q", capMessage(req.Inclusion.Hook), streams.HookSuccess, streams.HookFailure)))
+		return failure(req, c.Index, pipeline.Permanent(fmt.Errorf("worker: unknown hook %q: expected %q or %q", capMessage(req.Inclusion.Hook), records.HookSuccess, records.HookFailure)))
 	}
-	return w.once(ctx, req, key, func() *streams.WorkReply {
+	return w.once(ctx, req, key, func() *records.WorkReply {
 		if _, err := safeRun(ctx, c.Type, func() (bool, error) { return false, run() }); err != nil {
 			w.log.Warn("hook failed", "hook", req.Inclusion.Hook, "batch_id", req.BatchID, "index", c.Index, "err", capMessage(err.Error()))
 		}
-		return &streams.WorkReply{}
+		return &records.WorkReply{}
 	})
 }
 
@@ -122,7 +123,7 @@ func safeRun(ctx context.Context, typ string, fn func() (bool, error)) (ok bool,
 
 // withSender gives the call the sender its batch holds, with its secret
 // resolved from this worker's references on demand.
-func (w *Worker) withSender(call *pipeline.Call, req *streams.WorkRequest) *pipeline.Call {
+func (w *Worker) withSender(call *pipeline.Call, req *records.WorkRequest) *pipeline.Call {
 	if req.Sender == "" {
 		return call
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -74,9 +75,9 @@ func TestPollHooksAndSender(t *testing.T) {
 		t.Fatalf("sender %v, secret resolved %v", h.sender.Load(), h.secret.Load() != nil)
 	}
 
-	poll := func(typ, ref string) *streams.WorkReply {
+	poll := func(typ, ref string) *records.WorkReply {
 		r := fnReq(1, typ, 0)
-		r.Inclusion = &streams.InclusionCall{Ref: ref}
+		r.Inclusion = &records.InclusionCall{Ref: ref}
 		r.Retry = &pipeline.RetryLogic{Times: 1}
 		return call(t, nc, streams.PollSubject(typ), r, 2*time.Second)
 	}
@@ -93,17 +94,17 @@ func TestPollHooksAndSender(t *testing.T) {
 		t.Fatalf("poll of a handler without Poll: %+v", r)
 	}
 
-	hook := func(kind string) *streams.WorkReply {
+	hook := func(kind string) *records.WorkReply {
 		r := fnReq(1, "chain.tx", 0)
-		r.Inclusion = &streams.InclusionCall{Hook: kind, Output: &pipeline.Output{Ref: "tx-1"}}
+		r.Inclusion = &records.InclusionCall{Hook: kind, Output: &pipeline.Output{Ref: "tx-1"}}
 		r.Failure = &pipeline.Failure{BatchID: 1, Failures: 3, Exhausted: true}
 		return call(t, nc, streams.HookSubject("chain.tx"), r, 2*time.Second)
 	}
 	for range 3 {
-		if r := hook(streams.HookSuccess); r.Error != nil {
+		if r := hook(records.HookSuccess); r.Error != nil {
 			t.Fatalf("success hook: %+v", r)
 		}
-		if r := hook(streams.HookFailure); r.Error != nil {
+		if r := hook(records.HookFailure); r.Error != nil {
 			t.Fatalf("failure hook: %+v", r)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/internal/jsapi"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -33,7 +34,7 @@ const kvTimeout = 2 * time.Second
 // trying to write it, across reconnects and server restarts, until the
 // claim's Until: the claim covers that time, so no other worker takes the
 // call over while its record is pending.
-func (w *Worker) once(ctx context.Context, req *streams.WorkRequest, key string, fn func() *streams.WorkReply) *streams.WorkReply {
+func (w *Worker) once(ctx context.Context, req *records.WorkRequest, key string, fn func() *records.WorkReply) *records.WorkReply {
 	until, claim, rep := w.claimFor(ctx)
 	if rep != nil {
 		return rep
@@ -55,9 +56,9 @@ func (w *Worker) once(ctx context.Context, req *streams.WorkRequest, key string,
 
 // claimFor is the claim a call under ctx writes, and until, when it ends:
 // the call's deadline plus a grace period and the record window.
-func (w *Worker) claimFor(ctx context.Context) (until time.Time, claim []byte, rep *streams.WorkReply) {
+func (w *Worker) claimFor(ctx context.Context) (until time.Time, claim []byte, rep *records.WorkReply) {
 	until = w.claimUntil(ctx)
-	claim, err := streams.Encode(&streams.Completion{Running: true, Until: until, Worker: w.opts.Name})
+	claim, err := records.Encode(&records.Completion{Running: true, Until: until, Worker: w.opts.Name})
 	if err != nil {
 		return until, nil, unavailable(err)
 	}
@@ -78,7 +79,7 @@ func (w *Worker) claimUntil(ctx context.Context) time.Time {
 // completion record to write. A failed run releases the claim, and so does
 // one whose outputs no record can keep (a permanent failure, so nothing
 // runs it again); done is then nil and rep the reply to give.
-func (w *Worker) completion(ctx context.Context, req *streams.WorkRequest, key string, rev uint64, until time.Time, rep *streams.WorkReply) (done []byte, _ *streams.WorkReply) {
+func (w *Worker) completion(ctx context.Context, req *records.WorkRequest, key string, rev uint64, until time.Time, rep *records.WorkReply) (done []byte, _ *records.WorkReply) {
 	if rep.Error != nil {
 		w.release(ctx, key, rev, until)
 		return nil, rep
@@ -95,8 +96,8 @@ func (w *Worker) completion(ctx context.Context, req *streams.WorkRequest, key s
 // outputs, as stored under its own key; or, when nothing can keep the
 // outputs (the effect happened, but no record fits max_payload), the
 // permanent failure to answer instead, logged under key.
-func (w *Worker) recordOf(req *streams.WorkRequest, key string, outputs []pipeline.Output) ([]byte, *streams.WorkReply) {
-	done, err := streams.Encode(&streams.Completion{Outputs: outputs, Worker: w.opts.Name})
+func (w *Worker) recordOf(req *records.WorkRequest, key string, outputs []pipeline.Output) ([]byte, *records.WorkReply) {
+	done, err := records.Encode(&records.Completion{Outputs: outputs, Worker: w.opts.Name})
 	if err == nil && len(done) > w.maxRecord() {
 		err = fmt.Errorf("%w: the outputs take %d bytes encoded; the server's max_payload of %d bytes leaves room for %d",
 			ErrOutputTooLarge, len(done), w.nc.MaxPayload(), w.maxRecord())
@@ -115,7 +116,7 @@ func (w *Worker) recordOf(req *streams.WorkRequest, key string, outputs []pipeli
 // claim takes the completion key for this worker. It returns the claim's
 // revision and whether the key was fresh (never held before), or the reply
 // for a call that must not run here: its record, busy, or unavailable.
-func (w *Worker) claim(ctx context.Context, key string, claim []byte) (uint64, bool, *streams.WorkReply) {
+func (w *Worker) claim(ctx context.Context, key string, claim []byte) (uint64, bool, *records.WorkReply) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*kvTimeout)
 	defer cancel()
 	// A key nobody ever held: the common case, one round trip. A key with
@@ -130,7 +131,7 @@ func (w *Worker) claim(ctx context.Context, key string, claim []byte) (uint64, b
 // contested is claim after the first write, expecting a key nobody ever
 // held, failed with err: a key with history is taken when it is free (or
 // its claim expired), answered from its record, or found busy.
-func (w *Worker) contested(cctx context.Context, key string, claim []byte, err error) (uint64, bool, *streams.WorkReply) {
+func (w *Worker) contested(cctx context.Context, key string, claim []byte, err error) (uint64, bool, *records.WorkReply) {
 	if !jsapi.IsRevisionConflict(err) {
 		return 0, false, unavailable(fmt.Errorf("worker: claim %s: %w", key, err))
 	}
@@ -153,7 +154,7 @@ func (w *Worker) contested(cctx context.Context, key string, claim []byte, err e
 			return 0, false, rep
 		}
 		// The holder died (or overran its claim): take the claim over.
-		c, _ := streams.Decode[streams.Completion](e.Value())
+		c, _ := records.Decode[records.Completion](e.Value())
 		if rev, err = w.results.Update(cctx, key, claim, e.Revision()); err == nil {
 			w.log.Warn("expired claim taken over", "key", key, "holder", c.Worker)
 			return rev, false, nil
@@ -165,13 +166,13 @@ func (w *Worker) contested(cctx context.Context, key string, claim []byte, err e
 // anything: the record's outputs, busy while a live claim holds it, or
 // unavailable for a value that does not decode. It returns nil for an
 // expired claim, which may be taken over.
-func answer(key string, value []byte) *streams.WorkReply {
-	c, err := streams.Decode[streams.Completion](value)
+func answer(key string, value []byte) *records.WorkReply {
+	c, err := records.Decode[records.Completion](value)
 	if err != nil {
 		return unavailable(fmt.Errorf("worker: completion record %s: %w", key, err))
 	}
 	if !c.Running {
-		return &streams.WorkReply{Outputs: c.Outputs, Recorded: true}
+		return &records.WorkReply{Outputs: c.Outputs, Recorded: true}
 	}
 	if time.Now().Before(c.Until) {
 		return busy(fmt.Sprintf("worker: %s is running on %s until %s", key, c.Worker, c.Until.Format(time.RFC3339Nano)))
@@ -183,7 +184,7 @@ func answer(key string, value []byte) *streams.WorkReply {
 // slot: from the record, or busy while a live claim holds it. It returns
 // nil when the call has to run (no record, an expired claim) or the bucket
 // could not be read.
-func (w *Worker) lookup(ctx context.Context, key string, deadline time.Time) *streams.WorkReply {
+func (w *Worker) lookup(ctx context.Context, key string, deadline time.Time) *records.WorkReply {
 	gctx, cancel := context.WithTimeout(ctx, min(kvTimeout, time.Until(deadline)/2))
 	defer cancel()
 	e, err := w.results.Get(gctx, key)
@@ -324,13 +325,13 @@ const recordHeadroom = 4 << 10
 
 // unavailable is a reply for a call that could not be attempted; the
 // processor retries it without counting an attempt.
-func unavailable(err error) *streams.WorkReply {
+func unavailable(err error) *records.WorkReply {
 	return busy(err.Error())
 }
 
 // busy is a reply for a call that was not attempted: running elsewhere,
 // no handler slot free, or its record unreadable. The processor retries it
 // later without counting an attempt.
-func busy(msg string) *streams.WorkReply {
-	return &streams.WorkReply{Error: &streams.WorkError{Message: msg, Busy: true, Retryable: true}}
+func busy(msg string) *records.WorkReply {
+	return &records.WorkReply{Error: &records.WorkError{Message: msg, Busy: true, Retryable: true}}
 }

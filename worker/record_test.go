@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/embedded"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -30,17 +31,17 @@ func TestRecordSurvivesServerRestart(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		subject string
-		req     *streams.WorkRequest
+		req     *records.WorkRequest
 	}{
 		{name: "function", subject: streams.WorkSubject("effect"), req: fnReq(1, "effect", 0)},
-		{name: "unit", subject: streams.WorkUnitSubject, req: &streams.WorkRequest{BatchID: 1, Domain: "pay", Attempt: 1, Unit: true,
-			Calls: []streams.WorkCall{{Index: 0, Type: "effect"}}}},
+		{name: "unit", subject: streams.WorkUnitSubject, req: &records.WorkRequest{BatchID: 1, Domain: "pay", Attempt: 1, Unit: true,
+			Calls: []records.WorkCall{{Index: 0, Type: "effect"}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { recordSurvivesServerRestart(t, tc.subject, tc.req) })
 	}
 }
 
-func recordSurvivesServerRestart(t *testing.T, subject string, req *streams.WorkRequest) {
+func recordSurvivesServerRestart(t *testing.T, subject string, req *records.WorkRequest) {
 	dir := t.TempDir()
 	conf := testnats.ConfigPath(t)
 	srv, err := embedded.Start(embedded.Options{ConfigFile: conf, DataDir: dir, Listen: "127.0.0.1:0"})
@@ -100,7 +101,7 @@ func recordSurvivesServerRestart(t *testing.T, subject string, req *streams.Work
 		t.Fatal(err)
 	}
 
-	var rep *streams.WorkReply
+	var rep *records.WorkReply
 	testnats.Eventually(t, 20*time.Second, "the repeated call answered from the record", func() bool {
 		r, err := request(proc, subject, req, time.Second)
 		if err != nil || (r.Error != nil && r.Error.Busy) {
@@ -118,8 +119,8 @@ func recordSurvivesServerRestart(t *testing.T, subject string, req *streams.Work
 }
 
 // request sends a work request as the processor would and decodes the reply.
-func request(nc *nats.Conn, subject string, req *streams.WorkRequest, deadline time.Duration) (*streams.WorkReply, error) {
-	data, err := streams.Encode(req)
+func request(nc *nats.Conn, subject string, req *records.WorkRequest, deadline time.Duration) (*records.WorkReply, error) {
+	data, err := records.Encode(req)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +131,7 @@ func request(nc *nats.Conn, subject string, req *streams.WorkRequest, deadline t
 	if err != nil {
 		return nil, err
 	}
-	rep, err := streams.Decode[streams.WorkReply](resp.Data)
+	rep, err := records.Decode[records.WorkReply](resp.Data)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -31,7 +32,7 @@ func TestCompletionRecordExpires(t *testing.T) {
 	if r := call(t, nc, streams.WorkSubject("effect"), fnReq(1, "effect", 0), time.Second); r.Error != nil {
 		t.Fatalf("call: %+v", r.Error)
 	}
-	units := callUnits(t, nc, []streams.WorkRequest{unitReq(2, "effect")}, time.Second)
+	units := callUnits(t, nc, []records.WorkRequest{unitReq(2, "effect")}, time.Second)
 	if units[0].Error != nil {
 		t.Fatalf("unit: %+v", units[0].Error)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -103,7 +104,7 @@ func TestIdempotencyKeyNamesTheEffect(t *testing.T) {
 	}))
 	serve(t, env, mux, worker.Options{})
 	nc := env.Conn(t, "processor")
-	attempt := func(n, round int) *streams.WorkRequest {
+	attempt := func(n, round int) *records.WorkRequest {
 		r := fnReq(9, "charge", round)
 		r.Attempt = n
 		return r

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/internal/testsystem"
@@ -56,7 +57,7 @@ func TestStopUnderLoadAnswersEveryRequest(t *testing.T) {
 	nc := env.Conn(t, "processor")
 	got := testsystem.Collect(t, nc)
 	send := func(i int) {
-		data, err := streams.Encode(fnReq(uint64(i+1), "held", 0))
+		data, err := records.Encode(fnReq(uint64(i+1), "held", 0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +94,7 @@ func TestStopUnderLoadAnswersEveryRequest(t *testing.T) {
 		if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
 			t.Fatalf("call %d in flight at stop: answered %s %s, want its result", i, code, m.Header.Get(micro.ErrorHeader))
 		}
-		if rep, err := streams.Decode[streams.WorkReply](m.Data); err != nil || rep.Error != nil {
+		if rep, err := records.Decode[records.WorkReply](m.Data); err != nil || rep.Error != nil {
 			t.Fatalf("call %d in flight at stop: %+v, %v", i, rep, err)
 		}
 	}

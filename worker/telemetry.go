@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/telemetry"
@@ -12,7 +13,7 @@ import (
 // observed runs a request through its endpoint, counted in flight and
 // traced when the worker has telemetry. ctx carries the caller's trace
 // context, which serve read from the request's headers.
-func (w *Worker) observed(ctx context.Context, req *streams.WorkRequest, h endpoint) *streams.WorkReply {
+func (w *Worker) observed(ctx context.Context, req *records.WorkRequest, h endpoint) *records.WorkReply {
 	t := w.opts.Telemetry
 	if t == nil {
 		return h.run(ctx, req)
@@ -26,7 +27,7 @@ func (w *Worker) observed(ctx context.Context, req *streams.WorkRequest, h endpo
 // observedUnit runs one unit of a request carrying several (runUnits) as
 // observed runs a request: in flight and traced, its trace context read
 // from the unit itself.
-func (w *Worker) observedUnit(ctx context.Context, req *streams.WorkRequest) *streams.WorkReply {
+func (w *Worker) observedUnit(ctx context.Context, req *records.WorkRequest) *records.WorkReply {
 	t := w.opts.Telemetry
 	if t == nil {
 		return w.runUnit(ctx, req)

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/internal/jsapi"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -75,7 +76,7 @@ var errGroupTooLarge = errors.New("worker: unit group record too large")
 // message, a group never written or expired).
 type group struct {
 	rev     uint64
-	entries []streams.UnitEntry
+	entries []records.UnitEntry
 	// size is the value's encoded size.
 	size int
 }
@@ -93,7 +94,7 @@ func (g *group) find(key string) int {
 // clone copies the entry list, so that a change does not touch a value
 // the cache shares.
 func (g group) clone() group {
-	g.entries = append([]streams.UnitEntry(nil), g.entries...)
+	g.entries = append([]records.UnitEntry(nil), g.entries...)
 	return g
 }
 
@@ -161,18 +162,18 @@ func (c *groupCache) forget(key string) {
 
 // unitCall is one unit of a request on its way through its group.
 type unitCall struct {
-	req *streams.WorkRequest
+	req *records.WorkRequest
 	key string
 	// rep is the answer: decided without running (a record, busy), or
 	// the run's.
-	rep *streams.WorkReply
+	rep *records.WorkReply
 	// claimed: this request holds the unit's claim; fresh: its entry was
 	// absent, so no earlier call ever ran it.
 	claimed, fresh bool
 	// entry is what the record write puts in place of the claim: the
 	// record, its marker (Own), or a released run; nil leaves the claim
 	// to expire.
-	entry *streams.UnitEntry
+	entry *records.UnitEntry
 	// own is the completion record to write under the unit's own key
 	// before the group's marker.
 	own []byte
@@ -193,8 +194,8 @@ type groupRun struct {
 // runGrouped runs units as once runs a call, through their group records:
 // it claims them (one write per group), runs each claimed unit through
 // run, and records them (one write per group) before it answers.
-func (w *Worker) runGrouped(ctx context.Context, units []streams.WorkRequest, run func(*streams.WorkRequest) *streams.WorkReply) []streams.WorkReply {
-	reps := make([]streams.WorkReply, len(units))
+func (w *Worker) runGrouped(ctx context.Context, units []records.WorkRequest, run func(*records.WorkRequest) *records.WorkReply) []records.WorkReply {
+	reps := make([]records.WorkReply, len(units))
 	r := &groupRun{w: w, nonce: rand.Uint64() | 1, until: w.claimUntil(ctx), calls: map[string][]*unitCall{}}
 	calls := make([]unitCall, len(units))
 	for i := range units {
@@ -317,7 +318,7 @@ func (r *groupRun) claims(g *group, cs []*unitCall, now time.Time) (next group, 
 			c.rep = busy(fmt.Sprintf("worker: %s appears twice in one request", c.key))
 			continue
 		}
-		var prev *streams.UnitEntry
+		var prev *records.UnitEntry
 		if i := g.find(c.key); i >= 0 {
 			prev = &g.entries[i]
 		}
@@ -330,15 +331,15 @@ func (r *groupRun) claims(g *group, cs []*unitCall, now time.Time) (next group, 
 		case prev.Running:
 			r.w.log.Warn("expired claim taken over", "key", c.key, "holder", prev.Worker)
 		case prev.Recorded() && prev.Live(now) && prev.Own:
-			c.rep = &streams.WorkReply{Recorded: true} // its outputs: answerOwn reads them
+			c.rep = &records.WorkReply{Recorded: true} // its outputs: answerOwn reads them
 			c.entry = prev
 			continue
 		case prev.Recorded() && prev.Live(now):
-			c.rep = &streams.WorkReply{Outputs: prev.Outputs, Recorded: true}
+			c.rep = &records.WorkReply{Outputs: prev.Outputs, Recorded: true}
 			continue
 		}
 		// Absent, released, or expired: this request's to run.
-		claim := streams.UnitEntry{Key: c.key, Running: true, Claim: r.nonce, Until: r.until, Worker: r.w.opts.Name}
+		claim := records.UnitEntry{Key: c.key, Running: true, Claim: r.nonce, Until: r.until, Worker: r.w.opts.Name}
 		if i := next.find(c.key); i >= 0 {
 			next.entries[i] = claim
 		} else {
@@ -388,17 +389,17 @@ func (r *groupRun) answerOwn(ctx context.Context, cs []*unitCall) {
 // ownRecord reads the completion record kept under a unit's own key: ok
 // when there is one; err when the key could not be read or holds
 // something else (none: no such key).
-func (w *Worker) ownRecord(ctx context.Context, key string) (_ streams.Completion, ok bool, err error) {
+func (w *Worker) ownRecord(ctx context.Context, key string) (_ records.Completion, ok bool, err error) {
 	gctx, cancel := context.WithTimeout(ctx, kvTimeout)
 	defer cancel()
 	e, err := w.results.Get(gctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return streams.Completion{}, false, nil
+		return records.Completion{}, false, nil
 	}
 	if err != nil {
-		return streams.Completion{}, false, fmt.Errorf("worker: read %s: %w", key, err)
+		return records.Completion{}, false, fmt.Errorf("worker: read %s: %w", key, err)
 	}
-	c, err := streams.Decode[streams.Completion](e.Value())
+	c, err := records.Decode[records.Completion](e.Value())
 	if err != nil {
 		return c, false, fmt.Errorf("worker: completion record %s: %w", key, err)
 	}
@@ -412,15 +413,15 @@ func (w *Worker) ownRecord(ctx context.Context, key string) (_ streams.Completio
 // place of the claim. A unit that ran before (not fresh) may have a
 // record under its own key that its claimer wrote before it died: that
 // answers it instead.
-func (r *groupRun) run(ctx context.Context, c *unitCall, run func(*streams.WorkRequest) *streams.WorkReply) {
+func (r *groupRun) run(ctx context.Context, c *unitCall, run func(*records.WorkRequest) *records.WorkReply) {
 	w := r.w
-	released := &streams.UnitEntry{Key: c.key, Released: true, Claim: r.nonce, Worker: w.opts.Name}
+	released := &records.UnitEntry{Key: c.key, Released: true, Claim: r.nonce, Worker: w.opts.Name}
 	if !c.fresh {
 		rec, ok, err := w.ownRecord(ctx, c.key)
 		switch {
 		case ok:
-			c.rep = &streams.WorkReply{Outputs: rec.Outputs, Recorded: true}
-			c.entry = &streams.UnitEntry{Key: c.key, Own: true, Claim: r.nonce, Worker: w.opts.Name}
+			c.rep = &records.WorkReply{Outputs: rec.Outputs, Recorded: true}
+			c.entry = &records.UnitEntry{Key: c.key, Own: true, Claim: r.nonce, Worker: w.opts.Name}
 			return
 		case err != nil:
 			c.rep, c.entry = unavailable(err), released
@@ -432,7 +433,7 @@ func (r *groupRun) run(ctx context.Context, c *unitCall, run func(*streams.WorkR
 		c.entry = released
 		return
 	}
-	e := &streams.UnitEntry{Key: c.key, Claim: r.nonce, Worker: w.opts.Name, Outputs: c.rep.Outputs, Until: r.until}
+	e := &records.UnitEntry{Key: c.key, Claim: r.nonce, Worker: w.opts.Name, Outputs: c.rep.Outputs, Until: r.until}
 	if fitsInline(e.Outputs, min(inlineRecordMax, w.maxRecord()/streams.UnitGroupSize)) {
 		c.entry = e
 		return
@@ -443,7 +444,7 @@ func (r *groupRun) run(ctx context.Context, c *unitCall, run func(*streams.WorkR
 		return
 	}
 	c.own = own
-	c.entry = &streams.UnitEntry{Key: c.key, Own: true, Claim: r.nonce, Worker: w.opts.Name}
+	c.entry = &records.UnitEntry{Key: c.key, Own: true, Claim: r.nonce, Worker: w.opts.Name}
 }
 
 // fitsInline says whether a record of outputs takes at most limit bytes
@@ -456,7 +457,7 @@ func fitsInline(outputs []pipeline.Output, limit int) bool {
 	if n <= limit {
 		return true
 	}
-	e := streams.UnitEntry{Key: "0.unit.0", Claim: 1, Until: time.Now(), Worker: "w", Outputs: outputs}
+	e := records.UnitEntry{Key: "0.unit.0", Claim: 1, Until: time.Now(), Worker: "w", Outputs: outputs}
 	return len(e.AppendMsgpack(nil)) <= limit
 }
 
@@ -575,12 +576,12 @@ func (r *groupRun) moveOut(ctx context.Context, mine []*unitCall) bool {
 	if big == nil {
 		return false
 	}
-	own, err := streams.Encode(&streams.Completion{Outputs: big.entry.Outputs, Worker: r.w.opts.Name})
+	own, err := records.Encode(&records.Completion{Outputs: big.entry.Outputs, Worker: r.w.opts.Name})
 	if err != nil || !r.w.writeOwn(ctx, big.key, own, r.until) {
 		big.entry = nil // its claim expires; a later call finds the record or runs it
 		return true
 	}
-	big.entry = &streams.UnitEntry{Key: big.key, Own: true, Claim: r.nonce, Worker: r.w.opts.Name}
+	big.entry = &records.UnitEntry{Key: big.key, Own: true, Claim: r.nonce, Worker: r.w.opts.Name}
 	return true
 }
 
@@ -622,14 +623,14 @@ func (r *groupRun) records(g group, mine []*unitCall, now time.Time) (next group
 // records and released runs go; an expired claim (its worker died or
 // overran it) becomes a released run, so a later claim knows the unit
 // ran before.
-func (w *Worker) pruned(entries []streams.UnitEntry, now time.Time) []streams.UnitEntry {
-	out := make([]streams.UnitEntry, 0, len(entries)+1)
+func (w *Worker) pruned(entries []records.UnitEntry, now time.Time) []records.UnitEntry {
+	out := make([]records.UnitEntry, 0, len(entries)+1)
 	for _, e := range entries {
 		switch {
 		case e.Live(now):
 			out = append(out, e)
 		case e.Running:
-			out = append(out, streams.UnitEntry{Key: e.Key, Released: true, Claim: e.Claim, Worker: e.Worker, Until: e.Until.Add(w.recordLife)})
+			out = append(out, records.UnitEntry{Key: e.Key, Released: true, Claim: e.Claim, Worker: e.Worker, Until: e.Until.Add(w.recordLife)})
 		}
 	}
 	return out
@@ -678,7 +679,7 @@ func (w *Worker) readGroup(ctx context.Context, gk string) (group, error) {
 	if op := m.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
 		return group{rev: rev}, nil
 	}
-	v, err := streams.Decode[streams.UnitGroup](data)
+	v, err := records.Decode[records.UnitGroup](data)
 	if err != nil {
 		w.groups.forget(gk)
 		return group{}, fmt.Errorf("%w: %s: %w", errGroupUnreadable, gk, err)
@@ -692,7 +693,7 @@ func (w *Worker) readGroup(ctx context.Context, gk string) (group, error) {
 // rev (0: no message), with the time to live of its longest-lived entry:
 // the key's last write decides when the server removes it.
 func (w *Worker) writeGroup(ctx context.Context, gk string, g *group, rev uint64) (uint64, error) {
-	data, err := streams.Encode(&streams.UnitGroup{Units: g.entries})
+	data, err := records.Encode(&records.UnitGroup{Units: g.entries})
 	if err != nil {
 		return 0, err
 	}
@@ -711,7 +712,7 @@ func (w *Worker) writeGroup(ctx context.Context, gk string, g *group, rev uint64
 
 // setGroupTTL gives m the longest remaining lifetime among entries, on a
 // bucket whose records carry one.
-func (w *Worker) setGroupTTL(m *nats.Msg, entries []streams.UnitEntry, now time.Time) {
+func (w *Worker) setGroupTTL(m *nats.Msg, entries []records.UnitEntry, now time.Time) {
 	if w.recordTTL <= 0 {
 		return
 	}
@@ -735,7 +736,7 @@ func (w *Worker) setGroupTTL(m *nats.Msg, entries []streams.UnitEntry, now time.
 // handler slot, as lookup answers a call from its key: from its record,
 // busy while a live claim holds it or while its group does not decode,
 // nil when it has to run or the group could not be read.
-func (w *Worker) lookupUnit(ctx context.Context, req *streams.WorkRequest, deadline time.Time) *streams.WorkReply {
+func (w *Worker) lookupUnit(ctx context.Context, req *records.WorkRequest, deadline time.Time) *records.WorkReply {
 	gctx, cancel := context.WithTimeout(ctx, min(kvTimeout, time.Until(deadline)/2))
 	defer cancel()
 	key := unitKey(req)
@@ -758,11 +759,11 @@ func (w *Worker) lookupUnit(ctx context.Context, req *streams.WorkRequest, deadl
 		return busy(fmt.Sprintf("worker: %s is running on %s until %s", key, e.Worker, e.Until.Format(time.RFC3339Nano)))
 	case e.Recorded() && e.Own:
 		if rec, ok, _ := w.ownRecord(gctx, key); ok {
-			return &streams.WorkReply{Outputs: rec.Outputs, Recorded: true}
+			return &records.WorkReply{Outputs: rec.Outputs, Recorded: true}
 		}
 		return nil
 	case e.Recorded():
-		return &streams.WorkReply{Outputs: e.Outputs, Recorded: true}
+		return &records.WorkReply{Outputs: e.Outputs, Recorded: true}
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -44,7 +45,7 @@ func lastSeq(t *testing.T, st jetstream.Stream) uint64 {
 }
 
 // readGroup reads the unit group of batch id, by key.
-func readGroup(t *testing.T, kv jetstream.KeyValue, id uint64) map[string]streams.UnitEntry {
+func readGroup(t *testing.T, kv jetstream.KeyValue, id uint64) map[string]records.UnitEntry {
 	t.Helper()
 	e, err := kv.Get(testnats.Context(t, 5*time.Second), streams.UnitGroupKey(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -53,11 +54,11 @@ func readGroup(t *testing.T, kv jetstream.KeyValue, id uint64) map[string]stream
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := streams.Decode[streams.UnitGroup](e.Value())
+	g, err := records.Decode[records.UnitGroup](e.Value())
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]streams.UnitEntry{}
+	out := map[string]records.UnitEntry{}
 	for _, u := range g.Units {
 		out[u.Key] = u
 	}
@@ -65,9 +66,9 @@ func readGroup(t *testing.T, kv jetstream.KeyValue, id uint64) map[string]stream
 }
 
 // putGroup writes the unit group of batch id as given, as admin.
-func putGroup(t *testing.T, kv jetstream.KeyValue, id uint64, entries ...streams.UnitEntry) {
+func putGroup(t *testing.T, kv jetstream.KeyValue, id uint64, entries ...records.UnitEntry) {
 	t.Helper()
-	b, err := streams.Encode(&streams.UnitGroup{Units: entries})
+	b, err := records.Encode(&records.UnitGroup{Units: entries})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func TestUnitGroupTakesTwoWrites(t *testing.T) {
 	nc := env.Conn(t, "processor")
 	kv, st := results(t, env)
 
-	var units []streams.WorkRequest
+	var units []records.WorkRequest
 	for id := uint64(64); id < 128; id++ {
 		units = append(units, unitReq(id, "count"))
 	}
@@ -177,9 +178,9 @@ func TestUnitGroupConcurrentRequestsRunEachOnce(t *testing.T) {
 
 	// Four requests over ids 40..119 (groups 0 and 1), each overlapping
 	// the next by half.
-	var reqs [][]streams.WorkRequest
+	var reqs [][]records.WorkRequest
 	for start := uint64(40); start < 120; start += 20 {
-		var units []streams.WorkRequest
+		var units []records.WorkRequest
 		for id := start; id < min(start+40, 120); id++ {
 			units = append(units, unitReq(id, "count"))
 		}
@@ -221,10 +222,10 @@ func TestUnitGroupExpiredClaimTakenOver(t *testing.T) {
 	kv, _ := results(t, env)
 	now := time.Now()
 	putGroup(t, kv, 5,
-		streams.UnitEntry{Key: unitKey(5), Running: true, Claim: 11, Until: now.Add(time.Minute), Worker: "alive"},
-		streams.UnitEntry{Key: unitKey(6), Running: true, Claim: 12, Until: now.Add(-time.Second), Worker: "dead"},
+		records.UnitEntry{Key: unitKey(5), Running: true, Claim: 11, Until: now.Add(time.Minute), Worker: "alive"},
+		records.UnitEntry{Key: unitKey(6), Running: true, Claim: 12, Until: now.Add(-time.Second), Worker: "dead"},
 	)
-	reps := callUnits(t, nc, []streams.WorkRequest{unitReq(5, "count"), unitReq(6, "count")}, 3*time.Second)
+	reps := callUnits(t, nc, []records.WorkRequest{unitReq(5, "count"), unitReq(6, "count")}, 3*time.Second)
 	if r := reps[0]; r.Error == nil || !r.Error.Busy {
 		t.Fatalf("unit 5 under a live claim: %+v, want busy", r)
 	}
@@ -258,7 +259,7 @@ func TestUnitGroupFailedUnitRunsAgain(t *testing.T) {
 	serve(t, env, countingMux(&runs, &failing), worker.Options{})
 	nc := env.Conn(t, "processor")
 	kv, _ := results(t, env)
-	units := []streams.WorkRequest{unitReq(1, "count"), unitReq(2, "fail"), unitReq(3, "count")}
+	units := []records.WorkRequest{unitReq(1, "count"), unitReq(2, "fail"), unitReq(3, "count")}
 	first := callUnits(t, nc, units, 3*time.Second)
 	if first[0].Error != nil || first[2].Error != nil || first[1].Error == nil || first[1].Error.Busy {
 		t.Fatalf("first: %+v", first)
@@ -299,11 +300,11 @@ func TestUnitGroupDropsExpiredEntries(t *testing.T) {
 	kv, st := results(t, env)
 	past := time.Now().Add(-time.Second)
 	putGroup(t, kv, 1,
-		streams.UnitEntry{Key: unitKey(1), Claim: 1, Until: past, Outputs: []pipeline.Output{{Index: 0, Type: "count"}}},
-		streams.UnitEntry{Key: unitKey(2), Released: true, Claim: 2, Until: past},
-		streams.UnitEntry{Key: unitKey(3), Running: true, Claim: 3, Until: past, Worker: "dead"},
+		records.UnitEntry{Key: unitKey(1), Claim: 1, Until: past, Outputs: []pipeline.Output{{Index: 0, Type: "count"}}},
+		records.UnitEntry{Key: unitKey(2), Released: true, Claim: 2, Until: past},
+		records.UnitEntry{Key: unitKey(3), Running: true, Claim: 3, Until: past, Worker: "dead"},
 	)
-	if r := callUnits(t, nc, []streams.WorkRequest{unitReq(4, "count")}, 3*time.Second)[0]; r.Error != nil || !r.Fresh {
+	if r := callUnits(t, nc, []records.WorkRequest{unitReq(4, "count")}, 3*time.Second)[0]; r.Error != nil || !r.Fresh {
 		t.Fatalf("unit 4: %+v", r)
 	}
 	g := readGroup(t, kv, 1)
@@ -311,7 +312,7 @@ func TestUnitGroupDropsExpiredEntries(t *testing.T) {
 		t.Fatalf("group after a write: %+v, want unit 4's record and unit 3's claim released", g)
 	}
 	// An expired record runs again.
-	if r := callUnits(t, nc, []streams.WorkRequest{unitReq(1, "count")}, 3*time.Second)[0]; r.Error != nil || r.Recorded {
+	if r := callUnits(t, nc, []records.WorkRequest{unitReq(1, "count")}, 3*time.Second)[0]; r.Error != nil || r.Recorded {
 		t.Fatalf("unit 1 after its record expired: %+v", r)
 	}
 	m, err := st.GetLastMsgForSubject(testnats.Context(t, 5*time.Second), "$KV."+streams.BucketResults+"."+streams.UnitGroupKey(1))
@@ -341,7 +342,7 @@ func TestUnitGroupLargeOutputOwnKey(t *testing.T) {
 	serve(t, env, mux, worker.Options{})
 	nc := env.Conn(t, "processor")
 	kv, _ := results(t, env)
-	first := callUnits(t, nc, []streams.WorkRequest{unitReq(7, "big")}, 3*time.Second)[0]
+	first := callUnits(t, nc, []records.WorkRequest{unitReq(7, "big")}, 3*time.Second)[0]
 	if first.Error != nil || !first.Fresh {
 		t.Fatalf("first: %+v", first.Error)
 	}
@@ -351,10 +352,10 @@ func TestUnitGroupLargeOutputOwnKey(t *testing.T) {
 	if _, err := kv.Get(testnats.Context(t, 5*time.Second), unitKey(7)); err != nil {
 		t.Fatalf("the unit's own key: %v", err)
 	}
-	again := callUnits(t, nc, []streams.WorkRequest{unitReq(7, "big")}, 3*time.Second)[0]
+	again := callUnits(t, nc, []records.WorkRequest{unitReq(7, "big")}, 3*time.Second)[0]
 	r := unitReq(7, "big")
 	alone := call(t, nc, streams.WorkUnitSubject, &r, time.Second)
-	for _, rep := range []*streams.WorkReply{&again, alone} {
+	for _, rep := range []*records.WorkReply{&again, alone} {
 		if rep.Error != nil || !rep.Recorded || len(rep.Outputs) != 1 || !bytes.Equal(rep.Outputs[0].Data, first.Outputs[0].Data) {
 			t.Fatalf("repeated: recorded %v error %+v", rep.Recorded, rep.Error)
 		}
@@ -378,7 +379,7 @@ func TestUnitGroupUnreadableIsBusy(t *testing.T) {
 	if _, err := kv.Put(ctx, streams.UnitGroupKey(9), garbage); err != nil {
 		t.Fatal(err)
 	}
-	reps := callUnits(t, nc, []streams.WorkRequest{unitReq(9, "count"), unitReq(200, "count")}, 3*time.Second)
+	reps := callUnits(t, nc, []records.WorkRequest{unitReq(9, "count"), unitReq(200, "count")}, 3*time.Second)
 	if r := reps[0]; r.Error == nil || !r.Error.Busy {
 		t.Fatalf("unit 9: %+v, want busy", r)
 	}
@@ -409,15 +410,15 @@ func TestUnitGroupTakeoverFindsOwnRecord(t *testing.T) {
 	nc := env.Conn(t, "processor")
 	kv, _ := results(t, env)
 	ctx := testnats.Context(t, 5*time.Second)
-	done, err := streams.Encode(&streams.Completion{Worker: "dead", Outputs: []pipeline.Output{{Index: 0, Type: "count", Data: pipeline.MustPayload("before")}}})
+	done, err := records.Encode(&records.Completion{Worker: "dead", Outputs: []pipeline.Output{{Index: 0, Type: "count", Data: pipeline.MustPayload("before")}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := kv.Put(ctx, unitKey(3), done); err != nil {
 		t.Fatal(err)
 	}
-	putGroup(t, kv, 3, streams.UnitEntry{Key: unitKey(3), Running: true, Claim: 5, Until: time.Now().Add(-time.Second), Worker: "dead"})
-	r := callUnits(t, nc, []streams.WorkRequest{unitReq(3, "count")}, 3*time.Second)[0]
+	putGroup(t, kv, 3, records.UnitEntry{Key: unitKey(3), Running: true, Claim: 5, Until: time.Now().Add(-time.Second), Worker: "dead"})
+	r := callUnits(t, nc, []records.WorkRequest{unitReq(3, "count")}, 3*time.Second)[0]
 	if r.Error != nil || !r.Recorded || string(r.Outputs[0].Data) != string(pipeline.MustPayload("before")) {
 		t.Fatalf("unit 3: %+v, want the dead worker's record", r)
 	}
@@ -436,7 +437,7 @@ func TestUnitGroupDuplicateUnitRunsOnce(t *testing.T) {
 	var runs sync.Map
 	serve(t, env, countingMux(&runs, nil), worker.Options{})
 	nc := env.Conn(t, "processor")
-	reps := callUnits(t, nc, []streams.WorkRequest{unitReq(50, "count"), unitReq(50, "count")}, 3*time.Second)
+	reps := callUnits(t, nc, []records.WorkRequest{unitReq(50, "count"), unitReq(50, "count")}, 3*time.Second)
 	if reps[0].Error != nil || reps[1].Error == nil || !reps[1].Error.Busy {
 		t.Fatalf("replies %+v, want the first run and the second busy", reps)
 	}
@@ -468,15 +469,15 @@ func TestUnitGroupSlowUnitDoesNotHoldBackRecords(t *testing.T) {
 	serve(t, env, mux, worker.Options{})
 	nc := env.Conn(t, "processor")
 	kv, _ := results(t, env)
-	units := []streams.WorkRequest{unitReq(192, "slow"), unitReq(193, "fast")}
-	answered := make(chan []streams.WorkReply, 1)
+	units := []records.WorkRequest{unitReq(192, "slow"), unitReq(193, "fast")}
+	answered := make(chan []records.WorkReply, 1)
 	go func() { answered <- callUnits(t, nc, units, 10*time.Second) }()
 	testnats.Eventually(t, 5*time.Second, "the fast unit's record while the slow unit runs", func() bool {
 		g, err := kv.Get(testnats.Context(t, 2*time.Second), streams.UnitGroupKey(193))
 		if err != nil {
 			return false
 		}
-		ug, err := streams.Decode[streams.UnitGroup](g.Value())
+		ug, err := records.Decode[records.UnitGroup](g.Value())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -498,4 +499,4 @@ func TestUnitGroupSlowUnitDoesNotHoldBackRecords(t *testing.T) {
 	}
 }
 
-func recorded(e streams.UnitEntry) bool { return e.Recorded() }
+func recorded(e records.UnitEntry) bool { return e.Recorded() }

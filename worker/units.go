@@ -6,11 +6,12 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/internal/drain"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 )
 
 // serveUnits serves several atomic units in one request
-// (streams.WorkBatch) and answers them in one reply. Each unit is run
+// (records.WorkBatch) and answers them in one reply. Each unit is run
 // exactly as a request on the unit endpoint runs one: claimed before it
 // runs and recorded before the answer, in its unit group
 // (streams.UnitGroupKey), with a handler slot of its own (waiting for one
@@ -22,7 +23,7 @@ func (w *Worker) serveUnits(ctx context.Context, gate *drain.Gate, req micro.Req
 		return
 	}
 	defer gate.Leave()
-	wb, err := streams.Decode[streams.WorkBatch](req.Data())
+	wb, err := records.Decode[records.WorkBatch](req.Data())
 	if err != nil {
 		_ = streams.Reply(w.nc, req.Reply(), nil, streams.WorkCodeBadRequest, err.Error())
 		return
@@ -30,7 +31,7 @@ func (w *Worker) serveUnits(ctx context.Context, gate *drain.Gate, req micro.Req
 	deadline := w.deadlineOf(req)
 	gate.Go(func() {
 		reps := w.runUnits(ctx, wb.Units, deadline)
-		b, err := streams.Encode(&streams.WorkBatchReply{Replies: reps})
+		b, err := records.Encode(&records.WorkBatchReply{Replies: reps})
 		if err != nil {
 			_ = streams.Reply(w.nc, req.Reply(), nil, streams.WorkCodeInternal, err.Error())
 			return
@@ -43,20 +44,20 @@ func (w *Worker) serveUnits(ctx context.Context, gate *drain.Gate, req micro.Req
 
 // runUnits runs units through their unit groups (runGrouped), each in a
 // handler slot of its own.
-func (w *Worker) runUnits(ctx context.Context, units []streams.WorkRequest, deadline time.Time) []streams.WorkReply {
+func (w *Worker) runUnits(ctx context.Context, units []records.WorkRequest, deadline time.Time) []records.WorkReply {
 	margin := min(time.Until(deadline)/10, time.Second)
 	// The calls outlive ctx on purpose: shutdown drains calls in flight.
 	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline.Add(-margin))
 	defer cancel()
-	return w.runGrouped(cctx, units, func(u *streams.WorkRequest) *streams.WorkReply {
-		return w.inSlot(ctx, deadline, func() *streams.WorkReply { return w.observedUnit(cctx, u) })
+	return w.runGrouped(cctx, units, func(u *records.WorkRequest) *records.WorkReply {
+		return w.inSlot(ctx, deadline, func() *records.WorkReply { return w.observedUnit(cctx, u) })
 	})
 }
 
 // inSlot runs fn in a handler slot, waiting for one at most half the time
 // left before deadline; with none free by then the call is busy (not
 // attempted).
-func (w *Worker) inSlot(ctx context.Context, deadline time.Time, fn func() *streams.WorkReply) *streams.WorkReply {
+func (w *Worker) inSlot(ctx context.Context, deadline time.Time, fn func() *records.WorkReply) *records.WorkReply {
 	select {
 	case w.sem <- struct{}{}:
 	default:

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -16,9 +17,9 @@ import (
 )
 
 // callUnits sends several units in one request, as a processor's wave does.
-func callUnits(t *testing.T, nc *nats.Conn, units []streams.WorkRequest, deadline time.Duration) []streams.WorkReply {
+func callUnits(t *testing.T, nc *nats.Conn, units []records.WorkRequest, deadline time.Duration) []records.WorkReply {
 	t.Helper()
-	data, err := streams.Encode(&streams.WorkBatch{Units: units})
+	data, err := records.Encode(&records.WorkBatch{Units: units})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +30,7 @@ func callUnits(t *testing.T, nc *nats.Conn, units []streams.WorkRequest, deadlin
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := streams.Decode[streams.WorkBatchReply](resp.Data)
+	rep, err := records.Decode[records.WorkBatchReply](resp.Data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,10 +40,10 @@ func callUnits(t *testing.T, nc *nats.Conn, units []streams.WorkRequest, deadlin
 	return rep.Replies
 }
 
-func unitReq(id uint64, types ...string) streams.WorkRequest {
-	r := streams.WorkRequest{BatchID: id, Domain: "pay", Attempt: 1, Unit: true}
+func unitReq(id uint64, types ...string) records.WorkRequest {
+	r := records.WorkRequest{BatchID: id, Domain: "pay", Attempt: 1, Unit: true}
 	for i, typ := range types {
-		r.Calls = append(r.Calls, streams.WorkCall{Index: i, Type: typ})
+		r.Calls = append(r.Calls, records.WorkCall{Index: i, Type: typ})
 	}
 	return r
 }
@@ -78,11 +79,11 @@ func TestUnitsInOneRequestKeepTheirClaims(t *testing.T) {
 	nc := env.Conn(t, "processor")
 
 	// Unit 9 runs alone and holds its claim meanwhile.
-	held := make(chan *streams.WorkReply, 1)
+	held := make(chan *records.WorkReply, 1)
 	go func() { r := unitReq(9, "held"); held <- call(t, nc, streams.WorkUnitSubject, &r, 5*time.Second) }()
 	<-started
 
-	first := callUnits(t, nc, []streams.WorkRequest{unitReq(1, "count"), unitReq(2, "fail"), unitReq(3, "count", "count"), unitReq(9, "held")}, 3*time.Second)
+	first := callUnits(t, nc, []records.WorkRequest{unitReq(1, "count"), unitReq(2, "fail"), unitReq(3, "count", "count"), unitReq(9, "held")}, 3*time.Second)
 	if r := first[0]; r.Error != nil || r.Recorded || !r.Fresh || string(r.Outputs[0].Data) != string(pipeline.MustPayload(uint64(1))) {
 		t.Fatalf("unit 1: %+v", r)
 	}
@@ -105,7 +106,7 @@ func TestUnitsInOneRequestKeepTheirClaims(t *testing.T) {
 
 	// Asked again: the successes are answered from their records, the
 	// failure runs again.
-	again := callUnits(t, nc, []streams.WorkRequest{unitReq(3, "count", "count"), unitReq(1, "count"), unitReq(2, "fail")}, 3*time.Second)
+	again := callUnits(t, nc, []records.WorkRequest{unitReq(3, "count", "count"), unitReq(1, "count"), unitReq(2, "fail")}, 3*time.Second)
 	if r := again[0]; r.Error != nil || !r.Recorded || r.Fresh || len(r.Outputs) != 2 {
 		t.Fatalf("unit 3 again: %+v", r)
 	}
@@ -145,7 +146,7 @@ func TestUnitsWaitForASlot(t *testing.T) {
 	unblock := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(unblock)
 	nc := env.Conn(t, "processor")
-	reps := callUnits(t, nc, []streams.WorkRequest{unitReq(1, "held"), unitReq(2, "held")}, 600*time.Millisecond)
+	reps := callUnits(t, nc, []records.WorkRequest{unitReq(1, "held"), unitReq(2, "held")}, 600*time.Millisecond)
 	busy := 0
 	for _, r := range reps {
 		if r.Error != nil && r.Error.Busy {
@@ -157,7 +158,7 @@ func TestUnitsWaitForASlot(t *testing.T) {
 	}
 	unblock()
 	// The busy unit's claim was released: it runs now.
-	again := callUnits(t, nc, []streams.WorkRequest{unitReq(1, "held"), unitReq(2, "held")}, 3*time.Second)
+	again := callUnits(t, nc, []records.WorkRequest{unitReq(1, "held"), unitReq(2, "held")}, 3*time.Second)
 	for i, r := range again {
 		if r.Error != nil {
 			t.Fatalf("unit %d again: %+v", i+1, r)

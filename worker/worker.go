@@ -41,6 +41,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/internal/drain"
 	"github.com/tickflow/tickflow/internal/jsapi"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
@@ -224,8 +225,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	present := make(chan struct{})
 	go func() {
 		defer close(present)
-		streams.KeepPresence(ctx, w.js, streams.WorkerPresenceKey(w.opts.Name, streams.PresenceInstance()), streams.Presence{
-			Name: w.opts.Name, Kind: streams.PresenceWorker, Types: w.mux.Types(), Since: time.Now().UTC(),
+		streams.KeepPresence(ctx, w.js, streams.WorkerPresenceKey(w.opts.Name, streams.PresenceInstance()), records.Presence{
+			Name: w.opts.Name, Kind: records.PresenceWorker, Types: w.mux.Types(), Since: time.Now().UTC(),
 		}, w.log)
 	}()
 	w.log.Info("worker serving", "types", w.mux.Types(), "concurrency", w.opts.Concurrency)
@@ -257,7 +258,7 @@ func (w *Worker) serve(ctx context.Context, gate *drain.Gate, req micro.Request,
 		return
 	}
 	defer gate.Leave()
-	wr, err := streams.Decode[streams.WorkRequest](req.Data())
+	wr, err := records.Decode[records.WorkRequest](req.Data())
 	if err != nil {
 		_ = streams.Reply(w.nc, req.Reply(), nil, streams.WorkCodeBadRequest, err.Error())
 		return
@@ -300,16 +301,16 @@ func (w *Worker) deadlineOf(req micro.Request) time.Time {
 // or none), lookup answers a request from its record without running it
 // (when set, instead of key: atomic units keep theirs in unit groups).
 type endpoint struct {
-	run    func(context.Context, *streams.WorkRequest) *streams.WorkReply
-	key    func(*streams.WorkRequest) string
-	lookup func(context.Context, *streams.WorkRequest, time.Time) *streams.WorkReply
+	run    func(context.Context, *records.WorkRequest) *records.WorkReply
+	key    func(*records.WorkRequest) string
+	lookup func(context.Context, *records.WorkRequest, time.Time) *records.WorkReply
 }
 
 // await serves a request that found every handler slot taken. A call its
 // completion record or a live claim answers is answered without a slot;
 // any other waits for a slot at most half its caller's time left (so the
 // handler keeps the other half), then is told the worker is busy.
-func (w *Worker) await(ctx context.Context, req *streams.WorkRequest, h endpoint, deadline time.Time) *streams.WorkReply {
+func (w *Worker) await(ctx context.Context, req *records.WorkRequest, h endpoint, deadline time.Time) *records.WorkReply {
 	if h.lookup != nil {
 		if rep := h.lookup(ctx, req, deadline); rep != nil {
 			return rep
@@ -332,7 +333,7 @@ func (w *Worker) await(ctx context.Context, req *streams.WorkRequest, h endpoint
 }
 
 // saturated is the reply when no handler slot came free in time.
-func (w *Worker) saturated() *streams.WorkReply {
+func (w *Worker) saturated() *records.WorkReply {
 	w.opts.Telemetry.WorkerBusy()
 	return busy(fmt.Sprintf("worker %s: all %d handler slots busy", w.opts.Name, w.opts.Concurrency))
 }
@@ -341,7 +342,7 @@ func (w *Worker) saturated() *streams.WorkReply {
 // less a margin, so a handler that honours it answers (a failure that
 // counts) before its caller stops waiting, rather than being taken for a
 // worker that did not answer.
-func (w *Worker) run(ctx context.Context, req *streams.WorkRequest, h endpoint, deadline time.Time) *streams.WorkReply {
+func (w *Worker) run(ctx context.Context, req *records.WorkRequest, h endpoint, deadline time.Time) *records.WorkReply {
 	margin := min(time.Until(deadline)/10, time.Second)
 	// The call outlives ctx on purpose: shutdown drains calls in flight.
 	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline.Add(-margin))
@@ -350,8 +351,8 @@ func (w *Worker) run(ctx context.Context, req *streams.WorkRequest, h endpoint, 
 }
 
 // reply answers on the request's reply subject.
-func (w *Worker) reply(subject string, req *streams.WorkRequest, rep *streams.WorkReply) {
-	b, err := streams.Encode(rep)
+func (w *Worker) reply(subject string, req *records.WorkRequest, rep *records.WorkReply) {
+	b, err := records.Encode(rep)
 	if err != nil {
 		_ = streams.Reply(w.nc, subject, nil, streams.WorkCodeInternal, err.Error())
 		return
@@ -365,16 +366,16 @@ func (w *Worker) reply(subject string, req *streams.WorkRequest, rep *streams.Wo
 // kinds of request, one place for each. A unit's key names its entry in
 // its group record (streams.UnitGroupKey), and its own key only for a
 // record too large to share the group's value.
-func callKey(req *streams.WorkRequest) string {
+func callKey(req *records.WorkRequest) string {
 	if len(req.Calls) != 1 {
 		return ""
 	}
 	return streams.ResultKey(req.BatchID, req.Calls[0].Index, req.Round)
 }
 
-func unitKey(req *streams.WorkRequest) string { return streams.ResultKey(req.BatchID, -1, req.Round) }
+func unitKey(req *records.WorkRequest) string { return streams.ResultKey(req.BatchID, -1, req.Round) }
 
-func fallbackKey(req *streams.WorkRequest) string {
+func fallbackKey(req *records.WorkRequest) string {
 	if len(req.Calls) != 1 {
 		return ""
 	}
@@ -382,7 +383,7 @@ func fallbackKey(req *streams.WorkRequest) string {
 }
 
 // call runs one function of a non-atomic batch.
-func (w *Worker) call(ctx context.Context, req *streams.WorkRequest) *streams.WorkReply {
+func (w *Worker) call(ctx context.Context, req *records.WorkRequest) *records.WorkReply {
 	if len(req.Calls) != 1 {
 		return failure(req, 0, pipeline.Permanent(fmt.Errorf("worker: a function request carries exactly one call (got %d)", len(req.Calls))))
 	}
@@ -391,25 +392,25 @@ func (w *Worker) call(ctx context.Context, req *streams.WorkRequest) *streams.Wo
 	if !ok {
 		return failure(req, c.Index, pipeline.Permanent(fmt.Errorf("%w %q", pipeline.ErrNoHandler, c.Type)))
 	}
-	return w.once(ctx, req, callKey(req), func() *streams.WorkReply {
+	return w.once(ctx, req, callKey(req), func() *records.WorkReply {
 		res, err := w.handle(ctx, h, w.withSender(callFor(req, c, req.Inputs), req), telemetry.KindFunction)
 		if err != nil {
 			return failure(req, c.Index, err)
 		}
-		return &streams.WorkReply{Outputs: []pipeline.Output{{Index: c.Index, Type: c.Type, Data: res.Data, Ref: res.Ref}}}
+		return &records.WorkReply{Outputs: []pipeline.Output{{Index: c.Index, Type: c.Type, Data: res.Data, Ref: res.Ref}}}
 	})
 }
 
 // unit runs an atomic batch's functions in order, all or nothing, claimed
 // and recorded in its unit group as a unit of a request of several is.
-func (w *Worker) unit(ctx context.Context, req *streams.WorkRequest) *streams.WorkReply {
-	rep := w.runGrouped(ctx, []streams.WorkRequest{*req}, func(u *streams.WorkRequest) *streams.WorkReply {
+func (w *Worker) unit(ctx context.Context, req *records.WorkRequest) *records.WorkReply {
+	rep := w.runGrouped(ctx, []records.WorkRequest{*req}, func(u *records.WorkRequest) *records.WorkReply {
 		return w.runUnit(ctx, u)
 	})[0]
 	return &rep
 }
 
-func (w *Worker) runUnit(ctx context.Context, req *streams.WorkRequest) *streams.WorkReply {
+func (w *Worker) runUnit(ctx context.Context, req *records.WorkRequest) *records.WorkReply {
 	u := &pipeline.Unit{}
 	uctx := pipeline.WithUnit(ctx, u)
 	type done struct {
@@ -420,7 +421,7 @@ func (w *Worker) runUnit(ctx context.Context, req *streams.WorkRequest) *streams
 	var ran []done
 	outputs := make([]pipeline.Output, 0, len(req.Calls))
 	inputs := req.Inputs
-	undo := func(cause error, index int) *streams.WorkReply {
+	undo := func(cause error, index int) *records.WorkReply {
 		// Undo in reverse: compensations of handlers that succeeded, then the
 		// unit's own rollback steps.
 		var errs []error
@@ -455,12 +456,12 @@ func (w *Worker) runUnit(ctx context.Context, req *streams.WorkRequest) *streams
 	if err := u.Commit(ctx); err != nil {
 		return undo(fmt.Errorf("worker: unit commit: %w", err), req.Calls[len(req.Calls)-1].Index)
 	}
-	return &streams.WorkReply{Outputs: outputs}
+	return &records.WorkReply{Outputs: outputs}
 }
 
 // fallback runs the fallback of a function whose retries are exhausted or
 // whose error was not retryable. Its success is recorded like the function's.
-func (w *Worker) fallback(ctx context.Context, req *streams.WorkRequest) *streams.WorkReply {
+func (w *Worker) fallback(ctx context.Context, req *records.WorkRequest) *records.WorkReply {
 	if len(req.Calls) != 1 || req.Failure == nil {
 		return failure(req, 0, pipeline.Permanent(errors.New("worker: a fallback request carries one call and its failure")))
 	}
@@ -471,18 +472,18 @@ func (w *Worker) fallback(ctx context.Context, req *streams.WorkRequest) *stream
 		r.Error.NoFallback = true
 		return r
 	}
-	return w.once(ctx, req, fallbackKey(req), func() *streams.WorkReply {
+	return w.once(ctx, req, fallbackKey(req), func() *records.WorkReply {
 		res, err := w.handle(ctx, pipeline.HandlerFunc(func(ctx context.Context, call *pipeline.Call) (pipeline.Result, error) {
 			return fb.Fallback(ctx, call, *req.Failure)
 		}), callFor(req, c, req.Inputs), telemetry.KindFallback)
 		if err != nil {
 			return failure(req, c.Index, pipeline.Permanent(err))
 		}
-		return &streams.WorkReply{Outputs: []pipeline.Output{{Index: c.Index, Type: c.Type, Data: res.Data}}}
+		return &records.WorkReply{Outputs: []pipeline.Output{{Index: c.Index, Type: c.Type, Data: res.Data}}}
 	})
 }
 
-func newCall(req *streams.WorkRequest, c streams.WorkCall, inputs []pipeline.Output) *pipeline.Call {
+func newCall(req *records.WorkRequest, c records.WorkCall, inputs []pipeline.Output) *pipeline.Call {
 	return &pipeline.Call{
 		BatchID: req.BatchID, Index: c.Index, Domain: req.Domain, Type: c.Type,
 		Payload: c.Payload, Key: req.Key, Submitter: req.Submitter, Label: req.Label,
@@ -492,7 +493,7 @@ func newCall(req *streams.WorkRequest, c streams.WorkCall, inputs []pipeline.Out
 
 // callFor is the Call a handler receives: newCall's, with the round that
 // makes its idempotency key differ once an earlier effect was invalidated.
-func callFor(req *streams.WorkRequest, c streams.WorkCall, inputs []pipeline.Output) *pipeline.Call {
+func callFor(req *records.WorkRequest, c records.WorkCall, inputs []pipeline.Output) *pipeline.Call {
 	call := newCall(req, c, inputs)
 	call.Round = req.Round
 	return call
@@ -512,12 +513,12 @@ func safeHandle(ctx context.Context, h pipeline.Handler, call *pipeline.Call) (r
 }
 
 // failure turns a handler error into a reply, classified under the request's retry logic.
-func failure(req *streams.WorkRequest, index int, err error) *streams.WorkReply {
+func failure(req *records.WorkRequest, index int, err error) *records.WorkReply {
 	r := req.Retry
 	if r == nil {
 		r = &pipeline.NoRetry
 	}
-	return &streams.WorkReply{Error: &streams.WorkError{
+	return &records.WorkReply{Error: &records.WorkError{
 		Message:   capMessage(err.Error()),
 		Codes:     pipeline.Codes(err),
 		Permanent: pipeline.IsPermanent(err),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -46,9 +47,9 @@ func serveOn(t *testing.T, nc, admin *nats.Conn, mux *pipeline.ServeMux, opts wo
 }
 
 // call sends a work request as the processor would.
-func call(t *testing.T, nc *nats.Conn, subject string, req *streams.WorkRequest, deadline time.Duration) *streams.WorkReply {
+func call(t *testing.T, nc *nats.Conn, subject string, req *records.WorkRequest, deadline time.Duration) *records.WorkReply {
 	t.Helper()
-	data, err := streams.Encode(req)
+	data, err := records.Encode(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func call(t *testing.T, nc *nats.Conn, subject string, req *streams.WorkRequest,
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := streams.Decode[streams.WorkReply](resp.Data)
+	rep, err := records.Decode[records.WorkReply](resp.Data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,9 +71,9 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func jetstreamFor(nc *nats.Conn) (jetstream.JetStream, error) { return jetstream.New(nc) }
 
-func fnReq(id uint64, typ string, round int) *streams.WorkRequest {
-	return &streams.WorkRequest{BatchID: id, Domain: "pay", Attempt: round + 1, Round: round,
-		Calls: []streams.WorkCall{{Index: 0, Type: typ}}}
+func fnReq(id uint64, typ string, round int) *records.WorkRequest {
+	return &records.WorkRequest{BatchID: id, Domain: "pay", Attempt: round + 1, Round: round,
+		Calls: []records.WorkCall{{Index: 0, Type: typ}}}
 }
 
 func TestCompletionRecordAnswersRepeats(t *testing.T) {
@@ -129,7 +130,7 @@ func TestDeadlineAndClassification(t *testing.T) {
 		t.Fatalf("coded: %+v", r.Error)
 	}
 	// An unknown type in a unit fails permanently, naming it.
-	unit := &streams.WorkRequest{BatchID: 4, Domain: "pay", Unit: true, Calls: []streams.WorkCall{{Index: 0, Type: "nope"}}}
+	unit := &records.WorkRequest{BatchID: 4, Domain: "pay", Unit: true, Calls: []records.WorkCall{{Index: 0, Type: "nope"}}}
 	if r := call(t, nc, streams.WorkUnitSubject, unit, time.Second); r.Error == nil || !r.Error.Permanent {
 		t.Fatalf("unknown type: %+v", r.Error)
 	}
@@ -155,7 +156,7 @@ func TestUnitRollbackHooks(t *testing.T) {
 	})
 	serve(t, env, mux, worker.Options{})
 	nc := env.Conn(t, "processor")
-	bad := &streams.WorkRequest{BatchID: 1, Domain: "pay", Unit: true, Calls: []streams.WorkCall{{Index: 0, Type: "step"}, {Index: 1, Type: "step"}, {Index: 2, Type: "fail"}}}
+	bad := &records.WorkRequest{BatchID: 1, Domain: "pay", Unit: true, Calls: []records.WorkCall{{Index: 0, Type: "step"}, {Index: 1, Type: "step"}, {Index: 2, Type: "fail"}}}
 	if r := call(t, nc, streams.WorkUnitSubject, bad, time.Second); r.Error == nil || r.Error.Index != 2 {
 		t.Fatalf("failing unit: %+v", r)
 	}
@@ -166,7 +167,7 @@ func TestUnitRollbackHooks(t *testing.T) {
 	if len(got) != 2 || got[0] != "undo2" || got[1] != "undo1" {
 		t.Fatalf("rollback order %v, want [undo2 undo1]", got)
 	}
-	good := &streams.WorkRequest{BatchID: 2, Domain: "pay", Unit: true, Calls: []streams.WorkCall{{Index: 0, Type: "step"}, {Index: 1, Type: "step"}}}
+	good := &records.WorkRequest{BatchID: 2, Domain: "pay", Unit: true, Calls: []records.WorkCall{{Index: 0, Type: "step"}, {Index: 1, Type: "step"}}}
 	if r := call(t, nc, streams.WorkUnitSubject, good, time.Second); r.Error != nil || len(r.Outputs) != 2 {
 		t.Fatalf("unit: %+v", r)
 	}
@@ -223,7 +224,7 @@ func TestConcurrentCallsRunOnce(t *testing.T) {
 	})
 	serve(t, env, mux, worker.Options{})
 	nc := env.Conn(t, "processor")
-	first := make(chan *streams.WorkReply, 1)
+	first := make(chan *records.WorkReply, 1)
 	go func() { first <- call(t, nc, streams.WorkSubject("held"), fnReq(7, "held", 0), 5*time.Second) }()
 	<-started
 	if r := call(t, nc, streams.WorkSubject("held"), fnReq(7, "held", 0), time.Second); r.Error == nil || !r.Error.Busy {

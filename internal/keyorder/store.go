@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 )
 
@@ -40,7 +41,7 @@ func New(kv jetstream.KeyValue, now func() time.Time) *Store {
 // Append lists batch id behind the batches waiting on key of domain and
 // returns the queue as it stands; id is the head when q.Head() == id. It
 // is AppendBy with no submitter and no bound.
-func (s *Store) Append(ctx context.Context, domain, key string, id uint64) (q streams.KeyQueue, added bool, err error) {
+func (s *Store) Append(ctx context.Context, domain, key string, id uint64) (q records.KeyQueue, added bool, err error) {
 	return s.AppendBy(ctx, domain, key, id, "", 0)
 }
 
@@ -53,9 +54,9 @@ func (s *Store) Append(ctx context.Context, domain, key string, id uint64) (q st
 // ErrBound, and q is the order that refused it. The bound is checked in
 // the same compare-and-set as the append, so concurrent joins cannot
 // exceed it.
-func (s *Store) AppendBy(ctx context.Context, domain, key string, id uint64, by string, bound int) (q streams.KeyQueue, added bool, err error) {
+func (s *Store) AppendBy(ctx context.Context, domain, key string, id uint64, by string, bound int) (q records.KeyQueue, added bool, err error) {
 	full := false
-	q, err = s.update(ctx, domain, key, func(q *streams.KeyQueue) bool {
+	q, err = s.update(ctx, domain, key, func(q *records.KeyQueue) bool {
 		added = !slices.Contains(q.IDs, id) && !slices.Contains(q.Released, id)
 		full = added && bound > 0 && q.CountBy(by) >= bound
 		if !added || full {
@@ -78,8 +79,8 @@ func (s *Store) AppendBy(ctx context.Context, domain, key string, id uint64, by 
 // Remove takes batch id off key's order and returns the queue as it
 // stands; at is where id stood (0: it was the head), -1 when it was not
 // listed. Removing the last id deletes the entry.
-func (s *Store) Remove(ctx context.Context, domain, key string, id uint64) (q streams.KeyQueue, at int, err error) {
-	q, err = s.update(ctx, domain, key, func(q *streams.KeyQueue) bool {
+func (s *Store) Remove(ctx context.Context, domain, key string, id uint64) (q records.KeyQueue, at int, err error) {
+	q, err = s.update(ctx, domain, key, func(q *records.KeyQueue) bool {
 		i := slices.Index(q.IDs, id)
 		at = i
 		if i < 0 {
@@ -91,7 +92,7 @@ func (s *Store) Remove(ctx context.Context, domain, key string, id uint64) (q st
 			q.HeadSince = s.now().UTC()
 		}
 		q.Released = append(q.Released, id)
-		if n := len(q.Released) - streams.MaxReleased; n > 0 {
+		if n := len(q.Released) - records.MaxReleased; n > 0 {
 			q.Released = slices.Delete(q.Released, 0, n)
 		}
 		return true
@@ -100,26 +101,26 @@ func (s *Store) Remove(ctx context.Context, domain, key string, id uint64) (q st
 }
 
 // Load reads key's order; a key nobody waits on gives an empty queue.
-func (s *Store) Load(ctx context.Context, domain, key string) (streams.KeyQueue, error) {
+func (s *Store) Load(ctx context.Context, domain, key string) (records.KeyQueue, error) {
 	q, _, err := s.load(ctx, domain, key)
 	return q, err
 }
 
 // List returns the orders of every key of domain with a batch waiting, in
 // no particular order. Entries that do not decode are skipped.
-func (s *Store) List(ctx context.Context, domain string) ([]streams.KeyQueue, error) {
+func (s *Store) List(ctx context.Context, domain string) ([]records.KeyQueue, error) {
 	return s.list(ctx, streams.KeyQueueFilter(domain))
 }
 
 // ListAll returns the orders of every key of every domain, as List.
-func (s *Store) ListAll(ctx context.Context) ([]streams.KeyQueue, error) {
+func (s *Store) ListAll(ctx context.Context) ([]records.KeyQueue, error) {
 	return s.list(ctx, jetstream.AllKeys)
 }
 
-func (s *Store) list(ctx context.Context, filter string) ([]streams.KeyQueue, error) {
-	var out []streams.KeyQueue
+func (s *Store) list(ctx context.Context, filter string) ([]records.KeyQueue, error) {
+	var out []records.KeyQueue
 	err := streams.EachValue(ctx, s.kv, filter, "list keys", func(e jetstream.KeyValueEntry) {
-		q, err := streams.Decode[streams.KeyQueue](e.Value())
+		q, err := records.Decode[records.KeyQueue](e.Value())
 		if err != nil || len(q.IDs) == 0 {
 			return
 		}
@@ -129,8 +130,8 @@ func (s *Store) list(ctx context.Context, filter string) ([]streams.KeyQueue, er
 	return out, err
 }
 
-func (s *Store) load(ctx context.Context, domain, key string) (streams.KeyQueue, uint64, error) {
-	q := streams.KeyQueue{Domain: domain, Key: key}
+func (s *Store) load(ctx context.Context, domain, key string) (records.KeyQueue, uint64, error) {
+	q := records.KeyQueue{Domain: domain, Key: key}
 	e, err := s.kv.Get(ctx, streams.KeyQueueKey(domain, key))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return q, 0, nil
@@ -138,12 +139,12 @@ func (s *Store) load(ctx context.Context, domain, key string) (streams.KeyQueue,
 	if err != nil {
 		return q, 0, fmt.Errorf("keyorder: read the order of key %q: %w", key, err)
 	}
-	got, err := streams.Decode[streams.KeyQueue](e.Value())
+	got, err := records.Decode[records.KeyQueue](e.Value())
 	if err != nil {
 		return q, 0, fmt.Errorf("keyorder: the order of key %q: %w", key, err)
 	}
 	if got.Domain != domain || got.Key != key {
-		return q, 0, fmt.Errorf("%w: the order stored under %s names key %q of %q", streams.ErrDecode, streams.KeyQueueKey(domain, key), got.Key, got.Domain)
+		return q, 0, fmt.Errorf("%w: the order stored under %s names key %q of %q", records.ErrDecode, streams.KeyQueueKey(domain, key), got.Key, got.Domain)
 	}
 	align(&got)
 	return got, e.Revision(), nil
@@ -158,11 +159,11 @@ const MarkerTTL = time.Second
 // changed anything worth writing, and may run more than once. The store's
 // writes of one key take turns, and a write lost to another replica's is
 // tried again, with a short random pause, until it lands or ctx ends.
-func (s *Store) update(ctx context.Context, domain, key string, change func(*streams.KeyQueue) bool) (streams.KeyQueue, error) {
+func (s *Store) update(ctx context.Context, domain, key string, change func(*records.KeyQueue) bool) (records.KeyQueue, error) {
 	k := streams.KeyQueueKey(domain, key)
 	done, err := s.turns.take(ctx, k)
 	if err != nil {
-		return streams.KeyQueue{Domain: domain, Key: key}, fmt.Errorf("keyorder: wait for a turn to write the order of key %q: %w", key, err)
+		return records.KeyQueue{Domain: domain, Key: key}, fmt.Errorf("keyorder: wait for a turn to write the order of key %q: %w", key, err)
 	}
 	defer done()
 	for attempt := 0; ; attempt++ {
@@ -186,7 +187,7 @@ func (s *Store) update(ctx context.Context, domain, key string, change func(*str
 			err = s.kv.Purge(ctx, k, jetstream.LastRevision(rev), jetstream.PurgeTTL(MarkerTTL))
 		default:
 			var v []byte
-			if v, err = streams.Encode(&q); err != nil {
+			if v, err = records.Encode(&q); err != nil {
 				return q, err
 			}
 			if rev == 0 {
@@ -204,7 +205,7 @@ func (s *Store) update(ctx context.Context, domain, key string, change func(*str
 		pause := time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, keyPauseDoublings)))
 		select {
 		case <-ctx.Done():
-			return streams.KeyQueue{Domain: domain, Key: key}, fmt.Errorf("%w: %s, %d attempts before the request ended: %w; %w", streams.ErrConflict, k, attempt+1, ctx.Err(), err)
+			return records.KeyQueue{Domain: domain, Key: key}, fmt.Errorf("%w: %s, %d attempts before the request ended: %w; %w", streams.ErrConflict, k, attempt+1, ctx.Err(), err)
 		case <-time.After(pause):
 		}
 	}
@@ -212,7 +213,7 @@ func (s *Store) update(ctx context.Context, domain, key string, change func(*str
 
 // align makes By as long as IDs: an order written before submitters were
 // kept has none.
-func align(q *streams.KeyQueue) {
+func align(q *records.KeyQueue) {
 	switch {
 	case len(q.By) < len(q.IDs):
 		q.By = append(q.By, make([]string, len(q.IDs)-len(q.By))...)

@@ -3,6 +3,7 @@ package layers_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"go/parser"
 	"go/token"
 	"io"
@@ -120,6 +121,78 @@ func TestJetStreamAPIImportsNothingOfTheModule(t *testing.T) {
 		t.Fatal("go list did not list internal/jsapi")
 	}
 }
+
+// recordsMayImport are the only packages of the module internal/records
+// imports: the records are pure data, their codecs built on internal/wire
+// over the domain's types.
+var recordsMayImport = []string{"internal/wire", "pipeline"}
+
+// TestRecordsArePureData: internal/records imports no package of the
+// module but internal/wire and pipeline (not internal/streams, whose
+// names, messages and stores build on it), and depends on no NATS package
+// (no jetstream, not even nats.go).
+func TestRecordsArePureData(t *testing.T) {
+	found := false
+	for _, p := range list(t) {
+		if !under(p.ImportPath, "internal/records") {
+			continue
+		}
+		found = true
+		checkRecordsImports(t, p)
+	}
+	if !found {
+		t.Fatal("go list did not list internal/records")
+	}
+}
+
+// checkRecordsImports reports every import of p that the records' rule
+// forbids.
+func checkRecordsImports(t testing.TB, p pkg) {
+	t.Helper()
+	for _, d := range p.Imports {
+		if (d == module || strings.HasPrefix(d, module+"/")) &&
+			!slices.ContainsFunc(recordsMayImport, func(rel string) bool { return d == module+"/"+rel }) {
+			t.Errorf("%s imports %s: the records import no package of the module but %v (CONTRIBUTING.md, where things go)", p.ImportPath, d, recordsMayImport)
+		}
+	}
+	for _, d := range p.Deps {
+		if strings.HasPrefix(d, "github.com/nats-io/") {
+			t.Errorf("%s depends on %s: the records are pure data and depend on no NATS package", p.ImportPath, d)
+		}
+	}
+}
+
+// TestRecordsRuleCatchesStreams: the rule fails a records package that
+// imports internal/streams (and, through it, jetstream), so the check
+// above cannot pass by checking nothing.
+func TestRecordsRuleCatchesStreams(t *testing.T) {
+	bad := pkg{
+		ImportPath: module + "/internal/records",
+		Imports:    []string{module + "/internal/wire", module + "/pipeline", module + "/internal/streams"},
+		Deps:       []string{module + "/internal/streams", "github.com/nats-io/nats.go/jetstream"},
+	}
+	rec := &recorder{TB: t}
+	checkRecordsImports(rec, bad)
+	if want := 2; len(rec.errs) != want {
+		t.Fatalf("the rule reported %d violations of a records package importing internal/streams, want %d: %q", len(rec.errs), want, rec.errs)
+	}
+	rec = &recorder{TB: t}
+	checkRecordsImports(rec, pkg{ImportPath: module + "/internal/records", Imports: []string{module + "/internal/wire", module + "/pipeline", "time"}})
+	if len(rec.errs) != 0 {
+		t.Fatalf("the rule refused the allowed imports: %q", rec.errs)
+	}
+}
+
+// recorder collects the errors a check reports instead of failing the test.
+type recorder struct {
+	testing.TB
+	errs []string
+}
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+func (r *recorder) Helper() {}
 
 // userFacing are the examples a user copies into a module of their own:
 // they may import only the module's public packages.

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/authz"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 )
@@ -93,7 +94,7 @@ func TestConfirmOnlyThroughAuthz(t *testing.T) {
 	subject := streams.ConfirmSubject(domain, sent.ID, 0)
 
 	t.Run("a confirmation in another's name straight to the stream is denied", func(t *testing.T) {
-		forged, err := streams.Encode(&streams.Confirmation{Content: "block-17", By: "bob"})
+		forged, err := records.Encode(&records.Confirmation{Content: "block-17", By: "bob"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +145,7 @@ func TestConfirmOnlyThroughAuthz(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := streams.Decode[streams.Confirmation](m.Data)
+		c, err := records.Decode[records.Confirmation](m.Data)
 		if err != nil || c.By != "bob" || c.Content != "block-17" {
 			t.Fatalf("stored confirmation %+v (%v), want bob's block-17", c, err)
 		}

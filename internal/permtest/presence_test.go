@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 )
 
@@ -20,7 +21,7 @@ func TestPresence(t *testing.T) {
 	alice := s.as(t, "alice")
 	procKey := streams.ProcessorPresenceKey(domain, "p", "1")
 	workerKey := streams.WorkerPresenceKey("w", "1")
-	put := func(r *role, key string, rec streams.Presence) func(ctx context.Context) error {
+	put := func(r *role, key string, rec records.Presence) func(ctx context.Context) error {
 		return func(ctx context.Context) error {
 			kv, err := r.js.KeyValue(ctx, streams.BucketPresence)
 			if err != nil {
@@ -38,14 +39,14 @@ func TestPresence(t *testing.T) {
 		{
 			name: "a processor keeps its own kind's presence, not a worker's",
 			allowed: func(t *testing.T) {
-				proc.allowed(t, "put and delete a processor's presence", put(proc, procKey, streams.Presence{Name: "p", Domains: []string{domain}}))
+				proc.allowed(t, "put and delete a processor's presence", put(proc, procKey, records.Presence{Name: "p", Domains: []string{domain}}))
 			},
 			denied: func(t *testing.T) { deniedPut(t, s, proc, streams.BucketPresence, workerKey) },
 		},
 		{
 			name: "a worker keeps its own kind's presence, not a processor's",
 			allowed: func(t *testing.T) {
-				worker.allowed(t, "put and delete a worker's presence", put(worker, workerKey, streams.Presence{Name: "w", Types: []string{"x"}}))
+				worker.allowed(t, "put and delete a worker's presence", put(worker, workerKey, records.Presence{Name: "w", Types: []string{"x"}}))
 			},
 			denied: func(t *testing.T) { deniedPut(t, s, worker, streams.BucketPresence, procKey) },
 		},

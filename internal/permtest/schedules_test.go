@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 )
 
@@ -15,7 +16,7 @@ func TestSchedules(t *testing.T) {
 	s := start(t)
 	authz := s.as(t, "authz")
 	key := streams.ScheduleKey("nightly")
-	state := streams.ScheduleState{Spec: "@every 1s", Since: time.Unix(1_800_000_000, 0).UTC()}
+	state := records.ScheduleState{Spec: "@every 1s", Since: time.Unix(1_800_000_000, 0).UTC()}
 	tests := []boundary{{
 		name: "authz reads and writes a schedule's state",
 		allowed: func(t *testing.T) {
@@ -29,7 +30,7 @@ func TestSchedules(t *testing.T) {
 					return err
 				}
 				_, err = streams.UpdateKV(ctx, kv, key, func(cur []byte, _ bool) ([]byte, error) {
-					st, err := streams.DecodeScheduleState(cur)
+					st, err := records.DecodeScheduleState(cur)
 					st.Paused = true
 					return st.Encode(), err
 				})

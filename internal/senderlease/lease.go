@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 )
 
@@ -48,8 +49,8 @@ func Acquire(ctx context.Context, kv jetstream.KeyValue, l Lease, names []string
 			}
 		}
 		for _, n := range names {
-			if !slices.ContainsFunc(pool.Senders, func(s streams.Sender) bool { return s.Name == n }) {
-				pool.Senders = append(pool.Senders, streams.Sender{Name: n, Since: now.UTC()})
+			if !slices.ContainsFunc(pool.Senders, func(s records.Sender) bool { return s.Name == n }) {
+				pool.Senders = append(pool.Senders, records.Sender{Name: n, Since: now.UTC()})
 			}
 		}
 		// The sender free the longest goes first, so leases spread.
@@ -73,9 +74,9 @@ func Acquire(ctx context.Context, kv jetstream.KeyValue, l Lease, names []string
 				return nil, fmt.Errorf("%w: %d of the %d senders of %s", ErrShare, held, len(names), l.Domain)
 			}
 		}
-		pool.Senders[pick] = streams.Sender{Name: pool.Senders[pick].Name, Batch: l.Batch, Key: l.Key, Since: now.UTC(), Processor: l.Processor, Submitter: l.Submitter}
+		pool.Senders[pick] = records.Sender{Name: pool.Senders[pick].Name, Batch: l.Batch, Key: l.Key, Since: now.UTC(), Processor: l.Processor, Submitter: l.Submitter}
 		got = pool.Senders[pick].Name
-		return streams.Encode(&pool)
+		return records.Encode(&pool)
 	})
 	if err != nil {
 		return "", err
@@ -96,13 +97,13 @@ func Release(ctx context.Context, kv jetstream.KeyValue, domain string, batch ui
 		if err != nil {
 			return nil, err
 		}
-		i := slices.IndexFunc(pool.Senders, func(s streams.Sender) bool { return s.Batch == batch })
+		i := slices.IndexFunc(pool.Senders, func(s records.Sender) bool { return s.Batch == batch })
 		if i < 0 {
 			return nil, nil
 		}
 		freed = pool.Senders[i].Name
-		pool.Senders[i] = streams.Sender{Name: freed, Since: now.UTC()}
-		return streams.Encode(&pool)
+		pool.Senders[i] = records.Sender{Name: freed, Since: now.UTC()}
+		return records.Encode(&pool)
 	})
 	if err != nil {
 		return "", err
@@ -112,24 +113,24 @@ func Release(ctx context.Context, kv jetstream.KeyValue, domain string, batch ui
 
 // Load reads domain's sender pool; a domain without one has an
 // empty pool.
-func Load(ctx context.Context, kv jetstream.KeyValue, domain string) (streams.SenderPool, error) {
+func Load(ctx context.Context, kv jetstream.KeyValue, domain string) (records.SenderPool, error) {
 	e, err := kv.Get(ctx, domain)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return streams.SenderPool{Domain: domain}, nil
+		return records.SenderPool{Domain: domain}, nil
 	}
 	if err != nil {
-		return streams.SenderPool{}, fmt.Errorf("senderlease: read the sender pool of %s: %w", domain, err)
+		return records.SenderPool{}, fmt.Errorf("senderlease: read the sender pool of %s: %w", domain, err)
 	}
 	return decodePool(e.Value(), true, domain)
 }
 
-func decodePool(cur []byte, exists bool, domain string) (streams.SenderPool, error) {
+func decodePool(cur []byte, exists bool, domain string) (records.SenderPool, error) {
 	if !exists {
-		return streams.SenderPool{Domain: domain}, nil
+		return records.SenderPool{Domain: domain}, nil
 	}
-	pool, err := streams.Decode[streams.SenderPool](cur)
+	pool, err := records.Decode[records.SenderPool](cur)
 	if err != nil {
-		return streams.SenderPool{}, fmt.Errorf("senderlease: the sender pool of %s: %w", domain, err)
+		return records.SenderPool{}, fmt.Errorf("senderlease: the sender pool of %s: %w", domain, err)
 	}
 	return pool, nil
 }

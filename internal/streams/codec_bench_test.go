@@ -3,6 +3,7 @@ package streams_test
 import (
 	"testing"
 
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -21,8 +22,8 @@ func BenchmarkNoopBatchWire(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := streams.WorkRequest{BatchID: bt.ID, Domain: bt.Domain, CreatedAt: bt.CreatedAt, Submitter: bt.Submitter,
-		Label: bt.Label, Attempt: 1, Unit: true, Calls: []streams.WorkCall{{Index: 0, Type: "noop"}}}
+	req := records.WorkRequest{BatchID: bt.ID, Domain: bt.Domain, CreatedAt: bt.CreatedAt, Submitter: bt.Submitter,
+		Label: bt.Label, Attempt: 1, Unit: true, Calls: []records.WorkCall{{Index: 0, Type: "noop"}}}
 	outputs := []pipeline.Output{{Index: 0, Type: "noop"}}
 	cb := benchNoopCallback()
 	must := func(_ any, err error) {
@@ -34,35 +35,35 @@ func BenchmarkNoopBatchWire(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			r := rec
-			must(streams.Encode(&r))
+			must(records.Encode(&r))
 			must(streams.TokenMsg(subject, &bt, 0, 0))
 		}
 	})
 	b.Run("drain", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			must(streams.Decode[streams.Token](tokMsg.Data))
-			wb := streams.WorkBatch{Units: []streams.WorkRequest{req}}
-			data, err := streams.Encode(&wb)
+			must(records.Decode[records.Token](tokMsg.Data))
+			wb := records.WorkBatch{Units: []records.WorkRequest{req}}
+			data, err := records.Encode(&wb)
 			must(nil, err)
-			must(streams.Decode[streams.WorkBatch](data))
-			must(streams.Encode(&streams.Completion{Running: true, Until: bt.CreatedAt, Worker: "worker-1"}))
-			must(streams.Encode(&streams.Completion{Worker: "worker-1", Outputs: outputs}))
-			reply := streams.WorkBatchReply{Replies: []streams.WorkReply{{Outputs: outputs, Fresh: true}}}
-			data, err = streams.Encode(&reply)
+			must(records.Decode[records.WorkBatch](data))
+			must(records.Encode(&records.Completion{Running: true, Until: bt.CreatedAt, Worker: "worker-1"}))
+			must(records.Encode(&records.Completion{Worker: "worker-1", Outputs: outputs}))
+			reply := records.WorkBatchReply{Replies: []records.WorkReply{{Outputs: outputs, Fresh: true}}}
+			data, err = records.Encode(&reply)
 			must(nil, err)
-			must(streams.Decode[streams.WorkBatchReply](data))
+			must(records.Decode[records.WorkBatchReply](data))
 			c := cb
-			data, err = streams.Encode(&c)
+			data, err = records.Encode(&c)
 			must(nil, err)
-			must(streams.Decode[streams.Callback](data))
+			must(records.Decode[records.Callback](data))
 			r := rec
-			data, err = streams.Encode(&r)
+			data, err = records.Encode(&r)
 			must(nil, err)
-			got, err := streams.Decode[streams.BatchRecord](data)
+			got, err := records.Decode[records.BatchRecord](data)
 			must(nil, err)
-			got.History = append(got.History, streams.Event{At: cb.At, What: "callback", Detail: "Executed"})
-			must(streams.Encode(&got))
+			got.History = append(got.History, records.Event{At: cb.At, What: "callback", Detail: "Executed"})
+			must(records.Encode(&got))
 		}
 	})
 }

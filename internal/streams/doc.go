@@ -1,7 +1,10 @@
 // Package streams is the one place in tickflow that knows JetStream: the
-// streams, consumers and KV buckets declared as data, the subject builders,
-// idempotent provisioning, client connections, and the msgpack wire records
-// (tokens, progress, callbacks, dead letters, work requests).
+// streams, consumers and KV buckets declared as data, the subject and key
+// builders, idempotent provisioning, client connections, the messages that
+// carry the wire records (tokens, callbacks, groups of callbacks, with
+// their headers), and the persistence protocols over the buckets (progress,
+// throttle, presence, compare-and-set updates). The records themselves and
+// their codecs are internal/records'.
 //
 // No subject or resource name is written as a literal outside this package.
 // The JetStream API it speaks below jetstream's handles (fetches,

@@ -5,12 +5,6 @@ import "errors"
 // ErrSettings is matched by errors from Settings.Validate.
 var ErrSettings = errors.New("streams: invalid settings")
 
-// ErrVersion is returned when a wire record carries a version this build does not read.
-var ErrVersion = errors.New("streams: unsupported wire version")
-
-// ErrDecode is matched by every error decoding a wire record.
-var ErrDecode = errors.New("streams: cannot decode")
-
 // ErrReplyRefused is returned by CheckReply and Reply for a reply subject
 // that is not an inbox: a service does not publish where a caller points it.
 var ErrReplyRefused = errors.New("streams: reply subject refused: not an inbox")

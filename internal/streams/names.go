@@ -58,7 +58,7 @@ const (
 	// "<domain>".
 	BucketSenders = "senders"
 
-	// BucketPresence holds a Presence record of every running processor
+	// BucketPresence holds a records.Presence record of every running processor
 	// replica (ProcessorPresenceKey) and worker (WorkerPresenceKey); a
 	// record expires PresenceTTL after its last refresh.
 	BucketPresence = "presence"
@@ -215,6 +215,11 @@ func WorkSubject(typ string) string { return "work.fn." + typ }
 
 // WorkUnitSubject is the worker endpoint for atomic units.
 const WorkUnitSubject = "work.unit"
+
+// WorkUnitsSubject is the worker endpoint for several atomic units in one
+// request (records.WorkBatch): one round trip for a wave of steps instead of one
+// per unit.
+const WorkUnitsSubject = "work.units"
 
 // FallbackSubject is the worker endpoint for the fallback of type typ.
 func FallbackSubject(typ string) string { return "work.fallback." + typ }
@@ -424,4 +429,17 @@ func SubmitterSlotKey(label, submitter string) string {
 // index of batch id, in round.
 func FallbackResultKey(id uint64, index, round int) string {
 	return ResultKey(id, index, round) + ".fallback"
+}
+
+// PollSubject is the worker endpoint polling the inclusion of type typ.
+func PollSubject(typ string) string { return "work.poll." + typ }
+
+// HookSubject is the worker endpoint calling the success and failure hooks
+// of type typ.
+func HookSubject(typ string) string { return "work.hook." + typ }
+
+// HookResultKey is the results-bucket key recording that hook ran for
+// function index of batch id: once per function, whatever its rounds.
+func HookResultKey(id uint64, index int, hook string) string {
+	return strconv.FormatUint(id, 10) + "." + strconv.Itoa(index) + ".hook-" + hook
 }

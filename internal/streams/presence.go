@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/records"
 )
 
 // PresenceTTL is how long a presence record outlives its last refresh: a
@@ -23,44 +24,17 @@ const PresenceTTL = 30 * time.Second
 // record again, well inside PresenceTTL.
 const PresenceRefresh = 10 * time.Second
 
-// Kinds of presence record.
-const (
-	// PresenceProcessor is a processor replica, serving Presence.Domains.
-	PresenceProcessor = "processor"
-	// PresenceWorker is a worker, serving Presence.Types.
-	PresenceWorker = "worker"
-)
-
-// Presence is the record a running processor replica or worker keeps in
-// BucketPresence, so that authz can tell which domains and function types
-// something serves without asking the processes themselves.
-type Presence struct {
-	// Name is the process's configured name (not unique: replicas often
-	// share one).
-	Name string `json:"name"`
-	// Kind is PresenceProcessor or PresenceWorker.
-	Kind string `json:"kind"`
-	// Domains a processor serves.
-	Domains []string `json:"domains,omitempty"`
-	// Types are the function types a worker serves.
-	Types []string `json:"types,omitempty"`
-	// Since is when the process started serving.
-	Since time.Time `json:"since"`
-	// At is when the record was last written.
-	At time.Time `json:"at"`
-}
-
 // ProcessorPresenceKey is the presence key of processor replica instance
 // named name, serving domain: under "processor.", which nats.conf lets
 // processors write, and nothing else.
 func ProcessorPresenceKey(domain, name, instance string) string {
-	return PresenceProcessor + "." + domain + "." + presenceToken(name) + "." + presenceToken(instance)
+	return records.PresenceProcessor + "." + domain + "." + presenceToken(name) + "." + presenceToken(instance)
 }
 
 // WorkerPresenceKey is the presence key of worker instance named name:
 // under "worker.", which nats.conf lets workers write, and nothing else.
 func WorkerPresenceKey(name, instance string) string {
-	return PresenceWorker + "." + presenceToken(name) + "." + presenceToken(instance)
+	return records.PresenceWorker + "." + presenceToken(name) + "." + presenceToken(instance)
 }
 
 // presenceToken makes a name one KV key token: itself when made of
@@ -90,11 +64,11 @@ func PresenceInstance() string {
 // caller: presence is advice to operators, so a bucket that is missing
 // (a store provisioned before it existed) or a write refused is logged and
 // retried at the next refresh. It returns once the record is deleted.
-func KeepPresence(ctx context.Context, js jetstream.JetStream, key string, rec Presence, log *slog.Logger) {
+func KeepPresence(ctx context.Context, js jetstream.JetStream, key string, rec records.Presence, log *slog.Logger) {
 	keepPresence(ctx, js, key, rec, PresenceRefresh, log)
 }
 
-func keepPresence(ctx context.Context, js jetstream.JetStream, key string, rec Presence, every time.Duration, log *slog.Logger) {
+func keepPresence(ctx context.Context, js jetstream.JetStream, key string, rec records.Presence, every time.Duration, log *slog.Logger) {
 	var kv jetstream.KeyValue
 	warned := false
 	put := func() {
@@ -139,19 +113,19 @@ func keepPresence(ctx context.Context, js jetstream.JetStream, key string, rec P
 }
 
 // ListPresence returns every live presence record, processors and workers.
-func ListPresence(ctx context.Context, kv jetstream.KeyValue) ([]Presence, error) {
-	var out []Presence
+func ListPresence(ctx context.Context, kv jetstream.KeyValue) ([]records.Presence, error) {
+	var out []records.Presence
 	err := EachValue(ctx, kv, ">", "list presence", func(e jetstream.KeyValueEntry) {
 		// The kind is the key's, which nats.conf lets only that kind
 		// write: a worker cannot claim to serve a domain.
-		var p Presence
+		var p records.Presence
 		if json.Unmarshal(e.Value(), &p) != nil {
 			return
 		}
 		switch kind, _, _ := strings.Cut(e.Key(), "."); kind {
-		case PresenceProcessor:
+		case records.PresenceProcessor:
 			p.Kind, p.Types = kind, nil
-		case PresenceWorker:
+		case records.PresenceWorker:
 			p.Kind, p.Domains = kind, nil
 		default:
 			return
@@ -161,6 +135,6 @@ func ListPresence(ctx context.Context, kv jetstream.KeyValue) ([]Presence, error
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(out, func(a, b Presence) int { return a.Since.Compare(b.Since) })
+	slices.SortFunc(out, func(a, b records.Presence) int { return a.Since.Compare(b.Since) })
 	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 )
@@ -23,7 +24,7 @@ func TestPresence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	list := func() []streams.Presence {
+	list := func() []records.Presence {
 		t.Helper()
 		live, err := streams.ListPresence(ctx, kv)
 		if err != nil {
@@ -32,7 +33,7 @@ func TestPresence(t *testing.T) {
 		return live
 	}
 	// A worker's record that claims a domain, under an odd name.
-	forged, _ := json.Marshal(streams.Presence{Name: "w", Kind: streams.PresenceProcessor, Domains: []string{"payments"}, Types: []string{"greet"}})
+	forged, _ := json.Marshal(records.Presence{Name: "w", Kind: records.PresenceProcessor, Domains: []string{"payments"}, Types: []string{"greet"}})
 	if _, err := kv.Put(ctx, streams.WorkerPresenceKey("a worker.with*odd>name", "1"), forged); err != nil {
 		t.Fatal(err)
 	}
@@ -41,23 +42,23 @@ func TestPresence(t *testing.T) {
 	go func() {
 		defer close(done)
 		streams.KeepPresence(kctx, js, streams.ProcessorPresenceKey("payments", "p.1 ☃", streams.PresenceInstance()),
-			streams.Presence{Name: "p.1 ☃", Kind: streams.PresenceProcessor, Domains: []string{"payments"}, Since: time.Now()}, slog.New(slog.DiscardHandler))
+			records.Presence{Name: "p.1 ☃", Kind: records.PresenceProcessor, Domains: []string{"payments"}, Since: time.Now()}, slog.New(slog.DiscardHandler))
 	}()
-	var live []streams.Presence
+	var live []records.Presence
 	testnats.Eventually(t, 5*time.Second, "the processor's record", func() bool { live = list(); return len(live) == 2 })
-	kinds := map[string]streams.Presence{}
+	kinds := map[string]records.Presence{}
 	for _, p := range live {
 		kinds[p.Kind] = p
 	}
-	if w := kinds[streams.PresenceWorker]; len(w.Domains) != 0 || !slices.Equal(w.Types, []string{"greet"}) {
+	if w := kinds[records.PresenceWorker]; len(w.Domains) != 0 || !slices.Equal(w.Types, []string{"greet"}) {
 		t.Errorf("the worker's record lists %+v, want types [greet] and no domain", w)
 	}
-	if p := kinds[streams.PresenceProcessor]; p.Name != "p.1 ☃" || !slices.Equal(p.Domains, []string{"payments"}) || p.At.IsZero() {
+	if p := kinds[records.PresenceProcessor]; p.Name != "p.1 ☃" || !slices.Equal(p.Domains, []string{"payments"}) || p.At.IsZero() {
 		t.Errorf("the processor's record is %+v", p)
 	}
 	stop()
 	testnats.Stopped(t, "presence", done)
-	if live := list(); len(live) != 1 || live[0].Kind != streams.PresenceWorker {
+	if live := list(); len(live) != 1 || live[0].Kind != records.PresenceWorker {
 		t.Errorf("after the keeper stopped: %+v, want only the worker's record", live)
 	}
 }

@@ -8,48 +8,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/records"
 )
 
 // ProgressEntry is a progress record and the revision it was read at; a
 // zero Rev means there is none yet, and the next Save creates it.
 type ProgressEntry struct {
-	Progress
+	records.Progress
 	Rev uint64
-}
-
-// TokenPosition says where a token stands against its batch's progress.
-type TokenPosition int
-
-// Token positions.
-const (
-	// TokenLive carries the progress's generation and step: the batch's
-	// one token that may run.
-	TokenLive TokenPosition = iota
-	// TokenBehind is superseded (a rotation's predecessor, a moved batch's
-	// old position, a second copy): dropped wherever it is met.
-	TokenBehind
-	// TokenAhead is ahead of the record, which only a processor or the
-	// owner's edit moves, both writing progress first: an edit half done,
-	// or a record lost or tampered with.
-	TokenAhead
-)
-
-// Position compares tok with the generation and step of p. Generations
-// order first: the owner's edit bumps it, and resets nothing.
-func (p *Progress) Position(tok Token) TokenPosition {
-	switch {
-	case tok.Gen == p.Gen && tok.Rotation == p.Rotation:
-		return TokenLive
-	case tok.Gen < p.Gen || (tok.Gen == p.Gen && tok.Rotation < p.Rotation):
-		return TokenBehind
-	}
-	return TokenAhead
-}
-
-// Live reports whether tok is the batch's live token: the batch is not
-// finished and tok is at its current generation and step.
-func (p *Progress) Live(tok Token) bool {
-	return p.State != Done && p.Position(tok) == TokenLive
 }
 
 // ProgressStore loads and saves the progress records of the progress
@@ -82,19 +48,20 @@ func (s *ProgressStore) Expire(js jetstream.JetStream, r Retention) {
 
 // Load reads the progress of batch id of domain. A batch without a record
 // gets a fresh Queued entry with Rev 0. A record that does not decode gives
-// an error matching ErrDecode (or ErrVersion) together with a fresh Queued
-// entry holding the record's revision, so that it can be overwritten.
+// an error matching records.ErrDecode (or records.ErrVersion) together
+// with a fresh Queued entry holding the record's revision, so that it can
+// be overwritten.
 func (s *ProgressStore) Load(ctx context.Context, domain string, id uint64) (*ProgressEntry, error) {
 	e, err := s.kv.Get(ctx, ProgressKey(domain, id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return &ProgressEntry{Progress: Progress{BatchID: id, State: Queued}}, nil
+		return &ProgressEntry{Progress: records.Progress{BatchID: id, State: records.Queued}}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("streams: read progress of batch %d: %w", id, err)
 	}
-	p, err := Decode[Progress](e.Value())
+	p, err := records.Decode[records.Progress](e.Value())
 	if err != nil {
-		return &ProgressEntry{Progress: Progress{BatchID: id, State: Queued}, Rev: e.Revision()},
+		return &ProgressEntry{Progress: records.Progress{BatchID: id, State: records.Queued}, Rev: e.Revision()},
 			fmt.Errorf("streams: progress record of batch %d: %w", id, err)
 	}
 	return &ProgressEntry{Progress: p, Rev: e.Revision()}, nil
@@ -106,13 +73,13 @@ func (s *ProgressStore) Load(ctx context.Context, domain string, id uint64) (*Pr
 // ErrConflict, with the store's cause kept in the chain.
 func (s *ProgressStore) Save(ctx context.Context, domain string, e *ProgressEntry) error {
 	e.UpdatedAt = s.now().UTC()
-	v, err := Encode(&e.Progress)
+	v, err := records.Encode(&e.Progress)
 	if err != nil {
 		return err
 	}
 	key := ProgressKey(domain, e.BatchID)
 	var ttl time.Duration
-	if e.State == Done && s.js != nil {
+	if e.State == records.Done && s.js != nil {
 		// The batch finished now: its progress goes with the rest of
 		// its records. No write follows a done one but another done one.
 		ttl = s.retention.TTL(e.UpdatedAt, e.UpdatedAt, false)

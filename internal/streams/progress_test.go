@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 )
@@ -64,7 +65,7 @@ func TestProgressStoreCompareAndSet(t *testing.T) {
 	}
 	store := streams.NewProgressStore(kv, nil)
 	a, err := store.Load(ctx, "payments", 7)
-	if err != nil || a.Rev != 0 || a.State != streams.Queued {
+	if err != nil || a.Rev != 0 || a.State != records.Queued {
 		t.Fatalf("fresh load = %+v, %v", a, err)
 	}
 	b := *a
@@ -83,11 +84,11 @@ func TestProgressStoreCompareAndSet(t *testing.T) {
 	if err != nil || c.Next != 1 {
 		t.Fatalf("load = %+v, %v", c, err)
 	}
-	if !c.Live(streams.Token{BatchID: 7}) || c.Live(streams.Token{BatchID: 7, Rotation: 1}) {
+	if !c.Live(records.Token{BatchID: 7}) || c.Live(records.Token{BatchID: 7, Rotation: 1}) {
 		t.Fatal("Live: the token of the record's generation and step is live, others are not")
 	}
-	c.State = streams.Done
-	if c.Live(streams.Token{BatchID: 7}) {
+	c.State = records.Done
+	if c.Live(records.Token{BatchID: 7}) {
 		t.Fatal("Live: no token of a finished batch is live")
 	}
 }

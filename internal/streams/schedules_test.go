@@ -1,7 +1,6 @@
 package streams_test
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -24,19 +23,5 @@ func TestScheduleIdempotencyKey(t *testing.T) {
 		if _, _, ok := streams.ParseScheduleIdempotencyKey(k); ok {
 			t.Errorf("%q read as a schedule's key", k)
 		}
-	}
-}
-
-// TestScheduleStateRoundTrip: a schedule's state reads back as written,
-// and a value that is not one is ErrDecode.
-func TestScheduleStateRoundTrip(t *testing.T) {
-	st := streams.ScheduleState{Spec: "@every 1s", Since: time.Unix(1_800_000_000, 0).UTC(),
-		Last: time.Unix(1_800_000_005, 0).UTC(), Batch: 42, Paused: true, By: "owner", At: time.Unix(1_800_000_006, 0).UTC()}
-	got, err := streams.DecodeScheduleState(st.Encode())
-	if err != nil || got != st {
-		t.Fatalf("read back %+v, %v; want %+v", got, err, st)
-	}
-	if _, err := streams.DecodeScheduleState([]byte("paused")); !errors.Is(err, streams.ErrDecode) {
-		t.Fatalf("garbage: %v, want ErrDecode", err)
 	}
 }

@@ -8,33 +8,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/records"
 )
 
 // ThrottleKey is the locks-bucket key of domain's throttle: the steps its
 // processors took in the current second, shared by every replica.
 func ThrottleKey(domain string) string { return "throttle." + domain }
-
-// ThrottleWindow is the value of a domain's throttle key: how many steps
-// the domain's replicas took in one second of the clock, against the limit
-// the last replica to take some was given. It is JSON, so `nats kv get
-// locks throttle.<domain>` is legible.
-type ThrottleWindow struct {
-	// Limit is the steps per second allowed, as the last writer was told.
-	Limit int `json:"steps_per_second"`
-	// Second is the window: a Unix time in seconds.
-	Second int64 `json:"second"`
-	// Used is how many steps were granted in that second.
-	Used int `json:"used"`
-}
-
-// DecodeThrottleWindow reads a throttle key's value.
-func DecodeThrottleWindow(b []byte) (ThrottleWindow, error) {
-	var w ThrottleWindow
-	if err := json.Unmarshal(b, &w); err != nil {
-		return w, fmt.Errorf("%w throttle window %q: %w", ErrDecode, b, err)
-	}
-	return w, nil
-}
 
 // ThrottleStore keeps the per-second step budgets of domains in the locks
 // bucket, with compare-and-set, so that every replica of a domain draws
@@ -58,16 +37,16 @@ func NewThrottleStore(kv jetstream.KeyValue, now func() time.Time) *ThrottleStor
 func (s *ThrottleStore) Take(ctx context.Context, domain string, limit, n int) (granted int, second int64, err error) {
 	_, err = UpdateKV(ctx, s.kv, ThrottleKey(domain), func(cur []byte, exists bool) ([]byte, error) {
 		granted, second = 0, s.now().Unix()
-		var w ThrottleWindow
+		var w records.ThrottleWindow
 		if exists {
 			var err error
-			if w, err = DecodeThrottleWindow(cur); err != nil {
+			if w, err = records.DecodeThrottleWindow(cur); err != nil {
 				// A value that does not decode is overwritten by a fresh window.
-				w = ThrottleWindow{}
+				w = records.ThrottleWindow{}
 			}
 		}
 		if w.Second < second {
-			w = ThrottleWindow{Second: second}
+			w = records.ThrottleWindow{Second: second}
 		}
 		second = w.Second
 		granted = min(n, limit-w.Used)
@@ -96,7 +75,7 @@ func (s *ThrottleStore) GiveBack(ctx context.Context, domain string, second int6
 		if !exists {
 			return nil, nil
 		}
-		w, err := DecodeThrottleWindow(cur)
+		w, err := records.DecodeThrottleWindow(cur)
 		if err != nil || w.Second != second || w.Used == 0 {
 			return nil, nil
 		}
@@ -111,7 +90,7 @@ func (s *ThrottleStore) GiveBack(ctx context.Context, domain string, second int6
 
 // Window reads domain's current throttle window; ok is false when no
 // replica has taken from it.
-func (s *ThrottleStore) Window(ctx context.Context, domain string) (w ThrottleWindow, ok bool, err error) {
+func (s *ThrottleStore) Window(ctx context.Context, domain string) (w records.ThrottleWindow, ok bool, err error) {
 	e, err := s.kv.Get(ctx, ThrottleKey(domain))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return w, false, nil
@@ -119,6 +98,6 @@ func (s *ThrottleStore) Window(ctx context.Context, domain string) (w ThrottleWi
 	if err != nil {
 		return w, false, err
 	}
-	w, err = DecodeThrottleWindow(e.Value())
+	w, err = records.DecodeThrottleWindow(e.Value())
 	return w, err == nil, err
 }

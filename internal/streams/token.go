@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
@@ -17,9 +18,9 @@ const MaxTokenBatch = 4 << 10
 // TokenMsg builds the queue message pointing at batch b at generation gen
 // and rotation, on subject, with readable headers and a deduplication id.
 func TokenMsg(subject string, b *pipeline.Batch, gen, rotation uint32) (*nats.Msg, error) {
-	data, err := Encode(&Token{BatchID: b.ID, Gen: gen, Rotation: rotation, Batch: b})
+	data, err := records.Encode(&records.Token{BatchID: b.ID, Gen: gen, Rotation: rotation, Batch: b})
 	if err == nil && len(data) > MaxTokenBatch {
-		data, err = Encode(&Token{BatchID: b.ID, Gen: gen, Rotation: rotation})
+		data, err = records.Encode(&records.Token{BatchID: b.ID, Gen: gen, Rotation: rotation})
 	}
 	if err != nil {
 		return nil, err
@@ -64,8 +65,8 @@ func ScheduleTime(t time.Time) time.Time {
 
 // CallbackMsg builds the terminal callback message of a batch, with
 // readable headers and the batch's callback deduplication id.
-func CallbackMsg(cb *Callback) (*nats.Msg, error) {
-	data, err := Encode(cb)
+func CallbackMsg(cb *records.Callback) (*nats.Msg, error) {
+	data, err := records.Encode(cb)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/telemetry"
@@ -52,17 +53,17 @@ type Created struct {
 
 // NewRecord is the record of a batch just accepted: InProcess, with its
 // history's first event.
-func NewRecord(b *pipeline.Batch, idemKey string) *streams.BatchRecord {
-	rec := &streams.BatchRecord{
+func NewRecord(b *pipeline.Batch, idemKey string) *records.BatchRecord {
+	rec := &records.BatchRecord{
 		Batch: *b, Status: pipeline.InProcess, IdempotencyKey: idemKey,
 		CreatedAt: b.CreatedAt, UpdatedAt: b.CreatedAt,
-		History: []streams.Event{{At: b.CreatedAt, What: "accepted", Detail: string(b.Priority) + " queue of " + b.Domain}},
+		History: []records.Event{{At: b.CreatedAt, What: "accepted", Detail: string(b.Priority) + " queue of " + b.Domain}},
 	}
 	if b.ReplayOf != 0 {
-		rec.History = append(rec.History, streams.Event{At: b.CreatedAt, What: "replay", Detail: fmt.Sprintf("replay of batch %d", b.ReplayOf)})
+		rec.History = append(rec.History, records.Event{At: b.CreatedAt, What: "replay", Detail: fmt.Sprintf("replay of batch %d", b.ReplayOf)})
 	}
 	if !b.RunAt.IsZero() {
-		rec.History = append(rec.History, streams.Event{At: b.CreatedAt, What: "scheduled", Detail: "runs at " + b.RunAt.UTC().Format(time.RFC3339Nano)})
+		rec.History = append(rec.History, records.Event{At: b.CreatedAt, What: "scheduled", Detail: "runs at " + b.RunAt.UTC().Format(time.RFC3339Nano)})
 	}
 	return rec
 }
@@ -77,7 +78,7 @@ func Create(ctx context.Context, kv jetstream.KeyValue, b *pipeline.Batch, idemK
 
 func create(ctx context.Context, kv jetstream.KeyValue, b *pipeline.Batch, idemKey string, dup bool, write func(context.Context, string, []byte) (uint64, error)) (*pipeline.Batch, *Created, error) {
 	rec := NewRecord(b, idemKey)
-	data, err := streams.Encode(rec)
+	data, err := records.Encode(rec)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -101,7 +102,7 @@ func Stored(ctx context.Context, kv jetstream.KeyValue, id uint64) (*pipeline.Ba
 	if err != nil {
 		return nil, fmt.Errorf("submit: read batch %d: %w", id, err)
 	}
-	first, err := streams.Decode[streams.BatchRecord](e.Value())
+	first, err := records.Decode[records.BatchRecord](e.Value())
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/embedded"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"go.uber.org/goleak"
 )
@@ -228,13 +229,13 @@ func KeepCallbacks(t testing.TB, js jetstream.JetStream) {
 }
 
 // Callbacks decodes every callback in CALLBACKS, alone or in a group
-// (streams.DecodeCallbacks), by batch id: those authz applied only under
+// (records.DecodeCallbacks), by batch id: those authz applied only under
 // KeepCallbacks.
-func Callbacks(t testing.TB, js jetstream.JetStream) map[uint64][]streams.Callback {
+func Callbacks(t testing.TB, js jetstream.JetStream) map[uint64][]records.Callback {
 	t.Helper()
-	out := map[uint64][]streams.Callback{}
+	out := map[uint64][]records.Callback{}
 	for _, data := range Messages(t, js, streams.StreamCallbacks) {
-		cbs, _, err := streams.DecodeCallbacks(data)
+		cbs, _, err := records.DecodeCallbacks(data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,11 +247,11 @@ func Callbacks(t testing.TB, js jetstream.JetStream) map[uint64][]streams.Callba
 }
 
 // DeadLetters decodes every dead letter in DLQ, in order.
-func DeadLetters(t testing.TB, js jetstream.JetStream) []streams.DeadLetter {
+func DeadLetters(t testing.TB, js jetstream.JetStream) []records.DeadLetter {
 	t.Helper()
-	var out []streams.DeadLetter
+	var out []records.DeadLetter
 	for _, data := range Messages(t, js, streams.StreamDLQ) {
-		dl, err := streams.Decode[streams.DeadLetter](data)
+		dl, err := records.Decode[records.DeadLetter](data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -267,7 +268,7 @@ func VerifyTestMain(m *testing.M) {
 }
 
 // Progress reads a batch's progress record, and says whether there is one.
-func Progress(t testing.TB, js jetstream.JetStream, domain string, id uint64) (streams.Progress, bool) {
+func Progress(t testing.TB, js jetstream.JetStream, domain string, id uint64) (records.Progress, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -277,9 +278,9 @@ func Progress(t testing.TB, js jetstream.JetStream, domain string, id uint64) (s
 	}
 	e, err := kv.Get(ctx, streams.ProgressKey(domain, id))
 	if err != nil {
-		return streams.Progress{}, false
+		return records.Progress{}, false
 	}
-	p, err := streams.Decode[streams.Progress](e.Value())
+	p, err := records.Decode[records.Progress](e.Value())
 	if err != nil {
 		t.Fatal(err)
 	}

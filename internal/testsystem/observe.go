@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/tickflow/tickflow/api"
-	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
@@ -33,24 +33,24 @@ func (s *System) Enqueue(t testing.TB, bt *pipeline.Batch) uint64 {
 }
 
 // Callbacks returns every callback in CALLBACKS, by batch id.
-func (s *System) Callbacks(t testing.TB) map[uint64][]streams.Callback {
+func (s *System) Callbacks(t testing.TB) map[uint64][]records.Callback {
 	t.Helper()
 	return testnats.Callbacks(t, s.Admin)
 }
 
 // Callback returns batch id's first callback, and whether there is one.
-func (s *System) Callback(t testing.TB, id uint64) (streams.Callback, bool) {
+func (s *System) Callback(t testing.TB, id uint64) (records.Callback, bool) {
 	t.Helper()
 	if cbs := s.Callbacks(t)[id]; len(cbs) > 0 {
 		return cbs[0], true
 	}
-	return streams.Callback{}, false
+	return records.Callback{}, false
 }
 
 // Outcome ticks p until batch id's callback is in CALLBACKS, and returns it.
-func (s *System) Outcome(t testing.TB, p *processor.Processor, id uint64) streams.Callback {
+func (s *System) Outcome(t testing.TB, p *processor.Processor, id uint64) records.Callback {
 	t.Helper()
-	var cb streams.Callback
+	var cb records.Callback
 	testnats.Eventually(t, settleWait, fmt.Sprintf("callback of batch %d", id), func() bool {
 		var ok bool
 		if cb, ok = s.Callback(t, id); ok {
@@ -94,14 +94,14 @@ func (s *System) Settled(t testing.TB, p *processor.Processor, id uint64) *api.B
 }
 
 // DeadLetters returns the DLQ's entries, in order.
-func (s *System) DeadLetters(t testing.TB) []streams.DeadLetter {
+func (s *System) DeadLetters(t testing.TB) []records.DeadLetter {
 	t.Helper()
 	return testnats.DeadLetters(t, s.Admin)
 }
 
 // Progress returns batch id's progress record in the first domain, and
 // whether there is one.
-func (s *System) Progress(t testing.TB, id uint64) (streams.Progress, bool) {
+func (s *System) Progress(t testing.TB, id uint64) (records.Progress, bool) {
 	t.Helper()
 	return testnats.Progress(t, s.Admin, s.Domains[0], id)
 }

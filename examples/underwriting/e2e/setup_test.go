@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/underwriting"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/internal/testsystem"
@@ -148,9 +149,9 @@ func (b *bundle) tickUntil(t *testing.T, what string, cond func() bool) {
 }
 
 // outcome ticks until the batch's callback is in CALLBACKS and returns it.
-func (b *bundle) outcome(t *testing.T, id uint64) streams.Callback {
+func (b *bundle) outcome(t *testing.T, id uint64) records.Callback {
 	t.Helper()
-	var cb streams.Callback
+	var cb records.Callback
 	b.tickUntil(t, fmt.Sprintf("callback of batch %d", id), func() bool {
 		var ok bool
 		cb, ok = b.Callback(t, id)
@@ -160,13 +161,13 @@ func (b *bundle) outcome(t *testing.T, id uint64) streams.Callback {
 }
 
 // deadLetters returns the DLQ's entries.
-func (b *bundle) deadLetters(t *testing.T) []streams.DeadLetter {
+func (b *bundle) deadLetters(t *testing.T) []records.DeadLetter {
 	t.Helper()
 	return b.DeadLetters(t)
 }
 
 // progress returns the batch's progress record, and whether there is one.
-func (b *bundle) progress(t *testing.T, id uint64) (streams.Progress, bool) {
+func (b *bundle) progress(t *testing.T, id uint64) (records.Progress, bool) {
 	t.Helper()
 	return b.Progress(t, id)
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/x/steps"
 )
@@ -70,7 +71,7 @@ func (s *Store) LatestRun(ctx context.Context, processor, subjectID string) (*st
 	}
 	rec := new(steps.RunRecord)
 	if err := json.Unmarshal(e.Value(), rec); err != nil {
-		return nil, fmt.Errorf("%w: run store: run of %s for subject %q: %w", streams.ErrDecode, processor, subjectID, err)
+		return nil, fmt.Errorf("%w: run store: run of %s for subject %q: %w", records.ErrDecode, processor, subjectID, err)
 	}
 	// A hashed key token could, in theory, be shared by two ids: the record
 	// names its own, so a collision reads as no record rather than another's.

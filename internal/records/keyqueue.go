@@ -1,8 +1,8 @@
-package streams
+package records
 
 import "time"
 
-// KeyQueue is the order of one key of a domain, key KeyQueueKey(domain,
+// KeyQueue is the order of one key of a domain, key streams.KeyQueueKey(domain,
 // key) of the keys bucket: the batches carrying that key that are not
 // terminal yet, in the order authz accepted them. Package keyorder keeps
 // it (keyorder.Store). The first is the key's

@@ -1,4 +1,4 @@
-package streams_test
+package records_test
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -68,23 +68,23 @@ func fullBatch() pipeline.Batch {
 // Fixtures with every field set, so a round trip covers every field; the
 // V field is left to Encode.
 
-func tokenFixture() streams.Token {
+func tokenFixture() records.Token {
 	b := batchRecordFixture().Batch
-	return streams.Token{BatchID: 42, Gen: 3, Rotation: 9, Batch: &b}
+	return records.Token{BatchID: 42, Gen: 3, Rotation: 9, Batch: &b}
 }
 
-func progressFixture() streams.Progress {
-	return streams.Progress{
-		BatchID: 42, Gen: 3, Rotation: 9, State: streams.Parked, Next: 2,
+func progressFixture() records.Progress {
+	return records.Progress{
+		BatchID: 42, Gen: 3, Rotation: 9, State: records.Parked, Next: 2,
 		Failures:    []int{1, 2, 1},
 		Rounds:      []int{1, 1},
 		LastError:   "gateway timeout",
-		Parked:      &streams.ParkedFunction{Index: 1, Deadline: at(5), Output: fullOutputs()[0], Timer: 17, Included: true},
+		Parked:      &records.ParkedFunction{Index: 1, Deadline: at(5), Output: fullOutputs()[0], Timer: 17, Included: true},
 		NotBefore:   at(6),
 		FailedIndex: 2,
 		Fallbacks:   []int{1},
-		FallbackDue: &streams.DueFallback{Index: 2, Exhausted: true, Reason: "declined"},
-		Waiting:     &streams.Waiting{Reason: "no worker serves `greet`", Since: at(4), Type: "greet"},
+		FallbackDue: &records.DueFallback{Index: 2, Exhausted: true, Reason: "declined"},
+		Waiting:     &records.Waiting{Reason: "no worker serves `greet`", Since: at(4), Type: "greet"},
 		Outputs:     fullOutputs(),
 		Outcome:     fullOutcome(),
 		UpdatedAt:   at(7),
@@ -92,17 +92,17 @@ func progressFixture() streams.Progress {
 	}
 }
 
-func batchRecordFixture() streams.BatchRecord {
-	return streams.BatchRecord{
+func batchRecordFixture() records.BatchRecord {
+	return records.BatchRecord{
 		Batch: fullBatch(), Status: pipeline.PartiallyExecuted, Outcome: fullOutcome(),
 		IdempotencyKey: "idem-1", Attempts: 4, Fallback: true, DeadLetter: 17, ReplayedAs: 43,
 		Outputs: fullOutputs(), CreatedAt: at(1), UpdatedAt: at(8), FinishedAt: at(8),
-		History: []streams.Event{{At: at(1), What: "accepted", Detail: "by alice"}, {At: at(8), What: "callback", Detail: "PartiallyExecuted(2)"}},
+		History: []records.Event{{At: at(1), What: "accepted", Detail: "by alice"}, {At: at(8), What: "callback", Detail: "PartiallyExecuted(2)"}},
 	}
 }
 
-func callbackFixture() streams.Callback {
-	return streams.Callback{
+func callbackFixture() records.Callback {
+	return records.Callback{
 		BatchID: 42, Domain: "payments", Priority: pipeline.Med, Outcome: *fullOutcome(),
 		Attempts: 4, At: at(9), Processor: "proc-1", Fallback: true, DeadLetter: 17,
 		Outputs: fullOutputs(),
@@ -110,25 +110,25 @@ func callbackFixture() streams.Callback {
 	}
 }
 
-func deadLetterFixture() streams.DeadLetter {
-	return streams.DeadLetter{
+func deadLetterFixture() records.DeadLetter {
+	return records.DeadLetter{
 		Batch: fullBatch(), Domain: "payments", Index: 1, Error: "card declined", Attempts: 4,
 		Outcome: *fullOutcome(), Outputs: fullOutputs(),
-		Origin:   streams.Origin{Stream: streams.StreamHigh, Subject: "batches.high.payments.42", Seq: 77},
+		Origin:   records.Origin{Stream: "HIGH", Subject: "batches.high.payments.42", Seq: 77},
 		At:       at(10),
 		Callback: []byte("\x81\xa2id\x2a"),
 	}
 }
 
-func confirmationFixture() streams.Confirmation {
-	return streams.Confirmation{Content: "block 7", By: "oracle", Ref: "0xabc"}
+func confirmationFixture() records.Confirmation {
+	return records.Confirmation{Content: "block 7", By: "oracle", Ref: "0xabc"}
 }
 
-func workRequestFixture() streams.WorkRequest {
-	return streams.WorkRequest{
+func workRequestFixture() records.WorkRequest {
+	return records.WorkRequest{
 		BatchID: 42, Domain: "payments", Key: "acct-1", CreatedAt: at(1), Submitter: "alice", Label: "transfer",
 		Attempt: 3, Round: 1, Unit: true,
-		Calls: []streams.WorkCall{
+		Calls: []records.WorkCall{
 			{Index: 1, Type: "ledger.transfer", Payload: pipeline.MustPayload(map[string]any{"amount": 10})},
 			{Index: 2, Type: "ledger.notify", Payload: pipeline.MustPayload("hi")},
 		},
@@ -138,15 +138,15 @@ func workRequestFixture() streams.WorkRequest {
 			BatchID: 42, Index: 1, Key: "acct-1", CreatedAt: at(1), Failures: 4, LastError: "timeout", Exhausted: true,
 		},
 		Sender:    "sender-a",
-		Inclusion: &streams.InclusionCall{Ref: "0xabc", Hook: streams.HookSuccess, Output: &fullOutputs()[0]},
+		Inclusion: &records.InclusionCall{Ref: "0xabc", Hook: records.HookSuccess, Output: &fullOutputs()[0]},
 		Trace:     map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
 	}
 }
 
-func workReplyFixture() streams.WorkReply {
-	return streams.WorkReply{
+func workReplyFixture() records.WorkReply {
+	return records.WorkReply{
 		Outputs: fullOutputs(),
-		Error: &streams.WorkError{
+		Error: &records.WorkError{
 			Message: "card declined", Codes: []string{"declined", "payment"}, Permanent: true,
 			Retryable: true, Index: 2, NoFallback: true, Busy: true, NoHook: true,
 		},
@@ -156,12 +156,12 @@ func workReplyFixture() streams.WorkReply {
 	}
 }
 
-func completionFixture() streams.Completion {
-	return streams.Completion{Running: true, Until: at(9), Worker: "worker-1", Outputs: fullOutputs()}
+func completionFixture() records.Completion {
+	return records.Completion{Running: true, Until: at(9), Worker: "worker-1", Outputs: fullOutputs()}
 }
 
-func unitGroupFixture() streams.UnitGroup {
-	return streams.UnitGroup{Units: []streams.UnitEntry{
+func unitGroupFixture() records.UnitGroup {
+	return records.UnitGroup{Units: []records.UnitEntry{
 		{Key: "128.unit.0", Running: true, Released: true, Own: true, Claim: 1<<63 + 7, Until: at(9), Worker: "worker-1", Outputs: fullOutputs()},
 		{Key: "129.unit.1", Claim: 3, Until: at(10), Worker: "worker-2"},
 	}}
@@ -172,7 +172,7 @@ type recordCase struct {
 	name string
 	// fixture is the record with every field set.
 	fixture any
-	// encode and decode are streams.Encode and streams.Decode for the type.
+	// encode and decode are records.Encode and records.Decode for the type.
 	encode func(v any) ([]byte, error)
 	decode func(b []byte) (any, error)
 	// zero is the zero record of the type, for the minimal encodings.
@@ -194,16 +194,16 @@ func caseFor[T any](name string, fixture T, enc func(*T) ([]byte, error), dec fu
 
 func recordCases() []recordCase {
 	return []recordCase{
-		caseFor("Token", tokenFixture(), streams.Encode[streams.Token], streams.Decode[streams.Token]),
-		caseFor("Progress", progressFixture(), streams.Encode[streams.Progress], streams.Decode[streams.Progress]),
-		caseFor("BatchRecord", batchRecordFixture(), streams.Encode[streams.BatchRecord], streams.Decode[streams.BatchRecord]),
-		caseFor("Callback", callbackFixture(), streams.Encode[streams.Callback], streams.Decode[streams.Callback]),
-		caseFor("DeadLetter", deadLetterFixture(), streams.Encode[streams.DeadLetter], streams.Decode[streams.DeadLetter]),
-		caseFor("Confirmation", confirmationFixture(), streams.Encode[streams.Confirmation], streams.Decode[streams.Confirmation]),
-		caseFor("WorkRequest", workRequestFixture(), streams.Encode[streams.WorkRequest], streams.Decode[streams.WorkRequest]),
-		caseFor("WorkReply", workReplyFixture(), streams.Encode[streams.WorkReply], streams.Decode[streams.WorkReply]),
-		caseFor("Completion", completionFixture(), streams.Encode[streams.Completion], streams.Decode[streams.Completion]),
-		caseFor("UnitGroup", unitGroupFixture(), streams.Encode[streams.UnitGroup], streams.Decode[streams.UnitGroup]),
+		caseFor("Token", tokenFixture(), records.Encode[records.Token], records.Decode[records.Token]),
+		caseFor("Progress", progressFixture(), records.Encode[records.Progress], records.Decode[records.Progress]),
+		caseFor("BatchRecord", batchRecordFixture(), records.Encode[records.BatchRecord], records.Decode[records.BatchRecord]),
+		caseFor("Callback", callbackFixture(), records.Encode[records.Callback], records.Decode[records.Callback]),
+		caseFor("DeadLetter", deadLetterFixture(), records.Encode[records.DeadLetter], records.Decode[records.DeadLetter]),
+		caseFor("Confirmation", confirmationFixture(), records.Encode[records.Confirmation], records.Decode[records.Confirmation]),
+		caseFor("WorkRequest", workRequestFixture(), records.Encode[records.WorkRequest], records.Decode[records.WorkRequest]),
+		caseFor("WorkReply", workReplyFixture(), records.Encode[records.WorkReply], records.Decode[records.WorkReply]),
+		caseFor("Completion", completionFixture(), records.Encode[records.Completion], records.Decode[records.Completion]),
+		caseFor("UnitGroup", unitGroupFixture(), records.Encode[records.UnitGroup], records.Decode[records.UnitGroup]),
 	}
 }
 
@@ -281,7 +281,7 @@ func TestRecordRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Decode(%x): %v", b, err)
 				}
-				want := withVersion(in, streams.WireVersion)
+				want := withVersion(in, records.WireVersion)
 				if !reflect.DeepEqual(out, want) {
 					t.Fatalf("round trip changed the record:\n got %+v\nwant %+v", out, want)
 				}
@@ -291,26 +291,26 @@ func TestRecordRoundTrip(t *testing.T) {
 }
 
 func TestEncodeStampsTheVersion(t *testing.T) {
-	tok := streams.Token{V: 9, BatchID: 1}
-	b, err := streams.Encode(&tok)
+	tok := records.Token{V: 9, BatchID: 1}
+	b, err := records.Encode(&tok)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tok.V != streams.WireVersion {
-		t.Fatalf("Encode left V = %d, want %d", tok.V, streams.WireVersion)
+	if tok.V != records.WireVersion {
+		t.Fatalf("Encode left V = %d, want %d", tok.V, records.WireVersion)
 	}
 	var m map[string]any
 	if err := msgpack.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(m["v"]) != fmt.Sprint(streams.WireVersion) {
-		t.Fatalf("encoded v = %v, want %d", m["v"], streams.WireVersion)
+	if fmt.Sprint(m["v"]) != fmt.Sprint(records.WireVersion) {
+		t.Fatalf("encoded v = %v, want %d", m["v"], records.WireVersion)
 	}
 }
 
 func TestDecodeRejectsOtherVersions(t *testing.T) {
 	for _, rc := range recordCases() {
-		for _, v := range []uint8{0, streams.WireVersion + 1, 255} {
+		for _, v := range []uint8{0, records.WireVersion + 1, 255} {
 			t.Run(fmt.Sprintf("%s/v%d", rc.name, v), func(t *testing.T) {
 				// Marshal directly: Encode would stamp the current version.
 				b, err := msgpack.Marshal(withVersion(rc.fixture, v))
@@ -318,7 +318,7 @@ func TestDecodeRejectsOtherVersions(t *testing.T) {
 					t.Fatal(err)
 				}
 				_, err = rc.decode(b)
-				if !errors.Is(err, streams.ErrVersion) {
+				if !errors.Is(err, records.ErrVersion) {
 					t.Fatalf("Decode of version %d = %v, want ErrVersion", v, err)
 				}
 				if !strings.Contains(err.Error(), fmt.Sprintf("version %d", v)) {
@@ -346,7 +346,7 @@ func TestDecodeRejectsGarbage(t *testing.T) {
 	for _, rc := range recordCases() {
 		for _, g := range garbage {
 			t.Run(rc.name+"/"+g.name, func(t *testing.T) {
-				if _, err := rc.decode(g.b); !errors.Is(err, streams.ErrDecode) {
+				if _, err := rc.decode(g.b); !errors.Is(err, records.ErrDecode) {
 					t.Fatalf("Decode(%x) = %v, want ErrDecode", g.b, err)
 				}
 			})
@@ -357,7 +357,7 @@ func TestDecodeRejectsGarbage(t *testing.T) {
 				t.Fatal(err)
 			}
 			for n := range len(b) {
-				if _, err := rc.decode(b[:n]); !errors.Is(err, streams.ErrDecode) {
+				if _, err := rc.decode(b[:n]); !errors.Is(err, records.ErrDecode) {
 					t.Fatalf("Decode of the first %d of %d bytes = %v, want ErrDecode", n, len(b), err)
 				}
 			}
@@ -375,21 +375,21 @@ func TestDecodeIgnoresUnknownFields(t *testing.T) {
 		Step    uint32 `msgpack:"step"`
 		Lane    string `msgpack:"lane"`
 	}
-	b, err := msgpack.Marshal(tokenV1Plus{V: streams.WireVersion, BatchID: 5, Gen: 1, Step: 2, Lane: "fast"})
+	b, err := msgpack.Marshal(tokenV1Plus{V: records.WireVersion, BatchID: 5, Gen: 1, Step: 2, Lane: "fast"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := streams.Decode[streams.Token](b)
+	got, err := records.Decode[records.Token](b)
 	if err != nil {
 		t.Fatalf("Decode: %v", err)
 	}
-	if want := (streams.Token{V: streams.WireVersion, BatchID: 5, Gen: 1, Rotation: 2}); got != want {
+	if want := (records.Token{V: records.WireVersion, BatchID: 5, Gen: 1, Rotation: 2}); got != want {
 		t.Fatalf("Decode = %+v, want %+v", got, want)
 	}
 }
 
 func TestProgressCounters(t *testing.T) {
-	var p streams.Progress
+	var p records.Progress
 	if p.FailuresOf(0) != 0 || p.FailuresOf(-1) != 0 || p.Attempts(false) != 0 {
 		t.Fatalf("zero progress: FailuresOf(0)=%d FailuresOf(-1)=%d Attempts()=%d", p.FailuresOf(0), p.FailuresOf(-1), p.Attempts(false))
 	}
@@ -426,15 +426,15 @@ func TestDecodeNilTime(t *testing.T) {
 		decode func([]byte) error
 	}{
 		{name: "Progress.UpdatedAt", record: map[string]any{"v": 1, "updated_at": nil},
-			decode: func(b []byte) error { _, err := streams.Decode[streams.Progress](b); return err }},
+			decode: func(b []byte) error { _, err := records.Decode[records.Progress](b); return err }},
 		{name: "Progress.Parked.Deadline", record: map[string]any{"v": 1, "parked": map[string]any{"deadline": nil}},
-			decode: func(b []byte) error { _, err := streams.Decode[streams.Progress](b); return err }},
+			decode: func(b []byte) error { _, err := records.Decode[records.Progress](b); return err }},
 		{name: "WorkRequest.CreatedAt", record: map[string]any{"v": 1, "created_at": nil},
-			decode: func(b []byte) error { _, err := streams.Decode[streams.WorkRequest](b); return err }},
+			decode: func(b []byte) error { _, err := records.Decode[records.WorkRequest](b); return err }},
 		{name: "Callback.At", record: map[string]any{"v": 1, "at": nil},
-			decode: func(b []byte) error { _, err := streams.Decode[streams.Callback](b); return err }},
+			decode: func(b []byte) error { _, err := records.Decode[records.Callback](b); return err }},
 		{name: "BatchRecord.Batch.CreatedAt", record: map[string]any{"v": 1, "batch": map[string]any{"created_at": nil}},
-			decode: func(b []byte) error { _, err := streams.Decode[streams.BatchRecord](b); return err }},
+			decode: func(b []byte) error { _, err := records.Decode[records.BatchRecord](b); return err }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -442,7 +442,7 @@ func TestDecodeNilTime(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := tt.decode(b); err != nil && !errors.Is(err, streams.ErrDecode) {
+			if err := tt.decode(b); err != nil && !errors.Is(err, records.ErrDecode) {
 				t.Fatalf("Decode(%x) = %v, want nil or ErrDecode", b, err)
 			}
 		})

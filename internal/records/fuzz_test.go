@@ -1,4 +1,4 @@
-package streams_test
+package records_test
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -19,47 +19,47 @@ import (
 // lives in testdata/fuzz/<FuzzName>/ and is regenerated from the fixtures of
 // records_test.go with
 //
-//	go test ./streams -run TestWriteFuzzCorpus -update-corpus
+//	go test ./internal/records -run TestWriteFuzzCorpus -update-corpus
 var updateCorpus = flag.Bool("update-corpus", false, "rewrite the seed corpus under testdata/fuzz from the record fixtures")
 
 func FuzzDecodeToken(f *testing.F) {
-	fuzzDecode(f, streams.Encode[streams.Token], streams.Decode[streams.Token])
+	fuzzDecode(f, records.Encode[records.Token], records.Decode[records.Token])
 }
 
 func FuzzDecodeProgress(f *testing.F) {
-	fuzzDecode(f, streams.Encode[streams.Progress], streams.Decode[streams.Progress])
+	fuzzDecode(f, records.Encode[records.Progress], records.Decode[records.Progress])
 }
 
 func FuzzDecodeBatchRecord(f *testing.F) {
-	fuzzDecode(f, streams.Encode[streams.BatchRecord], streams.Decode[streams.BatchRecord])
+	fuzzDecode(f, records.Encode[records.BatchRecord], records.Decode[records.BatchRecord])
 }
 
 func FuzzDecodeCallback(f *testing.F) {
-	fuzzDecode(f, streams.Encode[streams.Callback], streams.Decode[streams.Callback])
+	fuzzDecode(f, records.Encode[records.Callback], records.Decode[records.Callback])
 }
 
 func FuzzDecodeDeadLetter(f *testing.F) {
-	fuzzDecode(f, streams.Encode[streams.DeadLetter], streams.Decode[streams.DeadLetter])
+	fuzzDecode(f, records.Encode[records.DeadLetter], records.Decode[records.DeadLetter])
 }
 
 func FuzzDecodeConfirmation(f *testing.F) {
-	fuzzDecode(f, streams.Encode[streams.Confirmation], streams.Decode[streams.Confirmation])
+	fuzzDecode(f, records.Encode[records.Confirmation], records.Decode[records.Confirmation])
 }
 
 func FuzzDecodeWorkRequest(f *testing.F) {
-	fuzzDecode(f, streams.Encode[streams.WorkRequest], streams.Decode[streams.WorkRequest])
+	fuzzDecode(f, records.Encode[records.WorkRequest], records.Decode[records.WorkRequest])
 }
 
 func FuzzDecodeWorkReply(f *testing.F) {
-	fuzzDecode(f, streams.Encode[streams.WorkReply], streams.Decode[streams.WorkReply])
+	fuzzDecode(f, records.Encode[records.WorkReply], records.Decode[records.WorkReply])
 }
 
 func FuzzDecodeCompletion(f *testing.F) {
-	fuzzDecode(f, streams.Encode[streams.Completion], streams.Decode[streams.Completion])
+	fuzzDecode(f, records.Encode[records.Completion], records.Decode[records.Completion])
 }
 
 func FuzzDecodeUnitGroup(f *testing.F) {
-	fuzzDecode(f, streams.Encode[streams.UnitGroup], streams.Decode[streams.UnitGroup])
+	fuzzDecode(f, records.Encode[records.UnitGroup], records.Decode[records.UnitGroup])
 }
 
 // fuzzDecode asserts that any input decodes to a value or to an error
@@ -72,7 +72,7 @@ func fuzzDecode[T any](f *testing.F, enc func(*T) ([]byte, error), dec func([]by
 		// into ErrDecode.
 		v, err := dec(b)
 		if err != nil {
-			if !errors.Is(err, streams.ErrDecode) && !errors.Is(err, streams.ErrVersion) {
+			if !errors.Is(err, records.ErrDecode) && !errors.Is(err, records.ErrVersion) {
 				t.Fatalf("Decode(%x) = %v, want an error matching ErrDecode or ErrVersion", b, err)
 			}
 			return
@@ -107,7 +107,7 @@ func corpusSeeds(t *testing.T, rc recordCase) map[string][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next, err := msgpack.Marshal(withVersion(rc.fixture, streams.WireVersion+1))
+	next, err := msgpack.Marshal(withVersion(rc.fixture, records.WireVersion+1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestFuzzCorpusHasValidSeeds(t *testing.T) {
 		t.Run(rc.name, func(t *testing.T) {
 			files, err := filepath.Glob(filepath.Join(corpusDir(rc), "*"))
 			if err != nil || len(files) == 0 {
-				t.Fatalf("no seed corpus in %s (%v): run go test ./streams -run TestWriteFuzzCorpus -update-corpus", corpusDir(rc), err)
+				t.Fatalf("no seed corpus in %s (%v): run go test ./internal/records -run TestWriteFuzzCorpus -update-corpus", corpusDir(rc), err)
 			}
 			valid := 0
 			for _, f := range files {

@@ -1,4 +1,4 @@
-package streams
+package records
 
 import (
 	"encoding/json"
@@ -28,7 +28,7 @@ type Token struct {
 	Rotation uint32 `msgpack:"step"`
 	// Batch, when set, is a copy of the batch's content, which never
 	// changes, so a processor need not read the record; left out of tokens
-	// of large batches (TokenMsg). Only authz (new tokens) and processors
+	// of large batches (streams.TokenMsg). Only authz (new tokens) and processors
 	// (rotations) may publish tokens, so the copy is as trusted as the record.
 	Batch *pipeline.Batch `msgpack:"batch,omitempty"`
 }
@@ -367,9 +367,9 @@ type Completion struct {
 }
 
 // UnitGroup is the value of a group key of the results bucket
-// (UnitGroupKey): the claims and completion records of the atomic units
-// of UnitGroupSize consecutive batch ids, one entry per unit key
-// (ResultKey with index -1). The bucket keeps one revision per key, so the
+// (streams.UnitGroupKey): the claims and completion records of the atomic units
+// of streams.UnitGroupSize consecutive batch ids, one entry per unit key
+// (streams.ResultKey with index -1). The bucket keeps one revision per key, so the
 // value is the group's whole state, and every write of it is a
 // compare-and-set on the revision read.
 type UnitGroup struct {
@@ -382,7 +382,7 @@ type UnitGroup struct {
 // failed. An entry counts until Until; past it, it is ignored and dropped
 // by the group's next write.
 type UnitEntry struct {
-	// Key is the unit's completion key, ResultKey(id, -1, round).
+	// Key is the unit's completion key, streams.ResultKey(id, -1, round).
 	Key string `msgpack:"key"`
 	// Running marks a claim: Worker runs the unit, or writes its record,
 	// until Until (the caller's deadline plus a grace period and the
@@ -441,7 +441,7 @@ const (
 	SubmittedBack = 16
 )
 
-// SubmittedEntry is a message of StreamSubmitted: batches of one
+// SubmittedEntry is a message of streams.StreamSubmitted: batches of one
 // submitter, accepted by one authz replica one after another, oldest
 // first, and the stream sequences of the entries of the same subject
 // before it, newest first (at most SubmittedBack; none for the first).
@@ -464,7 +464,7 @@ func Encode[T any, P interface {
 	}
 	b, err := msgpack.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("streams: encode %T: %w", v, err)
+		return nil, fmt.Errorf("records: encode %T: %w", v, err)
 	}
 	return b, nil
 }

@@ -1,4 +1,4 @@
-package streams_test
+package records_test
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -20,32 +20,32 @@ import (
 // decoding, and this build must keep writing the same bytes.
 var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/golden from the record fixtures (only with the reflection codec)")
 
-func workBatchFixture() streams.WorkBatch {
-	zero := streams.WorkRequest{}
-	return streams.WorkBatch{Units: []streams.WorkRequest{workRequestFixture(), zero}}
+func workBatchFixture() records.WorkBatch {
+	zero := records.WorkRequest{}
+	return records.WorkBatch{Units: []records.WorkRequest{workRequestFixture(), zero}}
 }
 
-func callbackGroupFixture() streams.CallbackGroup {
+func callbackGroupFixture() records.CallbackGroup {
 	full := callbackFixture()
-	full.V = streams.WireVersion
-	return streams.CallbackGroup{Callbacks: []streams.Callback{full, {V: streams.WireVersion, BatchID: 43, Domain: "payments"}}}
+	full.V = records.WireVersion
+	return records.CallbackGroup{Callbacks: []records.Callback{full, {V: records.WireVersion, BatchID: 43, Domain: "payments"}}}
 }
 
-func workBatchReplyFixture() streams.WorkBatchReply {
-	return streams.WorkBatchReply{Replies: []streams.WorkReply{workReplyFixture(), {Outputs: []pipeline.Output{{Index: 0, Type: "noop"}}, Fresh: true}}}
+func workBatchReplyFixture() records.WorkBatchReply {
+	return records.WorkBatchReply{Replies: []records.WorkReply{workReplyFixture(), {Outputs: []pipeline.Output{{Index: 0, Type: "noop"}}, Fresh: true}}}
 }
 
 // codecCases are the record cases plus the work batch records, which
 // travel only between processors and workers.
 func codecCases() []recordCase {
 	return append(recordCases(),
-		caseFor("WorkBatch", workBatchFixture(), streams.Encode[streams.WorkBatch], streams.Decode[streams.WorkBatch]),
-		caseFor("CallbackGroup", callbackGroupFixture(), streams.Encode[streams.CallbackGroup], streams.Decode[streams.CallbackGroup]),
-		caseFor("WorkBatchReply", workBatchReplyFixture(), streams.Encode[streams.WorkBatchReply], streams.Decode[streams.WorkBatchReply]),
-		caseFor("NoopBatchRecord", benchNoopRecord(), streams.Encode[streams.BatchRecord], streams.Decode[streams.BatchRecord]),
-		caseFor("NoopProgress", benchNoopProgress(), streams.Encode[streams.Progress], streams.Decode[streams.Progress]),
-		caseFor("NoopCallback", benchNoopCallback(), streams.Encode[streams.Callback], streams.Decode[streams.Callback]),
-		caseFor("NoopToken", streams.Token{BatchID: 123456, Batch: new(benchNoopBatch())}, streams.Encode[streams.Token], streams.Decode[streams.Token]),
+		caseFor("WorkBatch", workBatchFixture(), records.Encode[records.WorkBatch], records.Decode[records.WorkBatch]),
+		caseFor("CallbackGroup", callbackGroupFixture(), records.Encode[records.CallbackGroup], records.Decode[records.CallbackGroup]),
+		caseFor("WorkBatchReply", workBatchReplyFixture(), records.Encode[records.WorkBatchReply], records.Decode[records.WorkBatchReply]),
+		caseFor("NoopBatchRecord", benchNoopRecord(), records.Encode[records.BatchRecord], records.Decode[records.BatchRecord]),
+		caseFor("NoopProgress", benchNoopProgress(), records.Encode[records.Progress], records.Decode[records.Progress]),
+		caseFor("NoopCallback", benchNoopCallback(), records.Encode[records.Callback], records.Decode[records.Callback]),
+		caseFor("NoopToken", records.Token{BatchID: 123456, Batch: new(benchNoopBatch())}, records.Encode[records.Token], records.Decode[records.Token]),
 	)
 }
 
@@ -81,7 +81,7 @@ func TestGoldenEncodings(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: Decode(%x): %v", variant, golden, err)
 				}
-				if want := withVersion(in, streams.WireVersion); !reflect.DeepEqual(out, want) {
+				if want := withVersion(in, records.WireVersion); !reflect.DeepEqual(out, want) {
 					t.Errorf("%s: Decode of the reflection codec's bytes:\n got %+v\nwant %+v", variant, out, want)
 				}
 			}
@@ -159,11 +159,11 @@ func TestBatchRecordBeforeFinishedAt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := streams.Decode[streams.BatchRecord](old)
+	got, err := records.Decode[records.BatchRecord](old)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := withVersion(canonical(batchRecordFixture()), streams.WireVersion).(streams.BatchRecord)
+	want := withVersion(canonical(batchRecordFixture()), records.WireVersion).(records.BatchRecord)
 	want.FinishedAt, want.Outputs = time.Time{}, nil
 	want.Batch.RunAt = time.Time{} // nor, from before scheduled batches, a run_at
 	if !reflect.DeepEqual(got, want) {

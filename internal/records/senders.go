@@ -1,4 +1,4 @@
-package streams
+package records
 
 import (
 	"strconv"
@@ -67,16 +67,3 @@ const (
 	HookSuccess = "success"
 	HookFailure = "failure"
 )
-
-// PollSubject is the worker endpoint polling the inclusion of type typ.
-func PollSubject(typ string) string { return "work.poll." + typ }
-
-// HookSubject is the worker endpoint calling the success and failure hooks
-// of type typ.
-func HookSubject(typ string) string { return "work.hook." + typ }
-
-// HookResultKey is the results-bucket key recording that hook ran for
-// function index of batch id: once per function, whatever its rounds.
-func HookResultKey(id uint64, index int, hook string) string {
-	return strconv.FormatUint(id, 10) + "." + strconv.Itoa(index) + ".hook-" + hook
-}

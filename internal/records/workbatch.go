@@ -1,12 +1,7 @@
-package streams
-
-// WorkUnitsSubject is the worker endpoint for several atomic units in one
-// request (WorkBatch): one round trip for a wave of steps instead of one
-// per unit.
-const WorkUnitsSubject = "work.units"
+package records
 
 // WorkBatch asks a worker to run several atomic units, each exactly as a
-// request on WorkUnitSubject would run it: its own completion key, claim
+// request on streams.WorkUnitSubject would run it: its own completion key, claim
 // and record.
 type WorkBatch struct {
 	V     uint8         `msgpack:"v"`
