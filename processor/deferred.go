@@ -98,7 +98,6 @@ func (pb *publisher) callbackThenAck(ctx context.Context, msg *nats.Msg, m jetst
 // which closes it and waits for it before reporting.
 type acker struct {
 	log  *slog.Logger
-	held *jsapi.HeldAck
 	in   chan ackItem
 	done chan struct{}
 	// mu guards the report the acker corrects.
@@ -113,8 +112,8 @@ type ackItem struct {
 
 // startAcker starts the acker of a tick of at most steps steps, which
 // corrects rep (guarded by mu).
-func startAcker(log *slog.Logger, held *jsapi.HeldAck, steps int, mu *sync.Mutex, rep *api.TickReport) *acker {
-	a := &acker{log: log, held: held, in: make(chan ackItem, steps), done: make(chan struct{}), mu: mu, rep: rep}
+func startAcker(log *slog.Logger, steps int, mu *sync.Mutex, rep *api.TickReport) *acker {
+	a := &acker{log: log, in: make(chan ackItem, steps), done: make(chan struct{}), mu: mu, rep: rep}
 	go a.run()
 	return a
 }
@@ -127,7 +126,7 @@ func (a *acker) run() {
 	for it := range a.in {
 		err := a.wait(it.d.write, timer)
 		if err == nil {
-			err = a.held.Ack(it.d)
+			err = it.d.Ack()
 		} else {
 			a.log.Warn("write not stored; token redelivered shortly", "write", it.d.what, "err", err)
 			_ = it.d.NakWithDelay(time.Second)

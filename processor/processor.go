@@ -172,11 +172,6 @@ type Processor struct {
 
 	// throttle caps the domain's steps per second; nil: no cap.
 	throttle *throttle
-
-	// held acknowledges the tokens of finished steps, holding back the
-	// newest one's acknowledgement so that a queue that keeps up does not
-	// empty after every token (jsapi.HeldAck).
-	held jsapi.HeldAck
 }
 
 // New binds a processor to its domain's consumers and buckets, which must
@@ -395,7 +390,6 @@ func (p *Processor) Run(ctx context.Context) error {
 	// Every tick has ended, and with it every token waiting for a callback's
 	// message: what is still flying carries none.
 	p.steps.pub.groups.wait()
-	p.held.Close()
 	if err := drain.Closed(sub, closed, drain.Timeout); err != nil {
 		p.log.Warn("ticks may be left unanswered", "err", err)
 	}
@@ -475,7 +469,7 @@ func (p *Processor) Tick(ctx context.Context, steps int) api.TickReport {
 	refill := max(1, p.opts.Concurrency/4)
 	// A step's last write is published asynchronously; its token is
 	// acknowledged here when the write is stored (deferred).
-	acks := startAcker(p.log, &p.held, p.opts.MaxSteps, &mu, &rep)
+	acks := startAcker(p.log, p.opts.MaxSteps, &mu, &rep)
 	// The queues whose consumer left a fetch unanswered: not asked again
 	// this tick (each such fetch waits a second).
 	silent := map[pipeline.Priority]bool{}
