@@ -169,7 +169,13 @@ func (qe *queueEditor) insert(ctx context.Context, user string, req *api.InsertR
 	data, _ := json.Marshal(e)
 	if _, err := qe.locks.Create(ctx, streams.EditKey(req.Domain, req.Priority), data); err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
-			return nil, errf(api.CodeConflict, "authz: another edit of %s's %s queue is in progress", req.Domain, req.Priority)
+			// Another replica's edit took the queue after the batch was
+			// recorded: the batch is finished as removed, not left
+			// InProcess with no token.
+			if err := qe.withdraw(ctx, b.batch); err != nil {
+				return nil, fmt.Errorf("authz: another edit of %s's %s queue is in progress, and inserted batch %d is recorded but could not be removed (%w): cancel it", req.Domain, req.Priority, b.batch.ID, err)
+			}
+			return nil, errf(api.CodeConflict, "authz: another edit of %s's %s queue is in progress; batch %d is not queued, and is recorded as removed", req.Domain, req.Priority, b.batch.ID)
 		}
 		return nil, fmt.Errorf("authz: record the edit: %w", err)
 	}
@@ -179,6 +185,20 @@ func (qe *queueEditor) insert(ctx context.Context, user string, req *api.InsertR
 	}
 	qe.log.Info("batch inserted", "batch_id", b.batch.ID, "domain", req.Domain, "position", req.Position, "moved", len(e.Tail), "waits_for_key", !placed)
 	return &api.InsertReply{ID: b.batch.ID, Position: req.Position, WaitsForKey: !placed}, nil
+}
+
+// withdraw finishes b, recorded by an insert but never queued, as removed
+// (see Removal): its progress, then its callback, which records the
+// outcome and frees what it holds.
+func (qe *queueEditor) withdraw(ctx context.Context, b *pipeline.Batch) error {
+	st, err := qe.progress.Load(ctx, b.Domain, b.ID)
+	if err == nil && !removed(st) {
+		err = qe.removal.markRemoved(ctx, b, st, "insert refused: another edit of its queue was in progress")
+	}
+	if err == nil {
+		_, err = qe.removal.retireRemoved(ctx, b, st, nil)
+	}
+	return err
 }
 
 // applyEdit queues the new batch, then re-appends every tail batch behind

@@ -172,7 +172,26 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 	s := &Service{opts: opts, log: opts.Logger.With("component", "authz"), nc: nc, js: js}
 	s.table.Store(opts.Table)
 	s.watchDomains(opts.Table)
+	h, err := bind(ctx, nc, js)
+	if err != nil {
+		return nil, err
+	}
+	progress := streams.NewProgressStore(h.progress, s.opts.Now)
+	s.store = &recordStore{js: js, batches: h.batches, acks: h.acks, progress: progress, owner: opts.Owner, now: s.opts.Now}
+	if err := s.store.readRetention(ctx, h.progress, progress); err != nil {
+		return nil, err
+	}
+	s.compose(h, progress)
+	s.observe(nc)
+	return s, nil
+}
+
+// bind binds the buckets, streams and consumers the parts share, which
+// must have been provisioned; if one is missing the error matches
+// ErrNotProvisioned.
+func bind(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) (*bound, error) {
 	h := &bound{queues: map[pipeline.Priority]jetstream.Stream{}}
+	var err error
 	if h.acks, err = jsapi.NewAckPublisher(nc, pubAckWait); err != nil {
 		return nil, fmt.Errorf("authz: %w", err)
 	}
@@ -183,11 +202,6 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 		if *b.kv, err = js.KeyValue(ctx, b.name); err != nil {
 			return nil, bindError("bucket "+b.name, err)
 		}
-	}
-	progress := streams.NewProgressStore(h.progress, s.opts.Now)
-	s.store = &recordStore{js: js, batches: h.batches, acks: h.acks, progress: progress, owner: opts.Owner, now: s.opts.Now}
-	if err := s.store.readRetention(ctx, h.progress, progress); err != nil {
-		return nil, err
 	}
 	if h.keys, err = js.KeyValue(ctx, streams.BucketKeys); err != nil {
 		return nil, bindError("bucket "+streams.BucketKeys, err)
@@ -209,9 +223,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Service, error) {
 	if h.due, err = js.Consumer(ctx, streams.StreamScheduled, streams.ScheduledConsumer); err != nil {
 		return nil, bindError("consumer "+streams.ScheduledConsumer+" on "+streams.StreamScheduled, err)
 	}
-	s.compose(h, progress)
-	s.observe(nc)
-	return s, nil
+	return h, nil
 }
 
 // compose builds the service's parts, one per duty, on what New bound;
