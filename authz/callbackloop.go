@@ -50,5 +50,6 @@ func (l *callbackConsumer) run(ctx context.Context) error {
 	<-l.cc.Closed()
 	l.gate.Close()
 	l.gate.Wait()
+	l.applier.held.Close()
 	return nil
 }

@@ -31,7 +31,9 @@ import (
 // longest delay one of them asked for, when one is to be tried again:
 // the others, applied meanwhile, then find their records terminal.
 type delivery struct {
-	m          jetstream.Msg
+	m jetstream.Msg
+	// held acknowledges m (callbackApplier.held).
+	held       *jsapi.HeldAck
 	group      bool
 	deliveries int
 	published  time.Time
@@ -59,7 +61,7 @@ func (d *delivery) done(retry bool, delay time.Duration) {
 		_ = d.m.NakWithDelay(delay)
 		return
 	}
-	_ = d.m.Ack()
+	_ = d.held.Ack(d.m)
 }
 
 // received is a delivered callback, decoded: the message's only one, or
@@ -75,7 +77,7 @@ type received struct {
 // applied), an unreadable message left to retryCallback, a group beyond
 // records.CallbackGroupMax dead-lettered whole.
 func (ca *callbackApplier) receive(ctx context.Context, m jetstream.Msg) []received {
-	d := &delivery{m: m, deliveries: 1}
+	d := &delivery{m: m, held: &ca.held, deliveries: 1}
 	if md, err := jsapi.DeliveryOf(m.Reply()); err == nil {
 		d.deliveries, d.published = int(md.NumDelivered), md.Timestamp
 	}
@@ -162,6 +164,10 @@ type callbackApplier struct {
 	// (Options.Concurrency); backoff is Options.CallbackBackoff.
 	concurrency int
 	backoff     []time.Duration
+	// held acknowledges the callbacks applied, holding back the newest
+	// one's acknowledgement so that CALLBACKS, which removes what is
+	// acknowledged, does not empty after every callback (jsapi.HeldAck).
+	held jsapi.HeldAck
 }
 
 // Apply records a terminal callback on its batch. It is idempotent: a
