@@ -120,8 +120,28 @@ func (p *parts) callbackApplier(ko *keyOrders) *callbackApplier {
 }
 
 // submitters is the submitter index over p.
-func (p *parts) submitters() *submitterIndex {
-	return &submitterIndex{acks: p.h.acks, batches: p.h.batches, now: p.clock.Now, owner: DefaultOwner}
+func (p *parts) submitters() *submitterIndex { return p.submittersOver(p.h) }
+
+// submittersOver is the submitter index over h: p's, or another
+// replica's.
+func (p *parts) submittersOver(h *bound) *submitterIndex {
+	return &submitterIndex{acks: h.acks, batches: h.batches, now: p.clock.Now, owner: DefaultOwner}
+}
+
+// replica binds another authz connection to p's server, as a second
+// replica's New does: parts built over it race p's for the same entries.
+func (p *parts) replica(t *testing.T) *bound {
+	t.Helper()
+	nc := p.env.Conn(t, "authz")
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := bind(p.ctx, nc, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 // batch is a batch of alice's under jobs, one noop call, in pay's med
