@@ -115,8 +115,14 @@ func (p *parts) slots() *slotKeeper {
 // callbackApplier applies callbacks over p, releasing keys through ko.
 func (p *parts) callbackApplier(ko *keyOrders) *callbackApplier {
 	return &callbackApplier{js: p.js, nc: p.nc, acks: p.h.acks, consumer: p.h.callbacks, store: p.store, slots: p.slots(),
-		senders: &senderPool{senders: p.h.senders, progress: p.progress, now: p.clock.Now, log: p.log}, keys: ko, table: p.Table,
+		senders: p.senderPool(p.h), keys: ko, table: p.Table,
 		now: p.clock.Now, log: p.log, concurrency: 8, backoff: []time.Duration{time.Second}}
+}
+
+// senderPool is the sender pools' part over h: p's, or another
+// replica's.
+func (p *parts) senderPool(h *bound) *senderPool {
+	return &senderPool{senders: h.senders, progress: p.progress, now: p.clock.Now, log: p.log}
 }
 
 // submitters is the submitter index over p.
