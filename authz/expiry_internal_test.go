@@ -47,7 +47,7 @@ func TestExpiryOf(t *testing.T) {
 	if p.store.retention.Finished != expiryFinished || p.store.retention.DeadLetter != expiryDeadLetter || p.store.idsWindow != expiryWindow {
 		t.Fatalf("retention read %+v, ids window %v", p.store.retention, p.store.idsWindow)
 	}
-	kept := &recordStore{js: p.js, batches: p.h.batches, acks: p.h.acks, progress: p.progress, owner: DefaultOwner, now: p.clock.Now}
+	kept := p.newStore()
 	now := p.clock.Now()
 	finished := func(created, at time.Duration, idem string, dl uint64) *records.BatchRecord {
 		o := pipeline.ExecutedOutcome(1)
@@ -146,7 +146,7 @@ func lastSeq(t *testing.T, p *parts, st jetstream.Stream) uint64 {
 func TestExpiryNotFound(t *testing.T) {
 	p := retainedParts(t)
 	b := p.recordOnly(t, p.batch(nil))
-	kept := &recordStore{js: p.js, batches: p.h.batches, acks: p.h.acks, progress: p.progress, owner: DefaultOwner, now: p.clock.Now}
+	kept := p.newStore()
 	top, err := p.store.idsTop(p.ctx)
 	if err != nil || top < b.ID {
 		t.Fatalf("ids top %d, %v; want at least the id handed out, %d", top, err, b.ID)

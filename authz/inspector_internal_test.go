@@ -23,6 +23,15 @@ func staled(t *testing.T, p *parts, b *pipeline.Batch) {
 	}
 }
 
+// inflightIDs are the ids an in-flight listing shows, in order.
+func inflightIDs(rep *api.InFlightReply) []uint64 {
+	var ids []uint64
+	for _, it := range rep.Items {
+		ids = append(ids, it.ID)
+	}
+	return ids
+}
+
 // TestInspectorDomains: every domain the table names, sorted, with its
 // queues' depths per priority, its dead letters, its pause state and its
 // throttle window as stored; a pause state that does not decode reads as
@@ -105,11 +114,7 @@ func TestInspectorInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := out.(*api.InFlightReply)
-	var ids []uint64
-	for _, it := range rep.Items {
-		ids = append(ids, it.ID)
-	}
-	if want := idsOf(first, high, moved, later); !slices.Equal(ids, want) || rep.More || rep.Total != nil {
+	if ids, want := inflightIDs(rep), idsOf(first, high, moved, later); !slices.Equal(ids, want) || rep.More || rep.Total != nil {
 		t.Fatalf("in flight %v (more %v), want %v", ids, rep.More, want)
 	}
 	for _, it := range rep.Items {
@@ -155,10 +160,7 @@ func TestInspectorInFlight(t *testing.T) {
 			continue
 		}
 		rep := out.(*api.InFlightReply)
-		var ids []uint64
-		for _, it := range rep.Items {
-			ids = append(ids, it.ID)
-		}
+		ids := inflightIDs(rep)
 		total := -1
 		if rep.Total != nil {
 			total = *rep.Total

@@ -66,8 +66,14 @@ func newParts(t *testing.T, opts ...testnats.Option) *parts {
 		t.Fatal(err)
 	}
 	p.progress = streams.NewProgressStore(p.h.progress, p.clock.Now)
-	p.store = &recordStore{js: p.js, batches: p.h.batches, acks: p.h.acks, progress: p.progress, owner: DefaultOwner, now: p.clock.Now}
+	p.store = p.newStore()
 	return p
+}
+
+// newStore is a record store over p, as New builds it before it reads the
+// retention provisioned: one whose records never expire.
+func (p *parts) newStore() *recordStore {
+	return &recordStore{js: p.js, batches: p.h.batches, acks: p.h.acks, progress: p.progress, owner: DefaultOwner, now: p.clock.Now}
 }
 
 // Table is the table in force, as Service.Table.
