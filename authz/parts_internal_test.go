@@ -66,8 +66,14 @@ func newParts(t *testing.T, opts ...testnats.Option) *parts {
 		t.Fatal(err)
 	}
 	p.progress = streams.NewProgressStore(p.h.progress, p.clock.Now)
-	p.store = &recordStore{js: p.js, batches: p.h.batches, acks: p.h.acks, progress: p.progress, owner: DefaultOwner, now: p.clock.Now}
+	p.store = p.newStore()
 	return p
+}
+
+// newStore is a record store over p, as New builds it before it reads the
+// retention provisioned: one whose records never expire.
+func (p *parts) newStore() *recordStore {
+	return &recordStore{js: p.js, batches: p.h.batches, acks: p.h.acks, progress: p.progress, owner: DefaultOwner, now: p.clock.Now}
 }
 
 // Table is the table in force, as Service.Table.
@@ -115,13 +121,39 @@ func (p *parts) slots() *slotKeeper {
 // callbackApplier applies callbacks over p, releasing keys through ko.
 func (p *parts) callbackApplier(ko *keyOrders) *callbackApplier {
 	return &callbackApplier{js: p.js, nc: p.nc, acks: p.h.acks, consumer: p.h.callbacks, store: p.store, slots: p.slots(),
-		senders: &senderPool{senders: p.h.senders, progress: p.progress, now: p.clock.Now, log: p.log}, keys: ko, table: p.Table,
+		senders: p.senderPool(p.h), keys: ko, table: p.Table,
 		now: p.clock.Now, log: p.log, concurrency: 8, backoff: []time.Duration{time.Second}}
 }
 
+// senderPool is the sender pools' part over h: p's, or another
+// replica's.
+func (p *parts) senderPool(h *bound) *senderPool {
+	return &senderPool{senders: h.senders, progress: p.progress, now: p.clock.Now, log: p.log}
+}
+
 // submitters is the submitter index over p.
-func (p *parts) submitters() *submitterIndex {
-	return &submitterIndex{acks: p.h.acks, batches: p.h.batches, now: p.clock.Now, owner: DefaultOwner}
+func (p *parts) submitters() *submitterIndex { return p.submittersOver(p.h) }
+
+// submittersOver is the submitter index over h: p's, or another
+// replica's.
+func (p *parts) submittersOver(h *bound) *submitterIndex {
+	return &submitterIndex{acks: h.acks, batches: h.batches, now: p.clock.Now, owner: DefaultOwner}
+}
+
+// replica binds another authz connection to p's server, as a second
+// replica's New does: parts built over it race p's for the same entries.
+func (p *parts) replica(t *testing.T) *bound {
+	t.Helper()
+	nc := p.env.Conn(t, "authz")
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := bind(p.ctx, nc, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 // batch is a batch of alice's under jobs, one noop call, in pay's med
