@@ -198,6 +198,8 @@ func TestStreamsValidate(t *testing.T) {
 			field: "", rule: "callback max age", cause: streams.ErrSettings},
 		{name: "no dlq age", mutate: func(s *Streams) { s.DLQMaxAge = 0 },
 			field: "", rule: "dlq max age", cause: streams.ErrSettings},
+		{name: "dead letters kept shorter than the window", mutate: func(s *Streams) { s.DLQMaxAge = time.Minute },
+			field: "", rule: "dlq max age must be ≥ the duplicate window 2m0s (got 1m0s)", cause: streams.ErrSettings},
 		{name: "finished batches kept 1s", mutate: func(s *Streams) { s.FinishedMaxAge = time.Second }},
 		{name: "finished batches kept under 1s", mutate: func(s *Streams) { s.FinishedMaxAge = 500 * time.Millisecond },
 			field: "", rule: "finished max age must be at least 1s (got 500ms)", cause: streams.ErrSettings},

@@ -70,6 +70,10 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("%w: callback max age must be ≥ the duplicate window %s (got %s)", ErrSettings, s.DuplicateWindow, s.CallbackMaxAge)
 	case s.DLQMaxAge <= 0:
 		return fmt.Errorf("%w: dlq max age must be positive (got %s)", ErrSettings, s.DLQMaxAge)
+	case s.DLQMaxAge < s.DuplicateWindow:
+		// The server refuses a stream whose duplicate window outlasts its
+		// messages, with a message that names neither setting.
+		return fmt.Errorf("%w: dlq max age must be ≥ the duplicate window %s (got %s)", ErrSettings, s.DuplicateWindow, s.DLQMaxAge)
 	case s.ResultsMaxAge < time.Hour:
 		return fmt.Errorf("%w: results max age must be at least 1h (got %s)", ErrSettings, s.ResultsMaxAge)
 	case s.FinishedMaxAge < time.Second:
