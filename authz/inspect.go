@@ -59,9 +59,13 @@ func (ins *inspector) domains(ctx context.Context, _ string, _ *struct{}) (any, 
 				info.Paused, info.PausedBy, info.At = st.Paused, st.By, st.At
 			}
 		}
-		if w, ok, err := streams.NewThrottleStore(ins.locks, time.Now).Window(ctx, d); err != nil {
+		switch w, ok, err := streams.NewThrottleStore(ins.locks, ins.now).Window(ctx, d); {
+		case errors.Is(err, records.ErrDecode):
+			// Read as none, as a pause state that does not decode: the
+			// processors' next take writes the window anew.
+		case err != nil:
 			return nil, fmt.Errorf("authz: throttle of %s: %w", d, err)
-		} else if ok {
+		case ok:
 			tw := api.ThrottleWindow(w)
 			info.Throttle = &tw
 		}

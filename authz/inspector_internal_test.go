@@ -35,7 +35,8 @@ func inflightIDs(rep *api.InFlightReply) []uint64 {
 // TestInspectorDomains: every domain the table names, sorted, with its
 // queues' depths per priority, its dead letters, its pause state and its
 // throttle window as stored; a pause state that does not decode reads as
-// not paused, and a domain nothing was written for as all zero.
+// not paused, a throttle window that does not decode as none, and a domain
+// nothing was written for as all zero.
 func TestInspectorDomains(t *testing.T) {
 	p := newParts(t)
 	ins := p.inspector(p.keyOrders())
@@ -64,6 +65,11 @@ func TestInspectorDomains(t *testing.T) {
 	granted, second, err := streams.NewThrottleStore(p.h.locks, time.Now).Take(p.ctx, "pay", 10, 3)
 	if err != nil || granted != 3 {
 		t.Fatalf("throttle: %d granted, %v", granted, err)
+	}
+	// A throttle window that does not decode reads as none, as a bad pause
+	// state does: the domains view still answers.
+	if _, err := p.h.locks.Put(p.ctx, streams.ThrottleKey("ship"), []byte("garbage")); err != nil {
+		t.Fatal(err)
 	}
 
 	out, err := ins.domains(p.ctx, DefaultOwner, nil)
