@@ -22,8 +22,14 @@ import (
 // newest message is always in the block being written; while it stays,
 // that block never empties.
 //
+// How long: a little longer than the gap between the newest messages
+// acknowledged so far (four times its running average, at least MinHold,
+// at most Hold), so that a newer one nearly always comes first while
+// messages flow, and the last of a burst is acknowledged a few gaps after
+// it: a stream that stops empties soon, once.
+//
 // What it costs: the newest message stays stored, and counted as pending
-// on its consumer, for up to Hold after its work is done. A process that
+// on its consumer, for that long after its work is done. A process that
 // dies in that time leaves it to be redelivered after the consumer's
 // AckWait, so whoever consumes through a HeldAck must treat a message
 // whose work is already done as done (which every consumer of a
@@ -32,8 +38,10 @@ import (
 //
 // Safe for concurrent use.
 type HeldAck struct {
-	// Hold bounds how long the newest message waits for a newer one.
-	Hold time.Duration
+	// Hold bounds how long the newest message waits for a newer one
+	// (DefaultHold when not set); MinHold is the least it waits
+	// (DefaultMinHold when not set).
+	Hold, MinHold time.Duration
 
 	mu sync.Mutex
 	// newest is, by stream, the newest message acknowledged through this
@@ -41,6 +49,10 @@ type HeldAck struct {
 	newest map[string]heldMsg
 	timer  *time.Timer
 	closed bool
+	// last is when the newest message was last replaced, gap the running
+	// average of the time between replacements.
+	last time.Time
+	gap  time.Duration
 }
 
 type heldMsg struct {
@@ -48,10 +60,13 @@ type heldMsg struct {
 	seq uint64
 }
 
-// DefaultHold is a HeldAck's hold when none is set: at rates above a few
-// messages a second a newer one comes first; below them the file churn
-// it avoids costs nothing that matters.
-const DefaultHold = 250 * time.Millisecond
+// DefaultHold and DefaultMinHold bound a HeldAck's hold when the fields
+// are not set. Below about 1/DefaultHold messages a second the file churn
+// the hold avoids costs nothing that matters.
+const (
+	DefaultHold    = 250 * time.Millisecond
+	DefaultMinHold = time.Millisecond
+)
 
 // Ack acknowledges m, or holds its acknowledgement back when m is the
 // newest message of its stream acknowledged so far (acknowledging the
@@ -73,10 +88,7 @@ func (h *HeldAck) Ack(m jetstream.Msg) error {
 		h.newest = map[string]heldMsg{}
 	}
 	h.newest[d.Stream] = heldMsg{msg: m, seq: d.StreamSeq}
-	hold := h.Hold
-	if hold <= 0 {
-		hold = DefaultHold
-	}
+	hold := h.holdLocked(time.Now())
 	if h.timer == nil {
 		h.timer = time.AfterFunc(hold, h.release)
 	} else {
@@ -87,6 +99,23 @@ func (h *HeldAck) Ack(m jetstream.Msg) error {
 		return cur.msg.Ack()
 	}
 	return nil
+}
+
+// holdLocked notes a newest message replaced at now and returns how long
+// to hold it; h.mu is held.
+func (h *HeldAck) holdLocked(now time.Time) time.Duration {
+	if !h.last.IsZero() {
+		h.gap += (now.Sub(h.last) - h.gap) / 8
+	}
+	h.last = now
+	lo, hi := h.MinHold, h.Hold
+	if lo <= 0 {
+		lo = DefaultMinHold
+	}
+	if hi <= 0 {
+		hi = DefaultHold
+	}
+	return min(hi, max(lo, 4*h.gap))
 }
 
 // release acknowledges the messages held.

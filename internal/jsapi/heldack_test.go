@@ -100,7 +100,7 @@ func (b *heldBed) lastBlock(t *testing.T) int {
 // an older one's goes at once; Close sends the one held.
 func TestHeldAckHoldsOnlyTheNewest(t *testing.T) {
 	b := newHeldBed(t)
-	h := &jsapi.HeldAck{Hold: time.Hour}
+	h := &jsapi.HeldAck{Hold: time.Hour, MinHold: time.Hour}
 	msgs := b.take(t, 3)
 	for i, want := range []struct {
 		ack     int
@@ -138,6 +138,21 @@ func TestHeldAckReleasedAfterHold(t *testing.T) {
 	b.waitPending(t, 0, "after the hold")
 }
 
+// The hold follows the gap between the messages acknowledged: after a
+// quick run of them the last is acknowledged a few gaps later, not after
+// Hold.
+func TestHeldAckFollowsTheGap(t *testing.T) {
+	b := newHeldBed(t)
+	h := &jsapi.HeldAck{Hold: time.Hour}
+	t.Cleanup(h.Close)
+	for _, m := range b.take(t, 50) {
+		if err := h.Ack(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.waitPending(t, 0, "after a quick run")
+}
+
 // What the hold is for: a consumer that keeps up empties a work-queue
 // stream after every message, and the file store then replaces its block
 // file each time. Holding the newest acknowledgement keeps the block.
@@ -153,7 +168,7 @@ func TestHeldAckKeepsTheBlock(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newHeldBed(t)
-			h := &jsapi.HeldAck{Hold: time.Hour}
+			h := &jsapi.HeldAck{Hold: time.Hour, MinHold: time.Hour}
 			t.Cleanup(h.Close)
 			first := b.lastBlock(t)
 			for range rounds {
