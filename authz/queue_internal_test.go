@@ -24,15 +24,7 @@ func (p *parts) queueEditor() *queueEditor {
 // liveIDs lists the ids of pay's med queue, in order.
 func liveIDs(t *testing.T, p *parts, qe *queueEditor) []uint64 {
 	t.Helper()
-	items, err := qe.live(p.ctx, "pay", pipeline.Med)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []uint64
-	for _, it := range items {
-		ids = append(ids, it.ID)
-	}
-	return ids
+	return queueIDs(p.ctx, t, qe, pipeline.Med)
 }
 
 // queued enqueues n batches of alice's in pay's med queue.

@@ -31,7 +31,13 @@ func internalService(t *testing.T, tableYAML string) (*Service, *Table, context.
 // pay's queue of priority prio, oldest first.
 func queuedIDs(ctx context.Context, t *testing.T, s *Service, prio pipeline.Priority) []uint64 {
 	t.Helper()
-	items, err := s.Live(ctx, "pay", prio)
+	return queueIDs(ctx, t, s.queueEdits, prio)
+}
+
+// queueIDs is queuedIDs over the queue editor alone.
+func queueIDs(ctx context.Context, t *testing.T, qe *queueEditor, prio pipeline.Priority) []uint64 {
+	t.Helper()
+	items, err := qe.live(ctx, "pay", prio)
 	if err != nil {
 		t.Fatal(err)
 	}
