@@ -108,7 +108,6 @@ func TestSenderPoolReleaseAndList(t *testing.T) {
 	if _, err := kv.Put(p.ctx, "ship", []byte("garbage")); err != nil {
 		t.Fatal(err)
 	}
-	rev = poolRevision(t, p, kv)
 	if err := sp.release(p.ctx, "ship", 1); err == nil {
 		t.Fatal("a release in a pool that does not decode succeeded")
 	}
