@@ -167,17 +167,22 @@ func (qe *queueEditor) insert(ctx context.Context, user string, req *api.InsertR
 	}
 	e := &edit{Domain: req.Domain, Priority: req.Priority, New: b.batch.ID, Tail: items[req.Position:]}
 	data, _ := json.Marshal(e)
-	if _, err := qe.locks.Create(ctx, streams.EditKey(req.Domain, req.Priority), data); err != nil {
+	key := streams.EditKey(req.Domain, req.Priority)
+	if _, err := qe.locks.Create(ctx, key, data); err != nil && (errors.Is(err, jetstream.ErrKeyExists) || !qe.editLanded(ctx, key, b.batch.ID)) {
+		// The queue was not taken for this batch (another replica's edit
+		// holds it, or the write failed): the batch, recorded already, is
+		// finished as removed, not left InProcess with no token.
+		reason := "insert refused: another edit of its queue was in progress"
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			reason = "insert refused: the edit of its queue could not be recorded"
+		}
+		if werr := qe.withdraw(ctx, b.batch, reason); werr != nil {
+			return nil, fmt.Errorf("authz: the edit of %s's %s queue could not be recorded (%w), and inserted batch %d is recorded but could not be removed (%w): cancel it", req.Domain, req.Priority, err, b.batch.ID, werr)
+		}
 		if errors.Is(err, jetstream.ErrKeyExists) {
-			// Another replica's edit took the queue after the batch was
-			// recorded: the batch is finished as removed, not left
-			// InProcess with no token.
-			if err := qe.withdraw(ctx, b.batch); err != nil {
-				return nil, fmt.Errorf("authz: another edit of %s's %s queue is in progress, and inserted batch %d is recorded but could not be removed (%w): cancel it", req.Domain, req.Priority, b.batch.ID, err)
-			}
 			return nil, errf(api.CodeConflict, "authz: another edit of %s's %s queue is in progress; batch %d is not queued, and is recorded as removed", req.Domain, req.Priority, b.batch.ID)
 		}
-		return nil, fmt.Errorf("authz: record the edit: %w", err)
+		return nil, fmt.Errorf("authz: record the edit of %s's %s queue: %w; batch %d is not queued, and is recorded as removed", req.Domain, req.Priority, err, b.batch.ID)
 	}
 	placed, err := qe.applyEdit(ctx, e)
 	if err != nil {
@@ -187,13 +192,30 @@ func (qe *queueEditor) insert(ctx context.Context, user string, req *api.InsertR
 	return &api.InsertReply{ID: b.batch.ID, Position: req.Position, WaitsForKey: !placed}, nil
 }
 
+// editLanded says whether the edit record at key names batch id as the
+// one it inserts: a create whose answer was lost may have been stored, and
+// then the edit is this insert's to finish.
+func (qe *queueEditor) editLanded(ctx context.Context, key string, id uint64) bool {
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), editReadTimeout)
+	defer cancel()
+	e, err := qe.locks.Get(gctx, key)
+	if err != nil {
+		return false
+	}
+	var ed edit
+	return json.Unmarshal(e.Value(), &ed) == nil && ed.New == id
+}
+
+// editReadTimeout bounds editLanded's read.
+const editReadTimeout = 5 * time.Second
+
 // withdraw finishes b, recorded by an insert but never queued, as removed
 // (see Removal): its progress, then its callback, which records the
 // outcome and frees what it holds.
-func (qe *queueEditor) withdraw(ctx context.Context, b *pipeline.Batch) error {
+func (qe *queueEditor) withdraw(ctx context.Context, b *pipeline.Batch, reason string) error {
 	st, err := qe.progress.Load(ctx, b.Domain, b.ID)
 	if err == nil && !removed(st) {
-		err = qe.removal.markRemoved(ctx, b, st, "insert refused: another edit of its queue was in progress")
+		err = qe.removal.markRemoved(ctx, b, st, reason)
 	}
 	if err == nil {
 		_, err = qe.removal.retireRemoved(ctx, b, st, nil)

@@ -3,10 +3,14 @@ package authz
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
@@ -252,6 +256,49 @@ func TestQueueEditorInsertLosesTheEditRecord(t *testing.T) {
 	}
 	if e, err := p.h.locks.Get(p.ctx, streams.EditKey("pay", pipeline.Med)); err != nil || string(e.Value()) != string(other) {
 		t.Fatalf("the other's edit record: %v", err)
+	}
+	if !p.removedBy(t, mine) || len(p.tokens(t, pipeline.Med, mine.ID)) != 0 {
+		t.Fatalf("the refused insert's batch %d: progress %+v, callbacks %+v; want it finished as removed", mine.ID, p.loadProgress(t, mine), p.callbacks(t, mine.ID))
+	}
+}
+
+// TestQueueEditorInsertEditRecordRefused: an edit record the server
+// refuses (here: larger than the bucket takes) leaves no batch recorded
+// and never queued; the insert answers an error naming it, and the batch
+// is finished as removed. An edit record that was stored although its
+// write reported an error (its answer lost) is finished as usual.
+func TestQueueEditorInsertEditRecordRefused(t *testing.T) {
+	p := newParts(t)
+	qe := p.queueEditor()
+	queued(t, p, 1)
+	locks, err := p.admin.Stream(p.ctx, "KV_"+streams.BucketLocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := locks.CachedInfo().Config
+	var mine *pipeline.Batch
+	build := qe.build
+	qe.build = func(ctx context.Context, sub *submission) (*built, error) {
+		b, err := build(ctx, sub)
+		if err == nil {
+			mine = b.batch
+			small := cfg
+			small.MaxMsgSize = 16
+			if _, err := p.admin.UpdateStream(ctx, small); err != nil {
+				t.Error(err)
+			}
+		}
+		return b, err
+	}
+	_, err = qe.insert(p.ctx, DefaultOwner, &api.InsertRequest{Domain: "pay", Priority: pipeline.Med, Label: "jobs", Functions: []api.CallSpec{{Type: "noop"}}})
+	if err == nil || mine == nil || !strings.Contains(err.Error(), fmt.Sprintf("batch %d is not queued, and is recorded as removed", mine.ID)) {
+		t.Fatalf("insert whose edit record is refused: %v", err)
+	}
+	if _, err := p.admin.UpdateStream(p.ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.h.locks.Get(p.ctx, streams.EditKey("pay", pipeline.Med)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("edit record after the refused insert: %v, want none", err)
 	}
 	if !p.removedBy(t, mine) || len(p.tokens(t, pipeline.Med, mine.ID)) != 0 {
 		t.Fatalf("the refused insert's batch %d: progress %+v, callbacks %+v; want it finished as removed", mine.ID, p.loadProgress(t, mine), p.callbacks(t, mine.ID))
