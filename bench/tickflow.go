@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
@@ -256,6 +257,9 @@ func runBurnDown(cfg *config, o burnOptions) (burnResult, error) {
 }
 
 func writeHeapProfile(path string) error {
+	// The in-use figures are as of the last collection: one now makes
+	// them this moment's live heap.
+	runtime.GC()
 	f, err := os.Create(path)
 	if err != nil {
 		return err
