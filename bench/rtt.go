@@ -88,8 +88,14 @@ func classify(m *nats.Msg) (class, role, kind string, skip bool) {
 		class, role = "authz "+tok[len(tok)-1]+" request", "alice"
 	case strings.HasPrefix(s, "tick."):
 		class = "tick"
+	case strings.HasPrefix(s, "submitted."):
+		class, role = "submitter index entry", "authz"
+	case strings.HasPrefix(s, "outcomes."):
+		class, role = "publish outcome to its submitter", "authz"
 	default:
-		class = s
+		// By its first two tokens: a subject with a batch id in it would
+		// otherwise be a class of its own per batch.
+		class = strings.Join(tok[:min(len(tok), 2)], ".") + ".…"
 	}
 	if role == "" {
 		role = "?"
