@@ -227,6 +227,37 @@ func TestQueueEditorResumesAHalfDoneEdit(t *testing.T) {
 	}
 }
 
+// insertMeanwhile inserts a noop batch at the front of pay's med queue,
+// running meanwhile once the batch is recorded and before the edit record
+// is written, and returns the batch recorded and the insert's error.
+func insertMeanwhile(t *testing.T, p *parts, qe *queueEditor, meanwhile func(ctx context.Context)) (*pipeline.Batch, error) {
+	t.Helper()
+	var mine *pipeline.Batch
+	build := qe.build
+	qe.build = func(ctx context.Context, sub *submission) (*built, error) {
+		b, err := build(ctx, sub)
+		if err == nil {
+			mine = b.batch
+			meanwhile(ctx)
+		}
+		return b, err
+	}
+	_, err := qe.insert(p.ctx, DefaultOwner, &api.InsertRequest{Domain: "pay", Priority: pipeline.Med, Label: "jobs", Functions: []api.CallSpec{{Type: "noop"}}})
+	if mine == nil {
+		t.Fatalf("the insert recorded no batch: %v", err)
+	}
+	return mine, err
+}
+
+// wantWithdrawn fails t unless the batch an insert recorded is finished as
+// removed, with no token.
+func wantWithdrawn(t *testing.T, p *parts, b *pipeline.Batch) {
+	t.Helper()
+	if !p.removedBy(t, b) || len(p.tokens(t, pipeline.Med, b.ID)) != 0 {
+		t.Fatalf("the refused insert's batch %d: progress %+v, callbacks %+v; want it finished as removed", b.ID, p.loadProgress(t, b), p.callbacks(t, b.ID))
+	}
+}
+
 // TestQueueEditorInsertLosesTheEditRecord: an insert that finds another
 // replica's edit of the queue in progress, after it recorded its batch,
 // answers 409 and leaves the other's edit record alone; the batch it
@@ -237,36 +268,25 @@ func TestQueueEditorInsertLosesTheEditRecord(t *testing.T) {
 	qe := p.queueEditor()
 	queued(t, p, 1)
 	other := []byte(`{"domain":"pay","priority":"med","new":1}`)
-	var mine *pipeline.Batch
-	build := qe.build
-	qe.build = func(ctx context.Context, sub *submission) (*built, error) {
-		b, err := build(ctx, sub)
-		if err == nil {
-			// Another replica's insert takes the queue meanwhile.
-			mine = b.batch
-			if _, err := p.h.locks.Create(ctx, streams.EditKey("pay", pipeline.Med), other); err != nil {
-				t.Error(err)
-			}
+	mine, err := insertMeanwhile(t, p, qe, func(ctx context.Context) {
+		// Another replica's insert takes the queue meanwhile.
+		if _, err := p.h.locks.Create(ctx, streams.EditKey("pay", pipeline.Med), other); err != nil {
+			t.Error(err)
 		}
-		return b, err
-	}
-	_, err := qe.insert(p.ctx, DefaultOwner, &api.InsertRequest{Domain: "pay", Priority: pipeline.Med, Label: "jobs", Functions: []api.CallSpec{{Type: "noop"}}})
+	})
 	if codeOf(err) != api.CodeConflict {
 		t.Fatalf("insert during another's edit: %v, want %d", err, api.CodeConflict)
 	}
 	if e, err := p.h.locks.Get(p.ctx, streams.EditKey("pay", pipeline.Med)); err != nil || string(e.Value()) != string(other) {
 		t.Fatalf("the other's edit record: %v", err)
 	}
-	if !p.removedBy(t, mine) || len(p.tokens(t, pipeline.Med, mine.ID)) != 0 {
-		t.Fatalf("the refused insert's batch %d: progress %+v, callbacks %+v; want it finished as removed", mine.ID, p.loadProgress(t, mine), p.callbacks(t, mine.ID))
-	}
+	wantWithdrawn(t, p, mine)
 }
 
 // TestQueueEditorInsertEditRecordRefused: an edit record the server
 // refuses (here: larger than the bucket takes) leaves no batch recorded
 // and never queued; the insert answers an error naming it, and the batch
-// is finished as removed. An edit record that was stored although its
-// write reported an error (its answer lost) is finished as usual.
+// is finished as removed.
 func TestQueueEditorInsertEditRecordRefused(t *testing.T) {
 	p := newParts(t)
 	qe := p.queueEditor()
@@ -276,22 +296,14 @@ func TestQueueEditorInsertEditRecordRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := locks.CachedInfo().Config
-	var mine *pipeline.Batch
-	build := qe.build
-	qe.build = func(ctx context.Context, sub *submission) (*built, error) {
-		b, err := build(ctx, sub)
-		if err == nil {
-			mine = b.batch
-			small := cfg
-			small.MaxMsgSize = 16
-			if _, err := p.admin.UpdateStream(ctx, small); err != nil {
-				t.Error(err)
-			}
+	mine, err := insertMeanwhile(t, p, qe, func(ctx context.Context) {
+		small := cfg
+		small.MaxMsgSize = 16
+		if _, err := p.admin.UpdateStream(ctx, small); err != nil {
+			t.Error(err)
 		}
-		return b, err
-	}
-	_, err = qe.insert(p.ctx, DefaultOwner, &api.InsertRequest{Domain: "pay", Priority: pipeline.Med, Label: "jobs", Functions: []api.CallSpec{{Type: "noop"}}})
-	if err == nil || mine == nil || !strings.Contains(err.Error(), fmt.Sprintf("batch %d is not queued, and is recorded as removed", mine.ID)) {
+	})
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("batch %d is not queued, and is recorded as removed", mine.ID)) {
 		t.Fatalf("insert whose edit record is refused: %v", err)
 	}
 	if _, err := p.admin.UpdateStream(p.ctx, cfg); err != nil {
@@ -300,9 +312,7 @@ func TestQueueEditorInsertEditRecordRefused(t *testing.T) {
 	if _, err := p.h.locks.Get(p.ctx, streams.EditKey("pay", pipeline.Med)); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("edit record after the refused insert: %v, want none", err)
 	}
-	if !p.removedBy(t, mine) || len(p.tokens(t, pipeline.Med, mine.ID)) != 0 {
-		t.Fatalf("the refused insert's batch %d: progress %+v, callbacks %+v; want it finished as removed", mine.ID, p.loadProgress(t, mine), p.callbacks(t, mine.ID))
-	}
+	wantWithdrawn(t, p, mine)
 }
 
 // TestQueueEditorPauseAndResume: pause and resume write the domain's
