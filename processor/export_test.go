@@ -28,9 +28,15 @@ const (
 	FaultAfterCallbackGroup = faultAfterCallbackGroup
 )
 
-// SetFetchSilence makes p's fetches from prio's queue end after a silence
-// of d rather than a second: with a d shorter than the server's answer,
-// every fetch from that queue falls silent, as on a loaded server.
-func SetFetchSilence(p *Processor, prio pipeline.Priority, d time.Duration) {
-	p.queues[prio] = jsapi.NewFetcher(p.nc, streams.QueueStream(prio), streams.ProcessorConsumer(p.opts.Domain), d)
+// SetFetchSilence makes p's fetches from prio's queue ask consumer (of
+// that queue's stream) and end after a silence of d rather than a second;
+// an empty consumer restores the processor's own, with the default
+// silence. A consumer nobody answers for makes every fetch from that
+// queue fall silent, as on a loaded server, while the processor still
+// reads its own consumer's state.
+func SetFetchSilence(p *Processor, prio pipeline.Priority, consumer string, d time.Duration) {
+	if consumer == "" {
+		consumer, d = streams.ProcessorConsumer(p.opts.Domain), 0
+	}
+	p.queues[prio] = jsapi.NewFetcher(p.nc, streams.QueueStream(prio), consumer, d)
 }

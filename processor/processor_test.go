@@ -37,19 +37,29 @@ func TestHighBeforeMed(t *testing.T) {
 
 // A HIGH queue slow to answer (its fetch falls silent, though its
 // consumer is not full) does not let MED overtake it: the tick takes
-// nothing from MED. (HIGH's token went to the silent fetch's inbox and
-// comes back after the ack wait, like a token another replica took; MED
-// may run meanwhile.)
+// nothing from MED. Once HIGH answers again, both run.
 func TestSlowHighQueueHoldsMedBack(t *testing.T) {
 	b := setup(t)
 	p := b.processor(t, processor.Options{})
 	med := b.enqueue(t, pipeline.Batch{Priority: pipeline.Med, Functions: []pipeline.Function{noop()}})
 	high := b.enqueue(t, pipeline.Batch{Priority: pipeline.High, Functions: []pipeline.Function{noop()}})
-	processor.SetFetchSilence(p, pipeline.High, time.Nanosecond)
+	// A fetch request nobody answers: the server's answer never comes,
+	// whatever the timing (a subscriber on the subject keeps the server
+	// from answering "no responders").
+	const silent = "silent"
+	sub, err := b.env.Conn(t, "admin").SubscribeSync("$JS.API.CONSUMER.MSG.NEXT." + streams.QueueStream(pipeline.High) + "." + silent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	processor.SetFetchSilence(p, pipeline.High, silent, 20*time.Millisecond)
 	if rep := p.Tick(b.ctx, 1); len(rep.Steps) != 0 {
 		t.Fatalf("with HIGH silent but not full, the tick ran %+v", rep.Steps)
 	}
-	processor.SetFetchSilence(p, pipeline.High, 0)
+	if _, err := sub.NextMsg(time.Second); err != nil {
+		t.Fatalf("the tick asked HIGH nothing: %v", err)
+	}
+	processor.SetFetchSilence(p, pipeline.High, "", 0)
 	ran := map[uint64]bool{}
 	for range 2 {
 		ran[step(t, b.ctx, p).BatchID] = true
