@@ -118,16 +118,7 @@ func TestCallbackGroupPoisonMember(t *testing.T) {
 	if _, err := admin.PublishMsg(b.ctx, groupOf(t, ids, nil)); err != nil {
 		t.Fatal(err)
 	}
-	var dlq api.DLQReply
-	testnats.Eventually(t, 10*time.Second, "the poison member dead-lettered", func() bool {
-		if got := len(n.all()); got > len(backoff) {
-			t.Fatalf("%d NAKs, want at most %d", got, len(backoff))
-		}
-		if e := b.call(t, "owner", api.OpDLQ, api.DLQRequest{}, &dlq); e != nil {
-			t.Fatalf("dlq: %+v", e)
-		}
-		return len(dlq.Items) == 1
-	})
+	dlq := n.deadLettered(t, b, len(backoff))
 	if it := dlq.Items[0]; it.BatchID != poison || !strings.Contains(it.Error, "callback not applied after 4 deliveries") {
 		t.Fatalf("dead letter %+v, want batch %d's callback", it, poison)
 	}

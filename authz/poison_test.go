@@ -42,6 +42,24 @@ func (n *naks) all() []time.Duration {
 	return append([]time.Duration(nil), n.delays...)
 }
 
+// deadLettered waits until one callback is dead-lettered, failing t if
+// the callbacks were put back more than tries times (retried without
+// bound), and returns the dead letters listed.
+func (n *naks) deadLettered(t *testing.T, b *bundle, tries int) api.DLQReply {
+	t.Helper()
+	var dlq api.DLQReply
+	testnats.Eventually(t, 10*time.Second, "a callback dead-lettered", func() bool {
+		if got := len(n.all()); got > tries {
+			t.Fatalf("%d NAKs, want at most %d: the callback is retried without bound", got, tries)
+		}
+		if e := b.call(t, "owner", api.OpDLQ, api.DLQRequest{}, &dlq); e != nil {
+			t.Fatalf("dlq: %+v", e)
+		}
+		return len(dlq.Items) == 1
+	})
+	return dlq
+}
+
 func watchNaks(t *testing.T, b *bundle) *naks {
 	t.Helper()
 	n := &naks{}
@@ -140,16 +158,7 @@ func TestPoisonedCallbackIsDeadLettered(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			var dlq api.DLQReply
-			testnats.Eventually(t, 10*time.Second, "callback dead-lettered", func() bool {
-				if got := len(n.all()); got > len(backoff) {
-					t.Fatalf("%d NAKs, want at most %d: the callback is retried without bound", got, len(backoff))
-				}
-				if e := b.call(t, "owner", api.OpDLQ, api.DLQRequest{}, &dlq); e != nil {
-					t.Fatalf("dlq: %+v", e)
-				}
-				return len(dlq.Items) == 1
-			})
+			dlq := n.deadLettered(t, b, len(backoff))
 			it := dlq.Items[0]
 			if it.BatchID != id || it.Domain != domain || !strings.Contains(it.Error, "callback not applied after 4 deliveries") {
 				t.Fatalf("dead letter %+v", it)
