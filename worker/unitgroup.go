@@ -91,13 +91,6 @@ func (g *group) find(key string) int {
 	return -1
 }
 
-// clone copies the entry list, so that a change does not touch a value
-// the cache shares.
-func (g group) clone() group {
-	g.entries = append([]records.UnitEntry(nil), g.entries...)
-	return g
-}
-
 // groupCache remembers, per group key, the last revision this worker wrote
 // or read and the value at it. Its locks serialise this worker's writes
 // of a group: two requests of the same worker that share a group take
@@ -258,8 +251,9 @@ func (r *groupRun) claim(ctx context.Context, gk string) {
 // claimLocked is claim in gk's write turn.
 func (r *groupRun) claimLocked(cctx context.Context, gk string) {
 	w, cs := r.w, r.calls[gk]
+	// g may be the value the cache shares: claims reads it, and writes
+	// into a copy (pruned).
 	g, cached := w.groups.get(gk)
-	g = g.clone()
 	for try := 0; ; try++ {
 		next, claims := r.claims(&g, cs, time.Now())
 		if claims == 0 && cached && anyBusy(cs) {
@@ -309,7 +303,8 @@ func (r *groupRun) claimLocked(cctx context.Context, gk string) {
 
 // claims decides each unit of cs from g at now, and returns the group to
 // write (g without what no longer counts, with this request's claims) and
-// how many units it claims.
+// how many units it claims. g is only read: it may be the value the cache
+// shares.
 func (r *groupRun) claims(g *group, cs []*unitCall, now time.Time) (next group, claims int) {
 	next = group{rev: g.rev, entries: r.w.pruned(g.entries, now)}
 	for _, c := range cs {
@@ -524,7 +519,7 @@ func (r *groupRun) record(ctx context.Context, gk string, calls []*unitCall) {
 		defer unlock()
 		g, _ := w.groups.get(gk)
 		for try := 0; ; try++ {
-			next, changed := r.records(g.clone(), mine, time.Now())
+			next, changed := r.records(g, mine, time.Now()) // into a copy, as claims
 			if !changed {
 				return true, nil
 			}
@@ -588,7 +583,8 @@ func (r *groupRun) moveOut(ctx context.Context, mine []*unitCall) bool {
 // records turns this request's claims in g into the entries its units
 // ended with; changed says whether any is left to write. A unit whose
 // entry already holds this request's outcome (an earlier try written) is
-// done; one whose claim another request holds was taken over.
+// done; one whose claim another request holds was taken over. g is only
+// read, as in claims.
 func (r *groupRun) records(g group, mine []*unitCall, now time.Time) (next group, changed bool) {
 	next = group{rev: g.rev, entries: r.w.pruned(g.entries, now)}
 	for _, c := range mine {
