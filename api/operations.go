@@ -8,6 +8,9 @@ package api
 const (
 	// OpSend submits a batch under a label: SendRequest, SendReply.
 	OpSend = "send"
+	// OpSendMany submits up to MaxSendMany batches in one request, each as
+	// OpSend would, in order: SendManyRequest, SendManyReply.
+	OpSendMany = "send_many"
 	// OpBatch reads a batch's record and progress: IDRequest, BatchReply.
 	OpBatch = "batch"
 	// OpConfirm confirms a function waiting for a confirmation:

@@ -18,6 +18,7 @@ func (s *Service) endpoints() []endpoint {
 	const owner = true
 	return []endpoint{
 		{api.OpSend, "submit a batch under an authorization label", !owner, s.sendBody},
+		{api.OpSendMany, "submit up to 1000 batches in one request, each as send would", !owner, s.sendManyBody},
 		{api.OpBatch, "the record of one batch", !owner, op(s.store.batch)},
 		{api.OpConfirm, "confirm a function waiting for a confirmation", !owner, op(s.confirm)},
 		{api.OpQueue, "a domain's queue in order, [from, to)", owner, op(s.queueEdits.queue)},

@@ -45,7 +45,7 @@ func TestOwnerOnlyEndpoints(t *testing.T) {
 			t.Errorf("%s is open to callers, but alice got %+v", op, ae)
 		}
 	}
-	want := []string{api.OpSend, api.OpBatch, api.OpConfirm, api.OpQueue, api.OpPause, api.OpResume, api.OpEvict,
+	want := []string{api.OpSend, api.OpSendMany, api.OpBatch, api.OpConfirm, api.OpQueue, api.OpPause, api.OpResume, api.OpEvict,
 		api.OpInsert, api.OpDLQ, api.OpReplay, api.OpPurge, api.OpReload, api.OpKeys, api.OpSenders, api.OpDomains,
 		api.OpInFlight, api.OpPresence, api.OpList, api.OpCancel, api.OpSchedules, api.OpPauseSchedule, api.OpResumeSchedule}
 	slices.Sort(ops)

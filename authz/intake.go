@@ -69,11 +69,17 @@ type built struct {
 	terminal bool // a duplicate whose batch already finished
 }
 
-func (ik *intake) send(ctx context.Context, user string, req *api.SendRequest) (any, error) {
+func (ik *intake) send(ctx context.Context, user string, req *api.SendRequest) (*api.SendReply, error) {
 	t := ik.table()
 	if lim := t.limits(user, 0); !ik.rates.allow(user, lim, ik.now()) {
 		return nil, errf(api.CodeTooManyRequests, "authz: %s sends more than %v per second (send_rate %v, send_burst %d); try again", user, lim.sendRate, lim.sendRate, lim.sendBurst)
 	}
+	return ik.sendUnder(ctx, t, user, req)
+}
+
+// sendUnder submits req under table t, its send already counted against
+// the caller's rate.
+func (ik *intake) sendUnder(ctx context.Context, t *Table, user string, req *api.SendRequest) (*api.SendReply, error) {
 	if strings.HasPrefix(req.IdempotencyKey, streams.ScheduleIdempotencyPrefix) {
 		return nil, errf(api.CodeBadRequest, "authz: idempotency_key: keys starting with %q are the schedules' own; choose another", streams.ScheduleIdempotencyPrefix)
 	}

@@ -19,6 +19,12 @@ type rateLimits struct {
 // allow takes one send from user's bucket at now, and reports whether
 // there was one; a caller without a bound always may.
 func (r *rateLimits) allow(user string, l callerLimits, now time.Time) bool {
+	return r.allowN(user, l, now, 1)
+}
+
+// allowN takes n sends from user's bucket at now, all or none, and reports
+// whether there were n; a caller without a bound always may.
+func (r *rateLimits) allowN(user string, l callerLimits, now time.Time, n int) bool {
 	if l.sendRate <= 0 {
 		return true
 	}
@@ -37,5 +43,5 @@ func (r *rateLimits) allow(user string, l callerLimits, now time.Time) bool {
 		lim.SetBurstAt(now, l.sendBurst)
 	}
 	r.mu.Unlock()
-	return lim.AllowN(now, 1)
+	return lim.AllowN(now, n)
 }

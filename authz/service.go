@@ -473,6 +473,21 @@ func errf(code int, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
+// asError is the API error err answers with: its own code when it is an
+// *Error, 400 for a batch that breaks a rule, and 500, a failure inside
+// authz, for anything else.
+func asError(err error) *Error {
+	var ae *Error
+	var ve *pipeline.ValidationError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &ve):
+		return &Error{Code: api.CodeBadRequest, Message: err.Error()}
+	}
+	return &Error{Code: api.CodeInternal, Message: err.Error()}
+}
+
 type endpoint struct {
 	name, doc string
 	// ownerOnly refuses every caller but the owner, before the body is read.
@@ -532,15 +547,9 @@ func (s *Service) serve(ctx context.Context, req micro.Request, e endpoint, rele
 		span.End()
 	}
 	if err != nil {
-		var ae *Error
-		var ve *pipeline.ValidationError
-		switch {
-		case errors.As(err, &ae):
-		case errors.As(err, &ve):
-			ae = &Error{Code: api.CodeBadRequest, Message: err.Error()}
-		default:
+		ae := asError(err)
+		if ae.Code == api.CodeInternal {
 			s.log.Error("request failed", "subject", logging.Capped(req.Subject()), "err", logging.Cap(err.Error(), api.MaxErrorMessage))
-			ae = &Error{Code: api.CodeInternal, Message: err.Error()}
 		}
 		release()
 		_ = streams.Reply(s.nc, req.Reply(), nil, fmt.Sprint(ae.Code), logging.Cap(ae.Message, api.MaxErrorMessage))

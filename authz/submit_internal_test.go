@@ -41,7 +41,7 @@ func TestSubmitCutShortAfterItsRecord(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r := rep.(*api.SendReply); r.ID != id || !r.Duplicate {
+		if r := rep; r.ID != id || !r.Duplicate {
 			t.Fatalf("retry answered %+v, want batch %d as a duplicate", r, id)
 		}
 		if got := queued(); len(got) != 1 || got[0] != id {
@@ -89,7 +89,7 @@ func TestRetryAfterCancelQueuesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := rep.(*api.SendReply); r.ID != b.ID || !r.Duplicate {
+	if r := rep; r.ID != b.ID || !r.Duplicate {
 		t.Fatalf("retry answered %+v, want batch %d as a duplicate", r, b.ID)
 	}
 	if n := tokensOf(ctx, t, s, b); n != 0 {

@@ -25,7 +25,7 @@ func sendNoop(ctx context.Context, t *testing.T, s *Service, user string) uint64
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rep.(*api.SendReply).ID
+	return rep.ID
 }
 
 // listAll pages through user's listing, limit items a page, and returns
@@ -119,7 +119,7 @@ func TestListOfConcurrentSubmissions(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				ids <- rep.(*api.SendReply).ID
+				ids <- rep.ID
 			}
 		})
 	}

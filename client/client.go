@@ -68,6 +68,9 @@ func (c *Client) do(ctx context.Context, op string, req, out any) error {
 	if err != nil {
 		return fmt.Errorf("client: %s: encode request: %w", op, err)
 	}
+	if max := c.nc.MaxPayload(); max > 0 && int64(len(data)) > max {
+		return fmt.Errorf("%w: %s: the request is %d bytes, over the server's max_payload of %d bytes", ErrInvalid, op, len(data), max)
+	}
 	rctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	m, err := c.nc.RequestWithContext(rctx, streams.AuthzSubject(c.user, op), data)

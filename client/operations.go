@@ -23,6 +23,53 @@ func (c *Client) Send(ctx context.Context, req api.SendRequest) (*api.SendReply,
 	return call[api.SendReply](ctx, c, api.OpSend, req)
 }
 
+// SendMany submits up to api.MaxSendMany batches in one request: each as
+// Send would, in the order given, so batches of one key join its order as
+// listed. The reply has one result per batch, in order; a batch refused
+// for what it asks does not stop the others (ResultError says why it was
+// refused), and a failure inside authz stops the request there, answering
+// the batches after it 503, not submitted. The request counts as one send
+// per batch against the caller's send rate, all or none.
+//
+// When SendMany returns an error, nothing is known of the batches: the
+// request may have been refused whole (ErrTooManyRequests, ErrBadRequest:
+// nothing was submitted) or its reply lost after some were queued
+// (ErrNoAnswer). With an IdempotencyKey on each batch the same request is
+// safe to send again: a batch already queued comes back as a duplicate.
+// Errors: ErrInvalid (no batches, too many, or a batch with no label or no
+// functions, named by its index), ErrBadRequest, ErrTooManyRequests.
+func (c *Client) SendMany(ctx context.Context, req api.SendManyRequest) (*api.SendManyReply, error) {
+	if n := len(req.Batches); n == 0 || n > api.MaxSendMany {
+		return nil, invalid(api.OpSendMany, fmt.Sprintf("%d batches; expected 1 to %d", n, api.MaxSendMany))
+	}
+	for i, b := range req.Batches {
+		if b.Label == "" {
+			return nil, invalid(api.OpSendMany, fmt.Sprintf("batches[%d]: label is empty; expected the label to submit under", i))
+		}
+		if err := checkCalls(fmt.Sprintf("%s: batches[%d]", api.OpSendMany, i), b.Functions); err != nil {
+			return nil, err
+		}
+	}
+	rep, err := call[api.SendManyReply](ctx, c, api.OpSendMany, req)
+	if err != nil {
+		return nil, err
+	}
+	if len(rep.Results) != len(req.Batches) {
+		return nil, fmt.Errorf("client: %s: %d results for %d batches", api.OpSendMany, len(rep.Results), len(req.Batches))
+	}
+	return rep, nil
+}
+
+// ResultError is why a batch of a SendMany was not queued, as the error
+// Send would have returned for it (errors.Is matches the same sentinels);
+// nil when it was queued.
+func ResultError(r *api.SendManyResult) error {
+	if !r.Failed() {
+		return nil
+	}
+	return &Error{Op: api.OpSendMany, Code: r.Code, Message: r.Error}
+}
+
 // Batch returns a batch's record and, while it runs, its progress. Only
 // the owner and the batch's submitter may read it; anyone else gets
 // ErrNotFound, as for a batch that does not exist.
