@@ -72,7 +72,7 @@ func (p *sendParser) sends(dst *[]api.SendRequest) bool {
 	var out []api.SendRequest
 	if !p.take(']') {
 		for {
-			if len(out) > api.MaxSendMany {
+			if len(out) == api.MaxSendMany {
 				return false // too many: the slow path reads them, and sendMany refuses them
 			}
 			out = append(out, api.SendRequest{})

@@ -2,6 +2,7 @@ package authz
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/tickflow/tickflow/api"
@@ -97,4 +98,78 @@ func BenchmarkDecodeSendGeneric(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// sendManyBodies are send_many requests in the fast path's shape and just
+// outside it.
+var sendManyBodies = []string{
+	`{"batches":[{"label":"pay","functions":[{"type":"noop"}]},{"label":"ship","key":"k","functions":[{"type":"noop","payload":{"a":1}}]}]}`,
+	` { "batches" : [ { "label" : "pay" , "functions" : [ { "type" : "noop" } ] } ] } `,
+	`{"batches":[]}`,
+	`{"batches":null}`,
+	`{}`,
+	`{"batches":[{"label":"pay","functions":[{"type":"noop"}]}],"batches":[{"label":"b","functions":[{"type":"t"}]}]}`,
+	`{"batches":[{"label":"a","functions":[{"type":"noop","payload":"x"}],"key":"k"}],"batches":[{"label":"b","functions":[{"type":"t"}]}]}`,
+	`{"batches":[{"label":"p\u0061y","functions":[{"type":"noop"}]}]}`,
+	`{"batches":[{"label":"pay","functions":[{"type":"noop"}]},]}`,
+	`{"batches":[{"label":"pay","functions":[{"type":"noop"}]}]} []`,
+	`{"batches":[{"label":"pay","nope":1}]}`,
+	`{"Batches":[{"label":"pay","functions":[{"type":"noop"}]}]}`,
+	`{"batches":{"label":"pay"}}`,
+	`{"batches":[null]}`,
+	`[]`,
+	``,
+}
+
+// TestDecodeSendManyMatchesDecodeJSON: the send_many request's fast decoder
+// reads every body as the generic one does, errors included.
+func TestDecodeSendManyMatchesDecodeJSON(t *testing.T) {
+	for _, body := range sendManyBodies {
+		checkDecodeSendMany(t, []byte(body))
+	}
+	// Each send body, as the one batch of a send_many.
+	for _, body := range sendBodies {
+		checkDecodeSendMany(t, []byte(`{"batches":[`+body+`]}`))
+	}
+}
+
+func checkDecodeSendMany(t *testing.T, body []byte) {
+	t.Helper()
+	var fast, slow api.SendManyRequest
+	ferr := decodeSendMany(body, &fast)
+	serr := decodeJSON(body, &slow)
+	if (ferr == nil) != (serr == nil) || (ferr != nil && ferr.Error() != serr.Error()) {
+		t.Fatalf("body %q: decodeSendMany error %v, decodeJSON error %v", body, ferr, serr)
+	}
+	if ferr == nil && !reflect.DeepEqual(fast, slow) && !(len(fast.Batches) == 0 && len(slow.Batches) == 0) {
+		t.Fatalf("body %q: decodeSendMany read %+v, decodeJSON read %+v", body, fast, slow)
+	}
+}
+
+// TestDecodeSendManyTakesTheFastPath: the common shapes do not fall back,
+// and neither does a request of api.MaxSendMany batches; one more does.
+func TestDecodeSendManyTakesTheFastPath(t *testing.T) {
+	for _, body := range sendManyBodies[:2] {
+		var req api.SendManyRequest
+		if !fastSendMany([]byte(body), &req) {
+			t.Errorf("body %q took the slow path", body)
+		}
+	}
+	for _, n := range []int{api.MaxSendMany, api.MaxSendMany + 1} {
+		body := `{"batches":[` + strings.Repeat(sendBodies[0]+",", n-1) + sendBodies[0] + `]}`
+		var req api.SendManyRequest
+		if fast := fastSendMany([]byte(body), &req); fast != (n <= api.MaxSendMany) || (fast && len(req.Batches) != n) {
+			t.Errorf("%d batches: fast path %v with %d read", n, fast, len(req.Batches))
+		}
+	}
+}
+
+// FuzzDecodeSendMany: any body decodes or fails alike on both paths.
+func FuzzDecodeSendMany(f *testing.F) {
+	for _, b := range sendManyBodies {
+		f.Add([]byte(b))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checkDecodeSendMany(t, body)
+	})
 }

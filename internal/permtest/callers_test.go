@@ -110,6 +110,8 @@ func TestCallers(t *testing.T) {
 			denied: func(t *testing.T) {
 				subj := streams.AuthzSubject("alice", api.OpSend)
 				bob.denied(t, subj, bob.request(subj, "alice"))
+				many := streams.AuthzSubject("alice", api.OpSendMany)
+				bob.denied(t, many, bob.request(many, "alice"))
 			},
 		},
 		{

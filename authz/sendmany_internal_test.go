@@ -1,0 +1,130 @@
+package authz
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/pipeline"
+)
+
+// TestSendManyStopsAtAFailureInside: a batch the store refuses (a record
+// larger than the batches bucket takes) is answered with its 500, and
+// every batch after it 503, not submitted: nothing of theirs is recorded
+// or queued. The batches before it, and one refused for what it asks (an
+// unknown label), do not stop the request.
+func TestSendManyStopsAtAFailureInside(t *testing.T) {
+	p := newParts(t)
+	ik := p.intake(p.keyOrders())
+	bucket, err := p.admin.Stream(p.ctx, "KV_"+streams.BucketBatches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := bucket.CachedInfo().Config
+	small := cfg
+	small.MaxMsgSize = 4096
+	if _, err := p.admin.UpdateStream(p.ctx, small); err != nil {
+		t.Fatal(err)
+	}
+	noop := api.Calls{{Type: "noop"}}
+	big := api.Calls{{Type: "noop", Payload: pipeline.Payload(fmt.Sprintf("%q", strings.Repeat("x", 8192)))}}
+	reqs := []api.SendRequest{
+		{Label: "jobs", Functions: noop},
+		{Label: "nope", Functions: noop},
+		{Label: "jobs", Functions: big},
+		{Label: "jobs", Functions: noop},
+		{Label: "jobs", Functions: noop},
+	}
+	rep, err := ik.sendMany(p.ctx, "alice", reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Results
+	if len(r) != len(reqs) {
+		t.Fatalf("%d results for %d batches", len(r), len(reqs))
+	}
+	if r[0].Failed() || r[0].ID == 0 {
+		t.Fatalf("first batch: %+v, want queued", r[0])
+	}
+	if r[1].Code != api.CodeNotFound || !strings.Contains(r[1].Error, `unknown label "nope"`) {
+		t.Fatalf("unknown label: %+v, want its 404", r[1])
+	}
+	if r[2].Code != api.CodeInternal {
+		t.Fatalf("record refused by the store: %+v, want 500", r[2])
+	}
+	for _, after := range r[3:] {
+		if after.Code != api.CodeUnavailable || !strings.Contains(after.Error, "not submitted: batch 2 of this request failed inside authz") {
+			t.Fatalf("batch after the failure: %+v, want 503 not submitted", after)
+		}
+	}
+	if rep.firstInternal == nil || rep.firstInternalAt != 2 {
+		t.Fatalf("first failure inside recorded as %v at %d, want batch 2", rep.firstInternal, rep.firstInternalAt)
+	}
+	if _, err := p.admin.UpdateStream(p.ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	// Only the first batch is queued, and only it holds a record.
+	if got := queueIDs(p.ctx, t, p.queueEditor(), pipeline.Med); len(got) != 1 || got[0] != r[0].ID {
+		t.Fatalf("queue holds %v, want only batch %d", got, r[0].ID)
+	}
+	st, err := bucket.Info(p.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.store.record(p.ctx, r[0].ID+1); err == nil {
+		t.Fatalf("a record after batch %d exists (bucket holds %d messages)", r[0].ID, st.State.Msgs)
+	}
+}
+
+// TestSendManyRateAllOrNone: a send_many counts one send a batch against
+// the caller's send rate, all or none: more than the burst is refused as
+// a bad request, more than the bucket holds now as 429, and neither takes
+// anything from the bucket.
+func TestSendManyRateAllOrNone(t *testing.T) {
+	p := newParts(t)
+	table, err := ParseTable([]byte(partsTable + "callers:\n  alice: {send_rate: 0.001, send_burst: 3}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.table = table
+	ik := p.intake(p.keyOrders())
+	one := api.SendRequest{Label: "jobs", Functions: api.Calls{{Type: "noop"}}}
+	many := func(n int) []api.SendRequest {
+		reqs := make([]api.SendRequest, n)
+		for i := range reqs {
+			reqs[i] = one
+		}
+		return reqs
+	}
+	_, err = ik.sendMany(p.ctx, "alice", many(4))
+	if ae := asError(err); err == nil || ae.Code != api.CodeBadRequest || !strings.Contains(ae.Message, "more than alice's send_burst (3) allows at once") {
+		t.Fatalf("4 batches over a burst of 3: %v, want 400 naming the burst", err)
+	}
+	rep, err := ik.sendMany(p.ctx, "alice", many(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rep.Results {
+		if r.Failed() {
+			t.Fatalf("batch %d of 2: %+v", i, r)
+		}
+	}
+	_, err = ik.sendMany(p.ctx, "alice", many(2))
+	if ae := asError(err); err == nil || ae.Code != api.CodeTooManyRequests || !strings.Contains(ae.Message, "nothing was submitted") {
+		t.Fatalf("2 batches with 1 left in the bucket: %v, want 429", err)
+	}
+	// The refusal took nothing: the one send left goes through.
+	if _, err := ik.send(p.ctx, "alice", &one); err != nil {
+		t.Fatalf("the send left in the bucket: %v", err)
+	}
+	if got := queueIDs(p.ctx, t, p.queueEditor(), pipeline.Med); len(got) != 3 {
+		t.Fatalf("queue holds %v, want the 3 batches sent", got)
+	}
+	for _, n := range []int{0, api.MaxSendMany + 1} {
+		if _, err := ik.sendMany(p.ctx, "alice", many(n)); asError(err).Code != api.CodeBadRequest {
+			t.Fatalf("send_many of %d batches: %v, want 400", n, err)
+		}
+	}
+}
