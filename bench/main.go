@@ -6,7 +6,7 @@
 // function throughput, open-loop latency, scaling with replicas, a
 // three-node cluster, the cost of a tick with a shallow and a deep
 // queue, and the cost of a batch as shipped (stored messages, deliveries
-// and CPU). It prints one table and writes it, with
+// and CPU, submitted one send a batch and with send_many). It prints one table and writes it, with
 // the machine description and the exact command, into docs/benchmarks.md.
 //
 //	cd bench && go run . -quick     # a few minutes
