@@ -137,10 +137,15 @@ func costRep(cfg *config, res *results, i int) error {
 	if err != nil {
 		return fmt.Errorf("cost: %w", err)
 	}
+	// Each burn-down's figures carry the other processes' CPU during it.
+	others, manyOthers := m.others(), 0.0
 	if cfg.sendMany > 0 {
+		quiet(cfg)
+		mm := startMeter()
 		if c.many, err = runCost(cfg, cfg.n, cfg.sendMany); err != nil {
 			return fmt.Errorf("cost, submitted with send_many: %w", err)
 		}
+		manyOthers = mm.others()
 	}
 	per := func(v uint64) float64 { return float64(v) / float64(c.n) }
 	us := func(cpu float64) float64 { return cpu / float64(c.n) * 1e6 }
@@ -153,21 +158,21 @@ func costRep(cfg *config, res *results, i int) error {
 			mc.k, mc.inflight, mc.burn.submitRate, per(mc.submit.storedAll), per(mc.submit.deliveredAll), us(mc.burn.submitCPU), mc.burn.drainRate, us(mc.burn.drainCPU))
 	}
 	p := cfg.processors
-	res.add("cost.submit", fmt.Sprintf("tickflow submit through authz, as shipped (N = %d)", c.n), "batches/s", c.burn.submitRate, m)
+	res.addOthers("cost.submit", fmt.Sprintf("tickflow submit through authz, as shipped (N = %d)", c.n), "batches/s", c.burn.submitRate, others)
 	if mc := c.many; mc != nil {
-		res.add("cost.manysubmit", fmt.Sprintf("tickflow submit with send_many through authz, %d batches a request, %d requests in flight (N = %d)", mc.k, mc.inflight, mc.n), "batches/s", mc.burn.submitRate, m)
+		res.addOthers("cost.manysubmit", fmt.Sprintf("tickflow submit with send_many through authz, %d batches a request, %d requests in flight (N = %d)", mc.k, mc.inflight, mc.n), "batches/s", mc.burn.submitRate, manyOthers)
 	}
-	res.add("cost.drain", fmt.Sprintf("**drain as shipped**, %d processor(s) (N = %d)", p, c.n), "batches/s", c.burn.drainRate, m)
-	res.add("cost.submitstored", "submit: messages stored a batch (every stream and bucket)", "msgs/batch", per(c.submit.storedAll), m)
-	res.add("cost.submitdelivered", "submit: messages consumers delivered a batch", "msgs/batch", per(c.submit.deliveredAll), m)
-	res.add("cost.submitcpu", "submit: CPU a batch (the whole process: server, authz, submitter)", "µs/batch", us(c.burn.submitCPU), m)
+	res.addOthers("cost.drain", fmt.Sprintf("**drain as shipped**, %d processor(s) (N = %d)", p, c.n), "batches/s", c.burn.drainRate, others)
+	res.addOthers("cost.submitstored", "submit: messages stored a batch (every stream and bucket)", "msgs/batch", per(c.submit.storedAll), others)
+	res.addOthers("cost.submitdelivered", "submit: messages consumers delivered a batch", "msgs/batch", per(c.submit.deliveredAll), others)
+	res.addOthers("cost.submitcpu", "submit: CPU a batch (the whole process: server, authz, submitter)", "µs/batch", us(c.burn.submitCPU), others)
 	if mc := c.many; mc != nil {
-		res.add("cost.manysubmitstored", "submit with send_many: messages stored a batch (every stream and bucket)", "msgs/batch", per(mc.submit.storedAll), m)
-		res.add("cost.manysubmitcpu", "submit with send_many: CPU a batch (the whole process: server, authz, submitter)", "µs/batch", us(mc.burn.submitCPU), m)
+		res.addOthers("cost.manysubmitstored", "submit with send_many: messages stored a batch (every stream and bucket)", "msgs/batch", per(mc.submit.storedAll), manyOthers)
+		res.addOthers("cost.manysubmitcpu", "submit with send_many: CPU a batch (the whole process: server, authz, submitter)", "µs/batch", us(mc.burn.submitCPU), manyOthers)
 	}
-	res.add("cost.drainstored", "**drain: messages stored a batch** (every stream and bucket)", "msgs/batch", per(c.drain.storedAll), m)
-	res.add("cost.draindelivered", "drain: messages consumers delivered a batch", "msgs/batch", per(c.drain.deliveredAll), m)
-	res.add("cost.draincpu", "**drain: CPU a batch** (the whole process: server, authz, processors, workers, ticker)", "µs/batch", us(c.burn.drainCPU), m)
+	res.addOthers("cost.drainstored", "**drain: messages stored a batch** (every stream and bucket)", "msgs/batch", per(c.drain.storedAll), others)
+	res.addOthers("cost.draindelivered", "drain: messages consumers delivered a batch", "msgs/batch", per(c.drain.deliveredAll), others)
+	res.addOthers("cost.draincpu", "**drain: CPU a batch** (the whole process: server, authz, processors, workers, ticker)", "µs/batch", us(c.burn.drainCPU), others)
 	res.cost = c
 	return nil
 }
