@@ -98,28 +98,54 @@ type costResult struct {
 	burn          burnResult
 	n             int
 	submit, drain costDelta
+	// many is the repetition's second burn-down, submitted with send_many;
+	// nil with -send-many 0.
+	many *costResult
+	// k is the batches a send_many request carried (0: one send a batch),
+	// inflight the requests in flight.
+	k, inflight int
 }
 
 // runCost runs the burn-down as shipped (the processors with their
 // defaults in the ready pace beside the ticker `tickflow run` starts,
-// cfg.processors replicas) over n atomic no-op batches, and counts what
-// its submit and its drain stored and delivered.
-func runCost(cfg *config, n int) (*costResult, error) {
+// cfg.processors replicas) over n atomic no-op batches, submitted one send
+// a batch or, with k > 0, with send_many, k batches a request, and counts
+// what its submit and its drain stored and delivered.
+func runCost(cfg *config, n, k int) (*costResult, error) {
 	r, err := runBurnDown(cfg, burnOptions{spec: cfg.shippedSpec(cfg.processors), label: labelAtomic, functions: 1, n: n, units: 1,
-		tickEvery: tfconfig.DefaultRun().TickEvery, tickerSteps: runTickerSteps, count: true})
+		tickEvery: tfconfig.DefaultRun().TickEvery, tickerSteps: runTickerSteps, count: true, sendMany: k})
 	if err != nil {
 		return nil, err
 	}
-	return &costResult{burn: r, n: n, submit: delta(r.counts[0], r.counts[1]), drain: delta(r.counts[1], r.counts[2])}, nil
+	c := &costResult{burn: r, n: n, submit: delta(r.counts[0], r.counts[1]), drain: delta(r.counts[1], r.counts[2]), k: k, inflight: cfg.inflight}
+	if k > 0 {
+		c.inflight = sendManyInflight(cfg.inflight, n, k)
+	}
+	return c, nil
 }
 
-// costRep runs repetition i of the cost phase.
+// costRep runs repetition i of the cost phase: the burn-down as shipped
+// submitted one send a batch, then, with -send-many, a second one over as
+// many batches submitted with send_many on a fresh server. Only the
+// second one's submit is reported: its drain, the same as the first's, is
+// run so that the burn-down's check (every callback applied, the queues
+// empty) covers the batches send_many queued, and is only logged.
 func costRep(cfg *config, res *results, i int) error {
 	quiet(cfg)
 	m := startMeter()
-	c, err := runCost(cfg, cfg.n)
+	c, err := runCost(cfg, cfg.n, 0)
 	if err != nil {
 		return fmt.Errorf("cost: %w", err)
+	}
+	// Each burn-down's figures carry the other processes' CPU during it.
+	others, manyOthers := m.others(), 0.0
+	if cfg.sendMany > 0 {
+		quiet(cfg)
+		mm := startMeter()
+		if c.many, err = runCost(cfg, cfg.n, cfg.sendMany); err != nil {
+			return fmt.Errorf("cost, submitted with send_many: %w", err)
+		}
+		manyOthers = mm.others()
 	}
 	per := func(v uint64) float64 { return float64(v) / float64(c.n) }
 	us := func(cpu float64) float64 { return cpu / float64(c.n) * 1e6 }
@@ -127,15 +153,26 @@ func costRep(cfg *config, res *results, i int) error {
 		i+1, cfg.reps, cfg.processors, c.burn.submitRate, per(c.submit.storedAll), per(c.submit.deliveredAll), us(c.burn.submitCPU),
 		c.burn.drainRate, per(c.drain.storedAll), per(c.drain.deliveredAll), us(c.burn.drainCPU))
 	logf("  drain, per batch: stored %s; delivered %s", perStream(c.drain.stored, c.n), perStream(c.drain.delivered, c.n))
+	if mc := c.many; mc != nil {
+		logf("  submitted with send_many (%d a request, %d requests in flight): %.0f batches/s, %.2f stored, %.2f delivered, %.0f µs CPU a batch; its drain (not reported) %.0f batches/s, %.0f µs CPU a batch",
+			mc.k, mc.inflight, mc.burn.submitRate, per(mc.submit.storedAll), per(mc.submit.deliveredAll), us(mc.burn.submitCPU), mc.burn.drainRate, us(mc.burn.drainCPU))
+	}
 	p := cfg.processors
-	res.add("cost.submit", fmt.Sprintf("tickflow submit through authz, as shipped (N = %d)", c.n), "batches/s", c.burn.submitRate, m)
-	res.add("cost.drain", fmt.Sprintf("**drain as shipped**, %d processor(s) (N = %d)", p, c.n), "batches/s", c.burn.drainRate, m)
-	res.add("cost.submitstored", "submit: messages stored a batch (every stream and bucket)", "msgs/batch", per(c.submit.storedAll), m)
-	res.add("cost.submitdelivered", "submit: messages consumers delivered a batch", "msgs/batch", per(c.submit.deliveredAll), m)
-	res.add("cost.submitcpu", "submit: CPU a batch (the whole process: server, authz, submitter)", "µs/batch", us(c.burn.submitCPU), m)
-	res.add("cost.drainstored", "**drain: messages stored a batch** (every stream and bucket)", "msgs/batch", per(c.drain.storedAll), m)
-	res.add("cost.draindelivered", "drain: messages consumers delivered a batch", "msgs/batch", per(c.drain.deliveredAll), m)
-	res.add("cost.draincpu", "**drain: CPU a batch** (the whole process: server, authz, processors, workers, ticker)", "µs/batch", us(c.burn.drainCPU), m)
+	res.addOthers("cost.submit", fmt.Sprintf("tickflow submit through authz, as shipped (N = %d)", c.n), "batches/s", c.burn.submitRate, others)
+	if mc := c.many; mc != nil {
+		res.addOthers("cost.manysubmit", fmt.Sprintf("tickflow submit with send_many through authz, %d batches a request, %d requests in flight (N = %d)", mc.k, mc.inflight, mc.n), "batches/s", mc.burn.submitRate, manyOthers)
+	}
+	res.addOthers("cost.drain", fmt.Sprintf("**drain as shipped**, %d processor(s) (N = %d)", p, c.n), "batches/s", c.burn.drainRate, others)
+	res.addOthers("cost.submitstored", "submit: messages stored a batch (every stream and bucket)", "msgs/batch", per(c.submit.storedAll), others)
+	res.addOthers("cost.submitdelivered", "submit: messages consumers delivered a batch", "msgs/batch", per(c.submit.deliveredAll), others)
+	res.addOthers("cost.submitcpu", "submit: CPU a batch (the whole process: server, authz, submitter)", "µs/batch", us(c.burn.submitCPU), others)
+	if mc := c.many; mc != nil {
+		res.addOthers("cost.manysubmitstored", "submit with send_many: messages stored a batch (every stream and bucket)", "msgs/batch", per(mc.submit.storedAll), manyOthers)
+		res.addOthers("cost.manysubmitcpu", "submit with send_many: CPU a batch (the whole process: server, authz, submitter)", "µs/batch", us(mc.burn.submitCPU), manyOthers)
+	}
+	res.addOthers("cost.drainstored", "**drain: messages stored a batch** (every stream and bucket)", "msgs/batch", per(c.drain.storedAll), others)
+	res.addOthers("cost.draindelivered", "drain: messages consumers delivered a batch", "msgs/batch", per(c.drain.deliveredAll), others)
+	res.addOthers("cost.draincpu", "**drain: CPU a batch** (the whole process: server, authz, processors, workers, ticker)", "µs/batch", us(c.burn.drainCPU), others)
 	res.cost = c
 	return nil
 }
@@ -160,19 +197,36 @@ func perStream(m map[string]uint64, n int) string {
 	return strings.Join(parts, ", ")
 }
 
-// writeCost writes the last cost repetition's counts per stream.
+// writeCost writes the last cost repetition's counts per stream, with the
+// submit through send_many beside the single sends' when it ran.
 func writeCost(sb *strings.Builder, c *costResult) {
 	fmt.Fprintf(sb, "\nCost of a batch by stream (the cost phase's last repetition, %d batches as shipped; messages per batch, from each stream's last sequence and each consumer's delivered count):\n\n", c.n)
-	sb.WriteString("| stream | submit: stored | submit: delivered | drain: stored | drain: delivered |\n|---|---:|---:|---:|---:|\n")
+	cols := []map[string]uint64{c.submit.stored, c.submit.delivered, c.drain.stored, c.drain.delivered}
+	all := []uint64{c.submit.storedAll, c.submit.deliveredAll, c.drain.storedAll, c.drain.deliveredAll}
+	sb.WriteString("| stream | submit: stored | submit: delivered | drain: stored | drain: delivered |")
+	if m := c.many; m != nil {
+		fmt.Fprintf(sb, " submit with send_many (%d a request): stored | submit with send_many: delivered |", m.k)
+		cols = append(cols, m.submit.stored, m.submit.delivered)
+		all = append(all, m.submit.storedAll, m.submit.deliveredAll)
+	}
+	sb.WriteString("\n|---|" + strings.Repeat("---:|", len(cols)) + "\n")
 	names := map[string]bool{}
-	for _, m := range []map[string]uint64{c.submit.stored, c.submit.delivered, c.drain.stored, c.drain.delivered} {
+	for _, m := range cols {
 		for k := range m {
 			names[k] = true
 		}
 	}
 	per := func(v uint64) string { return fmt.Sprintf("%.2f", float64(v)/float64(c.n)) }
 	for _, k := range slices.Sorted(maps.Keys(names)) {
-		fmt.Fprintf(sb, "| %s | %s | %s | %s | %s |\n", k, per(c.submit.stored[k]), per(c.submit.delivered[k]), per(c.drain.stored[k]), per(c.drain.delivered[k]))
+		fmt.Fprintf(sb, "| %s |", k)
+		for _, m := range cols {
+			fmt.Fprintf(sb, " %s |", per(m[k]))
+		}
+		sb.WriteString("\n")
 	}
-	fmt.Fprintf(sb, "| **all** | **%s** | **%s** | **%s** | **%s** |\n", per(c.submit.storedAll), per(c.submit.deliveredAll), per(c.drain.storedAll), per(c.drain.deliveredAll))
+	sb.WriteString("| **all** |")
+	for _, v := range all {
+		fmt.Fprintf(sb, " **%s** |", per(v))
+	}
+	sb.WriteString("\n")
 }

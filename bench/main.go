@@ -6,7 +6,7 @@
 // function throughput, open-loop latency, scaling with replicas, a
 // three-node cluster, the cost of a tick with a shallow and a deep
 // queue, and the cost of a batch as shipped (stored messages, deliveries
-// and CPU). It prints one table and writes it, with
+// and CPU, submitted one send a batch and with send_many). It prints one table and writes it, with
 // the machine description and the exact command, into docs/benchmarks.md.
 //
 //	cd bench && go run . -quick     # a few minutes
@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/system"
 
 	tfconfig "github.com/tickflow/tickflow/config"
@@ -38,6 +39,7 @@ type config struct {
 	nonAtomicBatches int
 	nonAtomicFns     int
 	inflight         int
+	sendMany         int
 	authzReplicas    int
 	processors       int
 	concurrency      int
@@ -161,6 +163,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.nonAtomicBatches, "nonatomic", 10000, "non-atomic batches of the function-throughput run")
 	fs.IntVar(&c.nonAtomicFns, "functions", 10, "no-op functions per non-atomic batch")
 	fs.IntVar(&c.inflight, "inflight", 256, "requests in flight at once when submitting (and asynq enqueuers)")
+	fs.IntVar(&c.sendMany, "send-many", 100, "batches a send_many request carries in the cost phase's second submit, beside the single sends (0: no send_many rows)")
 	fs.IntVar(&c.authzReplicas, "authz", 1, "authz replicas")
 	fs.IntVar(&c.processors, "processors", 2, "processor replicas, each ticked back to back")
 	fs.IntVar(&c.concurrency, "concurrency", 128, "steps one tick runs at once (processor Options.Concurrency)")
@@ -254,6 +257,9 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if c.reps < 1 || c.n < 1 || c.processors < 1 || c.concurrency < 1 || c.authzReplicas < 1 || c.inflight < 1 {
 		return nil, errors.New("-reps, -n, -processors, -concurrency, -authz and -inflight must be ≥ 1")
+	}
+	if c.sendMany < 0 || c.sendMany > api.MaxSendMany {
+		return nil, fmt.Errorf("-send-many must be 0 (none) to %d batches a request (got %d)", api.MaxSendMany, c.sendMany)
 	}
 	if c.scaleN < 1 || c.scaleReps < 1 || c.clusterN < 1 || c.tickerSteps < 1 || c.workers < 0 {
 		return nil, errors.New("-scale-n, -scale-reps, -cluster-n and -ticker-steps must be ≥ 1, -workers ≥ 0")

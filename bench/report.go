@@ -109,8 +109,12 @@ func renderReport(cfg *config, res *results) string {
 		writeShippedRatios(&sb, cfg, res)
 	}
 	if len(cost) > 0 {
-		fmt.Fprintf(&sb, "\n### The cost of a batch, as shipped, beside asynq and River\n\nN = %d, %d repetitions, alternating. tickflow as shipped with %d processor replica(s) (the ready pace beside the ticker `tickflow run` starts, every component with its own defaults), every component and the server in the bench process, whose CPU is counted; messages stored are every stream's and bucket's accepted messages, deliveries every consumer's, both read from the server's own state. asynq: concurrency %d, its CPU the bench process's plus redis-server's. River: MaxWorkers %d, FetchCooldown %s, inserted with InsertMany (%d jobs a call, %d calls at once), its CPU the River program's plus PostgreSQL's (the postmaster and every backend).\n\n",
-			cfg.n, cfg.reps, cfg.processors, cfg.asynqConcurrency(), cfg.riverWorkers, cfg.riverCooldown, riverChunk, riverInserters)
+		many := ""
+		if res.cost != nil && res.cost.many != nil {
+			many = fmt.Sprintf(" The submit with send_many is a second burn-down in each repetition, on a fresh server: the same N batches, %d a request, %d requests in flight, every batch's result checked (its drain runs and is checked, not reported).", res.cost.many.k, res.cost.many.inflight)
+		}
+		fmt.Fprintf(&sb, "\n### The cost of a batch, as shipped, beside asynq and River\n\nN = %d, %d repetitions, alternating. tickflow as shipped with %d processor replica(s) (the ready pace beside the ticker `tickflow run` starts, every component with its own defaults), every component and the server in the bench process, whose CPU is counted; messages stored are every stream's and bucket's accepted messages, deliveries every consumer's, both read from the server's own state; the submit sends one batch a request, %d requests in flight.%s asynq: concurrency %d, its CPU the bench process's plus redis-server's. River: MaxWorkers %d, FetchCooldown %s, inserted with InsertMany (%d jobs a call, %d calls at once), its CPU the River program's plus PostgreSQL's (the postmaster and every backend).\n\n",
+			cfg.n, cfg.reps, cfg.processors, cfg.inflight, many, cfg.asynqConcurrency(), cfg.riverWorkers, cfg.riverCooldown, riverChunk, riverInserters)
 		writeFigures(&sb, res, cost)
 	}
 	if len(engine) > 0 {
@@ -145,10 +149,15 @@ func renderReport(cfg *config, res *results) string {
 	ratio("drain as shipped / River drain", "cost.drain", "rv.drain", false)
 	ratio("submit as shipped / asynq enqueue", "cost.submit", "aq.enq", false)
 	ratio("submit as shipped / River insert", "cost.submit", "rv.insert", false)
+	ratio("submit with send_many / asynq enqueue", "cost.manysubmit", "aq.enq", false)
+	ratio("submit with send_many / River insert", "cost.manysubmit", "rv.insert", false)
+	ratio("submit with send_many / submit as shipped (one send a batch)", "cost.manysubmit", "cost.submit", false)
 	ratio("CPU a drained batch as shipped / asynq's a task", "cost.draincpu", "aq.draincpu", false)
 	ratio("CPU a drained batch as shipped / River's a job", "cost.draincpu", "rv.draincpu", false)
 	ratio("CPU a submitted batch / asynq's a task enqueued", "cost.submitcpu", "aq.enqcpu", false)
 	ratio("CPU a submitted batch / River's a job inserted", "cost.submitcpu", "rv.insertcpu", false)
+	ratio("CPU a batch submitted with send_many / asynq's a task enqueued", "cost.manysubmitcpu", "aq.enqcpu", false)
+	ratio("CPU a batch submitted with send_many / River's a job inserted", "cost.manysubmitcpu", "rv.insertcpu", false)
 	ratio("tickflow drain driven by the ticker / back to back", "tf.ticker", "tf.drain", true)
 	if f, ok := res.get("tf.ticker"); ok && res.tickerBound > 0 {
 		fmt.Fprintf(&rb, "| tickflow drain driven by the ticker / the ticker's bound (%.0f batches/s) | %.1f%% |\n", res.tickerBound, 100*f.median()/res.tickerBound)
@@ -261,7 +270,7 @@ func targets(cfg *config, res *results) []target {
 		return f.median(), true
 	}
 	ts := shippedTargets(cfg, res)
-	ts = append(ts, costTargets(res)...)
+	ts = append(ts, costTargets(cfg, res)...)
 	// ratioTarget compares the medians of a and b against want×.
 	ratioTarget := func(what, a, b string, want float64, pct bool) {
 		va, oka := med(a)
@@ -558,8 +567,9 @@ const manyCores = 16
 
 // costTargets are the goals of the cost phase, judged from its medians
 // and asynq's and River's: the drain and the submit as shipped against
-// both, the messages a drained batch stores, and the CPU it costs.
-func costTargets(res *results) []target {
+// both, the submit with send_many the same way (with -send-many), the
+// messages a drained batch stores, and the CPU a batch costs.
+func costTargets(cfg *config, res *results) []target {
 	med := func(k string) (float64, bool) {
 		f, ok := res.get(k)
 		if !ok {
@@ -585,6 +595,10 @@ func costTargets(res *results) []target {
 	ratio("drain as shipped ≥ River's drain", "cost.drain", "rv.drain", "per s", 1)
 	ratio("submit as shipped ≥ asynq's enqueue", "cost.submit", "aq.enq", "per s", 1)
 	ratio("submit as shipped ÷ River's insert (InsertMany)", "cost.submit", "rv.insert", "per s", 0)
+	if cfg.sendMany > 0 {
+		ratio(fmt.Sprintf("submit with send_many (%d a request) ≥ asynq's enqueue", cfg.sendMany), "cost.manysubmit", "aq.enq", "per s", 1)
+		ratio(fmt.Sprintf("submit with send_many (%d a request) ÷ River's insert (InsertMany)", cfg.sendMany), "cost.manysubmit", "rv.insert", "per s", 0)
+	}
 
 	stored, oks := med("cost.drainstored")
 	t := target{what: "messages stored a drained batch ≤ 2", known: oks}
@@ -597,10 +611,15 @@ func costTargets(res *results) []target {
 	}
 	ts = append(ts, t)
 
-	for _, c := range []struct{ what, key, aq, rv string }{
+	cpus := []struct{ what, key, aq, rv string }{
 		{"CPU a drained batch as shipped", "cost.draincpu", "aq.draincpu", "rv.draincpu"},
 		{"CPU a submitted batch", "cost.submitcpu", "aq.enqcpu", "rv.insertcpu"},
-	} {
+	}
+	if cfg.sendMany > 0 {
+		cpus = append(cpus, struct{ what, key, aq, rv string }{
+			fmt.Sprintf("CPU a batch submitted with send_many (%d a request)", cfg.sendMany), "cost.manysubmitcpu", "aq.enqcpu", "rv.insertcpu"})
+	}
+	for _, c := range cpus {
 		v, ok := med(c.key)
 		t := target{what: c.what, known: ok, noGoal: true}
 		if ok {

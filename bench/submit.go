@@ -88,3 +88,73 @@ func submitEach(ctx context.Context, nc *nats.Conn, label string, functions, n, 
 	wg.Wait()
 	return time.Since(start), firstErr
 }
+
+// submitMany submits n batches as alice with send_many, k batches a
+// request (the last request carries what is left), from a pool of
+// `inflight` goroutines each with one request in flight, and returns how
+// long it took. Every batch's result is checked: a request refused whole
+// (a 429 included: it is not sent again) or a batch not queued fails the
+// submit, since a batch missing from the count would inflate the rate.
+func submitMany(ctx context.Context, nc *nats.Conn, label string, functions, n, k, inflight int) (time.Duration, error) {
+	if k < 1 || k > api.MaxSendMany {
+		return 0, fmt.Errorf("send_many: %d batches a request; expected 1 to %d", k, api.MaxSendMany)
+	}
+	c, err := aliceClient(nc, 30*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	one := sendRequest(label, functions)
+	full := api.SendManyRequest{Batches: make([]api.SendRequest, k)}
+	for i := range full.Batches {
+		full.Batches[i] = one
+	}
+	requests := (n + k - 1) / k
+	var next atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	fail := func(err error) {
+		errOnce.Do(func() { firstErr = err })
+		next.Store(int64(requests)) // stop the others
+	}
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range min(inflight, requests) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) // request i carries batches (i-1)·k+1 … min(i·k, n)
+				if i > requests {
+					return
+				}
+				req := full
+				if rest := n - (i-1)*k; rest < k {
+					req.Batches = full.Batches[:rest]
+				}
+				rep, err := c.SendMany(ctx, req)
+				if err != nil {
+					fail(fmt.Errorf("send_many request %d: %w", i, err))
+					return
+				}
+				for j := range rep.Results {
+					if err := client.ResultError(&rep.Results[j]); err != nil {
+						fail(fmt.Errorf("send_many request %d, batch %d: %w", i, j, err))
+						return
+					}
+					if rep.Results[j].ID == 0 || rep.Results[j].Duplicate {
+						fail(fmt.Errorf("send_many request %d, batch %d: queued with id %d, duplicate %v; expected a new batch",
+							i, j, rep.Results[j].ID, rep.Results[j].Duplicate))
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start), firstErr
+}
+
+// sendManyInflight is how many send_many requests submitMany keeps in
+// flight for n batches, k a request: as many requests as the single-send
+// submit keeps (-inflight), fewer when there are fewer.
+func sendManyInflight(inflight, n, k int) int {
+	return min(inflight, (n+k-1)/k)
+}

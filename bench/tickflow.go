@@ -142,6 +142,9 @@ type burnOptions struct {
 	idleFor time.Duration
 	// keys, when set, gives batch i the key "k<i mod keys>" (keyed.go).
 	keys int
+	// sendMany, when set, submits with send_many, this many batches a
+	// request (submitMany), instead of one send a batch.
+	sendMany int
 	// count reads the account's JetStream counts (cost.go) around the
 	// submit and the drain, outside their timed windows.
 	count bool
@@ -183,6 +186,10 @@ func runBurnDown(cfg *config, o burnOptions) (burnResult, error) {
 	withRole("alice", func() {
 		if o.keys > 0 {
 			tsub, err = submitKeyed(e.ctx, alice, o.label, o.functions, n, cfg.inflight, o.keys)
+			return
+		}
+		if o.sendMany > 0 {
+			tsub, err = submitMany(e.ctx, alice, o.label, o.functions, n, o.sendMany, sendManyInflight(cfg.inflight, n, o.sendMany))
 			return
 		}
 		tsub, err = submitAll(e.ctx, alice, o.label, o.functions, n, cfg.inflight, nil)
