@@ -14,7 +14,6 @@ import (
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
-	"github.com/tickflow/tickflow/telemetry"
 )
 
 // state is a progress record and the revision it was read at (0: absent),
@@ -545,7 +544,7 @@ func (s *stepper) announce(ctx context.Context, b *pipeline.Batch, prog *records
 	var trace map[string]string
 	if first {
 		// It may travel in a group, whose headers are not its own.
-		trace = telemetry.InjectMap(ctx)
+		trace = s.opts.Telemetry.InjectMap(ctx)
 	}
 	cb, err := s.pub.callback(b, prog, dlSeq, trace)
 	if err != nil {

@@ -66,7 +66,7 @@ type unitEvent struct {
 func (q *unitBatcher) run(ctx context.Context, req *records.WorkRequest) (*records.WorkReply, error) {
 	// The request may carry other steps' units: this one's trace context
 	// travels in its body.
-	req.Trace = telemetry.InjectMap(ctx)
+	req.Trace = q.tel.InjectMap(ctx)
 	u := &queuedUnit{req: req, deadline: time.Now().Add(q.workers.timeout), ch: make(chan unitEvent, 2)}
 	q.mu.Lock()
 	q.waiting = append(q.waiting, u)

@@ -45,9 +45,11 @@ func Inject(ctx context.Context, h nats.Header) {
 }
 
 // InjectMap is Inject into a map, for a trace context that travels in a
-// message body (one request carrying several calls); nil without a span.
-func InjectMap(ctx context.Context) map[string]string {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
+// message body (one request carrying several calls); nil when t does not
+// trace or ctx has no span. It asks t first: finding the span walks ctx's
+// whole chain, which a deep context makes cost every step.
+func (t *Telemetry) InjectMap(ctx context.Context) map[string]string {
+	if !t.Tracing() || !trace.SpanContextFromContext(ctx).IsValid() {
 		return nil
 	}
 	m := propagation.MapCarrier{}
