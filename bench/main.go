@@ -210,7 +210,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.tracefile, "trace", "", "write a runtime execution trace of the first latency run to `file` (go tool trace)")
 	fs.StringVar(&c.latencyLog, "latency-log", "", "write each batch of the first latency run to `file`: its scheduled time from the run's start, then submit → authz reply and submit → callback, in µs")
 	fs.BoolVar(&c.latencyMessages, "latency-messages", false, "count the messages of the first latency run by class and role, per batch (an observer on every subject: its latencies are not comparable)")
-	fs.StringVar(&c.profilePhase, "profile-phase", "burndown", "which phase -cpuprofile/-memprofile cover: burndown, nonatomic, depth (the server side of the deep-queue ticks; CPU only), latency (the first open-loop run; CPU only) or soak (the live heap a third of the way in, file.third, and at the end; memory only)")
+	fs.StringVar(&c.profilePhase, "profile-phase", "burndown", "which phase -cpuprofile/-memprofile cover: burndown, nonatomic, depth (the server side of the deep-queue ticks; CPU only), latency (the first open-loop run: CPU, and the allocations from its start, FILE.base to subtract) or soak (the live heap a third of the way in, file.third, and at the end; memory only)")
 	fs.DurationVar(&c.quietWait, "quiet-wait", 0, "before each repetition, wait up to this long for other processes to leave the CPU idle (< 0.15 core); 0: do not wait")
 	fs.BoolVar(&c.verbose, "v", false, "log tick statistics of each burn-down")
 	fs.BoolVar(&c.memory, "memory", false, "provision streams and buckets in memory instead of on file (a comparison, not the configuration measured)")

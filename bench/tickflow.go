@@ -394,6 +394,18 @@ func runLatencyOf(cfg *config, sp envSpec, rate float64, d time.Duration, first,
 		}
 		defer stop()
 	}
+	if first && cfg.memprofile != "" && cfg.profilePhase == "latency" {
+		// The allocs profile is cumulative: this snapshot is the base to
+		// subtract (go tool pprof -base FILE.base FILE).
+		if err := writeHeapProfile(cfg.memprofile + ".base"); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err := writeHeapProfile(cfg.memprofile); err != nil {
+				logf("latency heap profile: %v", err)
+			}
+		}()
+	}
 
 	count := int(rate * d.Seconds())
 	res := &latencyResult{rate: rate, sent: count}
