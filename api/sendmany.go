@@ -35,7 +35,8 @@ type SendManyReply struct {
 // idempotency key, the same one).
 type SendManyResult struct {
 	// ID, Domain, Priority, Duplicate and RunAt are SendReply's, set when
-	// the batch was queued (Reply).
+	// the batch was queued (Reply). They are not an embedded SendReply:
+	// its UnmarshalJSON would be promoted and read the whole result.
 	ID        uint64            `json:"id,omitempty"`
 	Domain    string            `json:"domain,omitempty"`
 	Priority  pipeline.Priority `json:"priority,omitempty"`

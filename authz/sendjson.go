@@ -64,28 +64,18 @@ func fastSendMany(b []byte, req *api.SendManyRequest) bool {
 	return p.i == len(p.b)
 }
 
-// sends reads an array of send requests; a null is left to the slow path.
+// sends reads an array of send requests; a null is left to the slow path,
+// and so are more than api.MaxSendMany (sendMany refuses them).
 func (p *sendParser) sends(dst *[]api.SendRequest) bool {
-	if !p.take('[') {
-		return false
-	}
 	var out []api.SendRequest
-	if !p.take(']') {
-		for {
-			if len(out) == api.MaxSendMany {
-				return false // too many: the slow path reads them, and sendMany refuses them
-			}
-			out = append(out, api.SendRequest{})
-			if !p.send(&out[len(out)-1]) {
-				return false
-			}
-			if p.take(']') {
-				break
-			}
-			if !p.take(',') {
-				return false
-			}
+	if !p.array(func() bool {
+		if len(out) == api.MaxSendMany {
+			return false
 		}
+		out = append(out, api.SendRequest{})
+		return p.send(&out[len(out)-1])
+	}) {
+		return false
 	}
 	*dst = out
 	return true
@@ -194,27 +184,41 @@ func (p *sendParser) object(field func(name []byte) bool) bool {
 }
 
 func (p *sendParser) calls(dst *api.Calls) bool {
-	if !p.take('[') {
-		return false
-	}
 	out := make(api.Calls, 0, 1)
-	if !p.take(']') {
-		for {
-			var c api.CallSpec
-			if !p.call(&c) {
-				return false
-			}
-			out = append(out, c)
-			if p.take(']') {
-				break
-			}
-			if !p.take(',') {
-				return false
-			}
+	if !p.array(func() bool {
+		var c api.CallSpec
+		if !p.call(&c) {
+			return false
 		}
+		out = append(out, c)
+		return true
+	}) {
+		return false
 	}
 	*dst = out
 	return true
+}
+
+// array reads an array, calling elem for each element with the parser at
+// its value.
+func (p *sendParser) array(elem func() bool) bool {
+	if !p.take('[') {
+		return false
+	}
+	if p.take(']') {
+		return true
+	}
+	for {
+		if !elem() {
+			return false
+		}
+		if p.take(']') {
+			return true
+		}
+		if !p.take(',') {
+			return false
+		}
+	}
 }
 
 func (p *sendParser) call(c *api.CallSpec) bool {
