@@ -46,8 +46,9 @@ func (c *Client) SendMany(ctx context.Context, req api.SendManyRequest) (*api.Se
 		if b.Label == "" {
 			return nil, invalid(api.OpSendMany, fmt.Sprintf("batches[%d]: label is empty; expected the label to submit under", i))
 		}
-		if err := checkCalls(fmt.Sprintf("%s: batches[%d]", api.OpSendMany, i), b.Functions); err != nil {
-			return nil, err
+		if checkCalls(api.OpSendMany, b.Functions) != nil {
+			// Again, naming the batch: formatted only for the one refused.
+			return nil, checkCalls(fmt.Sprintf("%s: batches[%d]", api.OpSendMany, i), b.Functions)
 		}
 	}
 	rep, err := call[api.SendManyReply](ctx, c, api.OpSendMany, req)
