@@ -31,6 +31,7 @@ type CLI struct {
 	Globals `embed:""`
 
 	Send      SendCmd      `cmd:"" help:"Submit a batch under a label, from arguments and/or a JSON or YAML file."`
+	SendMany  SendManyCmd  `cmd:"" name:"send-many" help:"Submit the batches of a JSON Lines file, up to 1000 a request."`
 	Batch     BatchCmd     `cmd:"" help:"Show a batch: its record, progress and outputs."`
 	Wait      WaitCmd      `cmd:"" help:"Wait until one of your batches finished; exit 0 when it executed, 6 when not."`
 	List      ListCmd      `cmd:"" help:"List your batches, newest first."`
@@ -107,6 +108,14 @@ func Run(ctx context.Context, args []string, env Env) int {
 // message says what went wrong, without the prefixes of the sentinels
 // that only choose the exit code.
 func message(err error) string {
+	var me *manyError
+	if errors.As(err, &me) {
+		return me.msg
+	}
+	var le *lineError
+	if errors.As(err, &le) {
+		return fmt.Sprintf("line %d: %s", le.line, message(le.err))
+	}
 	var ae *client.Error
 	if errors.As(err, &ae) {
 		return fmt.Sprintf("%d %s", ae.Code, ae.Message)

@@ -40,6 +40,12 @@ func readBatchFile(path string, in io.Reader) (*api.SendRequest, error) {
 			return nil, usage("%s: not a batch in JSON or YAML: %v", name, err)
 		}
 	}
+	return parseBatch(name, data)
+}
+
+// parseBatch reads a send request from JSON data, refusing any field the
+// send request lacks; name says where it came from in an error.
+func parseBatch(name string, data []byte) (*api.SendRequest, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(data, &fields); err != nil {
 		return nil, usage("%s: not a batch: %v; expected an object with %s", name, err, strings.Join(sendFields, ", "))

@@ -208,6 +208,48 @@ func TestTickflow(t *testing.T) {
 		}
 	})
 
+	t.Run("send-many", func(t *testing.T) {
+		alice := alice.with()
+		alice.t = t
+		// Lines 1 and 4 queued, line 3 refused (no such label), a blank
+		// line skipped; two requests of two lines at most.
+		lines := `{"functions":[{"type":"noop"}],"idempotency_key":"bulk-1"}` + "\n" +
+			`{"label":"jobs","functions":[{"type":"noop"}],"key":"acct-7"}` + "\n" +
+			`{"label":"nolabel","functions":[{"type":"noop"}]}` + "\n\n" +
+			`{"functions":[{"type":"noop"}]}` + "\n"
+		r := alice.runIn(lines, "--json", "send-many", "-", "--label", "jobs", "--per-request", "2")
+		if r.code != ExitNotFound || !strings.Contains(r.err, `3 of 4 batches queued; the first refused: line 3: 404 authz: unknown label "nolabel"`) || !strings.Contains(r.err, "3 of 4 batches queued") {
+			t.Fatalf("send-many: exit %d, stderr %s", r.code, r.err)
+		}
+		var got []manyResult
+		for _, l := range strings.Split(strings.TrimSpace(r.out), "\n") {
+			got = append(got, decode[manyResult](t, l))
+		}
+		if len(got) != 4 || got[0].Line != 1 || got[2].Line != 3 || got[2].Code != 404 || got[3].Line != 5 || got[0].ID == 0 || got[1].ID == 0 || got[3].ID == 0 {
+			t.Fatalf("send-many results: %+v", got)
+		}
+		for _, g := range []uint64{got[0].ID, got[1].ID, got[3].ID} {
+			if done := decode[api.BatchReply](t, alice.ok("--json", "wait", itoa(g))); done.Record.Status != pipeline.Executed {
+				t.Fatalf("batch %d: %s", g, done.Record.Status)
+			}
+		}
+		// The same first line again: a duplicate, in the table.
+		file := filepath.Join(t.TempDir(), "batches.jsonl")
+		if err := os.WriteFile(file, []byte(strings.SplitN(lines, "\n", 2)[0]+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out := alice.ok("send-many", file, "-l", "jobs"); !strings.Contains(out, "DUPLICATE") || !strings.Contains(out, itoa(got[0].ID)) || !strings.Contains(out, "yes") {
+			t.Fatalf("send-many table:\n%s", out)
+		}
+		// A bad line sends nothing, and names the line.
+		alice.expect(ExitUsage, "stdin: no batches", "send-many", "-", "-l", "jobs")
+		r = alice.runIn(`{"functions":[{"type":"noop"}]}`+"\n"+`{"functions":[{"type":"noop"}],"prio":"high"}`, "send-many", "-", "-l", "jobs")
+		if r.code != ExitUsage || !strings.Contains(r.err, `stdin:2: unknown field "prio"`) {
+			t.Fatalf("send-many with a bad line: exit %d, stderr %s", r.code, r.err)
+		}
+		alice.expect(ExitUsage, "--per-request 0: expected 1 to 1000", "send-many", "-", "--per-request", "0")
+	})
+
 	t.Run("pause, queue, resume", func(t *testing.T) {
 		alice, owner := alice.with(), owner.with()
 		alice.t, owner.t = t, t

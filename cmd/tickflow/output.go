@@ -50,6 +50,13 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// printJSONLine writes v as JSON on one line.
+func printJSONLine(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
 // output prints v as JSON with --json, else calls human.
 func output(g *Globals, env *Env, v any, human func(w io.Writer) error) error {
 	if g.JSON {
