@@ -158,8 +158,9 @@ type Processor struct {
 	confirm jetstream.Consumer
 	state   jetstream.KeyValue
 
-	// steps runs the steps.
-	steps *stepper
+	// steps runs the steps, each on a goroutine of runner.
+	steps  *stepper
+	runner *stepRunner
 
 	// confirms applies the confirmations.
 	confirms *confirmations
@@ -228,8 +229,8 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 	p := &Processor{
 		opts: opts, nc: nc, js: js,
 		log:    opts.Logger.With("domain", opts.Domain, "processor", opts.Name),
-		queues: map[pipeline.Priority]*jsapi.Fetcher{},
-		waker:  waker{nc: nc, domain: opts.Domain},
+		queues: map[pipeline.Priority]*jsapi.Fetcher{}, runner: newStepRunner(stepIdle),
+		waker: waker{nc: nc, domain: opts.Domain},
 	}
 	workers := &workClient{nc: nc, timeout: opts.WorkTimeout}
 	s := &stepper{
@@ -527,7 +528,9 @@ func (p *Processor) Tick(ctx context.Context, steps int) api.TickReport {
 		// A step, once its token is fetched, runs to the end even if ctx
 		// ends: shutdown drains rather than abandons.
 		for _, m := range msgs {
-			wg.Go(func() {
+			wg.Add(1)
+			p.runner.run(func() {
+				defer wg.Done()
 				d := &deferred{Msg: m.msg}
 				sr := p.observedStep(context.WithoutCancel(ctx), m.prio, d)
 				mu.Lock()
