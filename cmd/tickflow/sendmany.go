@@ -115,7 +115,7 @@ func (c *SendManyCmd) read(stdin io.Reader) ([]manyLine, error) {
 		if err != nil {
 			return nil, usage("read the batches: %v", err)
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }() // read only: the reads reported what went wrong
 		r = f
 	}
 	sc := bufio.NewScanner(r)
