@@ -16,11 +16,18 @@ import (
 // path is the hottest request authz serves, and encoding/json's reflection
 // and a decoder per function cost it about half of the decoding.
 func decodeSend(body []byte, req *api.SendRequest) error {
-	if fastSend(body, req) {
+	return decodeFast(body, req, fastSend)
+}
+
+// decodeFast reads body into v with fast, and when fast does not read it,
+// from scratch with decodeJSON.
+func decodeFast[T any](body []byte, v *T, fast func([]byte, *T) bool) error {
+	if fast(body, v) {
 		return nil
 	}
-	*req = api.SendRequest{}
-	return decodeJSON(body, req)
+	var zero T
+	*v = zero
+	return decodeJSON(body, v)
 }
 
 // fastSend decodes body into req when it is in the fast path's shape, and
@@ -38,11 +45,7 @@ func fastSend(b []byte, req *api.SendRequest) bool {
 // decodeSend's fast path for each batch; a body any part of which the fast
 // path does not read is read again, whole, by decodeJSON.
 func decodeSendMany(body []byte, req *api.SendManyRequest) error {
-	if fastSendMany(body, req) {
-		return nil
-	}
-	*req = api.SendManyRequest{}
-	return decodeJSON(body, req)
+	return decodeFast(body, req, fastSendMany)
 }
 
 // fastSendMany decodes body into req when it is an object of one batches
@@ -67,7 +70,7 @@ func fastSendMany(b []byte, req *api.SendManyRequest) bool {
 // sends reads an array of send requests; a null is left to the slow path,
 // and so are more than api.MaxSendMany (sendMany refuses them).
 func (p *sendParser) sends(dst *[]api.SendRequest) bool {
-	var out []api.SendRequest
+	out := make([]api.SendRequest, 0) // [] reads as empty, not nil, as encoding/json reads it
 	if !p.array(func() bool {
 		if len(out) == api.MaxSendMany {
 			return false
