@@ -102,3 +102,56 @@ func TestStopUnderLoadAnswersEveryRequest(t *testing.T) {
 		t.Fatalf("%d handler runs started or ended after Run returned", n)
 	}
 }
+
+// TestStoppingRefusesNewRequests: once Run's context is cancelled, a
+// request that arrives while the worker stops (its presence record still
+// being deleted, its service still subscribed) is refused "shutting down"
+// and starts no handler: a processor tries it elsewhere, and the handlers
+// that still run are only those admitted before.
+func TestStoppingRefusesNewRequests(t *testing.T) {
+	env := testnats.Start(t, []string{"pay"})
+	var ran atomic.Int32
+	mux := pipeline.NewServeMux()
+	mux.RegisterFunc("count", func(context.Context, *pipeline.Call) (pipeline.Result, error) {
+		ran.Add(1)
+		return pipeline.Result{}, nil
+	})
+	wc := env.Conn(t, "worker")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := worker.New(ctx, wc, mux, worker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopping, proceed := make(chan struct{}), make(chan struct{})
+	worker.SetStopping(w, func() {
+		close(stopping)
+		<-proceed
+	})
+	var run testsystem.Stopping
+	run.Start(ctx, wc, w.Run)
+	admin := env.Conn(t, "admin")
+	testnats.Eventually(t, 5*time.Second, "worker up", func() bool {
+		_, err := admin.Request("$SRV.PING.worker", nil, 100*time.Millisecond)
+		return err == nil
+	})
+	nc := env.Conn(t, "processor")
+	data, err := records.Encode(fnReq(1, "count", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	<-stopping
+	m, err := nc.Request(streams.WorkSubject("count"), data, 5*time.Second)
+	close(proceed)
+	run.Wait(t)
+	if err != nil {
+		t.Fatalf("request while the worker stops: %v", err)
+	}
+	if code := m.Header.Get(micro.ErrorCodeHeader); code != streams.WorkCodeUnavailable {
+		t.Fatalf("request while the worker stops: answered %q %q, want %s shutting down", code, m.Header.Get(micro.ErrorHeader), streams.WorkCodeUnavailable)
+	}
+	if n := ran.Load(); n != 0 {
+		t.Fatalf("%d handlers ran for a request that came while the worker stopped", n)
+	}
+}

@@ -107,6 +107,9 @@ type Worker struct {
 	// recordLife is how long a completion record in a unit group counts:
 	// recordTTL, or the bucket's age on a bucket whose records carry none.
 	recordLife time.Duration
+	// stopping, when set (tests), runs as Run begins to stop, once new
+	// requests are refused.
+	stopping func()
 	// groups remembers the unit groups this worker last wrote or read.
 	groups groupCache
 	// pub publishes the claims and completion records of a batch of units
@@ -231,6 +234,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	}()
 	w.log.Info("worker serving", "types", w.mux.Types(), "concurrency", w.opts.Concurrency)
 	<-ctx.Done()
+	// Stopping: from now on a request is refused ("shutting down", which a
+	// processor retries elsewhere), not started while the presence record
+	// is deleted and the service stops.
+	gate.Close()
+	if w.stopping != nil {
+		w.stopping()
+	}
 	<-present
 	return nil
 }
