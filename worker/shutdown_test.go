@@ -40,19 +40,7 @@ func TestStopUnderLoadAnswersEveryRequest(t *testing.T) {
 		}
 		return pipeline.Result{}, nil
 	})
-	wc := env.Conn(t, "worker")
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	w, err := worker.New(ctx, wc, mux, worker.Options{Concurrency: slots})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run.Start(ctx, wc, w.Run)
-	admin := env.Conn(t, "admin")
-	testnats.Eventually(t, 5*time.Second, "worker up", func() bool {
-		_, err := admin.Request("$SRV.PING.worker", nil, 100*time.Millisecond)
-		return err == nil
-	})
+	cancel := startStoppable(t, env, mux, worker.Options{Concurrency: slots}, &run, nil)
 
 	nc := env.Conn(t, "processor")
 	got := testsystem.Collect(t, nc)
@@ -116,24 +104,13 @@ func TestStoppingRefusesNewRequests(t *testing.T) {
 		ran.Add(1)
 		return pipeline.Result{}, nil
 	})
-	wc := env.Conn(t, "worker")
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	w, err := worker.New(ctx, wc, mux, worker.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stopping, proceed := make(chan struct{}), make(chan struct{})
-	worker.SetStopping(w, func() {
-		close(stopping)
-		<-proceed
-	})
 	var run testsystem.Stopping
-	run.Start(ctx, wc, w.Run)
-	admin := env.Conn(t, "admin")
-	testnats.Eventually(t, 5*time.Second, "worker up", func() bool {
-		_, err := admin.Request("$SRV.PING.worker", nil, 100*time.Millisecond)
-		return err == nil
+	cancel := startStoppable(t, env, mux, worker.Options{}, &run, func(w *worker.Worker) {
+		worker.SetStopping(w, func() {
+			close(stopping)
+			<-proceed
+		})
 	})
 	nc := env.Conn(t, "processor")
 	data, err := records.Encode(fnReq(1, "count", 0))
@@ -154,4 +131,28 @@ func TestStoppingRefusesNewRequests(t *testing.T) {
 	if n := ran.Load(); n != 0 {
 		t.Fatalf("%d handlers ran for a request that came while the worker stopped", n)
 	}
+}
+
+// startStoppable runs a worker serving mux under run, after set (when
+// given) has seen it, waits until it answers, and returns the cancel that
+// stops it.
+func startStoppable(t *testing.T, env *testnats.Env, mux *pipeline.ServeMux, opts worker.Options, run *testsystem.Stopping, set func(*worker.Worker)) context.CancelFunc {
+	t.Helper()
+	wc := env.Conn(t, "worker")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := worker.New(ctx, wc, mux, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set != nil {
+		set(w)
+	}
+	run.Start(ctx, wc, w.Run)
+	admin := env.Conn(t, "admin")
+	testnats.Eventually(t, 5*time.Second, "worker up", func() bool {
+		_, err := admin.Request("$SRV.PING.worker", nil, 100*time.Millisecond)
+		return err == nil
+	})
+	return cancel
 }
