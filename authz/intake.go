@@ -71,10 +71,28 @@ type built struct {
 
 func (ik *intake) send(ctx context.Context, user string, req *api.SendRequest) (*api.SendReply, error) {
 	t := ik.table()
-	if lim := t.limits(user, 0); !ik.rates.allow(user, lim, ik.now()) {
-		return nil, errf(api.CodeTooManyRequests, "authz: %s sends more than %v per second (send_rate %v, send_burst %d); try again", user, lim.sendRate, lim.sendRate, lim.sendBurst)
+	if err := ik.takeSends(t, user, 1); err != nil {
+		return nil, err
 	}
 	return ik.sendUnder(ctx, t, user, req)
+}
+
+// takeSends takes n sends from user's send rate under t, all or none: more
+// than the burst is a 400 (it never could pass), more than the bucket
+// holds now a 429, and neither takes any.
+func (ik *intake) takeSends(t *Table, user string, n int) error {
+	lim := t.limits(user, 0)
+	if lim.sendRate > 0 && n > lim.sendBurst {
+		return errf(api.CodeBadRequest, "authz: batches: %d, more than %s's send_burst (%d) allows at once; send at most %d a request", n, user, lim.sendBurst, lim.sendBurst)
+	}
+	if ik.rates.allowN(user, lim, ik.now(), n) {
+		return nil
+	}
+	over := fmt.Sprintf("authz: %s sends more than %v per second (send_rate %v, send_burst %d)", user, lim.sendRate, lim.sendRate, lim.sendBurst)
+	if n == 1 {
+		return errf(api.CodeTooManyRequests, "%s; try again", over)
+	}
+	return errf(api.CodeTooManyRequests, "%s: %d batches at once is over it now; nothing was submitted, try again", over, n)
 }
 
 // sendUnder submits req under table t, its send already counted against

@@ -16,12 +16,6 @@ type rateLimits struct {
 	by map[string]*rate.Limiter
 }
 
-// allow takes one send from user's bucket at now, and reports whether
-// there was one; a caller without a bound always may.
-func (r *rateLimits) allow(user string, l callerLimits, now time.Time) bool {
-	return r.allowN(user, l, now, 1)
-}
-
 // allowN takes n sends from user's bucket at now, all or none, and reports
 // whether there were n; a caller without a bound always may.
 func (r *rateLimits) allowN(user string, l callerLimits, now time.Time, n int) bool {

@@ -35,7 +35,7 @@ func TestRateLimitsAlone(t *testing.T) {
 		{name: "a minute later", user: "alice", l: callerLimits{sendRate: 1.0 / 60, sendBurst: 1}, at: 91 * time.Second, want: true},
 		{name: "the bound lifted", user: "alice", at: 91 * time.Second, want: true},
 	} {
-		if got := r.allow(tc.user, tc.l, t0.Add(tc.at)); got != tc.want {
+		if got := r.allowN(tc.user, tc.l, t0.Add(tc.at), 1); got != tc.want {
 			t.Fatalf("%s: allowed %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -51,12 +51,8 @@ func (ik *intake) sendMany(ctx context.Context, user string, reqs []api.SendRequ
 		return nil, errf(api.CodeBadRequest, "authz: batches: %d; one send_many submits at most %d batches", n, api.MaxSendMany)
 	}
 	t := ik.table()
-	lim := t.limits(user, 0)
-	if lim.sendRate > 0 && n > lim.sendBurst {
-		return nil, errf(api.CodeBadRequest, "authz: batches: %d, more than %s's send_burst (%d) allows at once; send at most %d a request", n, user, lim.sendBurst, lim.sendBurst)
-	}
-	if !ik.rates.allowN(user, lim, ik.now(), n) {
-		return nil, errf(api.CodeTooManyRequests, "authz: %s sends more than %v per second (send_rate %v, send_burst %d): %d batches at once is over it now; nothing was submitted, try again", user, lim.sendRate, lim.sendRate, lim.sendBurst, n)
+	if err := ik.takeSends(t, user, n); err != nil {
+		return nil, err
 	}
 	out := &sentMany{SendManyReply: api.SendManyReply{Results: make([]api.SendManyResult, n)}}
 	for i := range reqs {

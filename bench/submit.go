@@ -118,7 +118,7 @@ func submitMany(ctx context.Context, nc *nats.Conn, label string, functions, n, 
 	}
 	var wg sync.WaitGroup
 	start := time.Now()
-	for range min(inflight, requests) {
+	for range sendManyInflight(inflight, n, k) {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1)) // request i carries batches (i-1)·k+1 … min(i·k, n)

@@ -85,7 +85,11 @@ func (c *SendManyCmd) Run(ctx context.Context, g *Globals, env *Env) error {
 		if err := c.print(g, env, out); err != nil {
 			return err
 		}
-		if sent < len(lines) {
+		switch {
+		case sent < len(lines) && errors.Is(stop, client.ErrNoAnswer):
+			// The request may have been served and its answer lost.
+			fmt.Fprintf(env.Stderr, "tickflow send-many: lines %d to %d: no answer, so some may be queued; with an idempotency_key on each line, send the file again\n", lines[sent].line, lines[len(lines)-1].line)
+		case sent < len(lines):
 			fmt.Fprintf(env.Stderr, "tickflow send-many: lines %d to %d not sent\n", lines[sent].line, lines[len(lines)-1].line)
 		}
 		switch {
