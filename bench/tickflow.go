@@ -329,6 +329,9 @@ type latencyResult struct {
 // The first run (first) writes the execution trace and the per-batch log
 // the flags ask for.
 func runLatency(cfg *config, rate float64, d time.Duration, first bool) (*latencyResult, error) {
+	if cfg.latencyShipped {
+		return runLatencyOf(cfg, cfg.shippedSpec(cfg.processors), rate, d, first, true)
+	}
 	return runLatencyOf(cfg, cfg.spec(), rate, d, first, false)
 }
 

@@ -53,7 +53,9 @@ const (
 // pacer runs the ready pace: it calls tick (Processor.Tick) back to back,
 // and waits between ticks as their reports say.
 type pacer struct {
-	tick func(ctx context.Context, steps int) api.TickReport
+	// tick is Processor.tick: a tick's report, and whether it ran its
+	// queues dry.
+	tick func(ctx context.Context, steps int) (api.TickReport, bool)
 	// waitWork is Processor.WaitWork.
 	waitWork func(ctx context.Context, d time.Duration) error
 	// untilNext is how long until the throttle's next second.
@@ -66,7 +68,9 @@ type pacer struct {
 }
 
 // run runs the ready pace until ctx is done: ticks back to back while
-// they find work, a wait on the server when one found none, a look at the
+// they find work, a wait on the server when one found none or ran the
+// queues dry (so a replica at a moderate rate does not follow each busy
+// tick with an empty one), a look at the
 // pause state every pausedPoll while the domain is paused, a wait for the
 // next window when the throttle's budget is spent, and a growing wait after
 // a failed tick. Each tick is the same Tick a tick from outside runs, so
@@ -77,7 +81,7 @@ func (pc *pacer) run(ctx context.Context) {
 	errWait := time.Duration(0)
 	paused := false
 	for ctx.Err() == nil {
-		rep := pc.tick(ctx, pc.steps)
+		rep, dry := pc.tick(ctx, pc.steps)
 		if rep.Status != api.TickError {
 			errWait = 0
 		}
@@ -89,16 +93,19 @@ func (pc *pacer) run(ctx context.Context) {
 				pc.log.Debug("domain resumed; the ready pace goes on")
 			}
 		}
-		switch rep.Status {
-		case api.TickOK:
-		case api.TickNoMessages:
+		switch {
+		case rep.Status == api.TickOK && !dry:
+		case rep.Status == api.TickOK, rep.Status == api.TickNoMessages:
+			// Nothing was ready when the tick last looked: wait on the
+			// server, which answers at once if a token became ready
+			// since.
 			if err := pc.waitWork(ctx, pc.idleWait); err != nil && ctx.Err() == nil {
 				pc.log.Warn("wait for work failed; looking again later", "err", err)
 				pc.sleep(ctx, pc.idleWait)
 			}
-		case api.TickPaused:
+		case rep.Status == api.TickPaused:
 			pc.sleep(ctx, pausedPoll)
-		case api.TickThrottled:
+		case rep.Status == api.TickThrottled:
 			pc.sleep(ctx, pc.untilNext())
 		default:
 			errWait = min(max(2*errWait, errorWaitMin), errorWaitMax)

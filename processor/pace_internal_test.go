@@ -15,14 +15,19 @@ import (
 // reports and checks what it waits after each.
 func TestPacerWaits(t *testing.T) {
 	const idle = 3 * time.Second
-	script := []api.TickStatus{
-		api.TickError, api.TickError, api.TickError, // a growing wait
-		api.TickOK,                     // no wait, and the error wait starts over
-		api.TickError,                  // from its minimum again
-		api.TickNoMessages,             // a wait on the server
-		api.TickNoMessages,             // whose failure sleeps IdleWait
-		api.TickPaused, api.TickPaused, // the pause polled
-		api.TickThrottled, // the throttle's next window
+	type tick struct {
+		status api.TickStatus
+		dry    bool
+	}
+	script := []tick{
+		{status: api.TickError}, {status: api.TickError}, {status: api.TickError}, // a growing wait
+		{status: api.TickOK},                               // no wait, and the error wait starts over
+		{status: api.TickError},                            // from its minimum again
+		{status: api.TickNoMessages},                       // a wait on the server
+		{status: api.TickNoMessages},                       // whose failure sleeps IdleWait
+		{status: api.TickOK, dry: true},                    // steps taken, the queues run dry: a wait on the server
+		{status: api.TickPaused}, {status: api.TickPaused}, // the pause polled
+		{status: api.TickThrottled}, // the throttle's next window
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -32,7 +37,7 @@ func TestPacerWaits(t *testing.T) {
 		waits  []time.Duration
 	)
 	pc := &pacer{
-		tick: func(_ context.Context, steps int) api.TickReport {
+		tick: func(_ context.Context, steps int) (api.TickReport, bool) {
 			if steps != 7 {
 				t.Errorf("a tick asked for %d steps, want 7 (Options.Concurrency)", steps)
 			}
@@ -41,11 +46,11 @@ func TestPacerWaits(t *testing.T) {
 			if ticks == len(script) {
 				cancel()
 			}
-			rep := api.TickReport{Status: st}
-			if st == api.TickError {
+			rep := api.TickReport{Status: st.status}
+			if st.status == api.TickError {
 				rep.Error = "unreachable"
 			}
-			return rep
+			return rep, st.dry
 		},
 		waitWork: func(_ context.Context, d time.Duration) error {
 			waits = append(waits, d)
@@ -74,7 +79,7 @@ func TestPacerWaits(t *testing.T) {
 	if !slices.Equal(sleeps, wantSleeps) {
 		t.Fatalf("the pace slept %v, want %v", sleeps, wantSleeps)
 	}
-	if want := []time.Duration{idle, idle}; !slices.Equal(waits, want) {
+	if want := []time.Duration{idle, idle, idle}; !slices.Equal(waits, want) {
 		t.Fatalf("the pace waited for work %v, want %v", waits, want)
 	}
 }
@@ -86,8 +91,8 @@ func TestPacerErrorWaitCapped(t *testing.T) {
 	defer cancel()
 	var sleeps []time.Duration
 	pc := &pacer{
-		tick: func(context.Context, int) api.TickReport {
-			return api.TickReport{Status: api.TickError, Error: "unreachable"}
+		tick: func(context.Context, int) (api.TickReport, bool) {
+			return api.TickReport{Status: api.TickError, Error: "unreachable"}, false
 		},
 		sleep: func(_ context.Context, d time.Duration) {
 			sleeps = append(sleeps, d)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,11 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/internal/testsystem"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
 )
@@ -323,4 +326,82 @@ func throttleWindow(t *testing.T, b *bundle) records.ThrottleWindow {
 		t.Fatalf("throttle window: %v (found %v)", err, ok)
 	}
 	return w
+}
+
+// TestReadyPaceAsksTheServerOnlyWhatItDoesNotKnow: a replica of the ready
+// pace woken by one token asks the server for tokens no more than the step
+// needs. It does not ask a queue its waiting request says has no ready
+// token (MED throughout; HIGH once the request it leaves there while the
+// step runs is outstanding), and it does not follow the tick that ran the
+// queues dry with an empty one: two requests to HIGH's consumer (the fetch
+// that takes the token, and that waiting request, which the idle wait
+// after the tick keeps) and none to MED's. A MED token sent afterwards
+// still wakes it and runs.
+func TestReadyPaceAsksTheServerOnlyWhatItDoesNotKnow(t *testing.T) {
+	b := setup(t)
+	b.startWorker(t, b.ctx)
+	readyProcessor(t, b, processor.Options{IdleWait: time.Minute})
+	b.idle(t, pipeline.High, 1)
+	b.idle(t, pipeline.Med, 1)
+	admin := b.env.Conn(t, "admin")
+	var mu sync.Mutex
+	asked := map[string]int{}
+	sub, err := admin.Subscribe("$JS.API.CONSUMER.MSG.NEXT.>", func(m *nats.Msg) {
+		mu.Lock()
+		asked[strings.Split(m.Subject, ".")[5]]++
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := admin.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	id := b.enqueue(t, pipeline.Batch{Priority: pipeline.High, Functions: []pipeline.Function{noop()}})
+	testnats.Eventually(t, 10*time.Second, "the HIGH batch's callback", func() bool { return len(b.callbacks(t)[id]) > 0 })
+	b.idle(t, pipeline.High, 1)
+	if err := admin.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := maps.Clone(asked)
+	mu.Unlock()
+	if want := map[string]int{streams.QueueStream(pipeline.High): 2}; !maps.Equal(got, want) {
+		t.Fatalf("requests to the queues' consumers for one HIGH batch: %v, want %v", got, want)
+	}
+	med := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop()}})
+	testnats.Eventually(t, 10*time.Second, "the MED batch's callback", func() bool { return len(b.callbacks(t)[med]) > 0 })
+}
+
+// TestReadyPaceTakesWorkBesideASlowStep: one replica of the ready pace
+// whose only step waits in its handler still takes a batch sent meanwhile,
+// and runs it to its callback before the slow one ends.
+func TestReadyPaceTakesWorkBesideASlowStep(t *testing.T) {
+	b := setup(t)
+	hold := testsystem.NewHold(t, 1)
+	b.mux.RegisterFunc("hold", func(context.Context, *pipeline.Call) (pipeline.Result, error) {
+		hold.Wait()
+		return pipeline.Result{}, nil
+	})
+	b.startWorker(t, b.ctx)
+	// The slow step's work request outlasts the test's waits: its step
+	// does not end on its own.
+	readyProcessor(t, b, processor.Options{WorkTimeout: time.Minute})
+	b.idle(t, pipeline.Med, 1)
+	slow := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{{Type: "hold"}}})
+	if _, ok := testnats.Receive(hold.Started(), 10*time.Second); !ok {
+		t.Fatal("the slow batch's handler did not start")
+	}
+	for _, prio := range []pipeline.Priority{pipeline.High, pipeline.Med} {
+		id := b.enqueue(t, pipeline.Batch{Priority: prio, Functions: []pipeline.Function{noop()}})
+		testnats.Eventually(t, 10*time.Second, "the "+string(prio)+" batch's callback while the slow one runs", func() bool {
+			return len(b.callbacks(t)[id]) > 0
+		})
+	}
+	if len(b.callbacks(t)[slow]) != 0 {
+		t.Fatal("the slow batch finished while its handler was held")
+	}
+	hold.Release()
+	testnats.Eventually(t, 10*time.Second, "the slow batch's callback", func() bool { return len(b.callbacks(t)[slow]) > 0 })
 }

@@ -289,7 +289,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 	s.pub = &publisher{js: js, async: async, limits: s.limits, domain: opts.Domain, name: opts.Name, now: opts.Now, log: p.log, fault: s.fault}
 	s.pub.groups = &callbackGrouper{async: async, domain: opts.Domain, maxBytes: int(nc.MaxPayload()) - callbackGroupHeadroom, fault: s.fault}
 	p.pacer = &pacer{
-		tick: p.Tick, waitWork: p.WaitWork, untilNext: p.throttle.untilNext, sleep: sleep,
+		tick: func(ctx context.Context, steps int) (api.TickReport, bool) { return p.tick(ctx, steps, true) }, waitWork: p.WaitWork, untilNext: p.throttle.untilNext, sleep: sleep,
 		steps: opts.Concurrency, idleWait: opts.IdleWait, log: p.log,
 	}
 	p.observe(nc)
@@ -446,16 +446,32 @@ func (p *Processor) Paused(ctx context.Context) (bool, error) {
 // most Options.Concurrency at once, and no more than the domain's throttle
 // (Options.Throttle) leaves of the current second.
 func (p *Processor) Tick(ctx context.Context, steps int) api.TickReport {
-	rep := api.TickReport{Domain: p.opts.Domain, Status: api.TickOK}
+	rep, _ := p.tick(ctx, steps, false)
+	return rep
+}
+
+// tick is Tick, and also says whether the tick ran its queues dry: it
+// ended because a fetch from every queue came back empty with no step of
+// it running, so no token was ready then (none taken by this tick, none
+// put back by its steps). The ready pace waits for work after such a
+// tick rather than ticking again to find the queues empty once more.
+//
+// A tick whose queues held fewer tokens than it could take waits for one
+// of its steps to end before it looks again. In the ready pace's own ticks
+// (watch) it also looks again as soon as the server says a token became
+// ready (the waker), so a slow step does not hold up work that arrives
+// meanwhile; a tick from outside is one round of the outside clock.
+func (p *Processor) tick(ctx context.Context, steps int, watch bool) (rep api.TickReport, dry bool) {
+	rep = api.TickReport{Domain: p.opts.Domain, Status: api.TickOK}
 	steps = min(max(steps, 1), p.opts.MaxSteps)
 	paused, err := p.Paused(ctx)
 	if err != nil {
 		rep.Status, rep.Error = api.TickError, err.Error()
-		return rep
+		return rep, false
 	}
 	if paused {
 		rep.Status = api.TickPaused
-		return rep
+		return rep, false
 	}
 	// A sliding window: up to Concurrency steps run at once, and free
 	// slots are refilled as steps end (a quarter of the window at a time,
@@ -475,6 +491,34 @@ func (p *Processor) Tick(ctx context.Context, steps int) api.TickReport {
 	// this tick (each such fetch waits a second).
 	silent := map[pipeline.Priority]bool{}
 	throttled := false
+	// awaitStep waits, with mu held, until a step running ends or, when
+	// the tick watches, the waker says a token may be ready.
+	awaitStep := func() {
+		n := len(rep.Steps)
+		woken := false
+		if watch {
+			ch, stop, err := p.waker.watch(p.opts.IdleWait)
+			if err != nil {
+				p.log.Debug("no watch for work while steps run", "err", err)
+			} else {
+				done := make(chan struct{})
+				defer func() { close(done); stop() }()
+				go func() {
+					select {
+					case <-ch:
+						mu.Lock()
+						woken = true
+						freed.Broadcast()
+						mu.Unlock()
+					case <-done:
+					}
+				}()
+			}
+		}
+		for len(rep.Steps) == n && running > 0 && !woken {
+			freed.Wait()
+		}
+	}
 	for taken := 0; taken < steps && ctx.Err() == nil; { // stopping: take no more
 		mu.Lock()
 		for running > 0 && p.opts.Concurrency-running < min(refill, steps-taken) {
@@ -510,13 +554,13 @@ func (p *Processor) Tick(ctx context.Context, steps int) api.TickReport {
 			if !idle {
 				// Steps in flight may rotate batches back into the queue:
 				// look again once one ends.
-				n := len(rep.Steps)
-				for len(rep.Steps) == n {
-					freed.Wait()
-				}
+				awaitStep()
 			}
 			mu.Unlock()
 			if idle {
+				// Every queue asked came back empty; a queue left
+				// unanswered (silent) was not asked, and may hold more.
+				dry = len(silent) == 0
 				break
 			}
 			continue
@@ -542,6 +586,14 @@ func (p *Processor) Tick(ctx context.Context, steps int) api.TickReport {
 				acks.add(d, i)
 			})
 		}
+		if len(msgs) < granted {
+			// The queues held fewer ready tokens than asked for: look
+			// again once a step ends (which may rotate its batch back),
+			// not at once, as after an empty fetch.
+			mu.Lock()
+			awaitStep()
+			mu.Unlock()
+		}
 	}
 	wg.Wait()
 	acks.close()
@@ -551,7 +603,7 @@ func (p *Processor) Tick(ctx context.Context, steps int) api.TickReport {
 			rep.Status = api.TickThrottled
 		}
 	}
-	return rep
+	return rep, dry && rep.Status != api.TickError
 }
 
 // full reports whether the consumer of prio's queue holds as many tokens
@@ -575,7 +627,8 @@ type fetched struct {
 	msg  jetstream.Msg
 }
 
-// fetch takes up to n tokens, from HIGH first and only then from MED. A
+// fetch takes up to n tokens, from HIGH first and only then from MED,
+// skipping a queue the waker knows to have no ready token (quiet). A
 // queue that fails, or that its consumer leaves unanswered (HIGH holding
 // as many tokens as MaxAckPending lets it, parked batches among them), does
 // not keep the tick from the other: the error is returned only when
@@ -588,7 +641,7 @@ func (p *Processor) fetch(silent map[pipeline.Priority]bool, n int) ([]fetched, 
 		if len(out) >= n {
 			break
 		}
-		if silent[prio] {
+		if silent[prio] || p.waker.quiet(prio) {
 			continue
 		}
 		msgs, err := p.queues[prio].FetchNoWait(n - len(out))

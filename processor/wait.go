@@ -29,8 +29,8 @@ type waker struct {
 	mu     sync.Mutex
 	inbox  string
 	sub    *nats.Subscription
-	// out holds, per queue, when its outstanding request expires.
-	out     map[pipeline.Priority]time.Time
+	// out holds, per queue, its outstanding request.
+	out     map[pipeline.Priority]waiting
 	waiters map[chan struct{}]struct{}
 }
 
@@ -52,39 +52,11 @@ func (w *waker) wait(ctx context.Context, d time.Duration) error {
 	if d < minWorkWait {
 		d = minWorkWait
 	}
-	ch := make(chan struct{})
-	w.mu.Lock()
-	if w.sub == nil {
-		w.inbox = w.nc.NewInbox()
-		sub, err := w.nc.Subscribe(w.inbox+".*", w.answer)
-		if err != nil {
-			w.mu.Unlock()
-			return fmt.Errorf("processor: wait for work: %w", err)
-		}
-		w.sub, w.out, w.waiters = sub, map[pipeline.Priority]time.Time{}, map[chan struct{}]struct{}{}
+	ch, stop, err := w.watch(d)
+	if err != nil {
+		return err
 	}
-	now := time.Now()
-	for _, prio := range []pipeline.Priority{pipeline.High, pipeline.Med} {
-		if until, ok := w.out[prio]; ok && now.Before(until) {
-			continue // still waiting on the server: its answer wakes us too
-		}
-		body := fmt.Appendf(nil, `{"batch":1,"max_bytes":1,"expires":%d}`, d.Nanoseconds())
-		subj := "$JS.API.CONSUMER.MSG.NEXT." + streams.QueueStream(prio) + "." + streams.ProcessorConsumer(w.domain)
-		if err := w.nc.PublishRequest(subj, w.inbox+"."+string(prio), body); err != nil {
-			w.mu.Unlock()
-			return fmt.Errorf("processor: wait for work on %s: %w", streams.QueueStream(prio), err)
-		}
-		// A request whose answer never comes (lost with a reconnect) is
-		// sent again once it has expired.
-		w.out[prio] = now.Add(d)
-	}
-	w.waiters[ch] = struct{}{}
-	w.mu.Unlock()
-	defer func() {
-		w.mu.Lock()
-		delete(w.waiters, ch)
-		w.mu.Unlock()
-	}()
+	defer stop()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -95,6 +67,82 @@ func (w *waker) wait(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// watch leaves a request expiring after d on each queue's consumer that
+// has none outstanding, and returns a channel closed as soon as the server
+// answers one of them (a token became ready, or the request expired), and
+// stop, which forgets the channel. Safe for concurrent use.
+func (w *waker) watch(d time.Duration) (<-chan struct{}, func(), error) {
+	ch := make(chan struct{})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.sub == nil {
+		w.inbox = w.nc.NewInbox()
+		sub, err := w.nc.Subscribe(w.inbox+".*", w.answer)
+		if err != nil {
+			return nil, nil, fmt.Errorf("processor: wait for work: %w", err)
+		}
+		w.sub, w.out, w.waiters = sub, map[pipeline.Priority]waiting{}, map[chan struct{}]struct{}{}
+	}
+	now := time.Now()
+	for _, prio := range []pipeline.Priority{pipeline.High, pipeline.Med} {
+		if w.outstanding(prio, now) {
+			continue // still waiting on the server: its answer wakes us too
+		}
+		body := fmt.Appendf(nil, `{"batch":1,"max_bytes":1,"expires":%d}`, d.Nanoseconds())
+		subj := "$JS.API.CONSUMER.MSG.NEXT." + streams.QueueStream(prio) + "." + streams.ProcessorConsumer(w.domain)
+		if err := w.nc.PublishRequest(subj, w.inbox+"."+string(prio), body); err != nil {
+			return nil, nil, fmt.Errorf("processor: wait for work on %s: %w", streams.QueueStream(prio), err)
+		}
+		// A request whose answer never comes (lost with a reconnect, or
+		// with a consumer leader that moved) is sent again once the
+		// connection has reconnected or the request has expired.
+		w.out[prio] = waiting{until: now.Add(d), reconnects: w.nc.Stats().Reconnects}
+	}
+	w.waiters[ch] = struct{}{}
+	return ch, func() {
+		w.mu.Lock()
+		delete(w.waiters, ch)
+		w.mu.Unlock()
+	}, nil
+}
+
+// waiting is a request WaitWork left on a queue's consumer.
+type waiting struct {
+	// until is when it expires.
+	until time.Time
+	// reconnects is the connection's count of reconnections when it was
+	// sent: a request sent before a reconnection may be lost with it.
+	reconnects uint64
+}
+
+// quiet says whether prio's queue had no ready token a moment ago: this
+// waker's request on its consumer is still outstanding (the server closes
+// it as soon as a token becomes deliverable) and was sent on the
+// connection as it is now (a reconnection loses it). A tick does not
+// fetch from a quiet queue: at a moderate rate, where every replica is
+// woken by each token and most fetches come back empty, that saves a round
+// trip to the server per queue and tick. A token that became ready while
+// the server's answer is on its way is fetched by the next look, which the
+// answer itself brings about (it wakes the waiters; or the next wait finds
+// the queue no longer quiet and asks again, and the server answers at
+// once). A consumer whose leader moves (a cluster) drops its waiting
+// requests unanswered: the queue then counts as quiet until the request's
+// expiry, the wait's bound (Options.IdleWait), which the wait itself
+// already lasts in that case.
+func (w *waker) quiet(prio pipeline.Priority) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.outstanding(prio, time.Now())
+}
+
+// outstanding says whether this waker's request on prio's queue waits on
+// the server at now: sent, not answered, not expired, and not lost with a
+// reconnection since. w.mu is held.
+func (w *waker) outstanding(prio pipeline.Priority, now time.Time) bool {
+	r, ok := w.out[prio]
+	return ok && now.Before(r.until) && w.nc.Stats().Reconnects == r.reconnects
 }
 
 // minWorkWait is the shortest wait WaitWork asks the server for.

@@ -105,3 +105,50 @@ func TestWakerEnds(t *testing.T) {
 		return len(w.out) == 0
 	})
 }
+
+// TestWakerQuiet: a queue is quiet while this waker's request on it is
+// outstanding, and no longer once a token answers it, once it has
+// expired, or once the connection has reconnected since it was sent.
+func TestWakerQuiet(t *testing.T) {
+	p := startParts(t)
+	w := &waker{nc: p.nc, domain: partsDomain}
+	defer w.close()
+	for _, prio := range []pipeline.Priority{pipeline.High, pipeline.Med} {
+		if w.quiet(prio) {
+			t.Fatalf("%s quiet before any wait", prio)
+		}
+	}
+	ctx, cancel := context.WithCancel(p.ctx)
+	waits := waitsOn(ctx, t, p, w, 1, time.Minute)
+	cancel()
+	if _, ok := testnats.Receive(waits[0], 10*time.Second); !ok {
+		t.Fatal("the cancelled wait did not return")
+	}
+	// The wait is over; its requests still wait on the server.
+	for _, prio := range []pipeline.Priority{pipeline.High, pipeline.Med} {
+		if !w.quiet(prio) {
+			t.Fatalf("%s not quiet with its request outstanding", prio)
+		}
+	}
+	if _, err := p.js.Publish(p.ctx, streams.RequeueSubject(pipeline.Med, partsDomain), []byte("token")); err != nil {
+		t.Fatal(err)
+	}
+	testnats.Eventually(t, 10*time.Second, "MED no longer quiet once a token is ready", func() bool { return !w.quiet(pipeline.Med) })
+	if !w.quiet(pipeline.High) {
+		t.Fatal("HIGH not quiet: a token in MED answered its request")
+	}
+	w.mu.Lock()
+	r := w.out[pipeline.High]
+	r.reconnects++
+	w.out[pipeline.High] = r
+	w.mu.Unlock()
+	if w.quiet(pipeline.High) {
+		t.Fatal("HIGH quiet on a request sent before the connection reconnected")
+	}
+	w.mu.Lock()
+	w.out[pipeline.High] = waiting{until: time.Now().Add(-time.Millisecond), reconnects: p.nc.Stats().Reconnects}
+	w.mu.Unlock()
+	if w.quiet(pipeline.High) {
+		t.Fatal("HIGH quiet on an expired request")
+	}
+}
