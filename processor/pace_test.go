@@ -9,10 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/examples/handlers"
 	"github.com/tickflow/tickflow/internal/records"
@@ -404,4 +406,67 @@ func TestReadyPaceTakesWorkBesideASlowStep(t *testing.T) {
 	}
 	hold.Release()
 	testnats.Eventually(t, 10*time.Second, "the slow batch's callback", func() bool { return len(b.callbacks(t)[slow]) > 0 })
+}
+
+// TestReadyPaceDoesNotSpinOnAFullHighQueue: while a tick's step runs, the
+// tick watches only the queues it still asks. HIGH's consumer held at
+// MaxAckPending leaves the tick's fetch of HIGH unanswered, so the tick
+// asks only MED; when a place frees up, HIGH's token becomes ready, and a
+// watch on HIGH would wake the tick again and again for a token it does
+// not fetch. HIGH is asked only a few times meanwhile, and its token runs
+// once the slow step ends.
+func TestReadyPaceDoesNotSpinOnAFullHighQueue(t *testing.T) {
+	b := setup(t, func(s *streams.Settings) { s.MaxAckPending, s.AckWait = 1, time.Minute })
+	hold := testsystem.NewHold(t, 1)
+	b.mux.RegisterFunc("hold", func(context.Context, *pipeline.Call) (pipeline.Result, error) {
+		hold.Wait()
+		return pipeline.Result{}, nil
+	})
+	b.startWorker(t, b.ctx)
+	b.enqueue(t, pipeline.Batch{Priority: pipeline.High, Functions: []pipeline.Function{noop()}})
+	// Another client holds HIGH's one place.
+	c, err := b.admin.Consumer(b.ctx, streams.QueueStream(pipeline.High), streams.ProcessorConsumer(domain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held jetstream.Msg
+	testnats.Eventually(t, 5*time.Second, "HIGH's token held", func() bool {
+		batch, err := c.FetchNoWait(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			held = m
+		}
+		return held != nil
+	})
+	high := b.enqueue(t, pipeline.Batch{Priority: pipeline.High, Functions: []pipeline.Function{noop()}})
+	slow := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{{Type: "hold"}}})
+	readyProcessor(t, b, processor.Options{WorkTimeout: time.Minute})
+	if _, ok := testnats.Receive(hold.Started(), 10*time.Second); !ok {
+		t.Fatal("the slow MED batch did not start")
+	}
+	admin := b.env.Conn(t, "admin")
+	var asked atomic.Int64
+	sub, err := admin.Subscribe("$JS.API.CONSUMER.MSG.NEXT."+streams.QueueStream(pipeline.High)+".>", func(*nats.Msg) { asked.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := admin.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// A place frees up: HIGH's waiting token becomes ready.
+	if err := held.Term(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // a spin would ask HIGH hundreds of times
+	if n := asked.Load(); n > 3 {
+		t.Fatalf("HIGH's consumer was asked %d times in 300ms while the tick's step ran, want at most 3", n)
+	}
+	hold.Release()
+	testnats.Eventually(t, 10*time.Second, "both batches' callbacks", func() bool {
+		cbs := b.callbacks(t)
+		return len(cbs[high]) > 0 && len(cbs[slow]) > 0
+	})
 }

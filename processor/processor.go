@@ -492,12 +492,30 @@ func (p *Processor) tick(ctx context.Context, steps int, watch bool) (rep api.Ti
 	silent := map[pipeline.Priority]bool{}
 	throttled := false
 	// awaitStep waits, with mu held, until a step running ends or, when
-	// the tick watches, the waker says a token may be ready.
+	// the tick watches, the waker says a token may be ready in a queue
+	// this tick still asks (not one left silent: HIGH at MaxAckPending
+	// answers as soon as an acknowledgement frees a place, and this tick
+	// would not fetch it, so it would only wake again and again).
+	//
+	// A wake whose look finds nothing (another replica took the token, or
+	// the server answers at once for another reason) is fruitless; after
+	// maxFruitlessWakes in a row the tick waits for a step alone, so no
+	// answer can make it spin.
+	fruitless, wokenLast := 0, false
 	awaitStep := func() {
 		n := len(rep.Steps)
 		woken := false
-		if watch {
-			ch, stop, err := p.waker.watch(p.opts.IdleWait)
+		defer func() { wokenLast = woken }()
+		var prios []pipeline.Priority
+		if watch && fruitless < maxFruitlessWakes {
+			for _, prio := range []pipeline.Priority{pipeline.High, pipeline.Med} {
+				if !silent[prio] {
+					prios = append(prios, prio)
+				}
+			}
+		}
+		if len(prios) > 0 {
+			ch, stop, err := p.waker.watch(p.opts.IdleWait, prios...)
 			if err != nil {
 				p.log.Debug("no watch for work while steps run", "err", err)
 			} else {
@@ -539,6 +557,13 @@ func (p *Processor) tick(ctx context.Context, steps int, watch bool) (rep api.Ti
 			break
 		}
 		msgs, err := p.fetch(silent, granted)
+		switch {
+		case len(msgs) > 0:
+			fruitless = 0
+		case wokenLast:
+			fruitless++
+		}
+		wokenLast = false
 		if unused := granted - len(msgs); p.throttle != nil && unused > 0 {
 			if err := p.throttle.giveBack(context.WithoutCancel(ctx), second, unused); err != nil {
 				p.log.Debug("unused throttle budget not given back", "err", err)
@@ -605,6 +630,10 @@ func (p *Processor) tick(ctx context.Context, steps int, watch bool) (rep api.Ti
 	}
 	return rep, dry && rep.Status != api.TickError
 }
+
+// maxFruitlessWakes bounds the wakes in a row whose look found nothing
+// after which a tick stops watching the queues while its steps run.
+const maxFruitlessWakes = 8
 
 // full reports whether the consumer of prio's queue holds as many tokens
 // as its MaxAckPending lets it: the one reason the server leaves a fetch

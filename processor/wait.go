@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -30,8 +31,9 @@ type waker struct {
 	inbox  string
 	sub    *nats.Subscription
 	// out holds, per queue, its outstanding request.
-	out     map[pipeline.Priority]waiting
-	waiters map[chan struct{}]struct{}
+	out map[pipeline.Priority]waiting
+	// waiters holds, per waiter, the queues whose answer wakes it.
+	waiters map[chan struct{}][]pipeline.Priority
 }
 
 // WaitWork blocks until a token may be ready in the domain's HIGH or MED
@@ -52,7 +54,7 @@ func (w *waker) wait(ctx context.Context, d time.Duration) error {
 	if d < minWorkWait {
 		d = minWorkWait
 	}
-	ch, stop, err := w.watch(d)
+	ch, stop, err := w.watch(d, pipeline.High, pipeline.Med)
 	if err != nil {
 		return err
 	}
@@ -69,11 +71,12 @@ func (w *waker) wait(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// watch leaves a request expiring after d on each queue's consumer that
-// has none outstanding, and returns a channel closed as soon as the server
-// answers one of them (a token became ready, or the request expired), and
-// stop, which forgets the channel. Safe for concurrent use.
-func (w *waker) watch(d time.Duration) (<-chan struct{}, func(), error) {
+// watch leaves a request expiring after d on the consumer of each of
+// prios's queues that has none outstanding, and returns a channel closed
+// as soon as the server answers one of those (a token became ready, or
+// the request expired), and stop, which forgets the channel. Safe for
+// concurrent use.
+func (w *waker) watch(d time.Duration, prios ...pipeline.Priority) (<-chan struct{}, func(), error) {
 	ch := make(chan struct{})
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -83,10 +86,10 @@ func (w *waker) watch(d time.Duration) (<-chan struct{}, func(), error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("processor: wait for work: %w", err)
 		}
-		w.sub, w.out, w.waiters = sub, map[pipeline.Priority]waiting{}, map[chan struct{}]struct{}{}
+		w.sub, w.out, w.waiters = sub, map[pipeline.Priority]waiting{}, map[chan struct{}][]pipeline.Priority{}
 	}
 	now := time.Now()
-	for _, prio := range []pipeline.Priority{pipeline.High, pipeline.Med} {
+	for _, prio := range prios {
 		if w.outstanding(prio, now) {
 			continue // still waiting on the server: its answer wakes us too
 		}
@@ -100,7 +103,7 @@ func (w *waker) watch(d time.Duration) (<-chan struct{}, func(), error) {
 		// connection has reconnected or the request has expired.
 		w.out[prio] = waiting{until: now.Add(d), reconnects: w.nc.Stats().Reconnects}
 	}
-	w.waiters[ch] = struct{}{}
+	w.waiters[ch] = prios
 	return ch, func() {
 		w.mu.Lock()
 		delete(w.waiters, ch)
@@ -150,15 +153,17 @@ const minWorkWait = time.Millisecond
 
 // answer takes the server's answer to a waiting request: whatever it says
 // (409: a token is deliverable; 408: expired; an error), the request is
-// over, and every waiter wakes.
+// over, and every waiter that watches its queue wakes.
 func (w *waker) answer(m *nats.Msg) {
 	prio := pipeline.Priority(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:])
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.out, prio)
-	for ch := range w.waiters {
-		close(ch)
-		delete(w.waiters, ch)
+	for ch, prios := range w.waiters {
+		if slices.Contains(prios, prio) {
+			close(ch)
+			delete(w.waiters, ch)
+		}
 	}
 }
 
