@@ -356,7 +356,7 @@ func TestReadyPaceAsksTheServerOnlyWhatItDoesNotKnow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sub.Unsubscribe()
+	defer func() { _ = sub.Unsubscribe() }()
 	if err := admin.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -452,7 +452,7 @@ func TestReadyPaceDoesNotSpinOnAFullHighQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sub.Unsubscribe()
+	defer func() { _ = sub.Unsubscribe() }()
 	if err := admin.Flush(); err != nil {
 		t.Fatal(err)
 	}
