@@ -470,3 +470,40 @@ func TestReadyPaceDoesNotSpinOnAFullHighQueue(t *testing.T) {
 		return len(cbs[high]) > 0 && len(cbs[slow]) > 0
 	})
 }
+
+// TestReadyPacePauseStopsATickThatLasts: a tick of the ready pace that has
+// lasted longer than it trusts the pause it read at its start (its step
+// held in its handler) reads the pause again before it takes more: a batch
+// sent after the domain was paused does not run, though it arrives while
+// that tick still runs, nor when the held step ends; it runs once the
+// domain resumes.
+func TestReadyPacePauseStopsATickThatLasts(t *testing.T) {
+	b := setup(t)
+	hold := testsystem.NewHold(t, 1)
+	b.mux.RegisterFunc("hold", func(context.Context, *pipeline.Call) (pipeline.Result, error) {
+		hold.Wait()
+		return pipeline.Result{}, nil
+	})
+	b.startWorker(t, b.ctx)
+	readyProcessor(t, b, processor.Options{WorkTimeout: time.Minute})
+	b.idle(t, pipeline.Med, 1)
+	slow := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{{Type: "hold"}}})
+	if _, ok := testnats.Receive(hold.Started(), 10*time.Second); !ok {
+		t.Fatal("the slow batch's handler did not start")
+	}
+	// The tick now lasts longer than the pause read at its start is
+	// trusted (100ms).
+	time.Sleep(250 * time.Millisecond)
+	b.setPaused(t, true)
+	late := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop()}})
+	hold.Release()
+	testnats.Eventually(t, 10*time.Second, "the slow batch's callback", func() bool { return len(b.callbacks(t)[slow]) > 0 })
+	if cbs := b.callbacks(t)[late]; len(cbs) != 0 {
+		t.Fatalf("a batch sent after the pause ran: %+v", cbs)
+	}
+	if _, pending, _ := b.waiting(t, pipeline.Med); pending != 1 {
+		t.Fatalf("%d tokens pending in MED, want the late batch's", pending)
+	}
+	b.setPaused(t, false)
+	testnats.Eventually(t, 10*time.Second, "the late batch's callback once resumed", func() bool { return len(b.callbacks(t)[late]) > 0 })
+}

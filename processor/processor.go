@@ -473,6 +473,7 @@ func (p *Processor) tick(ctx context.Context, steps int, watch bool) (rep api.Ti
 		rep.Status = api.TickPaused
 		return rep, false
 	}
+	pauseRead := time.Now()
 	// A sliding window: up to Concurrency steps run at once, and free
 	// slots are refilled as steps end (a quarter of the window at a time,
 	// so a fetch is not spent on every single slot), instead of waiting
@@ -544,6 +545,16 @@ func (p *Processor) tick(ctx context.Context, steps int, watch bool) (rep api.Ti
 		}
 		want := min(p.opts.Concurrency-running, steps-taken)
 		mu.Unlock()
+		if time.Since(pauseRead) >= pauseRecheck {
+			// A tick that lasts (a slow step running, work arriving
+			// beside it) reads the pause again before it takes more, so
+			// that a pause stops it within pauseRecheck, not at its end.
+			paused, err := p.Paused(ctx)
+			if err != nil || paused {
+				break // what runs, ends; the next tick says why
+			}
+			pauseRead = time.Now()
+		}
 		granted, second, err := p.throttle.take(ctx, want)
 		if err != nil {
 			rep.Status, rep.Error = api.TickError, err.Error()
@@ -630,6 +641,10 @@ func (p *Processor) tick(ctx context.Context, steps int, watch bool) (rep api.Ti
 	}
 	return rep, dry && rep.Status != api.TickError
 }
+
+// pauseRecheck is how long a tick runs on the pause state it read at its
+// start before it reads it again, ahead of its next fetch.
+const pauseRecheck = 100 * time.Millisecond
 
 // maxFruitlessWakes bounds the wakes in a row whose look found nothing
 // after which a tick stops watching the queues while its steps run.
