@@ -376,25 +376,33 @@ func TestReadyPaceAsksTheServerOnlyWhatItDoesNotKnow(t *testing.T) {
 	testnats.Eventually(t, 10*time.Second, "the MED batch's callback", func() bool { return len(b.callbacks(t)[med]) > 0 })
 }
 
-// TestReadyPaceTakesWorkBesideASlowStep: one replica of the ready pace
-// whose only step waits in its handler still takes a batch sent meanwhile,
-// and runs it to its callback before the slow one ends.
-func TestReadyPaceTakesWorkBesideASlowStep(t *testing.T) {
-	b := setup(t)
-	hold := testsystem.NewHold(t, 1)
+// slowStep starts one replica of the ready pace, idle, then sends it a MED
+// batch whose handler waits at hold, and returns once that handler runs.
+// The step's work request outlasts the tests' waits: it does not end on
+// its own.
+func slowStep(t *testing.T) (b *bundle, hold *testsystem.Hold, slow uint64) {
+	t.Helper()
+	b = setup(t)
+	hold = testsystem.NewHold(t, 1)
 	b.mux.RegisterFunc("hold", func(context.Context, *pipeline.Call) (pipeline.Result, error) {
 		hold.Wait()
 		return pipeline.Result{}, nil
 	})
 	b.startWorker(t, b.ctx)
-	// The slow step's work request outlasts the test's waits: its step
-	// does not end on its own.
 	readyProcessor(t, b, processor.Options{WorkTimeout: time.Minute})
 	b.idle(t, pipeline.Med, 1)
-	slow := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{{Type: "hold"}}})
+	slow = b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{{Type: "hold"}}})
 	if _, ok := testnats.Receive(hold.Started(), 10*time.Second); !ok {
 		t.Fatal("the slow batch's handler did not start")
 	}
+	return b, hold, slow
+}
+
+// TestReadyPaceTakesWorkBesideASlowStep: one replica of the ready pace
+// whose only step waits in its handler still takes a batch sent meanwhile,
+// and runs it to its callback before the slow one ends.
+func TestReadyPaceTakesWorkBesideASlowStep(t *testing.T) {
+	b, hold, slow := slowStep(t)
 	for _, prio := range []pipeline.Priority{pipeline.High, pipeline.Med} {
 		id := b.enqueue(t, pipeline.Batch{Priority: prio, Functions: []pipeline.Function{noop()}})
 		testnats.Eventually(t, 10*time.Second, "the "+string(prio)+" batch's callback while the slow one runs", func() bool {
@@ -478,19 +486,7 @@ func TestReadyPaceDoesNotSpinOnAFullHighQueue(t *testing.T) {
 // that tick still runs, nor when the held step ends; it runs once the
 // domain resumes.
 func TestReadyPacePauseStopsATickThatLasts(t *testing.T) {
-	b := setup(t)
-	hold := testsystem.NewHold(t, 1)
-	b.mux.RegisterFunc("hold", func(context.Context, *pipeline.Call) (pipeline.Result, error) {
-		hold.Wait()
-		return pipeline.Result{}, nil
-	})
-	b.startWorker(t, b.ctx)
-	readyProcessor(t, b, processor.Options{WorkTimeout: time.Minute})
-	b.idle(t, pipeline.Med, 1)
-	slow := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{{Type: "hold"}}})
-	if _, ok := testnats.Receive(hold.Started(), 10*time.Second); !ok {
-		t.Fatal("the slow batch's handler did not start")
-	}
+	b, hold, slow := slowStep(t)
 	// The tick now lasts longer than the pause read at its start is
 	// trusted (100ms).
 	time.Sleep(250 * time.Millisecond)
