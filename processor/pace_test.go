@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -330,6 +329,37 @@ func throttleWindow(t *testing.T, b *bundle) records.ThrottleWindow {
 	return w
 }
 
+// askedQueues counts, from now on, the requests for messages sent to the
+// consumers of each queue stream (fetches and waits alike), as a monitor
+// subscription of admin's sees them, and returns what counted so far once
+// every request sent before the call has been seen.
+func (b *bundle) askedQueues(t *testing.T) func() map[string]int {
+	t.Helper()
+	admin := b.env.Conn(t, "admin")
+	var mu sync.Mutex
+	asked := map[string]int{}
+	sub, err := admin.Subscribe("$JS.API.CONSUMER.MSG.NEXT.>", func(m *nats.Msg) {
+		mu.Lock()
+		asked[strings.Split(m.Subject, ".")[5]]++
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := admin.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return func() map[string]int {
+		if err := admin.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(asked)
+	}
+}
+
 // TestReadyPaceAsksTheServerOnlyWhatItDoesNotKnow: a replica of the ready
 // pace woken by one token asks the server for tokens no more than the step
 // needs. It does not ask a queue its waiting request says has no ready
@@ -345,31 +375,11 @@ func TestReadyPaceAsksTheServerOnlyWhatItDoesNotKnow(t *testing.T) {
 	readyProcessor(t, b, processor.Options{IdleWait: time.Minute})
 	b.idle(t, pipeline.High, 1)
 	b.idle(t, pipeline.Med, 1)
-	admin := b.env.Conn(t, "admin")
-	var mu sync.Mutex
-	asked := map[string]int{}
-	sub, err := admin.Subscribe("$JS.API.CONSUMER.MSG.NEXT.>", func(m *nats.Msg) {
-		mu.Lock()
-		asked[strings.Split(m.Subject, ".")[5]]++
-		mu.Unlock()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := admin.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	asked := b.askedQueues(t)
 	id := b.enqueue(t, pipeline.Batch{Priority: pipeline.High, Functions: []pipeline.Function{noop()}})
 	testnats.Eventually(t, 10*time.Second, "the HIGH batch's callback", func() bool { return len(b.callbacks(t)[id]) > 0 })
 	b.idle(t, pipeline.High, 1)
-	if err := admin.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	got := maps.Clone(asked)
-	mu.Unlock()
-	if want := map[string]int{streams.QueueStream(pipeline.High): 2}; !maps.Equal(got, want) {
+	if got, want := asked(), map[string]int{streams.QueueStream(pipeline.High): 2}; !maps.Equal(got, want) {
 		t.Fatalf("requests to the queues' consumers for one HIGH batch: %v, want %v", got, want)
 	}
 	med := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop()}})
@@ -454,22 +464,13 @@ func TestReadyPaceDoesNotSpinOnAFullHighQueue(t *testing.T) {
 	if _, ok := testnats.Receive(hold.Started(), 10*time.Second); !ok {
 		t.Fatal("the slow MED batch did not start")
 	}
-	admin := b.env.Conn(t, "admin")
-	var asked atomic.Int64
-	sub, err := admin.Subscribe("$JS.API.CONSUMER.MSG.NEXT."+streams.QueueStream(pipeline.High)+".>", func(*nats.Msg) { asked.Add(1) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := admin.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	asked := b.askedQueues(t)
 	// A place frees up: HIGH's waiting token becomes ready.
 	if err := held.Term(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond) // a spin would ask HIGH hundreds of times
-	if n := asked.Load(); n > 3 {
+	if n := asked()[streams.QueueStream(pipeline.High)]; n > 3 {
 		t.Fatalf("HIGH's consumer was asked %d times in 300ms while the tick's step ran, want at most 3", n)
 	}
 	hold.Release()

@@ -493,20 +493,19 @@ func (p *Processor) tick(ctx context.Context, steps int, watch bool) (rep api.Ti
 	silent := map[pipeline.Priority]bool{}
 	throttled := false
 	// awaitStep waits, with mu held, until a step running ends or, when
-	// the tick watches, the waker says a token may be ready in a queue
-	// this tick still asks (not one left silent: HIGH at MaxAckPending
-	// answers as soon as an acknowledgement frees a place, and this tick
-	// would not fetch it, so it would only wake again and again).
+	// the tick watches, the waker says a token may be ready (woken) in a
+	// queue this tick still asks (not one left silent: HIGH at
+	// MaxAckPending answers as soon as an acknowledgement frees a place,
+	// and this tick would not fetch it, so it would only wake again and
+	// again).
 	//
 	// A wake whose look finds nothing (another replica took the token, or
 	// the server answers at once for another reason) is fruitless; after
 	// maxFruitlessWakes in a row the tick waits for a step alone, so no
 	// answer can make it spin.
-	fruitless, wokenLast := 0, false
-	awaitStep := func() {
+	fruitless, woke := 0, false
+	awaitStep := func() (woken bool) {
 		n := len(rep.Steps)
-		woken := false
-		defer func() { wokenLast = woken }()
 		var prios []pipeline.Priority
 		if watch && fruitless < maxFruitlessWakes {
 			for _, prio := range []pipeline.Priority{pipeline.High, pipeline.Med} {
@@ -537,6 +536,7 @@ func (p *Processor) tick(ctx context.Context, steps int, watch bool) (rep api.Ti
 		for len(rep.Steps) == n && running > 0 && !woken {
 			freed.Wait()
 		}
+		return woken
 	}
 	for taken := 0; taken < steps && ctx.Err() == nil; { // stopping: take no more
 		mu.Lock()
@@ -571,10 +571,10 @@ func (p *Processor) tick(ctx context.Context, steps int, watch bool) (rep api.Ti
 		switch {
 		case len(msgs) > 0:
 			fruitless = 0
-		case wokenLast:
+		case woke:
 			fruitless++
 		}
-		wokenLast = false
+		woke = false
 		if unused := granted - len(msgs); p.throttle != nil && unused > 0 {
 			if err := p.throttle.giveBack(context.WithoutCancel(ctx), second, unused); err != nil {
 				p.log.Debug("unused throttle budget not given back", "err", err)
@@ -590,7 +590,7 @@ func (p *Processor) tick(ctx context.Context, steps int, watch bool) (rep api.Ti
 			if !idle {
 				// Steps in flight may rotate batches back into the queue:
 				// look again once one ends.
-				awaitStep()
+				woke = awaitStep()
 			}
 			mu.Unlock()
 			if idle {
@@ -627,7 +627,7 @@ func (p *Processor) tick(ctx context.Context, steps int, watch bool) (rep api.Ti
 			// again once a step ends (which may rotate its batch back),
 			// not at once, as after an empty fetch.
 			mu.Lock()
-			awaitStep()
+			woke = awaitStep()
 			mu.Unlock()
 		}
 	}

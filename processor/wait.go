@@ -88,9 +88,9 @@ func (w *waker) watch(d time.Duration, prios ...pipeline.Priority) (<-chan struc
 		}
 		w.sub, w.out, w.waiters = sub, map[pipeline.Priority]waiting{}, map[chan struct{}][]pipeline.Priority{}
 	}
-	now := time.Now()
+	now, reconnects := time.Now(), w.nc.Stats().Reconnects
 	for _, prio := range prios {
-		if w.outstanding(prio, now) {
+		if w.outstanding(prio, now, reconnects) {
 			continue // still waiting on the server: its answer wakes us too
 		}
 		body := fmt.Appendf(nil, `{"batch":1,"max_bytes":1,"expires":%d}`, d.Nanoseconds())
@@ -101,7 +101,7 @@ func (w *waker) watch(d time.Duration, prios ...pipeline.Priority) (<-chan struc
 		// A request whose answer never comes (lost with a reconnect, or
 		// with a consumer leader that moved) is sent again once the
 		// connection has reconnected or the request has expired.
-		w.out[prio] = waiting{until: now.Add(d), reconnects: w.nc.Stats().Reconnects}
+		w.out[prio] = waiting{until: now.Add(d), reconnects: reconnects}
 	}
 	w.waiters[ch] = prios
 	return ch, func() {
@@ -137,15 +137,19 @@ type waiting struct {
 func (w *waker) quiet(prio pipeline.Priority) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.outstanding(prio, time.Now())
+	if _, ok := w.out[prio]; !ok {
+		return false // no request: the connection's count is not needed
+	}
+	return w.outstanding(prio, time.Now(), w.nc.Stats().Reconnects)
 }
 
 // outstanding says whether this waker's request on prio's queue waits on
 // the server at now: sent, not answered, not expired, and not lost with a
-// reconnection since. w.mu is held.
-func (w *waker) outstanding(prio pipeline.Priority, now time.Time) bool {
+// reconnection since (reconnects is the connection's count now). w.mu is
+// held.
+func (w *waker) outstanding(prio pipeline.Priority, now time.Time, reconnects uint64) bool {
 	r, ok := w.out[prio]
-	return ok && now.Before(r.until) && w.nc.Stats().Reconnects == r.reconnects
+	return ok && now.Before(r.until) && reconnects == r.reconnects
 }
 
 // minWorkWait is the shortest wait WaitWork asks the server for.
