@@ -106,6 +106,8 @@ type Service struct {
 	scheduledBatches *scheduledBatches
 	// sched fires the table's schedules (scheduler.go, schedules.go).
 	sched *scheduler
+	// keeper keeps the queues' streams from emptying (keeper.go).
+	keeper *keeper
 	// applier applies the callbacks (callbacks.go, callbatch.go, poison.go).
 	applier *callbackApplier
 	// deadLetters keeps the dead-letter queue (dlq.go, purge.go).
@@ -233,6 +235,7 @@ func (s *Service) compose(h *bound, progress *streams.ProgressStore) {
 	store := s.store
 	s.submitters = &submitterIndex{acks: h.acks, batches: h.batches, now: now, owner: s.opts.Owner}
 	s.presence = &presenceWatch{js: s.js, table: s.Table, log: log}
+	s.keeper = newKeeper(s.js, h.queues, log)
 	s.senderPool = &senderPool{senders: h.senders, progress: progress, now: now, log: log}
 	s.slots = &slotKeeper{locks: h.locks, store: store, now: now, log: log}
 	s.removal = &remover{js: s.js, queues: h.queues, scheduled: h.scheduled, progress: progress, store: store, owner: s.opts.Owner, log: log}
@@ -330,7 +333,7 @@ func (s *Service) Run(ctx context.Context) error {
 	loopCtx, stopLoops := context.WithCancel(ctx)
 	defer stopLoops()
 	var loops sync.WaitGroup
-	errs := make(chan error, 4)
+	errs := make(chan error, 5)
 	stop := func() {
 		stopLoops()
 		stopRequests()
@@ -350,6 +353,7 @@ func (s *Service) Run(ctx context.Context) error {
 	s.log.Info("authz serving", "owner", s.opts.Owner, "labels", len(s.Table().Labels))
 	loops.Go(func() { s.presence.warnAtStart(loopCtx) })
 	loops.Go(func() { errs <- s.sched.run(loopCtx) })
+	loops.Go(func() { errs <- s.keeper.run(loopCtx) })
 	<-ctx.Done()
 	stop()
 	s.log.Info("authz stopped")

@@ -129,11 +129,7 @@ func TestCancelParked(t *testing.T) {
 	if rec := b.settled(t, id); rec.Status != pipeline.RemovedByOwner {
 		t.Fatalf("record %+v", rec)
 	}
-	info, err := b.env.JS(t, "admin").Stream(b.ctx, streams.QueueStream(pipeline.Med))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := info.CachedInfo().State.Msgs; n != 0 {
+	if n := len(testnats.Messages(t, b.env.JS(t, "admin"), streams.QueueStream(pipeline.Med))); n != 0 {
 		t.Fatalf("%d tokens left in the queue", n)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/pipeline"
 )
 
 // pollEvery is how often the burn-down is looked at.
@@ -163,9 +164,14 @@ func settled(ctx context.Context, sys *System, js jetstream.JetStream) bool {
 	}
 	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	for _, name := range []string{streams.StreamHigh, streams.StreamMed} {
-		s, err := js.Stream(ictx, name)
-		if err != nil || s.CachedInfo().State.Msgs != 0 {
+	for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
+		s, err := js.Stream(ictx, streams.QueueStream(p))
+		if err != nil {
+			return false
+		}
+		// Tokens only: the queue's keeper stays.
+		info, err := s.Info(ictx, jetstream.WithSubjectFilter(streams.QueueTokensFilter(p)))
+		if err != nil || len(info.State.Subjects) != 0 {
 			return false
 		}
 	}

@@ -243,6 +243,9 @@ func readDeadLetters(ctx context.Context, js jetstream.JetStream, st *State) err
 func readTokens(ctx context.Context, js jetstream.JetStream, st *State) error {
 	for _, stream := range []string{streams.StreamHigh, streams.StreamMed} {
 		err := eachMsg(ctx, js, stream, func(m *jetstream.RawStreamMsg) error {
+			if streams.IsKeeper(m.Subject) {
+				return nil // the queue's keeper, not a token
+			}
 			tok, err := records.Decode[records.Token](m.Data)
 			if err != nil {
 				st.Tokens[0]++

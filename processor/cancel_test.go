@@ -48,8 +48,5 @@ func TestRemovedBatchLeasesNoSender(t *testing.T) {
 	if l := b.leases(t); len(l) != 0 {
 		t.Fatalf("leases %v after the removed batch's step", l)
 	}
-	testnats.Eventually(t, 5*time.Second, "the token acknowledged", func() bool {
-		s, err := b.admin.Stream(b.ctx, streams.QueueStream(pipeline.Med))
-		return err == nil && s.CachedInfo().State.Msgs == 0
-	})
+	testnats.Eventually(t, 5*time.Second, "the token acknowledged", func() bool { return b.tokens(t, pipeline.Med) == 0 })
 }

@@ -27,12 +27,8 @@ func TestTokenAckedOnlyOnceItsCallbackIsStored(t *testing.T) {
 	if sr.BatchID != id || sr.Action != api.ActionError {
 		t.Fatalf("a step whose callback was not stored reported %+v, want an error", sr)
 	}
-	queue, err := b.admin.Stream(b.ctx, streams.QueueStream(sr.Priority))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info, err := queue.Info(b.ctx); err != nil || info.State.Msgs != 1 {
-		t.Fatalf("the token was acknowledged although its callback was not stored: %+v, %v", info.State, err)
+	if n := b.tokens(t, sr.Priority); n != 1 {
+		t.Fatalf("the token was acknowledged although its callback was not stored: %d tokens queued, want 1", n)
 	}
 	if err := streams.Provision(b.ctx, b.admin, b.env.Settings, domain); err != nil {
 		t.Fatal(err)
@@ -42,10 +38,7 @@ func TestTokenAckedOnlyOnceItsCallbackIsStored(t *testing.T) {
 		return len(rep.Steps) == 1 && rep.Steps[0].Action == api.ActionFinished
 	})
 	// An ack is a one-way publish: the stream drops the token a moment later.
-	testnats.Eventually(t, 5*time.Second, "the token acknowledged", func() bool {
-		info, err := queue.Info(b.ctx)
-		return err == nil && info.State.Msgs == 0
-	})
+	testnats.Eventually(t, 5*time.Second, "the token acknowledged", func() bool { return b.tokens(t, sr.Priority) == 0 })
 	if cbs := b.callbacks(t); len(cbs[id]) != 1 || cbs[id][0].Outcome.Status != pipeline.Executed {
 		t.Fatalf("callbacks of batch %d: %+v, want one Executed", id, cbs[id])
 	}
@@ -73,16 +66,7 @@ func TestTickAcknowledgesBeforeItReports(t *testing.T) {
 		done += len(rep.Steps)
 		return done == n
 	})
-	for _, prio := range []pipeline.Priority{pipeline.High, pipeline.Med} {
-		queue, err := b.admin.Stream(b.ctx, streams.QueueStream(prio))
-		if err != nil {
-			t.Fatal(err)
-		}
-		testnats.Eventually(t, 5*time.Second, "every token acknowledged", func() bool {
-			info, err := queue.Info(b.ctx)
-			return err == nil && info.State.Msgs == 0
-		})
-	}
+	testnats.Eventually(t, 5*time.Second, "every token acknowledged", func() bool { return b.queued(t) == 0 })
 	cbs := b.callbacks(t)
 	for id := range ids {
 		if len(cbs[id]) != 1 {

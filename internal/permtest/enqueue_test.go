@@ -9,8 +9,8 @@ import (
 
 // TestOnlyAuthzEnqueues: of the service identities only authz (and admin,
 // which provisions) may publish to batches.> and schedule batches
-// (sched.at.>); for everyone else the publish is denied and the stream
-// does not grow.
+// (sched.at.>), or put a keeper on a queue (keep.*); for everyone else the
+// publish is denied and the stream does not grow.
 func TestOnlyAuthzEnqueues(t *testing.T) {
 	s := start(t)
 	tests := []struct {
@@ -35,6 +35,10 @@ func TestOnlyAuthzEnqueues(t *testing.T) {
 		// A schedule fires into any subject of its stream: whoever may
 		// publish one could enqueue through it.
 		{stream: streams.StreamScheduled, subject: streams.ScheduleSubject(pipeline.High, domain, 1)},
+		// A keeper is taken by no consumer, but it is stored: whoever may
+		// publish one could fill the queue's stream.
+		{stream: streams.StreamHigh, subject: streams.KeeperSubject(pipeline.High)},
+		{stream: streams.StreamMed, subject: streams.KeeperSubject(pipeline.Med)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -135,6 +135,20 @@ func RequeueSubject(p pipeline.Priority, domain string) string {
 	return "requeue." + string(p) + "." + domain
 }
 
+// KeeperSubject is the subject of the keeper of queue p's stream: a
+// message no consumer takes, which authz keeps near the stream's newest
+// tokens so that the stream's file never empties (see the keeper in authz).
+// It is outside the token subjects, so no domain's consumer, listing or
+// count sees it.
+func KeeperSubject(p pipeline.Priority) string { return "keep." + string(p) }
+
+// IsKeeper tells whether subject is a queue keeper's (KeeperSubject).
+func IsKeeper(subject string) bool { return strings.HasPrefix(subject, "keep.") }
+
+// QueueTokensFilter matches every token of queue p's stream, of every
+// domain, and not its keeper: a subject filter for counting tokens.
+func QueueTokensFilter(p pipeline.Priority) string { return "*." + string(p) + ".*" }
+
 // QueueFilter matches both subjects of a domain's queue at priority p, for
 // listing the queue in stream order.
 func QueueFilter(p pipeline.Priority, domain string) string {

@@ -99,13 +99,16 @@ func Streams(s Settings) []jetstream.StreamConfig {
 		return jetstream.StreamConfig{
 			Name:        name,
 			Description: "tickflow " + string(p) + " priority queue tokens",
-			Subjects:    []string{"batches." + string(p) + ".*", "requeue." + string(p) + ".*"},
+			Subjects:    []string{"batches." + string(p) + ".*", "requeue." + string(p) + ".*", KeeperSubject(p)},
 			Retention:   jetstream.WorkQueuePolicy,
 			Storage:     s.storage(),
 			Replicas:    s.Replicas,
 			Duplicates:  s.DuplicateWindow,
 			Discard:     jetstream.DiscardOld,
 			AllowDirect: true,
+			// The keeper carries a time to live, so one whose authz died
+			// before replacing it goes by itself.
+			AllowMsgTTL: true,
 		}
 	}
 	return []jetstream.StreamConfig{

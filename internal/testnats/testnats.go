@@ -192,7 +192,7 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 }
 
 // Messages returns the data of every message in stream, in order, read as
-// admin through js.
+// admin through js; a queue's keeper (streams.IsKeeper) is left out.
 func Messages(t testing.TB, js jetstream.JetStream, stream string) [][]byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -210,6 +210,9 @@ func Messages(t testing.TB, js jetstream.JetStream, stream string) [][]byte {
 		m, err := s.GetMsg(ctx, seq)
 		if err != nil {
 			continue // deleted
+		}
+		if streams.IsKeeper(m.Subject) {
+			continue // a queue's keeper: not a token
 		}
 		out = append(out, m.Data)
 	}
