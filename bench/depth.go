@@ -114,11 +114,7 @@ func queued(e *env) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return info.State.Msgs, nil
+	return streamMsgs(ctx, s)
 }
 
 // runChild runs a processor in a child process (the bench binary
