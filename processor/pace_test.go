@@ -361,14 +361,14 @@ func (b *bundle) askedQueues(t *testing.T) func() map[string]int {
 }
 
 // TestReadyPaceAsksTheServerOnlyWhatItDoesNotKnow: a replica of the ready
-// pace woken by one token asks the server for tokens no more than the step
-// needs. It does not ask a queue its waiting request says has no ready
-// token (MED throughout; HIGH once the request it leaves there while the
-// step runs is outstanding), and it does not follow the tick that ran the
-// queues dry with an empty one: two requests to HIGH's consumer (the fetch
-// that takes the token, and that waiting request, which the idle wait
-// after the tick keeps) and none to MED's. A MED token sent afterwards
-// still wakes it and runs.
+// pace given one token by its waiting request asks the server for tokens
+// no more than the step needs. It does not fetch more when the delivery
+// said none was left, nor from a queue its waiting request says has no
+// ready token (MED throughout; HIGH once the request it leaves there while
+// the step runs is outstanding), and it does not follow the tick that ran
+// the queues dry with an empty one: one request to HIGH's consumer (that
+// waiting request, which the idle wait after the tick keeps) and none to
+// MED's. A MED token sent afterwards still wakes it and runs.
 func TestReadyPaceAsksTheServerOnlyWhatItDoesNotKnow(t *testing.T) {
 	b := setup(t)
 	b.startWorker(t, b.ctx)
@@ -379,11 +379,36 @@ func TestReadyPaceAsksTheServerOnlyWhatItDoesNotKnow(t *testing.T) {
 	id := b.enqueue(t, pipeline.Batch{Priority: pipeline.High, Functions: []pipeline.Function{noop()}})
 	testnats.Eventually(t, 10*time.Second, "the HIGH batch's callback", func() bool { return len(b.callbacks(t)[id]) > 0 })
 	b.idle(t, pipeline.High, 1)
-	if got, want := asked(), map[string]int{streams.QueueStream(pipeline.High): 2}; !maps.Equal(got, want) {
+	if got, want := asked(), map[string]int{streams.QueueStream(pipeline.High): 1}; !maps.Equal(got, want) {
 		t.Fatalf("requests to the queues' consumers for one HIGH batch: %v, want %v", got, want)
 	}
 	med := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop()}})
 	testnats.Eventually(t, 10*time.Second, "the MED batch's callback", func() bool { return len(b.callbacks(t)[med]) > 0 })
+}
+
+// TestReadyPaceWakesOneReplicaPerToken: of two idle replicas of the ready
+// pace, one is given a token that becomes ready, with its waiting request;
+// the other is not woken, and asks the server nothing. For three batches
+// sent one after another, the queues' consumers are asked three times in
+// all, each time by the replica that ran a batch and waits again (a wait
+// that woke every replica cost each of them a fetch and a new request per
+// batch: 12).
+func TestReadyPaceWakesOneReplicaPerToken(t *testing.T) {
+	b := setup(t)
+	b.startWorker(t, b.ctx)
+	readyProcessor(t, b, processor.Options{Name: "a", IdleWait: time.Minute})
+	readyProcessor(t, b, processor.Options{Name: "b", IdleWait: time.Minute})
+	b.idle(t, pipeline.High, 2)
+	b.idle(t, pipeline.Med, 2)
+	asked := b.askedQueues(t)
+	for range 3 {
+		id := b.enqueue(t, pipeline.Batch{Priority: pipeline.High, Functions: []pipeline.Function{noop()}})
+		testnats.Eventually(t, 10*time.Second, "the batch's callback", func() bool { return len(b.callbacks(t)[id]) > 0 })
+		b.idle(t, pipeline.High, 2)
+	}
+	if got, want := asked(), map[string]int{streams.QueueStream(pipeline.High): 3}; !maps.Equal(got, want) {
+		t.Fatalf("requests to the queues' consumers for three HIGH batches: %v, want %v", got, want)
+	}
 }
 
 // slowStep starts one replica of the ready pace, idle, then sends it a MED
@@ -498,8 +523,8 @@ func TestReadyPacePauseStopsATickThatLasts(t *testing.T) {
 	if cbs := b.callbacks(t)[late]; len(cbs) != 0 {
 		t.Fatalf("a batch sent after the pause ran: %+v", cbs)
 	}
-	if _, pending, _ := b.waiting(t, pipeline.Med); pending != 1 {
-		t.Fatalf("%d tokens pending in MED, want the late batch's", pending)
+	if n := b.tokens(t, pipeline.Med); n != 1 {
+		t.Fatalf("%d tokens in MED, want the late batch's", n)
 	}
 	b.setPaused(t, false)
 	testnats.Eventually(t, 10*time.Second, "the late batch's callback once resumed", func() bool { return len(b.callbacks(t)[late]) > 0 })

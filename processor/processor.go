@@ -470,6 +470,9 @@ func (p *Processor) tick(ctx context.Context, steps int, watch bool) (rep api.Ti
 		return rep, false
 	}
 	if paused {
+		// Tokens delivered to a wait before the pause go back to the
+		// queue, for whichever replica runs them after it.
+		p.waker.release()
 		rep.Status = api.TickPaused
 		return rep, false
 	}
@@ -551,6 +554,9 @@ func (p *Processor) tick(ctx context.Context, steps int, watch bool) (rep api.Ti
 			// that a pause stops it within pauseRecheck, not at its end.
 			paused, err := p.Paused(ctx)
 			if err != nil || paused {
+				if paused {
+					p.waker.release()
+				}
 				break // what runs, ends; the next tick says why
 			}
 			pauseRead = time.Now()
@@ -671,8 +677,11 @@ type fetched struct {
 	msg  jetstream.Msg
 }
 
-// fetch takes up to n tokens, from HIGH first and only then from MED,
-// skipping a queue the waker knows to have no ready token (quiet). A
+// fetch takes up to n tokens, from HIGH first and only then from MED: a
+// queue's tokens delivered to the waker's request first, then from its
+// consumer, skipping a consumer that said, as it delivered the last of
+// those, that it held no other, and a queue the waker knows to have no
+// ready token (quiet). A
 // queue that fails, or that its consumer leaves unanswered (HIGH holding
 // as many tokens as MaxAckPending lets it, parked batches among them), does
 // not keep the tick from the other: the error is returned only when
@@ -685,7 +694,13 @@ func (p *Processor) fetch(silent map[pipeline.Priority]bool, n int) ([]fetched, 
 		if len(out) >= n {
 			break
 		}
-		if silent[prio] || p.waker.quiet(prio) {
+		// Tokens the server delivered to this replica's waiting request
+		// first; the consumer said whether it held more.
+		kept, more := p.waker.take(prio, n-len(out))
+		for _, m := range kept {
+			out = append(out, fetched{prio: prio, msg: m})
+		}
+		if !more || len(out) >= n || silent[prio] || p.waker.quiet(prio) {
 			continue
 		}
 		msgs, err := p.queues[prio].FetchNoWait(n - len(out))

@@ -48,8 +48,8 @@ func waitsOn(ctx context.Context, t *testing.T, p *parts, w *waker, n int, d tim
 
 // TestWakerWakesOnAToken: waits leave one request on each queue's
 // consumer however many there are; a token that becomes deliverable wakes
-// every one of them long before their time is up, and stays in its queue,
-// neither delivered nor counted as a delivery.
+// every one of them long before their time is up, delivered to the waker,
+// which keeps it for the next tick and says no other was ready.
 func TestWakerWakesOnAToken(t *testing.T) {
 	p := startParts(t)
 	w := &waker{nc: p.nc, domain: partsDomain}
@@ -64,14 +64,150 @@ func TestWakerWakesOnAToken(t *testing.T) {
 		}
 	}
 	info := p.consumerOf(t, pipeline.Med)
-	if info.Delivered.Consumer != 0 || info.NumPending != 1 || info.NumAckPending != 0 {
-		t.Fatalf("after the wake the consumer has delivered %d, %d pending, %d awaiting ack; want the token untouched",
+	if info.Delivered.Consumer != 1 || info.NumPending != 0 || info.NumAckPending != 1 {
+		t.Fatalf("after the wake the consumer has delivered %d, %d pending, %d awaiting ack; want the token delivered to the waker",
 			info.Delivered.Consumer, info.NumPending, info.NumAckPending)
 	}
-	m := p.next(t, pipeline.Med)
-	if md, err := m.Metadata(); err != nil || md.NumDelivered != 1 {
-		t.Fatalf("the token once fetched: %+v, %v; want its first delivery", md, err)
+	if msgs, more := w.take(pipeline.High, 8); len(msgs) != 0 || !more {
+		t.Fatalf("HIGH kept %d tokens (more: %v), want none (and the server asked)", len(msgs), more)
 	}
+	msgs, more := w.take(pipeline.Med, 8)
+	if len(msgs) != 1 || more {
+		t.Fatalf("MED kept %d tokens (more: %v), want the one, and no more ready", len(msgs), more)
+	}
+	if md, err := msgs[0].Metadata(); err != nil || md.NumDelivered != 1 || string(msgs[0].Data()) != "token" {
+		t.Fatalf("the token kept: %+v, %v; want its first delivery", md, err)
+	}
+	if msgs, _ := w.take(pipeline.Med, 8); len(msgs) != 0 {
+		t.Fatalf("MED kept %d tokens once taken, want none", len(msgs))
+	}
+}
+
+// TestWakerDeliversEachTokenOnce: with two replicas' wakers waiting, a
+// token is delivered to the one that waited longest, and the other goes on
+// waiting, its queue quiet; given back, the token is delivered to the one
+// still waiting.
+func TestWakerDeliversEachTokenOnce(t *testing.T) {
+	p := startParts(t)
+	a, b := &waker{nc: p.nc, domain: partsDomain}, &waker{nc: p.nc, domain: partsDomain}
+	defer a.close()
+	defer b.close()
+	wa := waitsOn(p.ctx, t, p, a, 1, time.Minute)
+	wb := make(chan error, 1)
+	go func() { wb <- b.wait(p.ctx, time.Minute) }()
+	testnats.Eventually(t, 10*time.Second, "both requests waiting", func() bool { return p.consumerOf(t, pipeline.Med).NumWaiting == 2 })
+	if _, err := p.js.Publish(p.ctx, streams.RequeueSubject(pipeline.Med, partsDomain), []byte("token")); err != nil {
+		t.Fatal(err)
+	}
+	if err, ok := testnats.Receive(wa[0], 10*time.Second); !ok || err != nil {
+		t.Fatalf("a's wait: %v (returned: %v), want woken", err, ok)
+	}
+	msgs, _ := a.take(pipeline.Med, 1)
+	if len(msgs) != 1 {
+		t.Fatalf("a kept %d tokens, want 1", len(msgs))
+	}
+	select {
+	case err := <-wb:
+		t.Fatalf("b woke (%v) for the token a took", err)
+	default:
+	}
+	if !b.quiet(pipeline.Med) {
+		t.Fatal("b's queue is not quiet while its request waits")
+	}
+	if err := msgs[0].Nak(); err != nil {
+		t.Fatal(err)
+	}
+	if err, ok := testnats.Receive(wb, 10*time.Second); !ok || err != nil {
+		t.Fatalf("b's wait: %v (returned: %v), want woken by the token given back", err, ok)
+	}
+	msgs, _ = b.take(pipeline.Med, 1)
+	if len(msgs) != 1 {
+		t.Fatalf("b kept %d tokens, want the one a gave back", len(msgs))
+	}
+	if md, err := msgs[0].Metadata(); err != nil || md.NumDelivered != 2 {
+		t.Fatalf("the token b kept: %+v, %v; want its second delivery", md, err)
+	}
+}
+
+// TestWakerWakesOnATokenKeptBefore: a token that came with a request
+// whose wait was over (its waiter gone) is kept, and the next wait ends at
+// once rather than at its bound.
+func TestWakerWakesOnATokenKeptBefore(t *testing.T) {
+	p := startParts(t)
+	w := &waker{nc: p.nc, domain: partsDomain}
+	defer w.close()
+	ctx, cancel := context.WithCancel(p.ctx)
+	waits := waitsOn(ctx, t, p, w, 1, time.Minute)
+	cancel()
+	if err, ok := testnats.Receive(waits[0], 10*time.Second); !ok || !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled wait: %v (returned: %v)", err, ok)
+	}
+	if _, err := p.js.Publish(p.ctx, streams.RequeueSubject(pipeline.Med, partsDomain), []byte("token")); err != nil {
+		t.Fatal(err)
+	}
+	testnats.Eventually(t, 10*time.Second, "the token kept", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return len(w.kept[pipeline.Med]) == 1
+	})
+	done := make(chan error, 1)
+	go func() { done <- w.wait(p.ctx, time.Minute) }()
+	if err, ok := testnats.Receive(done, 10*time.Second); !ok || err != nil {
+		t.Fatalf("the next wait: %v (returned: %v), want over at once", err, ok)
+	}
+	if msgs, _ := w.take(pipeline.Med, 1); len(msgs) != 1 {
+		t.Fatalf("%d tokens taken, want the one kept", len(msgs))
+	}
+}
+
+// TestWakerReleases: the tokens a waker keeps go back to the queue when it
+// releases them (a paused replica) or closes, and one kept too long is
+// given back rather than taken.
+func TestWakerReleases(t *testing.T) {
+	p := startParts(t)
+	w := &waker{nc: p.nc, domain: partsDomain}
+	defer w.close()
+	deliver := func() {
+		t.Helper()
+		waits := waitsOn(p.ctx, t, p, w, 1, time.Minute)
+		if _, err := p.js.Publish(p.ctx, streams.RequeueSubject(pipeline.Med, partsDomain), []byte("token")); err != nil {
+			t.Fatal(err)
+		}
+		if err, ok := testnats.Receive(waits[0], 10*time.Second); !ok || err != nil {
+			t.Fatalf("wait: %v (returned: %v), want woken", err, ok)
+		}
+		if info := p.consumerOf(t, pipeline.Med); info.NumAckPending != 1 {
+			t.Fatalf("%d tokens awaiting ack, want the one kept", info.NumAckPending)
+		}
+	}
+	given := func(what string) {
+		t.Helper()
+		m := p.next(t, pipeline.Med) // delivered again at once, not after AckWait
+		if md, err := m.Metadata(); err != nil || md.NumDelivered != 2 {
+			t.Fatalf("%s: %+v, %v; want its second delivery", what, md, err)
+		}
+		if err := m.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deliver()
+	w.release()
+	given("the token released")
+
+	deliver()
+	w.mu.Lock()
+	for i := range w.kept[pipeline.Med] {
+		w.kept[pipeline.Med][i].at = time.Now().Add(-2 * maxKept)
+	}
+	w.mu.Unlock()
+	if msgs, _ := w.take(pipeline.Med, 8); len(msgs) != 0 {
+		t.Fatalf("a token kept too long was taken: %d", len(msgs))
+	}
+	given("the token kept too long given back")
+
+	deliver()
+	w.close()
+	given("the token kept by a closed waker")
 }
 
 // TestWakerEnds: a wait ends with its context's error when that ends

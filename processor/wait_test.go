@@ -8,7 +8,6 @@ import (
 
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/streams"
-	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
 )
@@ -29,10 +28,10 @@ func (b *bundle) waiting(t *testing.T, prio pipeline.Priority) (waiting int, pen
 	return info.NumWaiting, info.NumPending, info.NumAckPending
 }
 
-// An idle processor's wait for work ends when a token arrives, leaves the
-// token undelivered for the tick that follows, and costs no polling: one
+// An idle processor's wait for work ends when a token arrives, delivered
+// to it and kept for the tick that follows, and costs no polling: one
 // request per queue waits on the server, however often the wait is renewed.
-func TestWaitWorkWakesOnTokenWithoutTakingIt(t *testing.T) {
+func TestWaitWorkWakesWithTheToken(t *testing.T) {
 	b := setup(t)
 	b.startWorker(t, b.ctx)
 	p := b.processor(t, processor.Options{})
@@ -63,17 +62,17 @@ func TestWaitWorkWakesOnTokenWithoutTakingIt(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the wait did not end when a token arrived")
 	}
-	// The wake took nothing: the token is still pending, never delivered.
-	testnats.Eventually(t, 5*time.Second, "the MED request answered", func() bool {
-		n, _, _ := b.waiting(t, pipeline.Med)
-		return n == 0
-	})
-	if _, pending, ackPending := b.waiting(t, pipeline.Med); pending != 1 || ackPending != 0 {
-		t.Fatalf("after the wake: %d pending, %d awaiting ack; want the token pending and undelivered", pending, ackPending)
+	// The wake brought the token: delivered to the request, which is over.
+	if n, pending, ackPending := b.waiting(t, pipeline.Med); n != 0 || pending != 0 || ackPending != 1 {
+		t.Fatalf("after the wake: %d waiting, %d pending, %d awaiting ack; want the token delivered to the wait", n, pending, ackPending)
 	}
+	asked := b.askedQueues(t)
 	rep := p.Tick(b.ctx, 1)
 	if len(rep.Steps) != 1 || rep.Steps[0].BatchID != id || rep.Steps[0].Action != api.ActionFinished {
 		t.Fatalf("the tick after the wake: %+v, want batch %d finished", rep, id)
+	}
+	if got := asked(); len(got) != 0 {
+		t.Fatalf("the tick after the wake asked the queues' consumers %v, want nothing: the token was in hand", got)
 	}
 }
 

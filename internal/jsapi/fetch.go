@@ -177,6 +177,10 @@ type Consumed struct {
 
 var _ jetstream.Msg = (*Consumed)(nil)
 
+// NewConsumed is m, delivered by a pull request of one's own on nc (not a
+// Fetcher's), as a Consumed.
+func NewConsumed(nc *nats.Conn, m *nats.Msg) *Consumed { return &Consumed{msg: m, nc: nc} }
+
 // Metadata reads the delivery's metadata from its acknowledgement subject.
 func (c *Consumed) Metadata() (*jetstream.MsgMetadata, error) { return MetadataOf(c.msg.Reply) }
 
