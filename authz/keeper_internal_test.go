@@ -3,7 +3,6 @@ package authz
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,24 +75,6 @@ func (b *keeperBed) keepers(t *testing.T) uint64 {
 	return info.State.Subjects[streams.KeeperSubject(pipeline.High)]
 }
 
-// lastBlock is the index of HIGH's newest block file.
-func (b *keeperBed) lastBlock(t *testing.T) int {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(b.env.Dir, "jetstream", "*", "streams", streams.StreamHigh, "msgs", "*.blk"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no block files of HIGH under %s (%v)", b.env.Dir, err)
-	}
-	last := 0
-	for _, f := range files {
-		i, err := strconv.Atoi(strings.TrimSuffix(filepath.Base(f), ".blk"))
-		if err != nil {
-			t.Fatalf("block file %s: %v", f, err)
-		}
-		last = max(last, i)
-	}
-	return last
-}
-
 // TestKeeperKeepsTheQueueFile: a queue drained one token at a time makes
 // the file store replace its block file after nearly every token; with a
 // keeper placed, it writes on in the same file. No consumer is given the
@@ -102,22 +83,22 @@ func TestKeeperKeepsTheQueueFile(t *testing.T) {
 	const rounds = 20
 	b := newKeeperBed(t)
 	b.round(t)
-	first := b.lastBlock(t)
+	first := b.env.LastBlock(t, streams.StreamHigh)
 	for range rounds {
 		b.round(t)
 	}
-	if grew := b.lastBlock(t) - first; grew < rounds/2 {
+	if grew := b.env.LastBlock(t, streams.StreamHigh) - first; grew < rounds/2 {
 		t.Fatalf("without a keeper the block file changed %d times in %d rounds: the file store no longer replaces an emptied block, and the keeper may have lost its reason", grew, rounds)
 	}
 
 	if err := b.k.keep(b.ctx, pipeline.High, b.queue); err != nil {
 		t.Fatal(err)
 	}
-	first = b.lastBlock(t)
+	first = b.env.LastBlock(t, streams.StreamHigh)
 	for range rounds {
 		b.round(t)
 	}
-	if grew := b.lastBlock(t) - first; grew != 0 {
+	if grew := b.env.LastBlock(t, streams.StreamHigh) - first; grew != 0 {
 		t.Fatalf("with a keeper the block file changed %d times in %d rounds, want 0", grew, rounds)
 	}
 	if n := b.keepers(t); n != 1 {

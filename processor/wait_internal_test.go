@@ -46,6 +46,19 @@ func waitsOn(ctx context.Context, t *testing.T, p *parts, w *waker, n int, d tim
 	return out
 }
 
+// cancelledWait starts a wait on w whose context ends at once, and returns
+// once it returned context.Canceled: its requests are left waiting on the
+// server, with no waiter.
+func cancelledWait(t *testing.T, p *parts, w *waker) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(p.ctx)
+	waits := waitsOn(ctx, t, p, w, 1, time.Minute)
+	cancel()
+	if err, ok := testnats.Receive(waits[0], 10*time.Second); !ok || !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled wait: %v (returned: %v), want context.Canceled", err, ok)
+	}
+}
+
 // TestWakerWakesOnAToken: waits leave one request on each queue's
 // consumer however many there are; a token that becomes deliverable wakes
 // every one of them long before their time is up, delivered to the waker,
@@ -136,12 +149,7 @@ func TestWakerWakesOnATokenKeptBefore(t *testing.T) {
 	p := startParts(t)
 	w := &waker{nc: p.nc, domain: partsDomain}
 	defer w.close()
-	ctx, cancel := context.WithCancel(p.ctx)
-	waits := waitsOn(ctx, t, p, w, 1, time.Minute)
-	cancel()
-	if err, ok := testnats.Receive(waits[0], 10*time.Second); !ok || !errors.Is(err, context.Canceled) {
-		t.Fatalf("the cancelled wait: %v (returned: %v)", err, ok)
-	}
+	cancelledWait(t, p, w)
 	if _, err := p.js.Publish(p.ctx, streams.RequeueSubject(pipeline.Med, partsDomain), []byte("token")); err != nil {
 		t.Fatal(err)
 	}
@@ -217,12 +225,7 @@ func TestWakerEnds(t *testing.T) {
 	p := startParts(t)
 	w := &waker{nc: p.nc, domain: partsDomain}
 	defer w.close()
-	ctx, cancel := context.WithCancel(p.ctx)
-	waits := waitsOn(ctx, t, p, w, 1, time.Minute)
-	cancel()
-	if err, ok := testnats.Receive(waits[0], 10*time.Second); !ok || !errors.Is(err, context.Canceled) {
-		t.Fatalf("a cancelled wait: %v (returned: %v), want context.Canceled", err, ok)
-	}
+	cancelledWait(t, p, w)
 	// The cancelled wait's requests are still out; once they expire the
 	// server's answers clear them.
 	w.close()

@@ -3,9 +3,6 @@ package jsapi_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -78,23 +75,6 @@ func (b *heldBed) waitPending(t *testing.T, want int, what string) {
 	testnats.Eventually(t, 5*time.Second, fmt.Sprintf("%s: %d pending", what, want), func() bool { return b.pending(t) == want })
 }
 
-// lastBlock is the index of the newest message block file of HELD.
-func (b *heldBed) lastBlock(t *testing.T) int {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(b.env.Dir, "jetstream", "*", "streams", "HELD", "msgs", "*.blk"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no block files of HELD under %s (%v)", b.env.Dir, err)
-	}
-	last := 0
-	for _, f := range files {
-		i, err := strconv.Atoi(strings.TrimSuffix(filepath.Base(f), ".blk"))
-		if err != nil {
-			t.Fatalf("block file %s: %v", f, err)
-		}
-		last = max(last, i)
-	}
-	return last
-}
 
 // The newest message's acknowledgement waits for a newer one or the hold;
 // an older one's goes at once; Close sends the one held.
@@ -170,7 +150,7 @@ func TestHeldAckKeepsTheBlock(t *testing.T) {
 			b := newHeldBed(t)
 			h := &jsapi.HeldAck{Hold: time.Hour, MinHold: time.Hour}
 			t.Cleanup(h.Close)
-			first := b.lastBlock(t)
+			first := b.env.LastBlock(t, "HELD")
 			for range rounds {
 				m := b.take(t, 1)[0]
 				if err := tc.ack(h, m); err != nil {
@@ -184,7 +164,7 @@ func TestHeldAckKeepsTheBlock(t *testing.T) {
 				}
 				b.waitPending(t, want, "round")
 			}
-			grew := b.lastBlock(t) - first
+			grew := b.env.LastBlock(t, "HELD") - first
 			switch {
 			case tc.churn && grew < rounds/2:
 				t.Fatalf("the block file changed %d times in %d rounds: the file store no longer replaces an emptied block, and HeldAck may have lost its reason", grew, rounds)

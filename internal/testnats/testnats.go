@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -189,6 +191,26 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// LastBlock is the index of the newest message block file of stream in
+// e's store: the file store replaces a block it emptied with a new file,
+// so the index grows with each replacement.
+func (e *Env) LastBlock(t testing.TB, stream string) int {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(e.Dir, "jetstream", "*", "streams", stream, "msgs", "*.blk"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no block files of %s under %s (%v)", stream, e.Dir, err)
+	}
+	last := 0
+	for _, f := range files {
+		i, err := strconv.Atoi(strings.TrimSuffix(filepath.Base(f), ".blk"))
+		if err != nil {
+			t.Fatalf("block file %s: %v", f, err)
+		}
+		last = max(last, i)
+	}
+	return last
 }
 
 // Messages returns the data of every message in stream, in order, read as
