@@ -75,7 +75,6 @@ func (b *heldBed) waitPending(t *testing.T, want int, what string) {
 	testnats.Eventually(t, 5*time.Second, fmt.Sprintf("%s: %d pending", what, want), func() bool { return b.pending(t) == want })
 }
 
-
 // The newest message's acknowledgement waits for a newer one or the hold;
 // an older one's goes at once; Close sends the one held.
 func TestHeldAckHoldsOnlyTheNewest(t *testing.T) {
