@@ -244,9 +244,11 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 	p.confirms = &confirmations{steps: s, log: p.log, streams: map[pipeline.Priority]jetstream.Stream{}}
 	name := streams.ProcessorConsumer(opts.Domain)
 	for _, prio := range []pipeline.Priority{pipeline.High, pipeline.Med} {
-		if _, err := js.Consumer(ctx, streams.QueueStream(prio), name); err != nil {
+		c, err := js.Consumer(ctx, streams.QueueStream(prio), name)
+		if err != nil {
 			return nil, fmt.Errorf("processor: consumer %s on %s (provision the domain first): %w", name, streams.QueueStream(prio), err)
 		}
+		p.waker.keepFor(c.CachedInfo().Config.AckWait)
 		p.queues[prio] = jsapi.NewFetcher(nc, streams.QueueStream(prio), name, 0)
 		qs, err := js.Stream(ctx, streams.QueueStream(prio))
 		if err != nil {

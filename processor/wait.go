@@ -44,6 +44,8 @@ type waker struct {
 	// kept holds, per queue, the tokens delivered to its requests and not
 	// yet taken by a tick.
 	kept map[pipeline.Priority][]keptToken
+	// keep is how long a token is kept at most (keepFor); 0: maxKept.
+	keep time.Duration
 }
 
 // keptToken is a token the server delivered to a waker's request.
@@ -55,19 +57,39 @@ type keptToken struct {
 	pending uint64
 }
 
-// maxKept is how long a delivered token is kept for a tick: one kept
-// longer (a caller of WaitWork that did not tick after it) is given back
-// to the consumer instead, well before its AckWait would have it delivered
-// again while it is kept.
+// maxKept is how long a delivered token is kept for a tick at most: one
+// kept longer (a caller of WaitWork that did not tick after it) is given
+// back to the consumer instead, well before its AckWait would have it
+// delivered again while it is kept (keepFor: at most half the AckWait).
 const maxKept = 5 * time.Second
+
+// keepFor bounds how long a token is kept to half of ackWait, the shortest
+// of the queues' consumers' (a token kept past its AckWait would be
+// delivered again while it is kept), and to maxKept.
+func (w *waker) keepFor(ackWait time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ackWait > 0 && (w.keep == 0 || ackWait/2 < w.keep) {
+		w.keep = min(ackWait/2, maxKept)
+	}
+}
+
+// keptFor is how long a token is kept at most.
+func (w *waker) keptFor() time.Duration {
+	if w.keep > 0 {
+		return w.keep
+	}
+	return maxKept
+}
 
 // WaitWork blocks until a token may be ready in the domain's HIGH or MED
 // queue, at most d, or until ctx is done. A processor that ticks itself
 // calls it after a tick that found no messages, instead of polling: the
 // server delivers a token that becomes ready to the replica that has waited
 // longest, which keeps it for its next tick (Tick takes it before it asks
-// the server for more; call Tick soon after: a token kept over 5 seconds
-// goes back to the queue), and a waiting processor costs nothing meanwhile.
+// the server for more; call Tick soon after: a token kept over 5 seconds,
+// or half the consumer's AckWait if that is shorter, goes back to the
+// queue), and a waiting processor costs nothing meanwhile.
 // The wait also ends when its request expires. It returns ctx's error when
 // ctx ends the wait, and an error when the wait could not be set up;
 // otherwise nil. Safe for concurrent use.
@@ -179,7 +201,7 @@ func (w *waker) quiet(prio pipeline.Priority) bool {
 // take returns up to n of the tokens delivered to this waker's requests on
 // prio's queue, oldest first, and whether the consumer may hold more ready
 // ones: false when it said, as it delivered the newest of them, that it
-// held no other. A token kept longer than maxKept is given back to the
+// held no other. A token kept longer than keptFor is given back to the
 // consumer (a NAK) rather than returned.
 func (w *waker) take(prio pipeline.Priority, n int) (msgs []jetstream.Msg, more bool) {
 	w.mu.Lock()
@@ -192,10 +214,11 @@ func (w *waker) take(prio pipeline.Priority, n int) (msgs []jetstream.Msg, more 
 	taken := kept[:k:k]
 	w.kept[prio] = kept[k:]
 	more = len(kept) > k || kept[k-1].pending > 0
+	limit := w.keptFor()
 	w.mu.Unlock()
 	now := time.Now()
 	for _, t := range taken {
-		if now.Sub(t.at) > maxKept {
+		if now.Sub(t.at) > limit {
 			_ = t.msg.Nak()
 			continue
 		}

@@ -168,6 +168,29 @@ func TestWakerWakesOnATokenKeptBefore(t *testing.T) {
 	}
 }
 
+// TestWakerKeepsForHalfTheAckWait: a token is kept at most half the
+// shortest AckWait of the queues' consumers, and never over maxKept.
+func TestWakerKeepsForHalfTheAckWait(t *testing.T) {
+	for _, tc := range []struct {
+		ackWaits []time.Duration
+		want     time.Duration
+	}{
+		{nil, maxKept},
+		{[]time.Duration{30 * time.Second, 30 * time.Second}, maxKept},
+		{[]time.Duration{30 * time.Second, time.Second}, 500 * time.Millisecond},
+		{[]time.Duration{time.Second, 30 * time.Second}, 500 * time.Millisecond},
+		{[]time.Duration{4 * time.Second}, 2 * time.Second},
+	} {
+		w := &waker{}
+		for _, d := range tc.ackWaits {
+			w.keepFor(d)
+		}
+		if got := w.keptFor(); got != tc.want {
+			t.Errorf("AckWaits %v: kept for %v, want %v", tc.ackWaits, got, tc.want)
+		}
+	}
+}
+
 // TestWakerReleases: the tokens a waker keeps go back to the queue when it
 // releases them (a paused replica) or closes, and one kept too long is
 // given back rather than taken.
@@ -205,7 +228,7 @@ func TestWakerReleases(t *testing.T) {
 	deliver()
 	w.mu.Lock()
 	for i := range w.kept[pipeline.Med] {
-		w.kept[pipeline.Med][i].at = time.Now().Add(-2 * maxKept)
+		w.kept[pipeline.Med][i].at = time.Now().Add(-2 * w.keptFor())
 	}
 	w.mu.Unlock()
 	if msgs, _ := w.take(pipeline.Med, 8); len(msgs) != 0 {
