@@ -62,6 +62,8 @@ const (
 	keeperMaxWait = time.Minute
 	// keeperWarnAfter is the failures in a row that are logged.
 	keeperWarnAfter = 3
+	// keeperRequestTimeout bounds each of a look's requests.
+	keeperRequestTimeout = 2 * time.Second
 )
 
 func newKeeper(js jetstream.JetStream, queues map[pipeline.Priority]jetstream.Stream, log *slog.Logger) *keeper {
@@ -114,7 +116,7 @@ func (k *keeper) run(ctx context.Context) error {
 // keep places a new keeper on queue p's stream st when the one placed last
 // may no longer be among its newest messages.
 func (k *keeper) keep(ctx context.Context, p pipeline.Priority, st jetstream.Stream) error {
-	lctx, cancel := context.WithTimeout(ctx, k.every)
+	lctx, cancel := context.WithTimeout(ctx, keeperRequestTimeout)
 	defer cancel()
 	info, err := st.Info(lctx)
 	if err != nil {

@@ -316,18 +316,9 @@ func checkClean(e *env, n int) error {
 // only (authz's keeper stays).
 func streamMsgs(ctx context.Context, s jetstream.Stream) (uint64, error) {
 	for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
-		if s.CachedInfo().Config.Name != streams.QueueStream(p) {
-			continue
+		if s.CachedInfo().Config.Name == streams.QueueStream(p) {
+			return streams.QueueTokens(ctx, s, p)
 		}
-		info, err := s.Info(ctx, jetstream.WithSubjectFilter(streams.QueueTokensFilter(p)))
-		if err != nil {
-			return 0, err
-		}
-		var n uint64
-		for _, c := range info.State.Subjects {
-			n += c
-		}
-		return n, nil
 	}
 	info, err := s.Info(ctx)
 	if err != nil {

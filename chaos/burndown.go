@@ -169,9 +169,7 @@ func settled(ctx context.Context, sys *System, js jetstream.JetStream) bool {
 		if err != nil {
 			return false
 		}
-		// Tokens only: the queue's keeper stays.
-		info, err := s.Info(ictx, jetstream.WithSubjectFilter(streams.QueueTokensFilter(p)))
-		if err != nil || len(info.State.Subjects) != 0 {
+		if n, err := streams.QueueTokens(ictx, s, p); err != nil || n != 0 {
 			return false
 		}
 	}

@@ -444,6 +444,17 @@ func (p *Processor) Paused(ctx context.Context) (bool, error) {
 	return st.Paused, nil
 }
 
+// pausedNow is Paused, read by a tick before it takes work. A paused
+// domain's replica gives the tokens its waits were given back to the
+// queue, for whichever replica runs them after the pause.
+func (p *Processor) pausedNow(ctx context.Context) (bool, error) {
+	paused, err := p.Paused(ctx)
+	if paused {
+		p.waker.release()
+	}
+	return paused, err
+}
+
 // Tick runs up to steps steps: batches from HIGH first, then from MED, at
 // most Options.Concurrency at once, and no more than the domain's throttle
 // (Options.Throttle) leaves of the current second.
@@ -466,15 +477,12 @@ func (p *Processor) Tick(ctx context.Context, steps int) api.TickReport {
 func (p *Processor) tick(ctx context.Context, steps int, watch bool) (rep api.TickReport, dry bool) {
 	rep = api.TickReport{Domain: p.opts.Domain, Status: api.TickOK}
 	steps = min(max(steps, 1), p.opts.MaxSteps)
-	paused, err := p.Paused(ctx)
+	paused, err := p.pausedNow(ctx)
 	if err != nil {
 		rep.Status, rep.Error = api.TickError, err.Error()
 		return rep, false
 	}
 	if paused {
-		// Tokens delivered to a wait before the pause go back to the
-		// queue, for whichever replica runs them after it.
-		p.waker.release()
 		rep.Status = api.TickPaused
 		return rep, false
 	}
@@ -554,11 +562,8 @@ func (p *Processor) tick(ctx context.Context, steps int, watch bool) (rep api.Ti
 			// A tick that lasts (a slow step running, work arriving
 			// beside it) reads the pause again before it takes more, so
 			// that a pause stops it within pauseRecheck, not at its end.
-			paused, err := p.Paused(ctx)
+			paused, err := p.pausedNow(ctx)
 			if err != nil || paused {
-				if paused {
-					p.waker.release()
-				}
 				break // what runs, ends; the next tick says why
 			}
 			pauseRead = time.Now()

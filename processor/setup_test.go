@@ -240,13 +240,9 @@ func (b *bundle) tokens(t *testing.T, p pipeline.Priority) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.Info(b.ctx, jetstream.WithSubjectFilter(streams.QueueTokensFilter(p)))
+	n, err := streams.QueueTokens(b.ctx, s, p)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var n uint64
-	for _, c := range info.State.Subjects {
-		n += c
 	}
 	return n
 }

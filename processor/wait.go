@@ -69,12 +69,12 @@ const maxKept = 5 * time.Second
 func (w *waker) keepFor(ackWait time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if ackWait > 0 && (w.keep == 0 || ackWait/2 < w.keep) {
-		w.keep = min(ackWait/2, maxKept)
+	if ackWait > 0 {
+		w.keep = min(w.keptFor(), ackWait/2)
 	}
 }
 
-// keptFor is how long a token is kept at most.
+// keptFor is how long a token is kept at most. w.mu is held.
 func (w *waker) keptFor() time.Duration {
 	if w.keep > 0 {
 		return w.keep

@@ -93,6 +93,20 @@ func (s Settings) storage() jetstream.StorageType {
 	return jetstream.FileStorage
 }
 
+// QueueTokens counts the tokens in queue p's stream st, of every domain:
+// the stream's authz keeper (KeeperSubject) is not one.
+func QueueTokens(ctx context.Context, st jetstream.Stream, p pipeline.Priority) (uint64, error) {
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(QueueTokensFilter(p)))
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n, nil
+}
+
 // Streams declares every stream of the system.
 func Streams(s Settings) []jetstream.StreamConfig {
 	queue := func(name string, p pipeline.Priority) jetstream.StreamConfig {
