@@ -49,6 +49,7 @@ type config struct {
 	riverWorkers     int
 	riverCooldown    time.Duration
 	riverDir         string
+	riverBin         string
 	idle             time.Duration
 	idleWait         time.Duration
 	latencyDur       time.Duration
@@ -175,6 +176,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.riverWorkers, "river-workers", 100, "MaxWorkers of River's queue")
 	fs.DurationVar(&c.riverCooldown, "river-fetch-cooldown", 2*time.Millisecond, "River's FetchCooldown")
 	fs.StringVar(&c.riverDir, "river-dir", "", "the River program's module (default: the repository's bench/river)")
+	fs.StringVar(&c.riverBin, "river-bin", "", "a River program built beforehand from bench/river, run instead of building -river-dir (for a machine without Go)")
 	fs.DurationVar(&c.idleWait, "idle-wait", time.Second, "after a tick that found no messages, wait for work (processor WaitWork) at most this long; 0: pause -idle instead")
 	fs.DurationVar(&c.idle, "idle", 200*time.Microsecond, "pause after a tick that found no messages, with -idle-wait 0")
 	fs.DurationVar(&c.latencyDur, "latency-duration", 20*time.Second, "length of each open-loop latency run")
@@ -287,7 +289,7 @@ func parseFlags(args []string) (*config, error) {
 		return nil, err
 	}
 	root, err := repoRoot()
-	if err != nil && (c.natsConf == "" || c.out == "" || c.riverDir == "") {
+	if err != nil && (c.natsConf == "" || c.out == "" || (c.riverDir == "" && c.riverBin == "")) {
 		return nil, err
 	}
 	if c.natsConf == "" {

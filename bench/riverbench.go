@@ -209,8 +209,11 @@ var riverBuild struct {
 }
 
 // buildRiver compiles the River program (its own module, bench/river) into
-// a temp dir once per bench run.
+// a temp dir once per bench run, or returns the one -river-bin names.
 func buildRiver(cfg *config) (string, error) {
+	if cfg.riverBin != "" {
+		return cfg.riverBin, nil
+	}
 	riverBuild.once.Do(func() {
 		dir, err := os.MkdirTemp(cfg.tmpDir, "tickflow-bench-riverbin-")
 		if err != nil {
