@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -122,5 +123,23 @@ func startCPUProfile(path string) (stop func(), err error) {
 		f.Close()
 		return nil, err
 	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+	if mutexProfile {
+		runtime.SetMutexProfileFraction(10)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		if mutexProfile {
+			// Cumulative since the first profile started: the submit's
+			// contention and then the drain's.
+			if mf, err := os.Create(path + ".mutex"); err == nil {
+				_ = pprof.Lookup("mutex").WriteTo(mf, 0)
+				mf.Close()
+			}
+		}
+	}, nil
 }
+
+// mutexProfile, set by -mutexprofile, writes the contention on mutexes
+// beside each CPU profile, as file.mutex.
+var mutexProfile bool
