@@ -191,8 +191,9 @@ func closedListeners(s *server.Server, so *server.Options) string {
 }
 
 // InProcess returns the connect option that connects to this server without
-// a network socket.
-func (s *Server) InProcess() nats.Option { return nats.InProcessServer(s.Server) }
+// a network socket. Each connection has a send buffer, as a socket has
+// (pipeConn), so that its publishers do not wait on the server's read loop.
+func (s *Server) InProcess() nats.Option { return nats.InProcessServer(bufferedPipes{s.Server}) }
 
 // URL is the client URL, empty when the server does not listen.
 func (s *Server) URL() string {

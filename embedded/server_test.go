@@ -172,3 +172,51 @@ func TestFreePort(t *testing.T) {
 		}
 	}
 }
+
+// TestInProcessDeliversWhatCloseLeft: a connection through InProcess (with
+// its send buffer) carries publishes and requests, and what a client
+// published just before Close, unflushed, still reaches the server, as it
+// would over a socket.
+func TestInProcessDeliversWhatCloseLeft(t *testing.T) {
+	s, err := embedded.Start(embedded.Options{ConfigFile: testnats.ConfigPath(t), DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sub := connect(t, s, s.InProcess())
+	got, err := sub.SubscribeSync("in.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo, err := sub.Subscribe("echo", func(m *nats.Msg) { _ = m.Respond(m.Data) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Unsubscribe()
+	if err := sub.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := streams.Connect(testnats.Creds("admin"), s.InProcess())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := pub.Request("echo", []byte("ping"), 10*time.Second); err != nil || string(m.Data) != "ping" {
+		t.Fatalf("request through the buffered connection: %v, %v", m, err)
+	}
+	const n = 5000
+	for i := range n {
+		if err := pub.Publish(fmt.Sprintf("in.%d", i), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub.Close()
+	for i := range n {
+		m, err := got.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("message %d of %d published before Close: %v", i, n, err)
+		}
+		if want := fmt.Sprintf("in.%d", i); m.Subject != want {
+			t.Fatalf("message %d is %s, want %s", i, m.Subject, want)
+		}
+	}
+}
