@@ -163,7 +163,10 @@ type callbackApplier struct {
 	// concurrency bounds the callbacks applied at once
 	// (Options.Concurrency); backoff is Options.CallbackBackoff.
 	concurrency int
-	backoff     []time.Duration
+	// groups bounds the groups of callbacks applied at once
+	// (callbackGroups).
+	groups  int
+	backoff []time.Duration
 	// held acknowledges the callbacks applied, holding back the newest
 	// one's acknowledgement so that CALLBACKS, which removes what is
 	// acknowledged, does not empty after every callback (jsapi.HeldAck).

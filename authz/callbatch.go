@@ -2,6 +2,7 @@ package authz
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,9 +18,11 @@ import (
 	"github.com/tickflow/tickflow/internal/streams"
 )
 
-// callbackGroups bounds the groups of callbacks applied at once: one is
-// written while the next gathers, as a processor's unit requests are.
-const callbackGroups = 2
+// callbackGroups bounds the groups of callbacks a replica applies at once:
+// two (one written while the next gathers, as a processor's unit requests
+// are), and one more for each four cores past eight, so that a machine
+// with many cores keeps more writes in flight.
+func callbackGroups() int { return max(2, runtime.GOMAXPROCS(0)/4) }
 
 // pubAckWait bounds the wait for the PubAcks of a group's record writes; a
 // write not acknowledged by then is applied again the patient way, which
@@ -81,7 +84,7 @@ func (b *callbackBatcher) add(ctx context.Context, m jetstream.Msg) {
 		b.room.Wait()
 	}
 	b.pending = append(b.pending, items...)
-	if b.running < callbackGroups {
+	if b.running < b.a.groups {
 		b.running++
 		b.gate.Go(func() { b.run(ctx) })
 	}

@@ -3,6 +3,7 @@ package authz
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -369,4 +370,38 @@ func TestGroupReadsRecordsItDidNotCreate(t *testing.T) {
 		}
 	}
 	b.drained(t)
+}
+
+// TestCallbackGroups: a replica applies two groups of callbacks at once,
+// more on a machine with many cores; one applying a single group at a
+// time, of four callbacks, still applies each of many once.
+func TestCallbackGroups(t *testing.T) {
+	b := groupSetup(t, 40)
+	if got, want := b.s.applier.groups, max(2, runtime.GOMAXPROCS(0)/4); got != want {
+		t.Fatalf("callback groups %d, want %d on %d cores", got, want, runtime.GOMAXPROCS(0))
+	}
+	one, err := New(b.ctx, b.env.Conn(t, "authz"), Options{Table: b.s.Table(), Concurrency: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one.applier.groups = 1
+	b.callbacks(t, b.ids)
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan error, 1)
+	go func() { done <- one.Run(ctx) }()
+	b.drained(t)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	kv, err := b.env.JS(t, "admin").KeyValue(b.ctx, streams.BucketBatches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range b.ids {
+		rec, _ := b.record(t, kv, id)
+		if rec.Status != pipeline.Executed || callbackEvents(rec) != 1 {
+			t.Fatalf("batch %d: %s, applied %d times; want Executed, once", id, rec.Status, callbackEvents(rec))
+		}
+	}
 }

@@ -122,7 +122,7 @@ func (p *parts) slots() *slotKeeper {
 func (p *parts) callbackApplier(ko *keyOrders) *callbackApplier {
 	return &callbackApplier{js: p.js, nc: p.nc, acks: p.h.acks, consumer: p.h.callbacks, store: p.store, slots: p.slots(),
 		senders: p.senderPool(p.h), keys: ko, table: p.Table,
-		now: p.clock.Now, log: p.log, concurrency: 8, backoff: []time.Duration{time.Second}}
+		now: p.clock.Now, log: p.log, concurrency: 8, groups: 2, backoff: []time.Duration{time.Second}}
 }
 
 // senderPool is the sender pools' part over h: p's, or another

@@ -255,7 +255,7 @@ func (s *Service) compose(h *bound, progress *streams.ProgressStore) {
 		build: s.intake.build, admit: s.keyOrders.admit}
 	s.applier = &callbackApplier{js: s.js, nc: s.nc, acks: h.acks, consumer: h.callbacks, store: store, slots: s.slots,
 		senders: s.senderPool, keys: s.keyOrders, table: s.Table, now: now, log: log, tel: tel,
-		concurrency: s.opts.Concurrency, backoff: s.opts.CallbackBackoff}
+		concurrency: s.opts.Concurrency, groups: callbackGroups(), backoff: s.opts.CallbackBackoff}
 	s.deadLetters = &deadLetters{js: s.js, nc: s.nc, dlq: h.dlq, batches: h.batches, store: store, submitters: s.submitters,
 		table: s.Table, now: now, log: log, tel: tel, admit: s.keyOrders.admit, apply: s.Apply}
 	s.sched = &scheduler{schedules: h.schedules, store: store, table: s.Table, now: now, log: log, submit: s.intake.submit,
