@@ -140,7 +140,7 @@ func (c *pipeConn) pump() {
 			closed := c.closed
 			c.mu.Unlock()
 			if closed {
-				c.Conn.Close()
+				_ = c.Conn.Close()
 				return
 			}
 			<-c.wake
@@ -154,7 +154,7 @@ func (c *pipeConn) pump() {
 			c.err, c.pending = err, nil
 			c.freeWriters()
 			c.mu.Unlock()
-			c.Conn.Close()
+			_ = c.Conn.Close()
 			return
 		}
 	}
@@ -175,7 +175,7 @@ func (c *pipeConn) Close() error {
 	case c.wake <- struct{}{}:
 	default:
 	}
-	c.flushing = time.AfterFunc(c.flushFor, func() { c.Conn.Close() })
+	c.flushing = time.AfterFunc(c.flushFor, func() { _ = c.Conn.Close() })
 	return nil
 }
 

@@ -18,8 +18,8 @@ func pipePair(t *testing.T, limit int, flushFor time.Duration) (*pipeConn, net.C
 	c := newPipeConn(client)
 	c.limit, c.flushFor = limit, flushFor
 	t.Cleanup(func() {
-		c.Close()
-		server.Close()
+		_ = c.Close()
+		_ = server.Close()
 		<-c.done
 	})
 	return c, server
@@ -116,7 +116,7 @@ func TestPipeConnCloseGivesUpOnAServerThatDoesNotRead(t *testing.T) {
 	if _, err := c.Write([]byte("never read")); err != nil {
 		t.Fatal(err)
 	}
-	c.Close()
+	_ = c.Close()
 	select {
 	case <-c.done:
 	case <-time.After(10 * time.Second):
@@ -128,7 +128,7 @@ func TestPipeConnCloseGivesUpOnAServerThatDoesNotRead(t *testing.T) {
 // its end), writes return that error.
 func TestPipeConnReportsAFailedPipe(t *testing.T) {
 	c, server := pipePair(t, 1<<10, time.Second)
-	server.Close()
+	_ = server.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, err := c.Write([]byte("x"))

@@ -188,11 +188,9 @@ func TestInProcessDeliversWhatCloseLeft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	echo, err := sub.Subscribe("echo", func(m *nats.Msg) { _ = m.Respond(m.Data) })
-	if err != nil {
+	if _, err := sub.Subscribe("echo", func(m *nats.Msg) { _ = m.Respond(m.Data) }); err != nil {
 		t.Fatal(err)
 	}
-	defer echo.Unsubscribe()
 	if err := sub.Flush(); err != nil {
 		t.Fatal(err)
 	}
