@@ -125,6 +125,7 @@ func startCPUProfile(path string) (stop func(), err error) {
 	}
 	if mutexProfile {
 		runtime.SetMutexProfileFraction(10)
+		runtime.SetBlockProfileRate(int(10 * time.Microsecond))
 	}
 	return func() {
 		pprof.StopCPUProfile()
@@ -132,14 +133,18 @@ func startCPUProfile(path string) (stop func(), err error) {
 		if mutexProfile {
 			// Cumulative since the first profile started: the submit's
 			// contention and then the drain's.
-			if mf, err := os.Create(path + ".mutex"); err == nil {
-				_ = pprof.Lookup("mutex").WriteTo(mf, 0)
-				mf.Close()
+			for _, p := range []string{"mutex", "block"} {
+				if f, err := os.Create(path + "." + p); err == nil {
+					_ = pprof.Lookup(p).WriteTo(f, 0)
+					f.Close()
+				}
 			}
 		}
 	}, nil
 }
 
 // mutexProfile, set by -mutexprofile, writes the contention on mutexes
-// beside each CPU profile, as file.mutex.
+// and the waits of at least 10µs on channels, selects, locks and
+// condition variables beside each CPU profile, as file.mutex and
+// file.block.
 var mutexProfile bool
