@@ -39,7 +39,7 @@ func (p bufferedPipes) InProcessConn() (net.Conn, error) {
 // it read last, and a connection carries no more than one core's worth of
 // the server's work. A Write here appends to the buffer and returns; one
 // goroutine hands the buffer to the pipe. Reads, addresses and read
-// deadlines are the pipe's.
+// deadlines are the pipe's; Close ends a read at once, as a socket's does.
 type pipeConn struct {
 	net.Conn
 	mu      sync.Mutex
@@ -176,7 +176,26 @@ func (c *pipeConn) Close() error {
 	default:
 	}
 	c.flushing = time.AfterFunc(c.flushFor, func() { _ = c.Conn.Close() })
+	// A read in progress ends now, as on a closed socket, while the pipe
+	// stays open for the bytes still to be handed.
+	_ = c.Conn.SetReadDeadline(time.Now())
 	return nil
+}
+
+// Read reads from the pipe; once the connection is closed it returns
+// net.ErrClosed.
+func (c *pipeConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil && c.isClosed() {
+		return n, net.ErrClosed
+	}
+	return n, err
+}
+
+func (c *pipeConn) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
 }
 
 // SetWriteDeadline bounds a Write's wait for room in the buffer.
@@ -191,5 +210,16 @@ func (c *pipeConn) SetWriteDeadline(t time.Time) error {
 // deadline.
 func (c *pipeConn) SetDeadline(t time.Time) error {
 	_ = c.SetWriteDeadline(t)
+	return c.SetReadDeadline(t)
+}
+
+// SetReadDeadline sets the pipe's read deadline, unless the connection is
+// closed: its reads have ended.
+func (c *pipeConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
 	return c.Conn.SetReadDeadline(t)
 }

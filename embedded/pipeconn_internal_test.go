@@ -144,3 +144,30 @@ func TestPipeConnReportsAFailedPipe(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestPipeConnCloseEndsARead: a read waiting on the server ends at Close
+// with net.ErrClosed, as on a closed socket, while what was written before
+// still reaches the server.
+func TestPipeConnCloseEndsARead(t *testing.T) {
+	c, server := pipePair(t, 1<<10, 10*time.Second)
+	read := make(chan error, 1)
+	go func() {
+		_, err := c.Read(make([]byte, 1))
+		read <- err
+	}()
+	if _, err := c.Write([]byte("bye")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	select {
+	case err := <-read:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("a read ended by Close: %v, want net.ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a read still waits after Close")
+	}
+	if got := readN(t, server, 3); string(got) != "bye" {
+		t.Fatalf("read %q", got)
+	}
+}
