@@ -218,3 +218,42 @@ func TestInProcessDeliversWhatCloseLeft(t *testing.T) {
 		}
 	}
 }
+
+// TestShippedConfigCachesNoMatches: the project's nats.conf turns the
+// server's cache of subject matches off, so that publishes to subjects used
+// once (KV keys, acks, reply inboxes) do not all wait on the account's lock
+// to fill a cache they never hit; messages are routed as before.
+func TestShippedConfigCachesNoMatches(t *testing.T) {
+	s, err := embedded.Start(embedded.Options{ConfigFile: testnats.ConfigPath(t), DataDir: t.TempDir(), DontListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	nc := connect(t, s, s.InProcess())
+	got, err := nc.SubscribeSync("once.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	for i := range n {
+		if err := nc.Publish(fmt.Sprintf("once.%d", i), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		m, err := got.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("message %d of %d: %v", i, n, err)
+		}
+		if want := fmt.Sprintf("once.%d", i); m.Subject != want {
+			t.Fatalf("message %d is %s, want %s", i, m.Subject, want)
+		}
+	}
+	sz, err := s.Server.Subsz(&server.SubszOptions{Subscriptions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sz.NumCache != 0 {
+		t.Fatalf("the server cached %d subject matches after %d publishes to distinct subjects: nats.conf should set disable_sublist_cache", sz.NumCache, n)
+	}
+}
