@@ -177,17 +177,39 @@ func TestFreePort(t *testing.T) {
 // its send buffer) carries publishes and requests, and what a client
 // published just before Close, unflushed, still reaches the server, as it
 // would over a socket.
+// startSubscribed starts a server from the project's nats.conf, without a
+// listener, and subscribes to subjects on an in-process connection.
+func startSubscribed(t *testing.T, subjects string) (*embedded.Server, *nats.Conn, *nats.Subscription) {
+	t.Helper()
+	s, err := embedded.Start(embedded.Options{ConfigFile: testnats.ConfigPath(t), DataDir: t.TempDir(), DontListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	nc := connect(t, s, s.InProcess())
+	got, err := nc.SubscribeSync(subjects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, nc, got
+}
+
+// receiveInOrder reads n messages from got, the i-th on prefix.i.
+func receiveInOrder(t *testing.T, got *nats.Subscription, prefix string, n int) {
+	t.Helper()
+	for i := range n {
+		m, err := got.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("message %d of %d: %v", i, n, err)
+		}
+		if want := fmt.Sprintf("%s.%d", prefix, i); m.Subject != want {
+			t.Fatalf("message %d is %s, want %s", i, m.Subject, want)
+		}
+	}
+}
+
 func TestInProcessDeliversWhatCloseLeft(t *testing.T) {
-	s, err := embedded.Start(embedded.Options{ConfigFile: testnats.ConfigPath(t), DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	sub := connect(t, s, s.InProcess())
-	got, err := sub.SubscribeSync("in.>")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, sub, got := startSubscribed(t, "in.>")
 	if _, err := sub.Subscribe("echo", func(m *nats.Msg) { _ = m.Respond(m.Data) }); err != nil {
 		t.Fatal(err)
 	}
@@ -208,15 +230,7 @@ func TestInProcessDeliversWhatCloseLeft(t *testing.T) {
 		}
 	}
 	pub.Close()
-	for i := range n {
-		m, err := got.NextMsg(10 * time.Second)
-		if err != nil {
-			t.Fatalf("message %d of %d published before Close: %v", i, n, err)
-		}
-		if want := fmt.Sprintf("in.%d", i); m.Subject != want {
-			t.Fatalf("message %d is %s, want %s", i, m.Subject, want)
-		}
-	}
+	receiveInOrder(t, got, "in", n) // every one published before Close
 }
 
 // TestShippedConfigCachesNoMatches: the project's nats.conf turns the
@@ -224,31 +238,14 @@ func TestInProcessDeliversWhatCloseLeft(t *testing.T) {
 // once (KV keys, acks, reply inboxes) do not all wait on the account's lock
 // to fill a cache they never hit; messages are routed as before.
 func TestShippedConfigCachesNoMatches(t *testing.T) {
-	s, err := embedded.Start(embedded.Options{ConfigFile: testnats.ConfigPath(t), DataDir: t.TempDir(), DontListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	nc := connect(t, s, s.InProcess())
-	got, err := nc.SubscribeSync("once.>")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, nc, got := startSubscribed(t, "once.>")
 	const n = 200
 	for i := range n {
 		if err := nc.Publish(fmt.Sprintf("once.%d", i), []byte("x")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for i := range n {
-		m, err := got.NextMsg(10 * time.Second)
-		if err != nil {
-			t.Fatalf("message %d of %d: %v", i, n, err)
-		}
-		if want := fmt.Sprintf("once.%d", i); m.Subject != want {
-			t.Fatalf("message %d is %s, want %s", i, m.Subject, want)
-		}
-	}
+	receiveInOrder(t, got, "once", n)
 	sz, err := s.Server.Subsz(&server.SubszOptions{Subscriptions: true})
 	if err != nil {
 		t.Fatal(err)
