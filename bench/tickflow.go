@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -205,11 +207,18 @@ func runBurnDown(cfg *config, o burnOptions) (burnResult, error) {
 			return r, err
 		}
 	}
-	// The submit phase has a profile of its own: <file>.submit.
+	// The submit phase has profiles of its own: <file>.submit, and with
+	// -mutexprofile <file>.submit.mutex and <file>.submit.block, the base
+	// to subtract from the drain's cumulative ones (go tool pprof -base).
 	stopProfile()
 	if profile && cfg.cpuprofile != "" {
 		if err := os.Rename(cfg.cpuprofile, cfg.cpuprofile+".submit"); err != nil {
 			return r, err
+		}
+		for _, p := range []string{".mutex", ".block"} {
+			if err := os.Rename(cfg.cpuprofile+p, cfg.cpuprofile+".submit"+p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return r, err
+			}
 		}
 		if stopProfile, err = startCPUProfile(cfg.cpuprofile); err != nil {
 			return r, err
