@@ -98,6 +98,16 @@ func (ik *intake) takeSends(t *Table, user string, n int) error {
 // sendUnder submits req under table t, its send already counted against
 // the caller's rate.
 func (ik *intake) sendUnder(ctx context.Context, t *Table, user string, req *api.SendRequest) (*api.SendReply, error) {
+	sub, err := ik.check(t, user, req)
+	if err != nil {
+		return nil, err
+	}
+	return ik.submit(ctx, sub)
+}
+
+// check reads req as a submission of user's under table t: what it asks
+// for must be allowed, its label known and its schedule within bounds.
+func (ik *intake) check(t *Table, user string, req *api.SendRequest) (*submission, error) {
 	if strings.HasPrefix(req.IdempotencyKey, streams.ScheduleIdempotencyPrefix) {
 		return nil, errf(api.CodeBadRequest, "authz: idempotency_key: keys starting with %q are the schedules' own; choose another", streams.ScheduleIdempotencyPrefix)
 	}
@@ -115,8 +125,8 @@ func (ik *intake) sendUnder(ctx context.Context, t *Table, user string, req *api
 	if err != nil {
 		return nil, err
 	}
-	return ik.submit(ctx, &submission{label: req.Label, l: l, user: user, calls: req.Functions, key: req.Key,
-		idem: req.IdempotencyKey, prio: l.Priority, runAt: runAt})
+	return &submission{label: req.Label, l: l, user: user, calls: req.Functions, key: req.Key,
+		idem: req.IdempotencyKey, prio: l.Priority, runAt: runAt}, nil
 }
 
 // submit builds, limits, records and queues a batch.
@@ -141,20 +151,24 @@ func (ik *intake) submit(ctx context.Context, sub *submission) (*api.SendReply, 
 			if !head {
 				return nil, err
 			}
-			// Recorded, and first in its key's order if it has one, but its
-			// token not published: the repair loop publishes it (admit
-			// handed it a key already).
-			handed := !errors.Is(err, errNotHanded)
-			if b.batch.Key == "" {
-				handed = ik.repair.repairBatch(b.batch.Domain, b.batch.ID)
-			}
-			if !handed {
-				return nil, fmt.Errorf("authz: batch %d is recorded, but its token could not be published (%w), nor handed to be published later: send it again only with the same idempotency key", b.batch.ID, err)
-			}
-			return nil, fmt.Errorf("authz: batch %d is recorded, but its token could not be published yet (%w); authz publishes it as soon as it can: send it again only with the same idempotency key", b.batch.ID, err)
+			return nil, ik.unqueued(b.batch, err)
 		}
 	}
 	return &api.SendReply{ID: b.batch.ID, Domain: b.batch.Domain, Priority: b.batch.Priority, Duplicate: b.dup, RunAt: b.batch.RunAt}, nil
+}
+
+// unqueued hands batch b, recorded and first in its key's order if it has
+// one, but whose token could not be published (err), to the repair loop,
+// which publishes it (admit handed a key's already), and says so.
+func (ik *intake) unqueued(b *pipeline.Batch, err error) error {
+	handed := !errors.Is(err, errNotHanded)
+	if b.Key == "" {
+		handed = ik.repair.repairBatch(b.Domain, b.ID)
+	}
+	if !handed {
+		return fmt.Errorf("authz: batch %d is recorded, but its token could not be published (%w), nor handed to be published later: send it again only with the same idempotency key", b.ID, err)
+	}
+	return fmt.Errorf("authz: batch %d is recorded, but its token could not be published yet (%w); authz publishes it as soon as it can: send it again only with the same idempotency key", b.ID, err)
 }
 
 // build checks a submission, takes a concurrency slot and records the batch,

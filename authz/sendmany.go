@@ -3,6 +3,10 @@ package authz
 import (
 	"context"
 	"fmt"
+	"log/slog"
+
+	"github.com/tickflow/tickflow/internal/submit"
+	"github.com/tickflow/tickflow/pipeline"
 
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/logging"
@@ -34,14 +38,20 @@ type sentMany struct {
 	firstInternalAt int
 }
 
-// sendMany submits each of reqs as send would, one after another in their
-// order, so that batches of one key join its order as they are listed.
-// The request is counted against the caller's send rate as len(reqs)
-// sends, all or none, before any is submitted. A batch refused for what it
-// asks (a 4xx) does not stop the others; a failure inside authz (a 5xx)
-// stops the request there, since the next batch would most likely fail
-// the same way, each after its own wait: the batches after it are
-// answered 503, not submitted, and may be sent again.
+// sendMany submits each of reqs as send would, in their order, so that
+// batches of one key join its order as they are listed. The request is
+// counted against the caller's send rate as len(reqs) sends, all or none,
+// before any is submitted. A batch refused for what it asks (a 4xx) does
+// not stop the others; a failure inside authz (a 5xx) stops the request
+// there, since the next batch would most likely fail the same way, each
+// after its own wait: the batches not yet started are answered 503, not
+// submitted, and may be sent again.
+//
+// Consecutive plain batches (plain) are submitted together (sendRun):
+// their records written before any is awaited, then their tokens. A
+// batch of such a run is started before the failure of one listed ahead
+// of it is known, so a failure inside stops only the batches after the
+// run; each batch of the run is answered by its own outcome.
 func (ik *intake) sendMany(ctx context.Context, user string, reqs []api.SendRequest) (*sentMany, error) {
 	n := len(reqs)
 	if n == 0 {
@@ -55,23 +65,154 @@ func (ik *intake) sendMany(ctx context.Context, user string, reqs []api.SendRequ
 		return nil, err
 	}
 	out := &sentMany{SendManyReply: api.SendManyReply{Results: make([]api.SendManyResult, n)}}
-	for i := range reqs {
-		if out.firstInternal != nil {
-			out.Results[i] = api.SendManyResult{Code: api.CodeUnavailable, Error: logging.Cap(
-				fmt.Sprintf("authz: not submitted: batch %d of this request failed inside authz; send this one again", out.firstInternalAt),
-				api.MaxSendManyError)}
-			continue
-		}
-		rep, err := ik.sendUnder(ctx, t, user, &reqs[i])
-		if err == nil {
-			out.Results[i] = api.Queued(rep)
-			continue
-		}
-		ae := asError(err)
-		out.Results[i] = api.SendManyResult{Code: ae.Code, Error: logging.Cap(ae.Message, api.MaxSendManyError)}
-		if ae.Code >= api.CodeInternal {
-			out.firstInternal, out.firstInternalAt = ae, i
+	var run []plainSend
+	flush := func() {
+		if len(run) > 0 {
+			ik.sendRun(ctx, run, out)
+			run = run[:0]
 		}
 	}
+	for i := range reqs {
+		if out.firstInternal != nil {
+			out.Results[i] = notSubmitted(out.firstInternalAt)
+			continue
+		}
+		sub, err := ik.check(t, user, &reqs[i])
+		if err == nil && sub.plain() {
+			run = append(run, plainSend{i: i, sub: sub})
+			continue
+		}
+		flush()
+		if out.firstInternal != nil {
+			out.Results[i] = notSubmitted(out.firstInternalAt)
+			continue
+		}
+		if err == nil {
+			var rep *api.SendReply
+			if rep, err = ik.submit(ctx, sub); err == nil {
+				out.Results[i] = api.Queued(rep)
+				continue
+			}
+		}
+		out.fail(i, err)
+	}
+	flush()
 	return out, nil
+}
+
+// notSubmitted answers a batch not started after batch at failed inside
+// authz.
+func notSubmitted(at int) api.SendManyResult {
+	return api.SendManyResult{Code: api.CodeUnavailable, Error: logging.Cap(
+		fmt.Sprintf("authz: not submitted: batch %d of this request failed inside authz; send this one again", at),
+		api.MaxSendManyError)}
+}
+
+// fail answers batch i with err, and remembers the first failure inside
+// authz (the first listed, of a run's).
+func (out *sentMany) fail(i int, err error) {
+	ae := asError(err)
+	out.Results[i] = api.SendManyResult{Code: ae.Code, Error: logging.Cap(ae.Message, api.MaxSendManyError)}
+	if ae.Code >= api.CodeInternal && (out.firstInternal == nil || i < out.firstInternalAt) {
+		out.firstInternal, out.firstInternalAt = ae, i
+	}
+}
+
+// plain says the submission is a new batch that submit would record and
+// queue with no step between: no key (no order to join), no idempotency
+// key (nothing to look up), no schedule and no concurrency slot to take.
+func (sub *submission) plain() bool {
+	return sub.key == "" && sub.idem == "" && sub.runAt.IsZero() && !sub.force &&
+		sub.l.MaxPerSubmitter == 0 && sub.l.MaxConcurrent == 0
+}
+
+// plainSend is batch i of a send_many, a plain submission, on its way
+// through sendRun.
+type plainSend struct {
+	i     int
+	sub   *submission
+	b     *pipeline.Batch
+	index *indexWrite
+	rec   *submit.PendingRecord
+	tok   *submit.PendingToken
+}
+
+// sendRun submits a run of plain batches as submit would, each through
+// the same steps in the same order (its record, its index entry, its
+// token), but a step of every batch before the next step of any: the
+// records and tokens go out together and their PubAcks are awaited
+// together, instead of a round trip each, one batch after the other.
+// Every batch is answered by its own outcome; a failure inside authz
+// before a batch's record went out stops the ones after it.
+func (ik *intake) sendRun(ctx context.Context, run []plainSend, out *sentMany) {
+	started := run[:0:0]
+	for _, p := range run {
+		if out.firstInternal != nil {
+			out.Results[p.i] = notSubmitted(out.firstInternalAt)
+			continue
+		}
+		if err := ik.startPlain(ctx, &p); err != nil {
+			out.fail(p.i, err)
+			continue
+		}
+		started = append(started, p)
+	}
+	recorded := started[:0]
+	for _, p := range started {
+		created, err := p.rec.Wait(ctx)
+		if err == nil {
+			ik.store.recent.put(p.b.ID, created)
+			recorded = append(recorded, p)
+			continue
+		}
+		out.fail(p.i, err)
+	}
+	queued := recorded[:0]
+	for _, p := range recorded {
+		if err := ik.submitters.indexed(ctx, p.b.Submitter, p.b.ID, p.index); err != nil {
+			out.fail(p.i, err)
+			continue
+		}
+		ik.tel.BatchSubmitted(ctx, p.b)
+		if ik.log.Enabled(ctx, slog.LevelDebug) {
+			ik.log.Debug("batch accepted", "batch_id", p.b.ID, "label", p.sub.label, "user", p.sub.user, "domain", p.b.Domain, "priority", p.b.Priority)
+		}
+		tok, err := submit.StartToken(ctx, ik.acks, p.b, 0, 0)
+		if err != nil {
+			out.fail(p.i, ik.unqueued(p.b, err))
+			continue
+		}
+		p.tok = tok
+		queued = append(queued, p)
+	}
+	for _, p := range queued {
+		if err := p.tok.Wait(ctx, ik.js); err != nil {
+			out.fail(p.i, ik.unqueued(p.b, err))
+			continue
+		}
+		out.Results[p.i] = api.Queued(&api.SendReply{ID: p.b.ID, Domain: p.b.Domain, Priority: p.b.Priority})
+	}
+}
+
+// startPlain builds p's batch, takes its id, starts its index entry and
+// publishes its record, as build does for a plain submission.
+func (ik *intake) startPlain(ctx context.Context, p *plainSend) error {
+	sub, now := p.sub, ik.now()
+	b, err := sub.l.Build(sub.label, sub.user, sub.calls, "", now)
+	if err != nil {
+		return err
+	}
+	b.Priority = sub.prio
+	if b.ID, err = ik.ids.Next(ctx); err != nil {
+		return err
+	}
+	b.CreatedAt = now.UTC()
+	if p.index, err = ik.submitters.startIndex(b.Submitter, b.ID); err != nil {
+		return err
+	}
+	if p.rec, err = submit.StartRecord(ik.acks, ik.batches, b); err != nil {
+		return err
+	}
+	p.b = b
+	return nil
 }

@@ -2,6 +2,7 @@ package authz
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,12 +11,11 @@ import (
 	"github.com/tickflow/tickflow/pipeline"
 )
 
-// TestSendManyStopsAtAFailureInside: a batch the store refuses (a record
-// larger than the batches bucket takes) is answered with its 500, and
-// every batch after it 503, not submitted: nothing of theirs is recorded
-// or queued. The batches before it, and one refused for what it asks (an
-// unknown label), do not stop the request.
-func TestSendManyStopsAtAFailureInside(t *testing.T) {
+// sendManyOverSmallBucket sends, as alice, the send_many that reqs
+// builds from a no-op batch's functions and from functions whose record
+// is larger than the batches bucket takes meanwhile (4 KiB).
+func sendManyOverSmallBucket(t *testing.T, reqs func(noop, big api.Calls) []api.SendRequest) (*parts, *sentMany) {
+	t.Helper()
 	p := newParts(t)
 	ik := p.intake(p.keyOrders())
 	bucket, err := p.admin.Stream(p.ctx, "KV_"+streams.BucketBatches)
@@ -28,23 +28,39 @@ func TestSendManyStopsAtAFailureInside(t *testing.T) {
 	if _, err := p.admin.UpdateStream(p.ctx, small); err != nil {
 		t.Fatal(err)
 	}
-	noop := api.Calls{{Type: "noop"}}
 	big := api.Calls{{Type: "noop", Payload: pipeline.Payload(fmt.Sprintf("%q", strings.Repeat("x", 8192)))}}
-	reqs := []api.SendRequest{
-		{Label: "jobs", Functions: noop},
-		{Label: "nope", Functions: noop},
-		{Label: "jobs", Functions: big},
-		{Label: "jobs", Functions: noop},
-		{Label: "jobs", Functions: noop},
-	}
-	rep, err := ik.sendMany(p.ctx, "alice", reqs)
+	rs := reqs(api.Calls{{Type: "noop"}}, big)
+	rep, err := ik.sendMany(p.ctx, "alice", rs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := rep.Results
-	if len(r) != len(reqs) {
-		t.Fatalf("%d results for %d batches", len(r), len(reqs))
+	if _, err := p.admin.UpdateStream(p.ctx, cfg); err != nil {
+		t.Fatal(err)
 	}
+	if len(rep.Results) != len(rs) {
+		t.Fatalf("%d results for %d batches", len(rep.Results), len(rs))
+	}
+	return p, rep
+}
+
+// TestSendManyStopsAtAFailureInside: a batch the store refuses (a record
+// larger than the batches bucket takes) is answered with its 500, and
+// every batch after it 503, not submitted: nothing of theirs is recorded
+// or queued. The batches before it, and one refused for what it asks (an
+// unknown label), do not stop the request. The failing batch has a key,
+// so it is submitted alone, after the ones before it and before any
+// after it.
+func TestSendManyStopsAtAFailureInside(t *testing.T) {
+	p, rep := sendManyOverSmallBucket(t, func(noop, big api.Calls) []api.SendRequest {
+		return []api.SendRequest{
+			{Label: "jobs", Functions: noop},
+			{Label: "nope", Functions: noop},
+			{Label: "jobs", Functions: big, Key: "k"},
+			{Label: "jobs", Functions: noop},
+			{Label: "jobs", Functions: noop},
+		}
+	})
+	r := rep.Results
 	if r[0].Failed() || r[0].ID == 0 {
 		t.Fatalf("first batch: %+v, want queued", r[0])
 	}
@@ -62,19 +78,67 @@ func TestSendManyStopsAtAFailureInside(t *testing.T) {
 	if rep.firstInternal == nil || rep.firstInternalAt != 2 {
 		t.Fatalf("first failure inside recorded as %v at %d, want batch 2", rep.firstInternal, rep.firstInternalAt)
 	}
-	if _, err := p.admin.UpdateStream(p.ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
 	// Only the first batch is queued, and only it holds a record.
 	if got := queueIDs(p.ctx, t, p.queueEditor(), pipeline.Med); len(got) != 1 || got[0] != r[0].ID {
 		t.Fatalf("queue holds %v, want only batch %d", got, r[0].ID)
 	}
-	st, err := bucket.Info(p.ctx)
-	if err != nil {
-		t.Fatal(err)
+	for id := r[0].ID + 1; id < r[0].ID+4; id++ {
+		if _, err := p.store.record(p.ctx, id); err == nil {
+			t.Fatalf("batch %d, after batch %d, has a record", id, r[0].ID)
+		}
+	}
+}
+
+// TestSendManyRunAnswersEachBatch: plain batches listed together are
+// submitted together, their records and then their tokens written before
+// any is awaited; each is answered by its own outcome. One whose record
+// the store refuses is answered 500 and leaves no record; the others of
+// its run, before and after it, are recorded and queued in the request's
+// order; the batches after the run are not submitted (503), as after any
+// failure inside.
+func TestSendManyRunAnswersEachBatch(t *testing.T) {
+	p, rep := sendManyOverSmallBucket(t, func(noop, big api.Calls) []api.SendRequest {
+		return []api.SendRequest{
+			{Label: "jobs", Functions: noop},
+			{Label: "jobs", Functions: big},
+			{Label: "jobs", Functions: noop},
+			{Label: "jobs", Functions: noop},
+			{Label: "jobs", Functions: noop, Key: "k"},
+			{Label: "jobs", Functions: noop},
+		}
+	})
+	r := rep.Results
+	for _, i := range []int{0, 2, 3} {
+		if r[i].Failed() || r[i].ID == 0 {
+			t.Fatalf("batch %d: %+v, want queued", i, r[i])
+		}
+	}
+	if r[1].Code != api.CodeInternal || !strings.Contains(r[1].Error, fmt.Sprintf("record batch %d", r[0].ID+1)) {
+		t.Fatalf("record refused by the store: %+v, want 500 naming batch %d", r[1], r[0].ID+1)
+	}
+	if r[2].ID != r[0].ID+2 || r[3].ID != r[0].ID+3 {
+		t.Fatalf("ids %d, %d, %d: not in the request's order", r[0].ID, r[2].ID, r[3].ID)
+	}
+	for _, after := range r[4:] {
+		if after.Code != api.CodeUnavailable || !strings.Contains(after.Error, "not submitted: batch 1 of this request failed inside authz") {
+			t.Fatalf("batch after the run: %+v, want 503 not submitted", after)
+		}
+	}
+	want := []uint64{r[0].ID, r[2].ID, r[3].ID}
+	if got := queueIDs(p.ctx, t, p.queueEditor(), pipeline.Med); !slices.Equal(got, want) {
+		t.Fatalf("queue holds %v, want %v", got, want)
 	}
 	if _, err := p.store.record(p.ctx, r[0].ID+1); err == nil {
-		t.Fatalf("a record after batch %d exists (bucket holds %d messages)", r[0].ID, st.State.Msgs)
+		t.Fatalf("the refused batch %d has a record", r[0].ID+1)
+	}
+	for _, id := range want {
+		rec, err := p.store.record(p.ctx, id)
+		if err != nil {
+			t.Fatalf("batch %d: %v", id, err)
+		}
+		if rec.Status != pipeline.InProcess || rec.Batch.Submitter != "alice" {
+			t.Fatalf("batch %d recorded %s by %q", id, rec.Status, rec.Batch.Submitter)
+		}
 	}
 }
 

@@ -138,3 +138,46 @@ func TestSendManyRefusedWhole(t *testing.T) {
 		t.Fatalf("queue %v after refused requests, want empty", q)
 	}
 }
+
+// TestSendManySubmitsARunOfBatches: a send_many of many plain batches
+// (submitted together, records and tokens written before any is awaited)
+// queues each of them with ids in the request's order, indexes each under
+// its submitter, and each runs.
+func TestSendManySubmitsARunOfBatches(t *testing.T) {
+	b := setup(t)
+	const n = 300
+	reqs := make([]api.SendRequest, n)
+	for i := range reqs {
+		reqs[i] = api.SendRequest{Label: "jobs", Functions: api.Calls{noop()}}
+	}
+	alice := b.client(t, "alice")
+	rep := answered(t, "send_many", func() (*api.SendManyReply, error) {
+		return alice.SendMany(b.ctx, api.SendManyRequest{Batches: reqs})
+	})
+	ids := make([]uint64, n)
+	for i, r := range rep.Results {
+		if err := client.ResultError(&r); err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+		if ids[i] = r.ID; i > 0 && ids[i] <= ids[i-1] {
+			t.Fatalf("batch %d has id %d after %d: not in the request's order", i, ids[i], ids[i-1])
+		}
+	}
+	list := answered(t, "list", func() (*api.ListReply, error) {
+		return alice.List(b.ctx, api.ListRequest{Limit: api.MaxListLimit})
+	})
+	listed := map[uint64]bool{}
+	for _, it := range list.Items {
+		listed[it.ID] = true
+	}
+	for _, id := range ids {
+		if !listed[id] {
+			t.Fatalf("batch %d not in alice's listing (%d items)", id, len(list.Items))
+		}
+	}
+	for _, id := range ids {
+		if rec := b.settled(t, id); rec.Status != pipeline.Executed {
+			t.Fatalf("batch %d finished %s", id, rec.Status)
+		}
+	}
+}

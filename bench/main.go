@@ -211,7 +211,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.out, "out", "", "markdown file to write the results into (default: the repository's docs/benchmarks.md; - for none)")
 	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write CPU profiles of the first burn-down to `file` (drain) and file.submit (submit); every component runs in this process, labelled role=<nats user> (go tool pprof -tags)")
 	fs.BoolVar(&mutexProfile, "mutexprofile", false, "with -cpuprofile, also write the contention on mutexes (runtime.SetMutexProfileFraction 10) to file.mutex and the goroutines' waits of 10µs or more (runtime.SetBlockProfileRate) to file.block, both cumulative from the profile's start; the burn-down's submit writes file.submit.mutex and file.submit.block, the base to subtract from the drain's (go tool pprof -base)")
-	fs.StringVar(&c.memprofile, "memprofile", "", "write an allocation profile of the first burn-down to `file` (and its base to file.base)")
+	fs.StringVar(&c.memprofile, "memprofile", "", "write an allocation profile of the first burn-down to `file`, its base to file.base, and the allocations up to the drain's start to file.submit (the submit's are file.submit less file.base, the drain's file less file.submit)")
 	fs.StringVar(&c.tracefile, "trace", "", "write a runtime execution trace of the first latency run to `file` (go tool trace)")
 	fs.StringVar(&c.latencyLog, "latency-log", "", "write each batch of the first latency run to `file`: its scheduled time from the run's start, then submit → authz reply and submit → callback, in µs")
 	fs.BoolVar(&c.latencyMessages, "latency-messages", false, "count the messages of the first latency run by class and role, per batch (an observer on every subject: its latencies are not comparable)")

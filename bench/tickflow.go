@@ -207,6 +207,13 @@ func runBurnDown(cfg *config, o burnOptions) (burnResult, error) {
 			return r, err
 		}
 	}
+	if profile && cfg.memprofile != "" {
+		// The allocations up to the drain's start: the submit's are this
+		// less <file>.base, the drain's <file> less this.
+		if err := writeHeapProfile(cfg.memprofile + ".submit"); err != nil {
+			return r, err
+		}
+	}
 	// The submit phase has profiles of its own: <file>.submit, and with
 	// -mutexprofile <file>.submit.mutex and <file>.submit.block, the base
 	// to subtract from the drain's cumulative ones (go tool pprof -base).

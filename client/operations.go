@@ -25,11 +25,13 @@ func (c *Client) Send(ctx context.Context, req api.SendRequest) (*api.SendReply,
 
 // SendMany submits up to api.MaxSendMany batches in one request: each as
 // Send would, in the order given, so batches of one key join its order as
-// listed. The reply has one result per batch, in order; a batch refused
-// for what it asks does not stop the others (ResultError says why it was
-// refused), and a failure inside authz stops the request there, answering
-// the batches after it 503, not submitted. The request counts as one send
-// per batch against the caller's send rate, all or none.
+// listed (plain batches listed together, with no key, idempotency key or
+// schedule, are written together). The reply has one result per batch, in
+// order; a batch refused for what it asks does not stop the others
+// (ResultError says why it was refused), and a failure inside authz stops
+// the request, answering the batches not yet started 503, not submitted.
+// The request counts as one send per batch against the caller's send
+// rate, all or none.
 //
 // When SendMany returns an error, nothing is known of the batches: the
 // request may have been refused whole (ErrTooManyRequests, ErrBadRequest:

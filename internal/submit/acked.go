@@ -3,10 +3,13 @@ package submit
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/internal/jsapi"
+	"github.com/tickflow/tickflow/internal/records"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
@@ -20,16 +23,45 @@ import (
 // PublishAcked is Publish with m published through acks: m's reply
 // subject is set, so pass a message that is not reused.
 func PublishAcked(ctx context.Context, js jetstream.JetStream, acks *jsapi.AckPublisher, m *nats.Msg) (Ack, error) {
-	subject, header, data := m.Subject, m.Header, m.Data
-	pa, err := acks.Publish(m)
+	w, err := StartPublish(acks, m)
 	if err != nil {
 		return Ack{}, err
 	}
-	a, err := pa.WaitPubAck(ctx)
+	return w.Wait(ctx, js)
+}
+
+// PendingPublish is a message published through an AckPublisher whose
+// PubAck is awaited later (Wait): a bulk submission starts the writes of
+// many batches and then awaits them together, instead of a round trip and
+// a goroutine's wake-up each.
+type PendingPublish struct {
+	pa      *jsapi.PendingAck
+	subject string
+	header  nats.Header
+	data    []byte
+}
+
+// StartPublish publishes m through acks and returns its pending answer:
+// m's reply subject is set, so pass a message that is not reused. An
+// error says m was not sent.
+func StartPublish(acks *jsapi.AckPublisher, m *nats.Msg) (*PendingPublish, error) {
+	w := &PendingPublish{subject: m.Subject, header: m.Header, data: m.Data}
+	pa, err := acks.Publish(m)
+	if err != nil {
+		return nil, err
+	}
+	w.pa = pa
+	return w, nil
+}
+
+// Wait waits for the PubAck (as PublishAcked does): an answer that stored
+// nothing is made again through js, which words the error.
+func (w *PendingPublish) Wait(ctx context.Context, js jetstream.JetStream) (Ack, error) {
+	a, err := w.pa.WaitPubAck(ctx)
 	if !answered(ctx, err) {
 		return a, err
 	}
-	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: header, Data: data})
+	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: w.subject, Header: w.header, Data: w.data})
 	if err != nil {
 		return Ack{}, err
 	}
@@ -48,15 +80,71 @@ func answered(ctx context.Context, err error) bool {
 // or purge is created on it, one that exists is an error matching
 // jetstream.ErrKeyExists.
 func CreateKeyAcked(ctx context.Context, acks *jsapi.AckPublisher, kv jetstream.KeyValue, key string, data []byte) (uint64, error) {
-	pa, err := acks.Publish(&nats.Msg{Subject: "$KV." + kv.Bucket() + "." + key, Header: createHeader, Data: data})
+	w, err := startCreateKey(acks, kv, key, data)
 	if err != nil {
 		return 0, err
 	}
-	seq, err := pa.Wait(ctx)
+	return w.wait(ctx)
+}
+
+// pendingCreate is a KV create published through an AckPublisher whose
+// answer is awaited later (wait).
+type pendingCreate struct {
+	pa   *jsapi.PendingAck
+	kv   jetstream.KeyValue
+	key  string
+	data []byte
+}
+
+func startCreateKey(acks *jsapi.AckPublisher, kv jetstream.KeyValue, key string, data []byte) (*pendingCreate, error) {
+	pa, err := acks.Publish(&nats.Msg{Subject: "$KV." + kv.Bucket() + "." + key, Header: createHeader, Data: data})
+	if err != nil {
+		return nil, err
+	}
+	return &pendingCreate{pa: pa, kv: kv, key: key, data: data}, nil
+}
+
+// wait waits for the create's PubAck, and makes an answer that stored
+// nothing again with kv.Create (CreateKeyAcked).
+func (w *pendingCreate) wait(ctx context.Context) (uint64, error) {
+	seq, err := w.pa.Wait(ctx)
 	if !answered(ctx, err) {
 		return seq, err
 	}
-	return kv.Create(ctx, key, data)
+	return w.kv.Create(ctx, w.key, w.data)
+}
+
+// PendingRecord is the record of a new batch published through an
+// AckPublisher, its answer awaited later (Wait): StartRecord and Wait are
+// CreateAcked for a batch without an idempotency key, split so that a bulk
+// submission writes the records of many batches before it awaits them.
+type PendingRecord struct {
+	b *pipeline.Batch
+	w *pendingCreate
+}
+
+// StartRecord encodes the record of b, a new batch without an idempotency
+// key, and publishes its create through acks. An error says nothing was
+// sent.
+func StartRecord(acks *jsapi.AckPublisher, kv jetstream.KeyValue, b *pipeline.Batch) (*PendingRecord, error) {
+	data, err := records.Encode(NewRecord(b, ""))
+	if err != nil {
+		return nil, err
+	}
+	w, err := startCreateKey(acks, kv, streams.BatchKey(b.ID), data)
+	if err != nil {
+		return nil, fmt.Errorf("submit: record batch %d: %w", b.ID, err)
+	}
+	return &PendingRecord{b: b, w: w}, nil
+}
+
+// Wait waits until the record is created, and returns what was written.
+func (r *PendingRecord) Wait(ctx context.Context) (*Created, error) {
+	rev, err := r.w.wait(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("submit: record batch %d: %w", r.b.ID, err)
+	}
+	return &Created{Data: r.w.data, Rev: rev}, nil
 }
 
 // CreateAcked is Create with the record written through acks
@@ -70,4 +158,35 @@ func CreateAcked(ctx context.Context, acks *jsapi.AckPublisher, kv jetstream.Key
 // PublishTokenAcked is PublishToken with the token published through acks.
 func PublishTokenAcked(ctx context.Context, js jetstream.JetStream, acks *jsapi.AckPublisher, b *pipeline.Batch, gen, step uint32) error {
 	return publishToken(ctx, b, gen, step, func(m *nats.Msg) (Ack, error) { return PublishAcked(ctx, js, acks, m) })
+}
+
+// PendingToken is the first token of a batch published through an
+// AckPublisher, its PubAck awaited later (Wait): StartToken and Wait are
+// PublishTokenAcked, split as StartRecord is.
+type PendingToken struct {
+	b *pipeline.Batch
+	w *PendingPublish
+}
+
+// StartToken builds the token of b at generation gen and step (with
+// ctx's trace) and publishes it through acks. An error says it was not
+// sent.
+func StartToken(ctx context.Context, acks *jsapi.AckPublisher, b *pipeline.Batch, gen, step uint32) (*PendingToken, error) {
+	m, err := tokenMsg(ctx, b, gen, step)
+	if err != nil {
+		return nil, err
+	}
+	w, err := StartPublish(acks, m)
+	if err != nil {
+		return nil, fmt.Errorf("submit: queue batch %d: %w", b.ID, err)
+	}
+	return &PendingToken{b: b, w: w}, nil
+}
+
+// Wait waits until the token is stored.
+func (t *PendingToken) Wait(ctx context.Context, js jetstream.JetStream) error {
+	if _, err := t.w.Wait(ctx, js); err != nil {
+		return fmt.Errorf("submit: queue batch %d: %w", t.b.ID, err)
+	}
+	return nil
 }

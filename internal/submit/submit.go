@@ -154,13 +154,23 @@ func PublishToken(ctx context.Context, js jetstream.JetStream, b *pipeline.Batch
 
 // publishToken builds the token of b (with ctx's trace) and publishes it.
 func publishToken(ctx context.Context, b *pipeline.Batch, gen, step uint32, publish func(*nats.Msg) (Ack, error)) error {
-	m, err := streams.TokenMsg(streams.TokenSubject(b.Priority, b.Domain), b, gen, step)
+	m, err := tokenMsg(ctx, b, gen, step)
 	if err != nil {
 		return err
 	}
-	telemetry.Inject(ctx, m.Header)
 	if _, err := publish(m); err != nil {
 		return fmt.Errorf("submit: queue batch %d: %w", b.ID, err)
 	}
 	return nil
+}
+
+// tokenMsg is the token of b at generation gen and step, on the batch's
+// own token subject, with ctx's trace.
+func tokenMsg(ctx context.Context, b *pipeline.Batch, gen, step uint32) (*nats.Msg, error) {
+	m, err := streams.TokenMsg(streams.TokenSubject(b.Priority, b.Domain), b, gen, step)
+	if err != nil {
+		return nil, err
+	}
+	telemetry.Inject(ctx, m.Header)
+	return m, nil
 }
