@@ -137,14 +137,31 @@ type plainSend struct {
 	tok   *submit.PendingToken
 }
 
+// sendRunChunk is how many batches of a run are submitted together at
+// most: between its record and its token a batch is recorded but not
+// queued, and if authz dies there a batch without an idempotency key stays
+// so (nothing else queues it), as a lone send's would. A chunk bounds
+// those to 16 a request, and still shares each wait among 16 batches.
+const sendRunChunk = 16
+
 // sendRun submits a run of plain batches as submit would, each through
 // the same steps in the same order (its record, its index entry, its
-// token), but a step of every batch before the next step of any: the
-// records and tokens go out together and their PubAcks are awaited
-// together, instead of a round trip each, one batch after the other.
-// Every batch is answered by its own outcome; a failure inside authz
-// before a batch's record went out stops the ones after it.
+// token), but, chunk by chunk (sendRunChunk), a step of every batch of the
+// chunk before the next step of any: the records and tokens go out
+// together and their PubAcks are awaited together, instead of a round trip
+// each, one batch after the other. Every batch is answered by its own
+// outcome; a failure inside authz before a batch's record went out stops
+// the ones after it.
 func (ik *intake) sendRun(ctx context.Context, run []plainSend, out *sentMany) {
+	for len(run) > 0 {
+		n := min(len(run), sendRunChunk)
+		ik.sendChunk(ctx, run[:n], out)
+		run = run[n:]
+	}
+}
+
+// sendChunk is sendRun for a chunk of a run.
+func (ik *intake) sendChunk(ctx context.Context, run []plainSend, out *sentMany) {
 	started := run[:0:0]
 	for _, p := range run {
 		if out.firstInternal != nil {

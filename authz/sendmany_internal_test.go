@@ -90,46 +90,52 @@ func TestSendManyStopsAtAFailureInside(t *testing.T) {
 }
 
 // TestSendManyRunAnswersEachBatch: plain batches listed together are
-// submitted together, their records and then their tokens written before
-// any is awaited; each is answered by its own outcome. One whose record
-// the store refuses is answered 500 and leaves no record; the others of
-// its run, before and after it, are recorded and queued in the request's
-// order; the batches after the run are not submitted (503), as after any
-// failure inside.
+// submitted together, a chunk of sendRunChunk at a time, their records
+// and then their tokens written before any is awaited; each is answered
+// by its own outcome. One whose record the store refuses is answered 500
+// and leaves no record; the others of its chunk, before and after it, are
+// recorded and queued in the request's order; the batches after the chunk
+// (the rest of the run, and a keyed batch after it) are not submitted
+// (503), as after any failure inside, so no more than a chunk of a
+// request is ever between its record and its token.
 func TestSendManyRunAnswersEachBatch(t *testing.T) {
+	const n = sendRunChunk + 4
 	p, rep := sendManyOverSmallBucket(t, func(noop, big api.Calls) []api.SendRequest {
-		return []api.SendRequest{
-			{Label: "jobs", Functions: noop},
-			{Label: "jobs", Functions: big},
-			{Label: "jobs", Functions: noop},
-			{Label: "jobs", Functions: noop},
-			{Label: "jobs", Functions: noop, Key: "k"},
-			{Label: "jobs", Functions: noop},
+		reqs := make([]api.SendRequest, n)
+		for i := range reqs {
+			reqs[i] = api.SendRequest{Label: "jobs", Functions: noop}
 		}
+		reqs[1].Functions = big
+		reqs[n-2].Key = "k"
+		return reqs
 	})
 	r := rep.Results
-	for _, i := range []int{0, 2, 3} {
-		if r[i].Failed() || r[i].ID == 0 {
-			t.Fatalf("batch %d: %+v, want queued", i, r[i])
+	var want []uint64
+	for i := range sendRunChunk {
+		if i == 1 {
+			continue
 		}
+		if r[i].Failed() || r[i].ID != r[0].ID+uint64(i) {
+			t.Fatalf("batch %d: %+v, want queued as batch %d", i, r[i], r[0].ID+uint64(i))
+		}
+		want = append(want, r[i].ID)
 	}
 	if r[1].Code != api.CodeInternal || !strings.Contains(r[1].Error, fmt.Sprintf("record batch %d", r[0].ID+1)) {
 		t.Fatalf("record refused by the store: %+v, want 500 naming batch %d", r[1], r[0].ID+1)
 	}
-	if r[2].ID != r[0].ID+2 || r[3].ID != r[0].ID+3 {
-		t.Fatalf("ids %d, %d, %d: not in the request's order", r[0].ID, r[2].ID, r[3].ID)
-	}
-	for _, after := range r[4:] {
+	for i, after := range r[sendRunChunk:] {
 		if after.Code != api.CodeUnavailable || !strings.Contains(after.Error, "not submitted: batch 1 of this request failed inside authz") {
-			t.Fatalf("batch after the run: %+v, want 503 not submitted", after)
+			t.Fatalf("batch %d, after the chunk: %+v, want 503 not submitted", sendRunChunk+i, after)
 		}
 	}
-	want := []uint64{r[0].ID, r[2].ID, r[3].ID}
 	if got := queueIDs(p.ctx, t, p.queueEditor(), pipeline.Med); !slices.Equal(got, want) {
 		t.Fatalf("queue holds %v, want %v", got, want)
 	}
 	if _, err := p.store.record(p.ctx, r[0].ID+1); err == nil {
 		t.Fatalf("the refused batch %d has a record", r[0].ID+1)
+	}
+	if _, err := p.store.record(p.ctx, r[0].ID+sendRunChunk); err == nil {
+		t.Fatalf("batch %d, after the chunk, has a record", r[0].ID+sendRunChunk)
 	}
 	for _, id := range want {
 		rec, err := p.store.record(p.ctx, id)
