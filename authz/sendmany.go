@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/tickflow/tickflow/internal/submit"
-	"github.com/tickflow/tickflow/pipeline"
-
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/logging"
+	"github.com/tickflow/tickflow/pipeline"
 )
 
 // sendManyBody decodes a send_many request (decodeSendMany) and submits its
@@ -47,11 +46,11 @@ type sentMany struct {
 // after its own wait: the batches not yet started are answered 503, not
 // submitted, and may be sent again.
 //
-// Consecutive plain batches (plain) are submitted together (sendRun):
-// their records written before any is awaited, then their tokens. A
-// batch of such a run is started before the failure of one listed ahead
-// of it is known, so a failure inside stops only the batches after the
-// run; each batch of the run is answered by its own outcome.
+// Consecutive plain batches (plain) are submitted together, a chunk at a
+// time (sendRun): their records written before any is awaited, then their
+// tokens. A batch of a chunk is started before the failure of one listed
+// ahead of it is known, so a failure inside stops only the batches after
+// the chunk; each batch of the chunk is answered by its own outcome.
 func (ik *intake) sendMany(ctx context.Context, user string, reqs []api.SendRequest) (*sentMany, error) {
 	n := len(reqs)
 	if n == 0 {
@@ -109,7 +108,7 @@ func notSubmitted(at int) api.SendManyResult {
 }
 
 // fail answers batch i with err, and remembers the first failure inside
-// authz (the first listed, of a run's).
+// authz (the first listed, of a chunk's).
 func (out *sentMany) fail(i int, err error) {
 	ae := asError(err)
 	out.Results[i] = api.SendManyResult{Code: ae.Code, Error: logging.Cap(ae.Message, api.MaxSendManyError)}
@@ -161,9 +160,9 @@ func (ik *intake) sendRun(ctx context.Context, run []plainSend, out *sentMany) {
 }
 
 // sendChunk is sendRun for a chunk of a run.
-func (ik *intake) sendChunk(ctx context.Context, run []plainSend, out *sentMany) {
-	started := run[:0:0]
-	for _, p := range run {
+func (ik *intake) sendChunk(ctx context.Context, chunk []plainSend, out *sentMany) {
+	started := chunk[:0:0]
+	for _, p := range chunk {
 		if out.firstInternal != nil {
 			out.Results[p.i] = notSubmitted(out.firstInternalAt)
 			continue
