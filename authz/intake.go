@@ -172,7 +172,9 @@ func (ik *intake) unqueued(b *pipeline.Batch, err error) error {
 }
 
 // build checks a submission, takes a concurrency slot and records the batch,
-// without queueing it.
+// without queueing it. A plain submission of a send_many takes the same
+// steps in startPlain and sendChunk (sendmany.go): a step added here for
+// every batch belongs there too.
 func (ik *intake) build(ctx context.Context, sub *submission) (*built, error) {
 	name, l, user, key, idem, force := sub.label, sub.l, sub.user, sub.key, sub.idem, sub.force
 	now := ik.now()

@@ -16,7 +16,6 @@ import (
 	"github.com/tickflow/tickflow/client"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
-	"github.com/tickflow/tickflow/internal/testsystem"
 )
 
 // everySecond is tableYAML with a schedule firing a noop under jobs as
@@ -131,20 +130,12 @@ func (r *replica) kill(t *testing.T) {
 }
 
 // lastFired is the owner's view of schedule name's last period fired
-// (zero: none yet). The read is asked again when no answer comes: a
-// replica killed a moment before may still have been handed it, as it
-// would be to any caller's, and a read is safe to repeat.
+// (zero: none yet), asked again when no answer comes (answeredRead).
 func lastFired(t *testing.T, b *bundle, name string) time.Time {
 	t.Helper()
-	var rep *api.SchedulesReply
-	var err error
-	testnats.Eventually(t, 10*time.Second, "authz answers schedules", func() bool {
-		rep, err = b.client(t, "owner").Schedules(b.ctx)
-		return !testsystem.Retryable(err) && !errors.Is(err, client.ErrNoAnswer)
+	rep := answeredRead(t, "schedules", func() (*api.SchedulesReply, error) {
+		return b.client(t, "owner").Schedules(b.ctx)
 	})
-	if err != nil {
-		t.Fatalf("schedules: %v", err)
-	}
 	for _, s := range rep.Schedules {
 		if s.Name == name && s.LastFired != nil {
 			return *s.LastFired

@@ -3,6 +3,7 @@ package authz_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -210,11 +211,28 @@ func (b *bundle) client(t *testing.T, user string) *client.Client {
 // or stopping), and fails the test on any other error.
 func answered[R any](t *testing.T, what string, f func() (*R, error)) *R {
 	t.Helper()
+	return answeredUnless(t, what, testsystem.Retryable, f)
+}
+
+// answeredRead is answered for a read, which is also asked again when no
+// answer comes: a replica killed a moment before may still have been
+// handed it, as it would be any caller's, and a read is safe to repeat.
+func answeredRead[R any](t *testing.T, what string, f func() (*R, error)) *R {
+	t.Helper()
+	return answeredUnless(t, what, func(err error) bool {
+		return testsystem.Retryable(err) || errors.Is(err, client.ErrNoAnswer)
+	}, f)
+}
+
+// answeredUnless calls f until its error is not one retry takes, and fails
+// the test on any error left.
+func answeredUnless[R any](t *testing.T, what string, retry func(error) bool, f func() (*R, error)) *R {
+	t.Helper()
 	var rep *R
 	var err error
 	testnats.Eventually(t, 10*time.Second, "authz answers "+what, func() bool {
 		rep, err = f()
-		return !testsystem.Retryable(err)
+		return !retry(err)
 	})
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
