@@ -101,7 +101,7 @@ type costResult struct {
 	// many is the repetition's second burn-down, submitted with send_many;
 	// nil with -send-many 0.
 	many *costResult
-	// k is the batches a send_many request carried (0: one send a batch),
+	// k is the batches a send_many request carried (0: one Send a batch),
 	// inflight the requests in flight.
 	k, inflight int
 }
@@ -111,9 +111,9 @@ type costResult struct {
 // cfg.processors replicas) over n atomic no-op batches, submitted one send
 // a batch or, with k > 0, with send_many, k batches a request, and counts
 // what its submit and its drain stored and delivered.
-func runCost(cfg *config, n, k int) (*costResult, error) {
+func runCost(cfg *config, n, k int, profile bool) (*costResult, error) {
 	r, err := runBurnDown(cfg, burnOptions{spec: cfg.shippedSpec(cfg.processors), label: labelAtomic, functions: 1, n: n, units: 1,
-		tickEvery: tfconfig.DefaultRun().TickEvery, tickerSteps: runTickerSteps, count: true, sendMany: k})
+		tickEvery: tfconfig.DefaultRun().TickEvery, tickerSteps: runTickerSteps, count: true, sendMany: k, profile: profile})
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func runCost(cfg *config, n, k int) (*costResult, error) {
 }
 
 // costRep runs repetition i of the cost phase: the burn-down as shipped
-// submitted one send a batch, then, with -send-many, a second one over as
+// submitted one Send a batch, then, with -send-many, a second one over as
 // many batches submitted with send_many on a fresh server. Only the
 // second one's submit is reported: its drain, the same as the first's, is
 // run so that the burn-down's check (every callback applied, the queues
@@ -133,7 +133,7 @@ func runCost(cfg *config, n, k int) (*costResult, error) {
 func costRep(cfg *config, res *results, i int) error {
 	quiet(cfg)
 	m := startMeter()
-	c, err := runCost(cfg, cfg.n, 0)
+	c, err := runCost(cfg, cfg.n, 0, false)
 	if err != nil {
 		return fmt.Errorf("cost: %w", err)
 	}
@@ -142,7 +142,7 @@ func costRep(cfg *config, res *results, i int) error {
 	if cfg.sendMany > 0 {
 		quiet(cfg)
 		mm := startMeter()
-		if c.many, err = runCost(cfg, cfg.n, cfg.sendMany); err != nil {
+		if c.many, err = runCost(cfg, cfg.n, cfg.sendMany, i == 0 && cfg.profilePhase == "cost"); err != nil {
 			return fmt.Errorf("cost, submitted with send_many: %w", err)
 		}
 		manyOthers = mm.others()

@@ -6,7 +6,7 @@
 // function throughput, open-loop latency, scaling with replicas, a
 // three-node cluster, the cost of a tick with a shallow and a deep
 // queue, and the cost of a batch as shipped (stored messages, deliveries
-// and CPU, submitted one send a batch and with send_many). It prints one table and writes it, with
+// and CPU, submitted one Send a batch and with send_many). It prints one table and writes it, with
 // the machine description and the exact command, into docs/benchmarks.md.
 //
 //	cd bench && go run . -quick     # a few minutes
@@ -164,7 +164,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.reps, "reps", 3, "repetitions of every figure (each figure is the median, with min and max)")
 	fs.IntVar(&c.nonAtomicBatches, "nonatomic", 10000, "non-atomic batches of the function-throughput run")
 	fs.IntVar(&c.nonAtomicFns, "functions", 10, "no-op functions per non-atomic batch")
-	fs.IntVar(&c.inflight, "inflight", 256, "requests in flight at once when submitting (and asynq enqueuers)")
+	fs.IntVar(&c.inflight, "inflight", 256, "goroutines submitting at once, each with one Send (or one send_many) at a time (and asynq enqueuers)")
 	fs.IntVar(&c.sendMany, "send-many", 100, "batches a send_many request carries in the cost phase's second submit, beside the single sends (0: no send_many rows)")
 	fs.IntVar(&c.authzReplicas, "authz", 1, "authz replicas")
 	fs.IntVar(&c.processors, "processors", 2, "processor replicas, each ticked back to back")
@@ -215,7 +215,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.tracefile, "trace", "", "write a runtime execution trace of the first latency run to `file` (go tool trace)")
 	fs.StringVar(&c.latencyLog, "latency-log", "", "write each batch of the first latency run to `file`: its scheduled time from the run's start, then submit → authz reply and submit → callback, in µs")
 	fs.BoolVar(&c.latencyMessages, "latency-messages", false, "count the messages of the first latency run by class and role, per batch (an observer on every subject: its latencies are not comparable)")
-	fs.StringVar(&c.profilePhase, "profile-phase", "burndown", "which phase -cpuprofile/-memprofile cover: burndown, nonatomic, depth (the server side of the deep-queue ticks; CPU only), latency (the first open-loop run: CPU, and the allocations from its start, FILE.base to subtract) or soak (the live heap a third of the way in, file.third, and at the end; memory only)")
+	fs.StringVar(&c.profilePhase, "profile-phase", "burndown", "which phase -cpuprofile/-memprofile cover: burndown, cost (the burn-down submitted with send_many), nonatomic, depth (the server side of the deep-queue ticks; CPU only), latency (the first open-loop run: CPU, and the allocations from its start, FILE.base to subtract) or soak (the live heap a third of the way in, file.third, and at the end; memory only)")
 	fs.DurationVar(&c.quietWait, "quiet-wait", 0, "before each repetition, wait up to this long for other processes to leave the CPU idle (< 0.15 core); 0: do not wait")
 	fs.BoolVar(&c.verbose, "v", false, "log tick statistics of each burn-down")
 	fs.BoolVar(&c.memory, "memory", false, "provision streams and buckets in memory instead of on file (a comparison, not the configuration measured)")
