@@ -15,6 +15,12 @@ const MaxSendMany = 1000
 // inside the server's default payload limit (1 MiB).
 const MaxSendManyError = 8 * logging.CapBytes
 
+// NotSubmitted begins the error of a send_many result whose batch authz
+// did not start, after a failure inside authz stopped the request (code
+// CodeUnavailable): nothing of the batch was written, and it may be sent
+// again as it is.
+const NotSubmitted = "authz: not submitted: "
+
 // SendManyRequest submits many batches in one request: each is what one
 // send request would carry, and is submitted as that request would be,
 // in order. The batches are independent: one refused does not stop the

@@ -103,7 +103,7 @@ func (ik *intake) sendMany(ctx context.Context, user string, reqs []api.SendRequ
 // authz.
 func notSubmitted(at int) api.SendManyResult {
 	return api.SendManyResult{Code: api.CodeUnavailable, Error: logging.Cap(
-		fmt.Sprintf("authz: not submitted: batch %d of this request failed inside authz; send this one again", at),
+		fmt.Sprintf(api.NotSubmitted+"batch %d of this request failed inside authz; send this one again", at),
 		api.MaxSendManyError)}
 }
 

@@ -124,7 +124,7 @@ func TestSendManyRunAnswersEachBatch(t *testing.T) {
 		t.Fatalf("record refused by the store: %+v, want 500 naming batch %d", r[1], r[0].ID+1)
 	}
 	for i, after := range r[sendRunChunk:] {
-		if after.Code != api.CodeUnavailable || !strings.Contains(after.Error, "not submitted: batch 1 of this request failed inside authz") {
+		if after.Code != api.CodeUnavailable || !strings.HasPrefix(after.Error, api.NotSubmitted+"batch 1 of this request failed inside authz") {
 			t.Fatalf("batch %d, after the chunk: %+v, want 503 not submitted", sendRunChunk+i, after)
 		}
 	}

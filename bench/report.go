@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/tickflow/tickflow/client"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,8 +114,8 @@ func renderReport(cfg *config, res *results) string {
 		if res.cost != nil && res.cost.many != nil {
 			many = fmt.Sprintf(" The submit with send_many is a second burn-down in each repetition, on a fresh server: the same N batches, %d a request, %d requests in flight, every batch's result checked (its drain runs and is checked, not reported).", res.cost.many.k, res.cost.many.inflight)
 		}
-		fmt.Fprintf(&sb, "\n### The cost of a batch, as shipped, beside asynq and River\n\nN = %d, %d repetitions, alternating. tickflow as shipped with %d processor replica(s) (the ready pace beside the ticker `tickflow run` starts, every component with its own defaults), every component and the server in the bench process, whose CPU is counted; messages stored are every stream's and bucket's accepted messages, deliveries every consumer's, both read from the server's own state; the submit sends one batch a request, %d requests in flight.%s asynq: concurrency %d, its CPU the bench process's plus redis-server's. River: MaxWorkers %d, FetchCooldown %s, inserted with InsertMany (%d jobs a call, %d calls at once), its CPU the River program's plus PostgreSQL's (the postmaster and every backend).\n\n",
-			cfg.n, cfg.reps, cfg.processors, cfg.inflight, many, cfg.asynqConcurrency(), cfg.riverWorkers, cfg.riverCooldown, riverChunk, riverInserters)
+		fmt.Fprintf(&sb, "\n### The cost of a batch, as shipped, beside asynq and River\n\nN = %d, %d repetitions, alternating. tickflow as shipped with %d processor replica(s) (the ready pace beside the ticker `tickflow run` starts, every component with its own defaults), every component and the server in the bench process, whose CPU is counted; messages stored are every stream's and bucket's accepted messages, deliveries every consumer's, both read from the server's own state; the submit calls the Go client's `Send` once a batch from %d goroutines (as shipped, the client keeps up to %d send requests in flight and sends the batches waiting beyond them together, as one send_many).%s asynq: concurrency %d, its CPU the bench process's plus redis-server's. River: MaxWorkers %d, FetchCooldown %s, inserted with InsertMany (%d jobs a call, %d calls at once), its CPU the River program's plus PostgreSQL's (the postmaster and every backend).\n\n",
+			cfg.n, cfg.reps, cfg.processors, cfg.inflight, client.DefaultSendsInFlight, many, cfg.asynqConcurrency(), cfg.riverWorkers, cfg.riverCooldown, riverChunk, riverInserters)
 		writeFigures(&sb, res, cost)
 	}
 	if len(engine) > 0 {
@@ -151,7 +152,7 @@ func renderReport(cfg *config, res *results) string {
 	ratio("submit as shipped / River insert", "cost.submit", "rv.insert", false)
 	ratio("submit with send_many / asynq enqueue", "cost.manysubmit", "aq.enq", false)
 	ratio("submit with send_many / River insert", "cost.manysubmit", "rv.insert", false)
-	ratio("submit with send_many / submit as shipped (one send a batch)", "cost.manysubmit", "cost.submit", false)
+	ratio("submit with send_many / submit as shipped (one Send a batch)", "cost.manysubmit", "cost.submit", false)
 	ratio("CPU a drained batch as shipped / asynq's a task", "cost.draincpu", "aq.draincpu", false)
 	ratio("CPU a drained batch as shipped / River's a job", "cost.draincpu", "rv.draincpu", false)
 	ratio("CPU a submitted batch / asynq's a task enqueued", "cost.submitcpu", "aq.enqcpu", false)

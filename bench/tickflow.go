@@ -147,7 +147,7 @@ type burnOptions struct {
 	// keys, when set, gives batch i the key "k<i mod keys>" (keyed.go).
 	keys int
 	// sendMany, when set, submits with send_many, this many batches a
-	// request (submitMany), instead of one send a batch.
+	// request (submitMany), instead of one Send a batch.
 	sendMany int
 	// count reads the account's JetStream counts (cost.go) around the
 	// submit and the drain, outside their timed windows.

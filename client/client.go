@@ -24,6 +24,12 @@ type Config struct {
 	// Timeout bounds each request, within the deadline of its ctx, which
 	// may end it sooner. Default DefaultTimeout.
 	Timeout time.Duration
+	// SendsInFlight bounds the send requests of plain batches (no key, no
+	// idempotency key, no schedule) the client keeps in flight: a Send
+	// beyond it waits, and the Sends waiting go out together as one
+	// send_many request as soon as one of those is answered. Default
+	// DefaultSendsInFlight; negative: every Send goes out at once, alone.
+	SendsInFlight int
 }
 
 // Client makes authz requests as one user. It is safe for concurrent use;
@@ -32,6 +38,7 @@ type Client struct {
 	nc      *nats.Conn
 	user    string
 	timeout time.Duration
+	groups  sendGroups
 }
 
 // New returns a client that speaks as user over nc. nc must be connected as
@@ -56,7 +63,20 @@ func New(nc *nats.Conn, user string, cfg Config) (*Client, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	return &Client{nc: nc, user: user, timeout: cfg.Timeout}, nil
+	if cfg.SendsInFlight == 0 {
+		cfg.SendsInFlight = DefaultSendsInFlight
+	}
+	return &Client{nc: nc, user: user, timeout: cfg.Timeout, groups: sendGroups{max: cfg.SendsInFlight}}, nil
+}
+
+// gaveUp is the error of a request on its way when ctx ended: at its
+// deadline, no answer came before it; cancelled, the caller gave up. The
+// request may have been carried out either way.
+func (c *Client) gaveUp(ctx context.Context, op string) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("client: %s as %s: %w before the deadline: %w", op, c.user, ErrNoAnswer, context.DeadlineExceeded)
+	}
+	return fmt.Errorf("client: %s: %w", op, ctx.Err())
 }
 
 // User is the user the client speaks as.
@@ -68,6 +88,11 @@ func (c *Client) do(ctx context.Context, op string, req, out any) error {
 	if err != nil {
 		return fmt.Errorf("client: %s: encode request: %w", op, err)
 	}
+	return c.doRaw(ctx, op, data, out)
+}
+
+// doRaw is do for a request already encoded.
+func (c *Client) doRaw(ctx context.Context, op string, data []byte, out any) error {
 	if max := c.nc.MaxPayload(); max > 0 && int64(len(data)) > max {
 		return fmt.Errorf("%w: %s: the request is %d bytes, over the server's max_payload of %d bytes", ErrInvalid, op, len(data), max)
 	}
@@ -78,13 +103,10 @@ func (c *Client) do(ctx context.Context, op string, req, out any) error {
 	case errors.Is(err, nats.ErrNoResponders):
 		return fmt.Errorf("client: %s: %w: %w", op, ErrNotRunning, err)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
-		switch {
-		case ctx.Err() == nil:
+		if ctx.Err() == nil {
 			return fmt.Errorf("client: %s as %s: %w within %v: %w", op, c.user, ErrNoAnswer, c.timeout, context.DeadlineExceeded)
-		case errors.Is(ctx.Err(), context.DeadlineExceeded):
-			return fmt.Errorf("client: %s as %s: %w before the deadline: %w", op, c.user, ErrNoAnswer, context.DeadlineExceeded)
 		}
-		return fmt.Errorf("client: %s: %w", op, ctx.Err())
+		return c.gaveUp(ctx, op)
 	case err != nil:
 		return fmt.Errorf("client: %s: %w", op, err)
 	}

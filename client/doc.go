@@ -25,7 +25,16 @@
 // replica is serving. A request refused before it was sent, because it
 // could not be valid, matches ErrInvalid.
 //
-// Retries. The client does not retry. ErrNotRunning and ErrUnavailable (a
+// Sends at once. Send keeps at most Config.SendsInFlight requests in
+// flight for plain batches (no key, idempotency key or schedule); the plain
+// Sends beyond them wait in the client and go out together, as one
+// send_many request, as soon as one of those is answered, each answered as
+// its own send would be. A Send that finds a request free goes out alone
+// at once.
+//
+// Retries. The client does not retry (beyond sending alone the batches of
+// a group that authz did not submit: a group refused whole for the send
+// rate, or batches it did not start after a failure inside it). ErrNotRunning and ErrUnavailable (a
 // replica that was stopping; nothing was done) are safe to retry for every
 // operation. After ErrNoAnswer the request may or may not have been done:
 // Send with an IdempotencyKey is safe to retry (the repeat returns the same

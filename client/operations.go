@@ -20,6 +20,9 @@ func (c *Client) Send(ctx context.Context, req api.SendRequest) (*api.SendReply,
 	if err := checkCalls(api.OpSend, req.Functions); err != nil {
 		return nil, err
 	}
+	if c.groups.max > 0 && plainSend(&req) {
+		return c.sendPlain(ctx, req)
+	}
 	return call[api.SendReply](ctx, c, api.OpSend, req)
 }
 
@@ -247,6 +250,15 @@ func (c *Client) Keys(ctx context.Context, req api.KeysRequest) (*api.KeysReply,
 func call[Reply any](ctx context.Context, c *Client, op string, req any) (*Reply, error) {
 	var out Reply
 	if err := c.do(ctx, op, req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// callRaw is call for a request already encoded.
+func callRaw[Reply any](ctx context.Context, c *Client, op string, data []byte) (*Reply, error) {
+	var out Reply
+	if err := c.doRaw(ctx, op, data, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -1,0 +1,24 @@
+package client
+
+// HoldSendSlots takes every send slot of c, as requests in flight would,
+// so that the plain Sends that follow wait; release hands the slots back
+// one by one, each to the Sends waiting then, as an answered request does.
+func HoldSendSlots(c *Client) (release func()) {
+	g := &c.groups
+	g.mu.Lock()
+	held := g.max - g.inFlight
+	g.inFlight = g.max
+	g.mu.Unlock()
+	return func() {
+		for range held {
+			c.nextGroup()
+		}
+	}
+}
+
+// WaitingSends is how many Sends of c wait for a slot.
+func WaitingSends(c *Client) int {
+	c.groups.mu.Lock()
+	defer c.groups.mu.Unlock()
+	return len(c.groups.waiting)
+}

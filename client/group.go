@@ -1,0 +1,227 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/tickflow/tickflow/api"
+)
+
+// DefaultSendsInFlight is Config.SendsInFlight when it is zero: authz's
+// default max_requests, the requests one caller may have in flight.
+const DefaultSendsInFlight = 16
+
+// A Client keeps at most Config.SendsInFlight send requests in flight for
+// plain batches (no key, no idempotency key, no schedule). A plain Send
+// that finds them all taken waits in the client, and when one of them is
+// answered the batches waiting go out together, as one send_many request
+// (sendGroup): authz writes a send_many's plain batches together, at a
+// fraction of the cost of a request each, and a caller with many
+// goroutines sending at once is not refused for having more requests in
+// flight than its max_requests. A Send that finds a request free goes out
+// alone at once, as it always did, so a caller that sends one batch at a
+// time waits for no other.
+//
+// Each batch of a group is answered as its own send would be: queued, or
+// refused for what it asks. What would not have happened to the same
+// sends one at a time is undone by sending them one at a time: a group
+// refused whole for the caller's send rate or burst (a single send might
+// still fit), and its batches that authz did not start after a failure
+// inside it (503, not submitted).
+
+// sendGroups holds the plain sends of a Client waiting for a request to
+// go out in.
+type sendGroups struct {
+	max int // requests in flight; < 0: never group
+
+	mu       sync.Mutex
+	inFlight int
+	waiting  []*groupedSend
+}
+
+// groupedSend is a plain Send waiting in sendGroups: data is its request
+// as JSON; done is closed once rep or err is set.
+type groupedSend struct {
+	ctx  context.Context
+	req  api.SendRequest
+	data []byte
+	rep  *api.SendReply
+	err  error
+	done chan struct{}
+}
+
+// plainSend says whether req is a batch authz may write together with
+// others: no key (an order to join), no idempotency key (a lookup first),
+// no schedule.
+func plainSend(req *api.SendRequest) bool {
+	return req.Key == "" && req.IdempotencyKey == "" && req.RunAt == "" && req.Delay == ""
+}
+
+// sendPlain submits plain req: alone at once while fewer than max requests are
+// in flight, otherwise with the sends waiting beside it, in the next
+// request to go out.
+func (c *Client) sendPlain(ctx context.Context, req api.SendRequest) (*api.SendReply, error) {
+	g := &c.groups
+	g.mu.Lock()
+	if g.inFlight < g.max {
+		g.inFlight++
+		g.mu.Unlock()
+		rep, err := call[api.SendReply](ctx, c, api.OpSend, req)
+		c.nextGroup()
+		return rep, err
+	}
+	data, err := json.Marshal(req)
+	if err != nil {
+		g.mu.Unlock()
+		return nil, fmt.Errorf("client: %s: encode request: %w", api.OpSend, err)
+	}
+	s := &groupedSend{ctx: ctx, req: req, data: data, done: make(chan struct{})}
+	g.waiting = append(g.waiting, s)
+	g.mu.Unlock()
+	select {
+	case <-s.done:
+		return s.rep, s.err
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	select {
+	case <-s.done:
+		// Answered meanwhile.
+		g.mu.Unlock()
+		return s.rep, s.err
+	default:
+	}
+	for i, w := range g.waiting {
+		if w == s {
+			// Still waiting: it is not sent at all.
+			g.waiting = append(g.waiting[:i], g.waiting[i+1:]...)
+			g.mu.Unlock()
+			return nil, fmt.Errorf("client: %s: %w (not sent: it waited for a request to go out in)", api.OpSend, ctx.Err())
+		}
+	}
+	g.mu.Unlock()
+	// On its way: as a send whose answer did not come in time, it may be
+	// queued.
+	return nil, c.gaveUp(ctx, api.OpSend)
+}
+
+// nextGroup hands the request slot of a send just answered to the sends
+// waiting, if any (on a goroutine of its own, so that the send's caller
+// has its answer at once), or frees it.
+func (c *Client) nextGroup() {
+	g := &c.groups
+	g.mu.Lock()
+	group := c.takeGroup()
+	if len(group) == 0 {
+		g.inFlight--
+		g.mu.Unlock()
+		return
+	}
+	g.mu.Unlock()
+	go c.sendGroup(group)
+}
+
+// takeGroup takes the sends waiting, oldest first, as many as one
+// send_many request carries (api.MaxSendMany, and the server's max_payload).
+// Called with groups.mu held.
+func (c *Client) takeGroup() []*groupedSend {
+	g := &c.groups
+	limit := c.nc.MaxPayload()
+	size := int64(len(`{"batches":[]}`))
+	n := 0
+	for n < len(g.waiting) && n < api.MaxSendMany {
+		size += int64(len(g.waiting[n].data)) + 1
+		if n > 0 && limit > 0 && size > limit {
+			break
+		}
+		n++
+	}
+	group := make([]*groupedSend, n)
+	copy(group, g.waiting[:n])
+	g.waiting = append(g.waiting[:0], g.waiting[n:]...)
+	return group
+}
+
+// sendGroup sends group, answers each of its sends, and then hands the
+// request slot on (nextGroup). A group of one goes as the send it is.
+func (c *Client) sendGroup(group []*groupedSend) {
+	defer c.nextGroup()
+	if len(group) == 1 {
+		s := group[0]
+		s.rep, s.err = call[api.SendReply](s.ctx, c, api.OpSend, s.req)
+		close(s.done)
+		return
+	}
+	var body bytes.Buffer
+	body.WriteString(`{"batches":[`)
+	for i, s := range group {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		body.Write(s.data)
+	}
+	body.WriteString(`]}`)
+	// No caller's context bounds the group: one caller giving up must not
+	// cut the others' request short. Each caller still stops waiting at
+	// its own deadline.
+	rep, err := callRaw[api.SendManyReply](context.Background(), c, api.OpSendMany, body.Bytes())
+	if err == nil && len(rep.Results) != len(group) {
+		err = fmt.Errorf("client: %s: %d results for %d batches", api.OpSendMany, len(rep.Results), len(group))
+	}
+	var again []*groupedSend
+	switch {
+	case errors.Is(err, ErrTooManyRequests) || errors.Is(err, ErrBadRequest):
+		// Refused whole (over the send rate or burst all at once, which
+		// each alone might not be): nothing was submitted.
+		again = group
+	case err != nil:
+		for _, s := range group {
+			s.err = sendErr(err)
+			close(s.done)
+		}
+	default:
+		for i, s := range group {
+			r := &rep.Results[i]
+			switch {
+			case notStarted(r):
+				again = append(again, s)
+				continue
+			case r.Failed():
+				s.err = &Error{Op: api.OpSend, Code: r.Code, Message: r.Error}
+			default:
+				s.rep = r.Reply()
+			}
+			close(s.done)
+		}
+	}
+	// One at a time, each as the send it is; they were not submitted.
+	var wg sync.WaitGroup
+	for _, s := range again {
+		wg.Go(func() {
+			s.rep, s.err = call[api.SendReply](s.ctx, c, api.OpSend, s.req)
+			close(s.done)
+		})
+	}
+	wg.Wait()
+}
+
+// notStarted says a send_many result is a batch authz did not start after
+// a failure inside the request: 503, not submitted, to be sent again.
+func notStarted(r *api.SendManyResult) bool {
+	return r.Code == api.CodeUnavailable && strings.HasPrefix(r.Error, api.NotSubmitted)
+}
+
+// sendErr is err, a send_many request's, as the send of one of its
+// batches reports it.
+func sendErr(err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return &Error{Op: api.OpSend, Code: e.Code, Message: e.Message}
+	}
+	return err
+}

@@ -1,0 +1,42 @@
+package client
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/tickflow/tickflow/api"
+)
+
+// TestNotStartedOnlyForBatchesAuthzDidNotStart: a grouped send is sent
+// again alone only when authz says it did not start it; a batch that
+// failed on its own (a 503 that may have recorded it) is answered with
+// that failure, never sent twice.
+func TestNotStartedOnlyForBatchesAuthzDidNotStart(t *testing.T) {
+	for _, tc := range []struct {
+		r    api.SendManyResult
+		want bool
+	}{
+		{api.SendManyResult{Code: api.CodeUnavailable, Error: api.NotSubmitted + "batch 3 of this request failed inside authz; send this one again"}, true},
+		{api.SendManyResult{Code: api.CodeUnavailable, Error: "authz: batch 12 is recorded, but its token could not be published yet"}, false},
+		{api.SendManyResult{Code: api.CodeInternal, Error: api.NotSubmitted + "batch 3"}, false},
+		{api.SendManyResult{ID: 7}, false},
+	} {
+		if got := notStarted(&tc.r); got != tc.want {
+			t.Errorf("notStarted(%+v) = %v, want %v", tc.r, got, tc.want)
+		}
+	}
+}
+
+// TestSendErrNamesTheSend: a group's error reaches each of its sends as
+// the send's, matching the same sentinels.
+func TestSendErrNamesTheSend(t *testing.T) {
+	err := sendErr(&Error{Op: api.OpSendMany, Code: api.CodeInternal, Message: "authz: boom"})
+	var e *Error
+	if !errors.As(err, &e) || e.Op != api.OpSend || e.Code != api.CodeInternal || e.Message != "authz: boom" {
+		t.Fatalf("sendErr: %#v", err)
+	}
+	plain := errors.New("client: send_many: something")
+	if sendErr(plain) != plain {
+		t.Fatalf("a non-API error changed: %v", sendErr(plain))
+	}
+}

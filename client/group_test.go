@@ -1,0 +1,176 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/client"
+	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/internal/testsystem"
+	"github.com/tickflow/tickflow/pipeline"
+)
+
+// requestCounter counts alice's authz requests by operation, from a core
+// subscription beside authz's.
+type requestCounter struct {
+	mu  sync.Mutex
+	ops map[string]int
+}
+
+func countRequests(t *testing.T, b *bundle) *requestCounter {
+	t.Helper()
+	rc := &requestCounter{ops: map[string]int{}}
+	nc := b.env.Conn(t, "authz")
+	_, err := nc.Subscribe("authz.alice.*", func(m *nats.Msg) {
+		op := m.Subject[len("authz.alice."):]
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		rc.ops[op]++
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+func (rc *requestCounter) get(op string) int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.ops[op]
+}
+
+// sendAll sends reqs, a goroutine each, returns once they all wait for
+// a slot, and answers must be called to wait for their replies.
+func sendAll(ctx context.Context, t *testing.T, c *client.Client, reqs []api.SendRequest) (answers func() ([]*api.SendReply, []error)) {
+	t.Helper()
+	reps, errs := make([]*api.SendReply, len(reqs)), make([]error, len(reqs))
+	var wg sync.WaitGroup
+	for i := range reqs {
+		wg.Go(func() { reps[i], errs[i] = c.Send(ctx, reqs[i]) })
+	}
+	testnats.Eventually(t, 10*time.Second, "every send waiting", func() bool { return client.WaitingSends(c) == len(reqs) })
+	return func() ([]*api.SendReply, []error) {
+		wg.Wait()
+		return reps, errs
+	}
+}
+
+func plainJobs(n int) []api.SendRequest {
+	reqs := make([]api.SendRequest, n)
+	for i := range reqs {
+		reqs[i] = api.SendRequest{Label: "jobs", Functions: api.Calls{noop()}}
+	}
+	return reqs
+}
+
+// TestSendsWaitingGoOutTogether: plain Sends that find every request slot
+// taken go out as one send_many once a slot is free, and each is answered
+// as its own send: queued, with its own batch, which runs.
+func TestSendsWaitingGoOutTogether(t *testing.T) {
+	b := setup(t)
+	rc := countRequests(t, b)
+	c := b.Client(t, "alice", client.Config{SendsInFlight: 1})
+	release := client.HoldSendSlots(c)
+	reqs := plainJobs(20)
+	answers := sendAll(b.ctx, t, c, reqs)
+	release()
+	reps, errs := answers()
+	seen := map[uint64]bool{}
+	for i := range reqs {
+		if errs[i] != nil {
+			t.Fatalf("send %d: %v", i, errs[i])
+		}
+		if reps[i].ID == 0 || seen[reps[i].ID] || reps[i].Domain != domain {
+			t.Fatalf("send %d: reply %+v (ids so far %v)", i, reps[i], seen)
+		}
+		seen[reps[i].ID] = true
+	}
+	if got := rc.get(api.OpSendMany); got != 1 || rc.get(api.OpSend) != 0 {
+		t.Fatalf("requests: %v, want one send_many and no send", rc.ops)
+	}
+	for _, r := range reps {
+		if rec := b.settled(t, r.ID); rec.Status != pipeline.Executed {
+			t.Fatalf("batch %d: %s", r.ID, rec.Status)
+		}
+	}
+}
+
+// TestSendsWaitingOverTheBurstGoOneByOne: a group that authz refuses
+// whole, more sends than the caller's burst allows at once, is sent again
+// one send at a time, so each is decided as its own send would be: as
+// many queued as the burst holds, the others refused for the rate.
+func TestSendsWaitingOverTheBurstGoOneByOne(t *testing.T) {
+	sys := testsystem.Start(t, testsystem.JobsTable+`callers:
+  alice: {send_rate: 0.001, send_burst: 3}
+`, testsystem.Options{})
+	c := sys.Client(t, "alice", client.Config{SendsInFlight: 1})
+	release := client.HoldSendSlots(c)
+	answers := sendAll(sys.Ctx, t, c, plainJobs(5))
+	release()
+	reps, errs := answers()
+	queued, refused := 0, 0
+	for i := range reps {
+		switch {
+		case errs[i] == nil && reps[i].ID != 0:
+			queued++
+		case errors.Is(errs[i], client.ErrTooManyRequests):
+			refused++
+		default:
+			t.Fatalf("send %d: %+v, %v", i, reps[i], errs[i])
+		}
+	}
+	if queued != 3 || refused != 2 {
+		t.Fatalf("%d queued and %d refused, want 3 and 2 (the burst)", queued, refused)
+	}
+}
+
+// TestSendGivenUpWhileWaitingIsNotSent: a Send whose context ends while it
+// waits for a slot returns at once, and nothing of it goes out.
+func TestSendGivenUpWhileWaitingIsNotSent(t *testing.T) {
+	b := setup(t)
+	rc := countRequests(t, b)
+	c := b.Client(t, "alice", client.Config{SendsInFlight: 1})
+	release := client.HoldSendSlots(c)
+	ctx, cancel := context.WithCancel(b.ctx)
+	answers := sendAll(ctx, t, c, plainJobs(1))
+	cancel()
+	_, errs := answers()
+	if !errors.Is(errs[0], context.Canceled) || !strings.Contains(errs[0].Error(), "not sent") {
+		t.Fatalf("err %v, want a cancel that says it was not sent", errs[0])
+	}
+	release()
+	// A send after it goes out alone, and is the only request.
+	if _, err := c.Send(b.ctx, plainJobs(1)[0]); err != nil {
+		t.Fatal(err)
+	}
+	if rc.get(api.OpSend) != 1 || rc.get(api.OpSendMany) != 0 {
+		t.Fatalf("requests: %v, want the one send after", rc.ops)
+	}
+}
+
+// TestSendsThatAreNotPlainDoNotWait: a Send with a key, an idempotency
+// key or a schedule goes out at once even when every slot is taken.
+func TestSendsThatAreNotPlainDoNotWait(t *testing.T) {
+	b := setup(t)
+	c := b.Client(t, "alice", client.Config{SendsInFlight: 1})
+	release := client.HoldSendSlots(c)
+	defer release()
+	for _, req := range []api.SendRequest{
+		{Label: "jobs", Functions: api.Calls{noop()}, Key: "k"},
+		{Label: "jobs", Functions: api.Calls{noop()}, IdempotencyKey: "once"},
+		{Label: "jobs", Functions: api.Calls{noop()}, Delay: "1h"},
+	} {
+		if _, err := c.Send(b.ctx, req); err != nil {
+			t.Fatalf("%+v: %v", req, err)
+		}
+	}
+}
