@@ -35,7 +35,8 @@ const DefaultSendsInFlight = 16
 // inside it (503, not submitted).
 
 // sendGroups holds the plain sends of a Client waiting for a request to
-// go out in.
+// go out in. Sends wait only while every slot is taken (inFlight == max):
+// a slot freed is handed to the sends waiting, if any.
 type sendGroups struct {
 	max int // requests in flight; < 0: never group
 
@@ -67,20 +68,23 @@ func plainSend(req *api.SendRequest) bool {
 // request to go out.
 func (c *Client) sendPlain(ctx context.Context, req api.SendRequest) (*api.SendReply, error) {
 	g := &c.groups
-	g.mu.Lock()
-	if g.inFlight < g.max {
-		g.inFlight++
-		g.mu.Unlock()
-		rep, err := call[api.SendReply](ctx, c, api.OpSend, req)
-		c.nextGroup()
-		return rep, err
+	if g.takeSlot() {
+		return c.sendAlone(ctx, req)
 	}
+	// Encoded outside the lock, the many callers at once in parallel.
 	data, err := json.Marshal(req)
 	if err != nil {
-		g.mu.Unlock()
 		return nil, fmt.Errorf("client: %s: encode request: %w", api.OpSend, err)
 	}
 	s := &groupedSend{ctx: ctx, req: req, data: data, done: make(chan struct{})}
+	g.mu.Lock()
+	// Sends wait only while every slot is taken: a slot freed meanwhile
+	// (none waited then) is this one's.
+	if g.inFlight < g.max {
+		g.inFlight++
+		g.mu.Unlock()
+		return c.sendAlone(ctx, req)
+	}
 	g.waiting = append(g.waiting, s)
 	g.mu.Unlock()
 	select {
@@ -108,6 +112,23 @@ func (c *Client) sendPlain(ctx context.Context, req api.SendRequest) (*api.SendR
 	// On its way: as a send whose answer did not come in time, it may be
 	// queued.
 	return nil, c.gaveUp(ctx, api.OpSend)
+}
+
+// takeSlot takes a request slot if one is free.
+func (g *sendGroups) takeSlot() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.inFlight < g.max {
+		g.inFlight++
+		return true
+	}
+	return false
+}
+
+// sendAlone sends req as one send in a slot taken, then hands the slot on.
+func (c *Client) sendAlone(ctx context.Context, req api.SendRequest) (*api.SendReply, error) {
+	defer c.nextGroup()
+	return call[api.SendReply](ctx, c, api.OpSend, req)
 }
 
 // nextGroup hands the request slot of a send just answered to the sends
@@ -199,10 +220,14 @@ func (c *Client) sendGroup(group []*groupedSend) {
 			close(s.done)
 		}
 	}
-	// One at a time, each as the send it is; they were not submitted.
+	// Each as the send it is (they were not submitted), at most as many
+	// at once as the client keeps in flight.
+	slots := make(chan struct{}, c.groups.max)
 	var wg sync.WaitGroup
 	for _, s := range again {
+		slots <- struct{}{}
 		wg.Go(func() {
+			defer func() { <-slots }()
 			s.rep, s.err = call[api.SendReply](s.ctx, c, api.OpSend, s.req)
 			close(s.done)
 		})

@@ -174,3 +174,49 @@ func TestSendsThatAreNotPlainDoNotWait(t *testing.T) {
 		}
 	}
 }
+
+// TestManySendsAtOnce: 300 plain Sends from as many goroutines through 4
+// slots are each queued once, with a batch of its own, whichever way
+// they were grouped, and no request carried more than its share.
+func TestManySendsAtOnce(t *testing.T) {
+	b := setup(t)
+	rc := countRequests(t, b)
+	c := b.Client(t, "alice", client.Config{SendsInFlight: 4})
+	const n = 300
+	ids := make([]uint64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			rep, err := c.Send(b.ctx, api.SendRequest{Label: "jobs", Functions: api.Calls{noop()}})
+			errs[i] = err
+			if err == nil {
+				ids[i] = rep.ID
+			}
+		})
+	}
+	wg.Wait()
+	seen := map[uint64]bool{}
+	for i := range n {
+		if errs[i] != nil || ids[i] == 0 || seen[ids[i]] {
+			t.Fatalf("send %d: id %d, %v", i, ids[i], errs[i])
+		}
+		seen[ids[i]] = true
+	}
+	if sends, many := rc.get(api.OpSend), rc.get(api.OpSendMany); sends+many > n || sends+many == 0 {
+		t.Fatalf("requests: %v for %d sends", rc.ops, n)
+	}
+	if client.WaitingSends(c) != 0 {
+		t.Fatalf("%d sends still waiting", client.WaitingSends(c))
+	}
+	rep, err := b.alice.List(b.ctx, api.ListRequest{Limit: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range rep.Items {
+		delete(seen, s.ID)
+	}
+	if len(seen) != 0 {
+		t.Fatalf("%d batches not in alice's listing", len(seen))
+	}
+}
