@@ -23,6 +23,11 @@ func TestHighBeforeMed(t *testing.T) {
 	med1 := b.enqueue(t, pipeline.Batch{Priority: pipeline.Med, Functions: []pipeline.Function{noop()}})
 	med2 := b.enqueue(t, pipeline.Batch{Priority: pipeline.Med, Functions: []pipeline.Function{noop()}})
 	high := b.enqueue(t, pipeline.Batch{Priority: pipeline.High, Functions: []pipeline.Function{noop()}})
+	// Counted by their consumers first: a token's PubAck comes before its
+	// consumer counts it, and a tick that asks in between finds HIGH
+	// empty (on a loaded machine, long enough for MED to go first).
+	b.pending(t, pipeline.High, 1)
+	b.pending(t, pipeline.Med, 2)
 	var order []uint64
 	for range 3 {
 		order = append(order, step(t, b.ctx, p).BatchID)
@@ -43,6 +48,8 @@ func TestSlowHighQueueHoldsMedBack(t *testing.T) {
 	p := b.processor(t, processor.Options{})
 	med := b.enqueue(t, pipeline.Batch{Priority: pipeline.Med, Functions: []pipeline.Function{noop()}})
 	high := b.enqueue(t, pipeline.Batch{Priority: pipeline.High, Functions: []pipeline.Function{noop()}})
+	b.pending(t, pipeline.High, 1)
+	b.pending(t, pipeline.Med, 1)
 	// A fetch request nobody answers: the server's answer never comes,
 	// whatever the timing (a subscriber on the subject keeps the server
 	// from answering "no responders").
