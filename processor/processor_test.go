@@ -54,8 +54,15 @@ func TestSlowHighQueueHoldsMedBack(t *testing.T) {
 	// whatever the timing (a subscriber on the subject keeps the server
 	// from answering "no responders").
 	const silent = "silent"
-	sub, err := b.env.Conn(t, "admin").SubscribeSync("$JS.API.CONSUMER.MSG.NEXT." + streams.QueueStream(pipeline.High) + "." + silent)
+	nc := b.env.Conn(t, "admin")
+	sub, err := nc.SubscribeSync("$JS.API.CONSUMER.MSG.NEXT." + streams.QueueStream(pipeline.High) + "." + silent)
 	if err != nil {
+		t.Fatal(err)
+	}
+	// Known to the server before the tick asks: a fetch that came first
+	// would be answered "no responders", a failure rather than silence,
+	// and MED would not wait.
+	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
