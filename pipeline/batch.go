@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Priority selects the queue a batch waits in. High is always served before Med.
@@ -197,15 +198,25 @@ func ValidateType(typ string) error {
 	if len(typ) > 128 {
 		return invalid("type", "must be at most 128 bytes (got %d)", len(typ))
 	}
-	for _, part := range strings.Split(typ, ".") {
-		if part == "" {
-			return invalid("type", "%q must not have empty dot-separated parts", typ)
-		}
-		for _, r := range part {
-			if !(r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-				return invalid("type", "%q may hold only letters, digits, '-', '_' and dots (found %q)", typ, r)
+	// One pass over the bytes, without splitting: every type of every
+	// call of every send is checked here, on both sides of the API.
+	partLen := 0
+	for i := 0; i < len(typ); i++ {
+		switch c := typ[i]; {
+		case c == '.':
+			if partLen == 0 {
+				return invalid("type", "%q must not have empty dot-separated parts", typ)
 			}
+			partLen = 0
+		case c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+			partLen++
+		default:
+			r, _ := utf8.DecodeRuneInString(typ[i:])
+			return invalid("type", "%q may hold only letters, digits, '-', '_' and dots (found %q)", typ, r)
 		}
+	}
+	if partLen == 0 {
+		return invalid("type", "%q must not have empty dot-separated parts", typ)
 	}
 	return nil
 }

@@ -234,6 +234,14 @@ func TestValidateDomain(t *testing.T) {
 	}
 }
 
+// TestValidateTypeAllocatesNothing: every type of every call of every
+// send is checked, on both sides of the API.
+func TestValidateTypeAllocatesNothing(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() { _ = pipeline.ValidateType("ledger.transfer-v2") }); n != 0 {
+		t.Fatalf("ValidateType of a valid type allocates %v times", n)
+	}
+}
+
 func TestValidateType(t *testing.T) {
 	tests := []struct {
 		name string
@@ -252,6 +260,9 @@ func TestValidateType(t *testing.T) {
 		{name: "greater-than", typ: "ledger.>", rule: "may hold only"},
 		{name: "space", typ: "led ger", rule: "may hold only"},
 		{name: "non-ASCII letter", typ: "überweisung", rule: "may hold only"},
+		{name: "names the letter", typ: "ledger.überweisung", rule: "(found 'ü')"},
+		{name: "double dot", typ: "ledger..transfer", rule: "empty dot-separated parts"},
+		{name: "only a dot", typ: ".", rule: "empty dot-separated parts"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
