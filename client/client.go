@@ -82,17 +82,9 @@ func (c *Client) gaveUp(ctx context.Context, op string) error {
 // User is the user the client speaks as.
 func (c *Client) User() string { return c.user }
 
-// do sends req as JSON to operation op and decodes the reply into out.
-func (c *Client) do(ctx context.Context, op string, req, out any) error {
-	data, err := json.Marshal(req)
-	if err != nil {
-		return fmt.Errorf("client: %s: encode request: %w", op, err)
-	}
-	return c.doRaw(ctx, op, data, out)
-}
-
-// doRaw is do for a request already encoded.
-func (c *Client) doRaw(ctx context.Context, op string, data []byte, out any) error {
+// do sends data, a request encoded as JSON, to operation op and decodes
+// the reply into out.
+func (c *Client) do(ctx context.Context, op string, data []byte, out any) error {
 	if max := c.nc.MaxPayload(); max > 0 && int64(len(data)) > max {
 		return fmt.Errorf("%w: %s: the request is %d bytes, over the server's max_payload of %d bytes", ErrInvalid, op, len(data), max)
 	}

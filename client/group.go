@@ -49,7 +49,6 @@ type sendGroups struct {
 // as JSON; done is closed once rep or err is set.
 type groupedSend struct {
 	ctx  context.Context
-	req  api.SendRequest
 	data []byte
 	rep  *api.SendReply
 	err  error
@@ -76,7 +75,7 @@ func (c *Client) sendPlain(ctx context.Context, req api.SendRequest) (*api.SendR
 	if err != nil {
 		return nil, fmt.Errorf("client: %s: encode request: %w", api.OpSend, err)
 	}
-	s := &groupedSend{ctx: ctx, req: req, data: data, done: make(chan struct{})}
+	s := &groupedSend{ctx: ctx, data: data, done: make(chan struct{})}
 	g.mu.Lock()
 	// Sends wait only while every slot is taken: a slot freed meanwhile
 	// (none waited then) is this one's.
@@ -174,7 +173,7 @@ func (c *Client) sendGroup(group []*groupedSend) {
 	defer c.nextGroup()
 	if len(group) == 1 {
 		s := group[0]
-		s.rep, s.err = call[api.SendReply](s.ctx, c, api.OpSend, s.req)
+		s.rep, s.err = callRaw[api.SendReply](s.ctx, c, api.OpSend, s.data)
 		close(s.done)
 		return
 	}
@@ -228,7 +227,7 @@ func (c *Client) sendGroup(group []*groupedSend) {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			s.rep, s.err = call[api.SendReply](s.ctx, c, api.OpSend, s.req)
+			s.rep, s.err = callRaw[api.SendReply](s.ctx, c, api.OpSend, s.data)
 			close(s.done)
 		})
 	}

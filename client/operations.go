@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/tickflow/tickflow/api"
@@ -248,17 +249,17 @@ func (c *Client) Keys(ctx context.Context, req api.KeysRequest) (*api.KeysReply,
 }
 
 func call[Reply any](ctx context.Context, c *Client, op string, req any) (*Reply, error) {
-	var out Reply
-	if err := c.do(ctx, op, req, &out); err != nil {
-		return nil, err
+	data, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("client: %s: encode request: %w", op, err)
 	}
-	return &out, nil
+	return callRaw[Reply](ctx, c, op, data)
 }
 
 // callRaw is call for a request already encoded.
 func callRaw[Reply any](ctx context.Context, c *Client, op string, data []byte) (*Reply, error) {
 	var out Reply
-	if err := c.doRaw(ctx, op, data, &out); err != nil {
+	if err := c.do(ctx, op, data, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
