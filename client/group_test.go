@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -42,10 +43,31 @@ func countRequests(t *testing.T, b *bundle) *requestCounter {
 	return rc
 }
 
-func (rc *requestCounter) get(op string) int {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return rc.ops[op]
+// seen waits until the counter has seen at least n requests of the ops
+// together, and returns the counts. The counter's subscription is on a
+// connection of its own: a reply can reach the client before the request
+// reaches the counter. The server hands it a connection's requests in
+// order, so once it has seen the last request a test made, it has seen
+// every one before.
+func (rc *requestCounter) seen(t *testing.T, n int, ops ...string) map[string]int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rc.mu.Lock()
+		total := 0
+		for _, op := range ops {
+			total += rc.ops[op]
+		}
+		counts := maps.Clone(rc.ops)
+		rc.mu.Unlock()
+		if total >= n {
+			return counts
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("requests: %v, want at least %d of %v", counts, n, ops)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // sendAll sends reqs, a goroutine each, returns once they all wait for
@@ -94,8 +116,8 @@ func TestSendsWaitingGoOutTogether(t *testing.T) {
 		}
 		seen[reps[i].ID] = true
 	}
-	if got := rc.get(api.OpSendMany); got != 1 || rc.get(api.OpSend) != 0 {
-		t.Fatalf("requests: %v, want one send_many and no send", rc.ops)
+	if ops := rc.seen(t, 1, api.OpSendMany); ops[api.OpSendMany] != 1 || ops[api.OpSend] != 0 {
+		t.Fatalf("requests: %v, want one send_many and no send", ops)
 	}
 	for _, r := range reps {
 		if rec := b.settled(t, r.ID); rec.Status != pipeline.Executed {
@@ -152,8 +174,8 @@ func TestSendGivenUpWhileWaitingIsNotSent(t *testing.T) {
 	if _, err := c.Send(b.ctx, plainJobs(1)[0]); err != nil {
 		t.Fatal(err)
 	}
-	if rc.get(api.OpSend) != 1 || rc.get(api.OpSendMany) != 0 {
-		t.Fatalf("requests: %v, want the one send after", rc.ops)
+	if ops := rc.seen(t, 1, api.OpSend); ops[api.OpSend] != 1 || ops[api.OpSendMany] != 0 {
+		t.Fatalf("requests: %v, want the one send after", ops)
 	}
 }
 
@@ -203,8 +225,8 @@ func TestManySendsAtOnce(t *testing.T) {
 		}
 		seen[ids[i]] = true
 	}
-	if sends, many := rc.get(api.OpSend), rc.get(api.OpSendMany); sends+many > n || sends+many == 0 {
-		t.Fatalf("requests: %v for %d sends", rc.ops, n)
+	if ops := rc.seen(t, 1, api.OpSend, api.OpSendMany); ops[api.OpSend]+ops[api.OpSendMany] > n {
+		t.Fatalf("requests: %v for %d sends", ops, n)
 	}
 	if client.WaitingSends(c) != 0 {
 		t.Fatalf("%d sends still waiting", client.WaitingSends(c))
