@@ -11,7 +11,7 @@ func HoldSendSlots(c *Client) (release func()) {
 	g.mu.Unlock()
 	return func() {
 		for range held {
-			c.nextGroup()
+			c.nextGroup(false)
 		}
 	}
 }

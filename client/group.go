@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -126,17 +127,30 @@ func (g *sendGroups) takeSlot() bool {
 
 // sendAlone sends req as one send in a slot taken, then hands the slot on.
 func (c *Client) sendAlone(ctx context.Context, req api.SendRequest) (*api.SendReply, error) {
-	defer c.nextGroup()
+	defer c.nextGroup(false)
 	return call[api.SendReply](ctx, c, api.OpSend, req)
 }
 
 // nextGroup hands the request slot of a send just answered to the sends
 // waiting, if any (on a goroutine of its own, so that the send's caller
-// has its answer at once), or frees it.
-func (c *Client) nextGroup() {
+// has its answer at once), or frees it. With yield (a group's request,
+// on a goroutine of its own), when none waits it first yields the
+// processor once: the callers the group just answered are runnable, and
+// one that sends again at once then joins the next group rather than
+// finding the slot free and going out alone. A yield, not a timer: with
+// nothing else runnable it returns at once. A send that went alone hands
+// its slot on without yielding, so that its caller's answer waits for
+// nothing.
+func (c *Client) nextGroup(yield bool) {
 	g := &c.groups
 	g.mu.Lock()
 	group := c.takeGroup()
+	if len(group) == 0 && yield {
+		g.mu.Unlock()
+		runtime.Gosched()
+		g.mu.Lock()
+		group = c.takeGroup()
+	}
 	if len(group) == 0 {
 		g.inFlight--
 		g.mu.Unlock()
@@ -170,7 +184,7 @@ func (c *Client) takeGroup() []*groupedSend {
 // sendGroup sends group, answers each of its sends, and then hands the
 // request slot on (nextGroup). A group of one goes as the send it is.
 func (c *Client) sendGroup(group []*groupedSend) {
-	defer c.nextGroup()
+	defer c.nextGroup(true)
 	if len(group) == 1 {
 		s := group[0]
 		s.rep, s.err = callRaw[api.SendReply](s.ctx, c, api.OpSend, s.data)
