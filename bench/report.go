@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"github.com/tickflow/tickflow/client"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tickflow/tickflow/client"
 )
 
 // Markers delimiting the generated part of docs/benchmarks.md; the rest of

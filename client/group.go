@@ -83,7 +83,8 @@ func (c *Client) sendPlain(ctx context.Context, req api.SendRequest) (*api.SendR
 	if g.inFlight < g.max {
 		g.inFlight++
 		g.mu.Unlock()
-		return c.sendAlone(ctx, req)
+		defer c.nextGroup(false)
+		return callRaw[api.SendReply](ctx, c, api.OpSend, data) // as encoded, not again
 	}
 	g.waiting = append(g.waiting, s)
 	g.mu.Unlock()
