@@ -53,44 +53,57 @@ func (r *SendReply) UnmarshalJSON(b []byte) error {
 // readSendReply reads b into r when it is exactly in AppendJSON's shape,
 // and says whether it was; r is changed only then.
 func readSendReply(b []byte, r *SendReply) bool {
-	b, ok := bytes.CutPrefix(b, []byte(`{"id":`))
-	if !ok {
+	var rep SendReply
+	rest, ok := readSendReplyPrefix(b, &rep)
+	if !ok || len(rest) > 0 {
 		return false
+	}
+	*r = rep
+	return true
+}
+
+// readSendReplyPrefix reads a reply in AppendJSON's shape from the start of
+// b into r and returns what follows it; r is changed only when ok.
+func readSendReplyPrefix(b []byte, r *SendReply) (rest []byte, ok bool) {
+	b, ok = bytes.CutPrefix(b, []byte(`{"id":`))
+	if !ok {
+		return nil, false
 	}
 	n := 0
 	for n < len(b) && b[n] >= '0' && b[n] <= '9' {
 		n++
 	}
 	if n == 0 || (n > 1 && b[0] == '0') {
-		return false
+		return nil, false
 	}
 	id, err := strconv.ParseUint(string(b[:n]), 10, 64)
 	if err != nil {
-		return false
+		return nil, false
 	}
 	if b, ok = bytes.CutPrefix(b[n:], []byte(`,"domain":"`)); !ok {
-		return false
+		return nil, false
 	}
 	domain, b, ok := plainString(b)
 	if !ok {
-		return false
+		return nil, false
 	}
 	if b, ok = bytes.CutPrefix(b, []byte(`,"priority":"`)); !ok {
-		return false
+		return nil, false
 	}
 	prio, b, ok := plainString(b)
 	if !ok {
-		return false
+		return nil, false
 	}
 	dup := false
 	if rest, ok := bytes.CutPrefix(b, []byte(`,"duplicate":true`)); ok {
 		dup, b = true, rest
 	}
-	if string(b) != "}" {
-		return false
+	rest, ok = bytes.CutPrefix(b, []byte(`}`))
+	if !ok {
+		return nil, false
 	}
 	*r = SendReply{ID: id, Domain: string(domain), Priority: pipeline.Priority(prio), Duplicate: dup}
-	return true
+	return rest, true
 }
 
 // plainString reads a JSON string's content up to its closing quote, and

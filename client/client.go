@@ -110,9 +110,13 @@ func (c *Client) do(ctx context.Context, op string, data []byte, out any) error 
 		return &Error{Op: op, Code: n, Message: m.Header.Get(micro.ErrorHeader)}
 	}
 	var derr error
-	if r, ok := out.(*api.SendReply); ok {
-		derr = r.UnmarshalJSON(m.Data) // the hottest reply, read without reflection
-	} else {
+	switch r := out.(type) {
+	// The hottest replies, read without reflection.
+	case *api.SendReply:
+		derr = r.UnmarshalJSON(m.Data)
+	case *api.SendManyReply:
+		derr = r.UnmarshalJSON(m.Data)
+	default:
 		derr = json.Unmarshal(m.Data, out)
 	}
 	if derr != nil {

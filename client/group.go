@@ -72,7 +72,7 @@ func (c *Client) sendPlain(ctx context.Context, req api.SendRequest) (*api.SendR
 		return c.sendAlone(ctx, req)
 	}
 	// Encoded outside the lock, the many callers at once in parallel.
-	data, err := json.Marshal(req)
+	data, err := encodeSend(&req)
 	if err != nil {
 		return nil, fmt.Errorf("client: %s: encode request: %w", api.OpSend, err)
 	}
@@ -129,7 +129,39 @@ func (g *sendGroups) takeSlot() bool {
 // sendAlone sends req as one send in a slot taken, then hands the slot on.
 func (c *Client) sendAlone(ctx context.Context, req api.SendRequest) (*api.SendReply, error) {
 	defer c.nextGroup(false)
-	return call[api.SendReply](ctx, c, api.OpSend, req)
+	data, err := encodeSend(&req)
+	if err != nil {
+		return nil, fmt.Errorf("client: %s: encode request: %w", api.OpSend, err)
+	}
+	return callRaw[api.SendReply](ctx, c, api.OpSend, data)
+}
+
+// encodeSendMany encodes a send_many request as JSON, each batch as
+// encodeSend does.
+func encodeSendMany(req *api.SendManyRequest) ([]byte, error) {
+	if req.Batches == nil {
+		return json.Marshal(req)
+	}
+	data := append(make([]byte, 0, 64+128*len(req.Batches)), `{"batches":[`...)
+	for i := range req.Batches {
+		if i > 0 {
+			data = append(data, ',')
+		}
+		var ok bool
+		if data, ok = req.Batches[i].AppendJSON(data); !ok {
+			return json.Marshal(req)
+		}
+	}
+	return append(data, `]}`...), nil
+}
+
+// encodeSend encodes a send request as JSON, without reflection when its
+// strings need no escaping (api.SendRequest.AppendJSON).
+func encodeSend(req *api.SendRequest) ([]byte, error) {
+	if data, ok := req.AppendJSON(make([]byte, 0, 128)); ok {
+		return data, nil
+	}
+	return json.Marshal(req)
 }
 
 // nextGroup hands the request slot of a send just answered to the sends

@@ -1,10 +1,12 @@
 package client
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/pipeline"
 )
 
 // TestNotStartedOnlyForBatchesAuthzDidNotStart: a grouped send is sent
@@ -38,5 +40,32 @@ func TestSendErrNamesTheSend(t *testing.T) {
 	plain := errors.New("client: send_many: something")
 	if sendErr(plain) != plain {
 		t.Fatalf("a non-API error changed: %v", sendErr(plain))
+	}
+}
+
+// TestEncodedRequestsAreEncodingJSONs: the client's send and send_many
+// requests are byte for byte what encoding/json writes, whether or not
+// they take the path without reflection.
+func TestEncodedRequestsAreEncodingJSONs(t *testing.T) {
+	plain := api.SendRequest{Label: "payments", Functions: api.Calls{{Type: "charge", Payload: pipeline.MustPayload(map[string]any{"amount": 12})}}}
+	escaped := api.SendRequest{Label: "payments", Functions: api.Calls{{Type: "charge"}}, Key: `order "7"`}
+	for _, req := range []api.SendRequest{plain, escaped} {
+		got, err := encodeSend(&req)
+		want, werr := json.Marshal(req)
+		if err != nil || werr != nil || string(got) != string(want) {
+			t.Errorf("send %+v: encoded %s (%v), encoding/json writes %s (%v)", req, got, err, want, werr)
+		}
+	}
+	for _, req := range []api.SendManyRequest{
+		{Batches: []api.SendRequest{plain, plain}},
+		{Batches: []api.SendRequest{plain, escaped}},
+		{Batches: []api.SendRequest{}},
+		{},
+	} {
+		got, err := encodeSendMany(&req)
+		want, werr := json.Marshal(req)
+		if err != nil || werr != nil || string(got) != string(want) {
+			t.Errorf("send_many %+v: encoded %s (%v), encoding/json writes %s (%v)", req, got, err, want, werr)
+		}
 	}
 }

@@ -24,7 +24,11 @@ func (c *Client) Send(ctx context.Context, req api.SendRequest) (*api.SendReply,
 	if c.groups.max > 0 && plainSend(&req) {
 		return c.sendPlain(ctx, req)
 	}
-	return call[api.SendReply](ctx, c, api.OpSend, req)
+	data, err := encodeSend(&req)
+	if err != nil {
+		return nil, fmt.Errorf("client: %s: encode request: %w", api.OpSend, err)
+	}
+	return callRaw[api.SendReply](ctx, c, api.OpSend, data)
 }
 
 // SendMany submits up to api.MaxSendMany batches in one request: each as
@@ -57,7 +61,11 @@ func (c *Client) SendMany(ctx context.Context, req api.SendManyRequest) (*api.Se
 			return nil, checkCalls(fmt.Sprintf("%s: batches[%d]", api.OpSendMany, i), b.Functions)
 		}
 	}
-	rep, err := call[api.SendManyReply](ctx, c, api.OpSendMany, req)
+	data, err := encodeSendMany(&req)
+	if err != nil {
+		return nil, fmt.Errorf("client: %s: encode request: %w", api.OpSendMany, err)
+	}
+	rep, err := callRaw[api.SendManyReply](ctx, c, api.OpSendMany, data)
 	if err != nil {
 		return nil, err
 	}
