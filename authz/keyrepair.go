@@ -21,9 +21,9 @@ import (
 // meanwhile (a cancel). The publish is deduplicated by the queue's
 // duplicate window, so a token the failed publish stored after all is not
 // doubled. A replica that stops first leaves a key to the next start's
-// resumeKeys; a batch without a key has no such index, and stays recorded
-// and unqueued, as one does whose authz died between its record and its
-// token.
+// resumeKeys, and a batch without a key to the next start's resumeRecent
+// if that start comes within the queues' duplicate window, as one whose
+// authz died between its record and its token.
 //
 // A keyed batch whose join of its key's order failed (the keys bucket
 // unavailable, or the request's time out while the key was contended) is
@@ -33,7 +33,8 @@ import (
 
 // repairBound bounds the keys, and apart from them the batches, waiting for
 // repair in one replica: beyond it a key waits for the next start, and a
-// batch stays recorded and unqueued, and its send says so.
+// batch stays recorded and unqueued (until a start within the duplicate
+// window, resumeRecent), and its send says so.
 const repairBound = 1024
 
 // repairTry bounds one try of the repair loop, so that a key or batch

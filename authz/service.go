@@ -311,7 +311,9 @@ func (s *Service) Reload() error {
 // Its background duties are loops, each started and then run until ctx is
 // done, returning once what it took is drained: the repair loop
 // (keyRepairer), the callback consumer, the forwarder of fired schedules
-// and the scheduler.
+// and the scheduler. Once serving, it queues the batches recorded shortly
+// before its start that a replica which died left queued nowhere
+// (resumeRecent).
 func (s *Service) Run(ctx context.Context) error {
 	if err := s.queueEdits.resumeEdits(ctx); err != nil {
 		return err
@@ -352,6 +354,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	s.log.Info("authz serving", "owner", s.opts.Owner, "labels", len(s.Table().Labels))
 	loops.Go(func() { s.presence.warnAtStart(loopCtx) })
+	loops.Go(func() { s.resumeAtStart(loopCtx) })
 	loops.Go(func() { errs <- s.sched.run(loopCtx) })
 	loops.Go(func() { errs <- s.keeper.run(loopCtx) })
 	<-ctx.Done()

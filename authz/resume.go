@@ -1,0 +1,179 @@
+package authz
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/records"
+	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/pipeline"
+)
+
+// A submission records its batch, then queues it (its token, or its key's
+// order, or its schedule). An authz replica that dies between the two
+// leaves the batch recorded InProcess and queued nowhere: it never runs,
+// never calls back, and holds its label's concurrency slots for good. Its
+// caller had no answer; with an idempotency key its retry queues it, and
+// without one nothing did.
+//
+// So every replica, as it starts, gives the batches recorded shortly
+// before its start what a retry with the same idempotency key would give
+// them (admit, as a repeat): a batch that never ran is queued, its token
+// deduplicated by the queue's duplicate window if it was queued after all;
+// one that ran, finished or was cancelled is left alone. It looks back
+// only as far as that window makes a second token harmless: a batch
+// recorded longer ago may have been queued and its token taken and
+// acknowledged, and a second one would run it again beside its first
+// (see startIfNeverRan). A replica restarted within that window (a
+// crash under a supervisor, a rolling deploy) queues what the one before
+// it left half done.
+
+// resumeMargin is taken off the queues' duplicate window for the clocks of
+// the replicas (a record's CreatedAt is its replica's time) and the time
+// the check of one batch takes.
+const resumeMargin = 15 * time.Second
+
+// resumed counts what resumeRecent found.
+type resumed struct {
+	checked, old, failed int
+}
+
+// resumeAtStart runs resumeRecent and logs what it found.
+func (s *Service) resumeAtStart(ctx context.Context) {
+	r, err := s.resumeRecent(ctx)
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("batches recorded before this start not all checked", "checked", r.checked, "err", err)
+		return
+	}
+	if r.checked > 0 || r.failed > 0 {
+		s.log.Info("batches recorded before this start checked: those that never ran are queued", "checked", r.checked, "older_than_window", r.old, "failed", r.failed)
+	}
+}
+
+// resumeRecent gives every batch recorded in the window before now, not
+// finished, what a retry of its submission would (admit, as a repeat).
+// A batch it cannot queue now is handed to the repair loop; one recorded
+// before the window, or whose record does not decode, is left as it is.
+func (s *Service) resumeRecent(ctx context.Context) (resumed, error) {
+	var r resumed
+	window, err := s.resumeWindow(ctx)
+	if err != nil || window <= 0 {
+		return r, err
+	}
+	now := s.intake.now()
+	since := now.Add(-window)
+	seq, err := s.firstBatchesSeqSince(ctx, since)
+	if err != nil || seq == 0 {
+		return r, err
+	}
+	w, err := s.store.batches.WatchAll(ctx, jetstream.ResumeFromRevision(seq), jetstream.IgnoreDeletes())
+	if err != nil {
+		return r, fmt.Errorf("authz: watch the batch records since %v: %w", since, err)
+	}
+	defer func() {
+		_ = w.Stop()
+		// A delivery may be on its way into Updates: read until the
+		// watcher closes it, which it does once its subscription ends.
+		for range w.Updates() {
+		}
+	}()
+	for {
+		var e jetstream.KeyValueEntry
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case e = <-w.Updates():
+		}
+		if e == nil {
+			return r, nil // every record up to the watch's start
+		}
+		if !e.Created().Before(now) {
+			return r, nil // recorded after this replica started
+		}
+		id, err := strconv.ParseUint(e.Key(), 10, 64)
+		if err != nil {
+			continue // an idempotency key, not a record
+		}
+		rec, err := records.Decode[records.BatchRecord](e.Value())
+		if err != nil {
+			s.log.Warn("batch record not checked at start: it does not decode", "batch_id", id, "err", err)
+			r.failed++
+			continue
+		}
+		if rec.Status.Terminal() {
+			continue
+		}
+		if s.intake.now().Sub(rec.Batch.CreatedAt) >= window {
+			r.old++
+			continue
+		}
+		r.checked++
+		if err := s.resume(ctx, &rec.Batch); err != nil {
+			r.failed++
+			s.log.Warn("batch not checked at start", "batch_id", id, "domain", rec.Batch.Domain, "err", err)
+		}
+	}
+}
+
+// resume gives recorded batch b what a retry of its submission would: a
+// token (or a schedule) if it never ran, its place in its key's order if
+// it has none. What cannot be done now is handed to the repair loop.
+func (s *Service) resume(ctx context.Context, b *pipeline.Batch) error {
+	tctx, cancel := context.WithTimeout(ctx, repairTry)
+	defer cancel()
+	_, err := s.keyOrders.admit(tctx, b, true, 0)
+	if err == nil || b.Key != "" {
+		// admit hands a key it could not repair to the loop itself.
+		return err
+	}
+	if !s.keyRepair.repairBatch(b.Domain, b.ID) {
+		return fmt.Errorf("%w; %w", err, errNotHanded)
+	}
+	return err
+}
+
+// resumeWindow is how far back resumeRecent looks: the shorter of the
+// queues' duplicate windows, less resumeMargin.
+func (s *Service) resumeWindow(ctx context.Context) (time.Duration, error) {
+	window := time.Duration(0)
+	for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
+		st, err := s.js.Stream(ctx, streams.QueueStream(p))
+		if err != nil {
+			return 0, fmt.Errorf("authz: read the duplicate window of queue %s: %w", p, err)
+		}
+		if d := st.CachedInfo().Config.Duplicates; window == 0 || d < window {
+			window = d
+		}
+	}
+	return window - resumeMargin, nil
+}
+
+// firstBatchesSeqSince is the sequence of the first message of the batches
+// bucket's stream stored at or after since; 0 when there is none.
+func (s *Service) firstBatchesSeqSince(ctx context.Context, since time.Time) (uint64, error) {
+	body, err := json.Marshal(struct {
+		StartTime time.Time `json:"start_time"`
+	}{since.UTC()})
+	if err != nil {
+		return 0, err
+	}
+	m, err := s.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET.KV_"+streams.BucketBatches, body)
+	if err != nil {
+		return 0, fmt.Errorf("authz: find the batch records since %v: %w", since, err)
+	}
+	if status := m.Header.Get("Status"); status == "404" {
+		return 0, nil
+	} else if status != "" {
+		return 0, fmt.Errorf("authz: find the batch records since %v: status %s %s", since, status, m.Header.Get("Description"))
+	}
+	seq, err := strconv.ParseUint(m.Header.Get(nats.JSSequence), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("authz: find the batch records since %v: sequence %q: %w", since, m.Header.Get(nats.JSSequence), err)
+	}
+	return seq, nil
+}

@@ -1,0 +1,121 @@
+package authz
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/testnats"
+	"github.com/tickflow/tickflow/pipeline"
+)
+
+const resumeTable = `labels:
+  jobs: {domain: pay, users: [alice], mode: atomic, priority: high, functions: {noop: {}}}
+  limited: {domain: pay, users: [alice], mode: atomic, priority: high, max_concurrent: 1, functions: {noop: {}}}`
+
+// builtOnly records alice's submission of one noop under label, with key
+// (none if empty), up to its record and no further, without an
+// idempotency key: as if authz died before queueing it, its caller left
+// with no answer and nothing to retry it with.
+func builtOnly(ctx context.Context, t *testing.T, s *Service, label, key string) *pipeline.Batch {
+	t.Helper()
+	l := s.Table().Labels[label]
+	b, err := s.intake.build(ctx, &submission{label: label, l: l, user: "alice", calls: []api.CallSpec{{Type: "noop"}}, key: key, prio: l.Priority})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.batch
+}
+
+// TestResumeQueuesWhatADeadReplicaLeft: the batches recorded shortly before
+// a replica's start that were queued nowhere (their authz died between
+// their record and their token, or their key's order) are queued once, a
+// key's as its head; a batch queued in full keeps its one token; a batch
+// cancelled, and one recorded before the window, are left alone. Checked
+// again, nothing changes.
+func TestResumeQueuesWhatADeadReplicaLeft(t *testing.T) {
+	s, _, ctx := internalService(t, resumeTable)
+	plain := builtOnly(ctx, t, s, "jobs", "")
+	keyed := builtOnly(ctx, t, s, "jobs", "order-1")
+	queued, err := s.intake.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: []api.CallSpec{{Type: "noop"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled := builtOnly(ctx, t, s, "jobs", "")
+	if _, err := s.removal.cancel(ctx, "alice", &api.IDRequest{ID: cancelled.ID}); err != nil {
+		t.Fatal(err)
+	}
+	s.intake.now = func() time.Time { return time.Now().Add(-time.Hour) }
+	old := builtOnly(ctx, t, s, "jobs", "")
+	s.intake.now = time.Now
+	if got := queuedIDs(ctx, t, s, pipeline.High); !slices.Equal(got, []uint64{queued.ID}) {
+		t.Fatalf("queued %v before the check, want only [%d]", got, queued.ID)
+	}
+	for round := range 2 {
+		r, err := s.resumeRecent(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// plain, keyed and queued; cancelled is terminal once its callback
+		// is applied, and may still be checked before (it queues nothing).
+		if r.checked < 3 || r.checked > 4 || r.old != 1 || r.failed != 0 {
+			t.Fatalf("round %d: %+v, want 3 or 4 checked, 1 too old, none failed", round, r)
+		}
+		got := queuedIDs(ctx, t, s, pipeline.High)
+		slices.Sort(got)
+		want := []uint64{plain.ID, keyed.ID, queued.ID}
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("round %d: queued %v, want %v (not the cancelled %d, not the old %d)", round, got, want, cancelled.ID, old.ID)
+		}
+		for _, b := range []*pipeline.Batch{plain, keyed, {ID: queued.ID, Domain: "pay", Priority: pipeline.High}} {
+			if n := tokensOf(ctx, t, s, b); n != 1 {
+				t.Fatalf("round %d: batch %d has %d tokens, want 1", round, b.ID, n)
+			}
+		}
+		for _, b := range []*pipeline.Batch{cancelled, old} {
+			if n := tokensOf(ctx, t, s, b); n != 0 {
+				t.Fatalf("round %d: batch %d has %d tokens, want none", round, b.ID, n)
+			}
+		}
+	}
+	q, err := s.keyOrders.order.Load(ctx, "pay", "order-1")
+	if err != nil || q.Head() != keyed.ID {
+		t.Fatalf("key order-1: %+v, %v; want batch %d at its head", q, err, keyed.ID)
+	}
+}
+
+// TestStartQueuesWhatADeadReplicaLeft: a replica that starts (Run) queues
+// a batch its predecessor recorded and died before queueing, which holds
+// its label's only concurrency slot: without it the label would refuse
+// every submission for good.
+func TestStartQueuesWhatADeadReplicaLeft(t *testing.T) {
+	env := testnats.Start(t, []string{"pay"})
+	ctx := testnats.Context(t, 20*time.Second)
+	table, err := ParseTable([]byte(resumeTable))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, env.Conn(t, "authz"), Options{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := builtOnly(ctx, t, s, "limited", "")
+	if _, err := s.intake.send(ctx, "alice", &api.SendRequest{Label: "limited", Functions: []api.CallSpec{{Type: "noop"}}}); err == nil {
+		t.Fatal("a second batch under limited was accepted beside the first, whose slot it holds")
+	}
+	// The replica that starts next.
+	next, err := New(ctx, env.Conn(t, "authz"), Options{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = next.Run(rctx) }()
+	defer func() { stop(); <-done }()
+	testnats.Eventually(t, 10*time.Second, "the batch recorded before the start is queued", func() bool {
+		return slices.Contains(queuedIDs(ctx, t, next, pipeline.High), b.ID)
+	})
+}
