@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -62,7 +63,7 @@ func burnDown(ctx context.Context, sys *System, sc Scenario, o Options, subs []*
 			o.progress("%s: %d of %d batches finished", sc.Name, finished, len(subs))
 			lastNote = time.Now()
 		}
-		if allIn && finished >= len(subs) && allTerminal(ctx, js, subs) {
+		if allIn && finished >= answered(subs) && allTerminal(ctx, js, subs) {
 			return nil
 		}
 	}
@@ -105,7 +106,20 @@ func (c *callbackCount) update(ctx context.Context, js jetstream.JetStream) (int
 	return c.n, true
 }
 
-// allTerminal reports whether every accepted batch's record is terminal.
+// answered counts the submissions that were answered (every one but the
+// plain ones whose answer did not come).
+func answered(subs []*Submission) int {
+	n := 0
+	for _, s := range subs {
+		if !s.Unanswered {
+			n++
+		}
+	}
+	return n
+}
+
+// allTerminal reports whether every accepted batch's record is terminal,
+// and with a plain submission unanswered, every record.
 func allTerminal(ctx context.Context, js jetstream.JetStream, subs []*Submission) bool {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -113,7 +127,12 @@ func allTerminal(ctx context.Context, js jetstream.JetStream, subs []*Submission
 	if err != nil {
 		return false
 	}
+	plain := false
 	for _, s := range subs {
+		if s.Unanswered {
+			plain = true
+			continue
+		}
 		if !s.Accepted {
 			return false
 		}
@@ -126,7 +145,34 @@ func allTerminal(ctx context.Context, js jetstream.JetStream, subs []*Submission
 			return false
 		}
 	}
+	if plain {
+		// A plain submission whose answer did not come may be recorded:
+		// every record, known to a client or not, must be terminal.
+		return everyRecordTerminal(rctx, kv)
+	}
 	return true
+}
+
+// everyRecordTerminal reports whether every batch record of kv is terminal.
+func everyRecordTerminal(ctx context.Context, kv jetstream.KeyValue) bool {
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return false
+	}
+	terminal := true
+	for k := range keys.Keys() {
+		if _, err := strconv.ParseUint(k, 10, 64); err != nil || !terminal {
+			continue // an idempotency key; or one record is already not terminal
+		}
+		e, err := kv.Get(ctx, k)
+		if err != nil {
+			terminal = false
+			continue
+		}
+		rec, err := records.Decode[records.BatchRecord](e.Value())
+		terminal = err == nil && rec.Status.Terminal()
+	}
+	return terminal
 }
 
 // settle waits until every process runs again, the queues are empty and

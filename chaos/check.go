@@ -54,6 +54,11 @@ type Verdict struct {
 	// Orphans counts batches recorded that no client was told about: a
 	// submission accepted twice.
 	Orphans int
+	// Unanswered counts the plain submissions whose answer did not come,
+	// and UnansweredRecorded the batches recorded without an idempotency
+	// key that no client was told about: at most one for each of those,
+	// each checked like an accepted batch (it must finish).
+	Unanswered, UnansweredRecorded int
 	// Problems says what went wrong, one line per kind, with examples.
 	Problems []string
 }
@@ -99,26 +104,39 @@ func Check(subs []*Submission, st *State, kills []Kill) *Verdict {
 	specs := map[uint64]Spec{}
 	unaccepted := 0
 	for _, s := range subs {
+		if s.Unanswered {
+			v.Unanswered++
+			continue
+		}
 		if !s.Accepted {
 			unaccepted++
 			continue
 		}
 		v.Batches++
 		specs[s.ID] = s.Spec
-		if rec, ok := st.Records[s.ID]; ok && rec.IdempotencyKey != s.Key {
+		key := s.Key
+		if s.Plain {
+			key = "" // sent without it
+		}
+		if rec, ok := st.Records[s.ID]; ok && rec.IdempotencyKey != key {
 			p.add("record of another submission (idempotency key differs)", s.ID)
 		}
 	}
 	// Every recorded batch is checked, including one no client knows of.
-	ids := map[uint64]bool{}
+	ids, unanswered := map[uint64]bool{}, map[uint64]bool{}
 	for id := range specs {
 		ids[id] = true
 	}
 	for id, rec := range st.Records {
 		ids[id] = true
 		if _, ok := specs[id]; !ok {
-			v.Orphans++
-			p.add("recorded but never acknowledged to a client (a submission accepted twice?)", id)
+			if rec.IdempotencyKey == "" && v.UnansweredRecorded < v.Unanswered {
+				v.UnansweredRecorded++ // a plain submission whose answer did not come
+				unanswered[id] = true
+			} else {
+				v.Orphans++
+				p.add("recorded but never acknowledged to a client (a submission accepted twice?)", id)
+			}
 			if spec, ok := specFromRecord(rec); ok {
 				specs[id] = spec
 			}
@@ -139,6 +157,10 @@ func Check(subs []*Submission, st *State, kills []Kill) *Verdict {
 		rec, hasRec := st.Records[id]
 		cbs := st.Callbacks[id]
 		switch {
+		case unanswered[id] && (!rec.Status.Terminal() || len(cbs) == 0):
+			v.Lost++
+			p.add("recorded, its sender without an answer, and not finished (queued nowhere?)", id)
+			continue
 		case !hasRec || !rec.Status.Terminal() || len(cbs) == 0:
 			v.Lost++
 			p.add("accepted but not finished (no terminal record or no callback)", id)

@@ -189,3 +189,39 @@ func TestSpecExpected(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckUnansweredPlain: a plain submission whose answer did not come
+// is not sent again; its batch, if recorded, no client knows of, and it
+// must finish like any other; two such records for one unanswered
+// submission are one too many.
+func TestCheckUnansweredPlain(t *testing.T) {
+	plain := &Submission{Key: "e", Plain: true, Unanswered: true, Spec: Spec{Label: LabelSteps, Steps: []Step{{}}}}
+	recorded := func() ([]*Submission, *State) {
+		subs := submissions()
+		st := finished(append(subs, &Submission{ID: 5, Spec: plain.Spec}))
+		rec := st.Records[5]
+		rec.IdempotencyKey = ""
+		rec.Batch.Label = LabelSteps
+		rec.Batch.Functions = []pipeline.Function{{Type: TypeRecord, Payload: pipeline.MustPayload(Step{})}}
+		st.Records[5] = rec
+		return append(subs, plain), st
+	}
+	subs, st := recorded()
+	if v := Check(subs, st, nil); !v.Passed() || v.Unanswered != 1 || v.UnansweredRecorded != 1 || v.Batches != 4 {
+		t.Fatalf("finished: verdict %+v", v)
+	}
+	if v := Check(append(submissions(), plain), finished(submissions()), nil); !v.Passed() || v.Unanswered != 1 || v.UnansweredRecorded != 0 {
+		t.Fatalf("never recorded: verdict %+v", v)
+	}
+	subs, st = recorded()
+	st.Records[5] = records.BatchRecord{Status: pipeline.InProcess, Batch: st.Records[5].Batch}
+	delete(st.Callbacks, 5)
+	if v := Check(subs, st, nil); v.Passed() || v.Lost != 1 || !strings.Contains(strings.Join(v.Problems, "\n"), "queued nowhere") {
+		t.Fatalf("recorded, not finished: verdict %+v", v)
+	}
+	subs, st = recorded()
+	st.Records[6], st.Callbacks[6] = st.Records[5], st.Callbacks[5]
+	if v := Check(subs, st, nil); v.Passed() || v.Orphans != 1 {
+		t.Fatalf("two records for one unanswered submission: verdict %+v", v)
+	}
+}

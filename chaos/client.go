@@ -48,9 +48,16 @@ type Submission struct {
 	Key  string
 	User string
 	Spec Spec
+	// Plain sends it without its idempotency key (Key only names it
+	// here): it is sent again only when the request cannot have reached
+	// authz, and an answer that does not come (or says authz failed)
+	// leaves it Unanswered: recorded or not, nobody knows, and if it was
+	// recorded it must still finish.
+	Plain bool
 	// ID is the batch id authz answered, once Accepted.
-	ID       uint64
-	Accepted bool
+	ID         uint64
+	Accepted   bool
+	Unanswered bool
 	// Tries counts the requests it took.
 	Tries int
 }
@@ -73,6 +80,17 @@ func transient(err error) bool {
 	return false
 }
 
+// unsent reports whether a request that failed cannot have reached authz:
+// nobody served it, or the connection, reconnecting, sent nothing.
+func unsent(err error) bool {
+	for _, e := range []error{nats.ErrNoResponders, nats.ErrConnectionReconnecting, nats.ErrReconnectBufExceeded} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // retryPause is how long a client waits before trying again.
 const retryPause = 200 * time.Millisecond
 
@@ -82,6 +100,9 @@ const retryPause = 200 * time.Millisecond
 // mend is ErrRejected.
 func Submit(ctx context.Context, nc *nats.Conn, s *Submission) error {
 	req := api.SendRequest{Label: s.Spec.Label, IdempotencyKey: s.Key}
+	if s.Plain {
+		req.IdempotencyKey = ""
+	}
 	for _, st := range s.Spec.Steps {
 		p, err := pipeline.EncodePayload(st)
 		if err != nil {
@@ -110,6 +131,10 @@ func Submit(ctx context.Context, nc *nats.Conn, s *Submission) error {
 				s.ID, s.Accepted = rep.ID, true
 				return nil
 			case strconv.Itoa(api.CodeConflict), strconv.Itoa(api.CodeInternal), strconv.Itoa(api.CodeUnavailable):
+				if s.Plain {
+					s.Unanswered = true // it may be recorded: not sent again
+					return nil
+				}
 			default:
 				return fmt.Errorf("%w: %s %s", ErrRejected, code, m.Header.Get(micro.ErrorHeader))
 			}
@@ -117,6 +142,9 @@ func Submit(ctx context.Context, nc *nats.Conn, s *Submission) error {
 			return ctx.Err()
 		} else if !transient(err) {
 			return fmt.Errorf("chaos: send: %w", err)
+		} else if s.Plain && !unsent(err) {
+			s.Unanswered = true // it may be recorded: not sent again
+			return nil
 		}
 		select {
 		case <-ctx.Done():

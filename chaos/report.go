@@ -34,6 +34,9 @@ func Report(w io.Writer, sc Scenario, results []*Result) {
 			fmt.Fprintf(w, "  #%d harness error: %v\n", r.Rep, r.Err)
 		}
 		if r.Verdict != nil {
+			if v := r.Verdict; v.Unanswered > 0 {
+				fmt.Fprintf(w, "  #%d plain submissions without an answer: %d, of them recorded (and checked like the others): %d\n", r.Rep, v.Unanswered, v.UnansweredRecorded)
+			}
 			for _, p := range r.Verdict.Problems {
 				fmt.Fprintf(w, "  #%d %s\n", r.Rep, p)
 			}

@@ -31,6 +31,10 @@ type Scenario struct {
 	// AtomicRate, FailRate and FlakyRate are the shares of batches that run
 	// atomically, fail for good at one function, and fail once first.
 	AtomicRate, FailRate, FlakyRate float64
+	// PlainRate is the share of batches sent without an idempotency key,
+	// as a caller that cannot retry safely sends them: once, and never
+	// again after an answer that did not come (Submission.Plain).
+	PlainRate float64
 	// WorkTimeout is the processors' worker deadline, AckWait how long a
 	// processor holds a token, WorkerConcurrency each worker's slots.
 	WorkTimeout, AckWait time.Duration
@@ -219,6 +223,11 @@ func plan(sc Scenario, rep int, seed uint64, n int, rng *rand.Rand) []*Submissio
 			Key:  fmt.Sprintf("%s-%d-%d-%d", sc.Name, rep, seed, i),
 			User: []string{"alice", "bob"}[i%2],
 			Spec: spec,
+		}
+		// Drawn only where asked, so that the other scenarios' loads stay
+		// what their seeds made them.
+		if sc.PlainRate > 0 && rng.Float64() < sc.PlainRate {
+			subs[i].Plain = true
 		}
 	}
 	return subs

@@ -25,8 +25,11 @@ func Scenarios() []Scenario {
 	procs.Kill = []string{KindProcessor}
 	workers := mixed("kill-workers", "kill -9 a worker at random moments, restart it")
 	workers.Kill = []string{KindWorker}
-	az := mixed("kill-authz", "kill -9 authz at random moments (submissions and callbacks), restart it")
+	az := mixed("kill-authz", "kill -9 authz at random moments (submissions and callbacks), restart it; a quarter of the batches sent without an idempotency key, never sent again")
 	az.Kill = []string{KindAuthz}
+	// A kill between a plain batch's record and its token leaves it to the
+	// next authz start: every recorded batch must still finish.
+	az.PlainRate = 0.25
 	// Down longer than a worker's completion-record write may take (5s),
 	// so the writes in flight when the server died fail.
 	server := mixed("server-restart", "kill -9 the nats-server three times under load, restart it on its store 6s later")
