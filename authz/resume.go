@@ -38,6 +38,11 @@ import (
 // the check of one batch takes.
 const resumeMargin = 15 * time.Second
 
+// resumeLogged bounds the failures resumeRecent logs one by one (a
+// queue's stream down at the start would fail every batch); the rest are
+// counted in its last line.
+const resumeLogged = 10
+
 // resumed counts what resumeRecent found.
 type resumed struct {
 	checked, old, failed int
@@ -101,8 +106,10 @@ func (s *Service) resumeRecent(ctx context.Context) (resumed, error) {
 		}
 		rec, err := records.Decode[records.BatchRecord](e.Value())
 		if err != nil {
-			s.log.Warn("batch record not checked at start: it does not decode", "batch_id", id, "err", err)
 			r.failed++
+			if r.failed <= resumeLogged {
+				s.log.Warn("batch record not checked at start: it does not decode", "batch_id", id, "err", err)
+			}
 			continue
 		}
 		if rec.Status.Terminal() {
@@ -115,7 +122,9 @@ func (s *Service) resumeRecent(ctx context.Context) (resumed, error) {
 		r.checked++
 		if err := s.resume(ctx, &rec.Batch); err != nil {
 			r.failed++
-			s.log.Warn("batch not checked at start", "batch_id", id, "domain", rec.Batch.Domain, "err", err)
+			if r.failed <= resumeLogged {
+				s.log.Warn("batch not checked at start", "batch_id", id, "domain", rec.Batch.Domain, "err", err)
+			}
 		}
 	}
 }
