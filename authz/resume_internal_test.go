@@ -92,16 +92,7 @@ func TestResumeQueuesWhatADeadReplicaLeft(t *testing.T) {
 // its label's only concurrency slot: without it the label would refuse
 // every submission for good.
 func TestStartQueuesWhatADeadReplicaLeft(t *testing.T) {
-	env := testnats.Start(t, []string{"pay"})
-	ctx := testnats.Context(t, 20*time.Second)
-	table, err := ParseTable([]byte(resumeTable))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(ctx, env.Conn(t, "authz"), Options{Table: table})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, table, env, ctx := internalServiceEnv(t, resumeTable, 20*time.Second)
 	b := builtOnly(ctx, t, s, "limited", "")
 	if _, err := s.intake.send(ctx, "alice", &api.SendRequest{Label: "limited", Functions: []api.CallSpec{{Type: "noop"}}}); err == nil {
 		t.Fatal("a second batch under limited was accepted beside the first, whose slot it holds")

@@ -14,8 +14,16 @@ import (
 // authorization table tableYAML, and a context bounded for the test.
 func internalService(t *testing.T, tableYAML string) (*Service, *Table, context.Context) {
 	t.Helper()
+	s, table, _, ctx := internalServiceEnv(t, tableYAML, 20*time.Second)
+	return s, table, ctx
+}
+
+// internalServiceEnv is internalService that also returns the server's
+// env, for a test that starts more on it, with a context bounded to d.
+func internalServiceEnv(t *testing.T, tableYAML string, d time.Duration) (*Service, *Table, *testnats.Env, context.Context) {
+	t.Helper()
 	env := testnats.Start(t, []string{"pay"})
-	ctx := testnats.Context(t, 20*time.Second)
+	ctx := testnats.Context(t, d)
 	table, err := ParseTable([]byte(tableYAML))
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +32,7 @@ func internalService(t *testing.T, tableYAML string) (*Service, *Table, context.
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, table, ctx
+	return s, table, env, ctx
 }
 
 // queuedIDs lists the ids of the batches whose tokens wait in the domain

@@ -13,7 +13,6 @@ import (
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
-	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
@@ -241,16 +240,7 @@ func TestListCursorIsTheCallers(t *testing.T) {
 // history. Counted on the wire: every answer the server sends authz
 // during the listing (direct gets, and a key listing's messages).
 func TestListReadsBoundedByThePage(t *testing.T) {
-	env := testnats.Start(t, []string{"pay"})
-	ctx := testnats.Context(t, 60*time.Second)
-	table, err := ParseTable([]byte(listTable))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(ctx, env.Conn(t, "authz"), Options{Table: table})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _, env, ctx := internalServiceEnv(t, listTable, 60*time.Second)
 	const history = 600
 	var wg sync.WaitGroup
 	for g := range 4 {
