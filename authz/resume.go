@@ -3,12 +3,13 @@ package authz
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/pipeline"
@@ -172,17 +173,15 @@ func (s *Service) firstBatchesSeqSince(ctx context.Context, since time.Time) (ui
 		return 0, err
 	}
 	m, err := s.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET.KV_"+streams.BucketBatches, body)
-	if err != nil {
+	var seq uint64
+	if err == nil {
+		_, seq, err = jsapi.ReadDirectGet(m)
+	}
+	switch {
+	case errors.Is(err, jsapi.ErrNoValue):
+		return 0, nil // nothing stored since
+	case err != nil:
 		return 0, fmt.Errorf("authz: find the batch records since %v: %w", since, err)
-	}
-	if status := m.Header.Get("Status"); status == "404" {
-		return 0, nil
-	} else if status != "" {
-		return 0, fmt.Errorf("authz: find the batch records since %v: status %s %s", since, status, m.Header.Get("Description"))
-	}
-	seq, err := strconv.ParseUint(m.Header.Get(nats.JSSequence), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("authz: find the batch records since %v: sequence %q: %w", since, m.Header.Get(nats.JSSequence), err)
 	}
 	return seq, nil
 }

@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -148,31 +147,23 @@ func allTerminal(ctx context.Context, js jetstream.JetStream, subs []*Submission
 	if plain {
 		// A plain submission whose answer did not come may be recorded:
 		// every record, known to a client or not, must be terminal.
-		return everyRecordTerminal(rctx, kv)
+		return everyRecordTerminal(rctx, js)
 	}
 	return true
 }
 
-// everyRecordTerminal reports whether every batch record of kv is terminal.
-func everyRecordTerminal(ctx context.Context, kv jetstream.KeyValue) bool {
-	keys, err := kv.ListKeys(ctx)
-	if err != nil {
+// everyRecordTerminal reports whether every batch record is terminal.
+func everyRecordTerminal(ctx context.Context, js jetstream.JetStream) bool {
+	st := &State{Records: map[uint64]records.BatchRecord{}}
+	if err := readRecords(ctx, js, st); err != nil {
 		return false
 	}
-	terminal := true
-	for k := range keys.Keys() {
-		if _, err := strconv.ParseUint(k, 10, 64); err != nil || !terminal {
-			continue // an idempotency key; or one record is already not terminal
+	for _, rec := range st.Records {
+		if !rec.Status.Terminal() {
+			return false
 		}
-		e, err := kv.Get(ctx, k)
-		if err != nil {
-			terminal = false
-			continue
-		}
-		rec, err := records.Decode[records.BatchRecord](e.Value())
-		terminal = err == nil && rec.Status.Terminal()
 	}
-	return terminal
+	return true
 }
 
 // settle waits until every process runs again, the queues are empty and

@@ -129,7 +129,12 @@ func (g *sendGroups) takeSlot() bool {
 // sendAlone sends req as one send in a slot taken, then hands the slot on.
 func (c *Client) sendAlone(ctx context.Context, req api.SendRequest) (*api.SendReply, error) {
 	defer c.nextGroup(false)
-	data, err := encodeSend(&req)
+	return c.sendNow(ctx, &req)
+}
+
+// sendNow sends req as one send request, at once.
+func (c *Client) sendNow(ctx context.Context, req *api.SendRequest) (*api.SendReply, error) {
+	data, err := encodeSend(req)
 	if err != nil {
 		return nil, fmt.Errorf("client: %s: encode request: %w", api.OpSend, err)
 	}

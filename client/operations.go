@@ -24,11 +24,7 @@ func (c *Client) Send(ctx context.Context, req api.SendRequest) (*api.SendReply,
 	if c.groups.max > 0 && plainSend(&req) {
 		return c.sendPlain(ctx, req)
 	}
-	data, err := encodeSend(&req)
-	if err != nil {
-		return nil, fmt.Errorf("client: %s: encode request: %w", api.OpSend, err)
-	}
-	return callRaw[api.SendReply](ctx, c, api.OpSend, data)
+	return c.sendNow(ctx, &req)
 }
 
 // SendMany submits up to api.MaxSendMany batches in one request: each as
