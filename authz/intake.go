@@ -190,19 +190,24 @@ func (ik *intake) build(ctx context.Context, sub *submission) (*built, error) {
 			b.ExpiresAt = b.RunAt.Add(l.Expiry.D()).UTC()
 		}
 	}
+	var id uint64
+	dup := false
 	if idem != "" {
-		if rep, err := ik.repeated(ctx, user, idem, b); rep != nil || err != nil {
+		rep, kid, kdup, err := ik.takeKey(ctx, user, idem, b)
+		if rep != nil || err != nil {
 			return rep, err
 		}
+		id, dup = kid, kdup
 	}
 	if key != "" && !force {
 		if err := ik.keys.checkKeyBound(ctx, name, l, user, b.Domain, key); err != nil {
 			return nil, err
 		}
 	}
-	id, dup, err := ik.assignID(ctx, user, idem)
-	if err != nil {
-		return nil, err
+	if idem == "" {
+		if id, err = ik.ids.Next(ctx); err != nil {
+			return nil, err
+		}
 	}
 	b.ID, b.CreatedAt = id, now.UTC()
 	// A duplicate takes its slot too: the submission it repeats may have
@@ -242,11 +247,6 @@ func (ik *intake) build(ctx context.Context, sub *submission) (*built, error) {
 	if err := ik.submitters.indexed(ctx, b.Submitter, id, index); err != nil {
 		return nil, err
 	}
-	if idem != "" {
-		if _, err := ik.batches.Create(ctx, streams.IdempotencyKey(user, idem), []byte(fmt.Sprint(first.ID))); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-			return nil, fmt.Errorf("authz: remember idempotency key: %w", err)
-		}
-	}
 	if !dup {
 		ik.tel.BatchSubmitted(ctx, first)
 	}
@@ -259,36 +259,61 @@ func (ik *intake) build(ctx context.Context, sub *submission) (*built, error) {
 }
 
 // repeated answers a submission whose idempotency key named a batch
-// already; nil when it named none.
-func (ik *intake) repeated(ctx context.Context, user, idem string, b *pipeline.Batch) (*built, error) {
-	id, ok, err := ik.store.idempotent(ctx, user, idem)
+// already; nil when it named none. taken is the id of a key that names a
+// batch not recorded: the submission that took the key was refused (its
+// label's concurrency) or cut short before its record, and this one goes
+// on under that id (the record's create-only write settles a race with the
+// first, still on its way).
+func (ik *intake) repeated(ctx context.Context, user, idem string, b *pipeline.Batch) (rep *built, taken uint64, err error) {
+	k, ok, err := ik.store.idempotent(ctx, user, idem)
 	if err != nil || !ok {
-		return nil, err
+		return nil, 0, err
 	}
-	rec, err := ik.store.record(ctx, id)
+	rec, err := ik.store.record(ctx, k.id)
 	if ae := (*Error)(nil); errors.As(err, &ae) && ae.Code == api.CodeNotFound {
-		// Its batch finished and its record expired. The key stays as
-		// long as the id log would give the resend the same id (expiry).
-		return nil, errf(api.CodeConflict, "authz: batch %d, sent with this idempotency key, finished and its record expired; send it with a new idempotency key", id)
+		if k.taken {
+			return nil, k.id, nil
+		}
+		// Its batch finished and its record expired; the key is written
+		// again once the batch finished, and lives at least as long as
+		// the record (expiry).
+		return nil, 0, errf(api.CodeConflict, "authz: batch %d, sent with this idempotency key, finished and its record expired; send it with a new idempotency key", k.id)
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if err := sameSubmission(idem, &rec.Batch, b); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return &built{batch: &rec.Batch, dup: true, terminal: rec.Status.Terminal()}, nil
+	return &built{batch: &rec.Batch, dup: true, terminal: rec.Status.Terminal()}, 0, nil
 }
 
-// assignID takes the batch's id: from this replica's reserved block, or,
-// for a submission with an idempotency key, from the id log deduplicated
-// by the key, so that concurrent duplicates get the same id (dup).
-func (ik *intake) assignID(ctx context.Context, user, idem string) (id uint64, dup bool, err error) {
-	if idem == "" {
-		id, err = ik.ids.Next(ctx)
-		return id, false, err
+// takeKey takes user's idempotency key idem for a new batch: an id from
+// this replica's reserved block, and a create-only write of the key naming
+// it, before anything else is written for the batch, so that a repeat (or
+// a concurrent duplicate) gets the same id. A key already written is
+// read instead (repeated): rep answers a repeat of a recorded batch; dup
+// says the submission goes on as a duplicate under the id the key names,
+// its batch not recorded (the id drawn is not used).
+func (ik *intake) takeKey(ctx context.Context, user, idem string, b *pipeline.Batch) (rep *built, id uint64, dup bool, err error) {
+	if id, err = ik.ids.Next(ctx); err != nil {
+		return nil, 0, false, err
 	}
-	return submit.AssignID(ctx, ik.js, streams.IdempotencyKey(user, idem))
+	_, err = ik.batches.Create(ctx, streams.IdempotencyKey(user, idem), idempotencyValue(id, true))
+	switch {
+	case err == nil:
+		return nil, id, false, nil
+	case !errors.Is(err, jetstream.ErrKeyExists):
+		return nil, 0, false, fmt.Errorf("authz: take idempotency key: %w", err)
+	}
+	rep, taken, err := ik.repeated(ctx, user, idem, b)
+	switch {
+	case rep != nil || err != nil:
+		return rep, 0, false, err
+	case taken == 0: // it expired between the write and the read
+		return nil, 0, false, errf(api.CodeUnavailable, "authz: idempotency key %q expired as it was read; send it again", logging.Capped(idem))
+	}
+	return nil, taken, true, nil
 }
 
 // sameSubmission refuses, as a conflict, a submission that reuses the

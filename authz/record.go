@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
+	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
@@ -33,8 +36,8 @@ type recordStore struct {
 	recent recentRecords
 	// retention is how long a finished batch's records are kept.
 	retention streams.Retention
-	// idsWindow is the id log's duplicate window: how long an
-	// idempotency key gives its batch's id again.
+	// idsWindow is the id log's duplicate window (the system's): an
+	// idempotency key lives at least that long after its submission.
 	idsWindow time.Duration
 }
 
@@ -182,21 +185,65 @@ func (rs *recordStore) updateRecent(ctx context.Context, id uint64, change func(
 	return &rec, true, nil
 }
 
-// idempotent reads the batch id user's idempotency key idem names; ok is
+// idemKey is what an idempotency key of the batches bucket says: the id
+// of its batch, and whether the key was taken before that batch's record
+// was written (taken), so that the record may be missing because the
+// submission was refused or cut short. A key written again once its
+// batch finished (expireKeys), or by an earlier version after the record,
+// is not taken: its batch was recorded.
+type idemKey struct {
+	id    uint64
+	taken bool
+}
+
+// idemTakenSuffix marks the value of a key taken before its batch's
+// record: "<id> taken". A reader that only scans the number (fmt.Sscan)
+// reads the id either way.
+const idemTakenSuffix = " taken"
+
+// idempotencyValue is the value of an idempotency key naming batch id.
+func idempotencyValue(id uint64, taken bool) []byte {
+	v := strconv.AppendUint(nil, id, 10)
+	if taken {
+		v = append(v, idemTakenSuffix...)
+	}
+	return v
+}
+
+// idempotent reads the batch user's idempotency key idem names; ok is
 // false when it names none.
-func (rs *recordStore) idempotent(ctx context.Context, user, idem string) (uint64, bool, error) {
+func (rs *recordStore) idempotent(ctx context.Context, user, idem string) (idemKey, bool, error) {
 	e, err := rs.batches.Get(ctx, streams.IdempotencyKey(user, idem))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return 0, false, nil
+		return idemKey{}, false, nil
 	}
 	if err != nil {
+		return idemKey{}, false, err
+	}
+	v := string(e.Value())
+	num, taken := strings.CutSuffix(v, idemTakenSuffix)
+	id, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || id == 0 {
+		return idemKey{}, false, fmt.Errorf("authz: idempotency record %q: expected a batch id", logging.Capped(v))
+	}
+	return idemKey{id: id, taken: taken}, true, nil
+}
+
+// recordedUnder is the id of the batch recorded under user's idempotency
+// key idem; ok is false when the key names none, or names one whose
+// record was never written.
+func (rs *recordStore) recordedUnder(ctx context.Context, user, idem string) (uint64, bool, error) {
+	k, ok, err := rs.idempotent(ctx, user, idem)
+	if err != nil || !ok || !k.taken {
+		return k.id, ok, err
+	}
+	if _, err := rs.record(ctx, k.id); err != nil {
+		if ae := (*Error)(nil); errors.As(err, &ae) && ae.Code == api.CodeNotFound {
+			return 0, false, nil
+		}
 		return 0, false, err
 	}
-	var id uint64
-	if _, err := fmt.Sscan(string(e.Value()), &id); err != nil {
-		return 0, false, fmt.Errorf("authz: idempotency record %q: %w", e.Value(), err)
-	}
-	return id, true, nil
+	return k.id, true, nil
 }
 
 // record reads batch id's record: a 404 when it has none.

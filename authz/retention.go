@@ -59,9 +59,9 @@ type expiry struct {
 	id   uint64
 	idem string
 	ttl  time.Duration
-	// idemTTL is the idempotency key's: at least ttl, and at least until
-	// the id log forgets the key (its duplicate window from the
-	// submission), which would give a resend the same id again.
+	// idemTTL is the idempotency key's: at least ttl, and at least the
+	// duplicate window from the submission, so that a resend that soon is
+	// told the batch finished rather than run again.
 	idemTTL time.Duration
 }
 

@@ -197,8 +197,8 @@ func TestScheduleOneBatchPerPeriodAcrossReplicas(t *testing.T) {
 	if !st.Last.Equal(last) || st.Batch == 0 {
 		t.Fatalf("state %+v, want last period %v with its batch", st, last)
 	}
-	if id, ok, err := replicas[2].store.idempotent(ctx, "alice", streams.ScheduleIdempotencyKey("tick", last)); err != nil || !ok || id != st.Batch {
-		t.Fatalf("period %v's batch %d (%v, %v), state says %d", last, id, ok, err, st.Batch)
+	if k, ok, err := replicas[2].store.idempotent(ctx, "alice", streams.ScheduleIdempotencyKey("tick", last)); err != nil || !ok || k.id != st.Batch {
+		t.Fatalf("period %v's batch %d (%v, %v), state says %d", last, k.id, ok, err, st.Batch)
 	}
 }
 

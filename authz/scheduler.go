@@ -202,7 +202,7 @@ func (sr *scheduler) sendPeriod(ctx context.Context, t *Table, name string, sc *
 	// Refused, or cut short, yet the period may have its batch: recorded
 	// by this try before a later step failed (authz queues it on its own),
 	// or by a replica whose table said otherwise before a reload.
-	if id, ok, ierr := sr.store.idempotent(ctx, sc.User, idem); ierr == nil && ok {
+	if id, ok, ierr := sr.store.recordedUnder(ctx, sc.User, idem); ierr == nil && ok {
 		return id, nil
 	}
 	return 0, err

@@ -3,6 +3,9 @@ package authz
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,7 +60,7 @@ func TestSubmitCutShortAfterItsRecord(t *testing.T) {
 func TestIdempotentRetryTakesItsSlot(t *testing.T) {
 	s, _, ctx := internalService(t, `labels: {limited: {domain: pay, users: [alice], mode: atomic, priority: high, max_concurrent: 1, functions: {noop: {}}}}`)
 	calls := []api.CallSpec{{Type: "noop"}}
-	if _, dup, err := s.intake.assignID(ctx, "alice", "order-8"); err != nil || dup {
+	if _, _, dup, err := s.intake.takeKey(ctx, "alice", "order-8", &pipeline.Batch{}); err != nil || dup {
 		t.Fatalf("the first submission's id: dup %v, %v", dup, err)
 	}
 	// Meanwhile another batch takes the label's only slot.
@@ -71,6 +74,109 @@ func TestIdempotentRetryTakesItsSlot(t *testing.T) {
 	}
 	if got := queuedIDs(ctx, t, s, pipeline.High); len(got) != 1 {
 		t.Fatalf("queued %v, want only the batch holding the slot", got)
+	}
+}
+
+// TestIdempotentIDsFromTheBlock: submissions with idempotency keys take
+// their ids from the replica's block, as plain ones do (so their atomic
+// units share group records), and the key, taken before the record, names
+// the batch: a repeat, or a concurrent duplicate, gets the same id and
+// queues nothing more.
+func TestIdempotentIDsFromTheBlock(t *testing.T) {
+	s, ctx := jobsService(t)
+	calls := []api.CallSpec{{Type: "noop"}}
+	var ids []uint64
+	for i, idem := range []string{"", "order-1", "", "order-2"} {
+		rep, err := s.intake.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: calls, IdempotencyKey: idem})
+		if err != nil || rep.Duplicate {
+			t.Fatalf("send %d: %+v, %v", i, rep, err)
+		}
+		ids = append(ids, rep.ID)
+	}
+	for i := 1; i < len(ids); i++ {
+		if ids[i] != ids[0]+uint64(i) {
+			t.Fatalf("ids %v, want consecutive ids of one block", ids)
+		}
+	}
+	k, ok, err := s.store.idempotent(ctx, "alice", "order-2")
+	if err != nil || !ok || k.id != ids[3] {
+		t.Fatalf("key order-2 names %+v (%v, %v), want batch %d", k, ok, err, ids[3])
+	}
+	// Concurrent duplicates of a new key: one batch, one token.
+	const n = 8
+	reps := make([]*api.SendReply, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			reps[i], errs[i] = s.intake.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: calls, IdempotencyKey: "order-3"})
+		})
+	}
+	wg.Wait()
+	first := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("concurrent send %d: %v", i, errs[i])
+		}
+		if reps[i].ID != reps[0].ID {
+			t.Fatalf("concurrent sends answered batches %d and %d, want one", reps[0].ID, reps[i].ID)
+		}
+		if !reps[i].Duplicate {
+			first++
+		}
+	}
+	if first != 1 {
+		t.Fatalf("%d of the concurrent sends answered as the first, want 1", first)
+	}
+	want := append(append([]uint64(nil), ids...), reps[0].ID)
+	if got := queuedIDs(ctx, t, s, pipeline.High); !slices.Equal(got, want) {
+		t.Fatalf("queued %v, want %v", got, want)
+	}
+}
+
+// TestIdempotentKeyTakenRecordMissing: a submission that took its
+// idempotency key and died before its record leaves the key naming an id
+// with no record; a retry with the key records and queues the batch under
+// that id, once, and a later one answers it as a duplicate. A key written
+// once its batch finished names a batch that was recorded: with the record
+// gone (expired), a resend is refused rather than run again.
+func TestIdempotentKeyTakenRecordMissing(t *testing.T) {
+	s, ctx := jobsService(t)
+	calls := []api.CallSpec{{Type: "noop"}}
+	_, id, dup, err := s.intake.takeKey(ctx, "alice", "order-9", &pipeline.Batch{})
+	if err != nil || dup {
+		t.Fatalf("the first submission's id: dup %v, %v", dup, err)
+	}
+	for range 2 {
+		rep, err := s.intake.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: calls, IdempotencyKey: "order-9"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.ID != id || !rep.Duplicate {
+			t.Fatalf("retry answered %+v, want batch %d as a duplicate", rep, id)
+		}
+		if got := queuedIDs(ctx, t, s, pipeline.High); !slices.Equal(got, []uint64{id}) {
+			t.Fatalf("queued %v, want [%d]", got, id)
+		}
+	}
+	if rec, err := s.store.record(ctx, id); err != nil || rec.IdempotencyKey != "order-9" {
+		t.Fatalf("record %+v, %v; want batch %d recorded with its key", rec, err, id)
+	}
+	// A finished batch's key, its record expired.
+	_, gone, _, err := s.intake.takeKey(ctx, "alice", "order-11", &pipeline.Batch{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.store.batches.Put(ctx, streams.IdempotencyKey("alice", "order-11"), idempotencyValue(gone, false)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.intake.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: calls, IdempotencyKey: "order-11"})
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Code != api.CodeConflict || !strings.Contains(ae.Message, "expired") {
+		t.Fatalf("resend after the record expired: %v, want a conflict saying the record expired", err)
+	}
+	if _, err := s.store.record(ctx, gone); err == nil {
+		t.Fatalf("batch %d recorded by the resend", gone)
 	}
 }
 

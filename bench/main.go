@@ -40,6 +40,7 @@ type config struct {
 	nonAtomicFns     int
 	inflight         int
 	sendMany         int
+	idempotencyKeys  bool
 	authzReplicas    int
 	processors       int
 	concurrency      int
@@ -165,6 +166,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.nonAtomicBatches, "nonatomic", 10000, "non-atomic batches of the function-throughput run")
 	fs.IntVar(&c.nonAtomicFns, "functions", 10, "no-op functions per non-atomic batch")
 	fs.IntVar(&c.inflight, "inflight", 256, "goroutines submitting at once, each with one Send (or one send_many) at a time (and asynq enqueuers)")
+	fs.BoolVar(&c.idempotencyKeys, "idempotency-keys", false, "give every batch the phases submit in bulk (burn-down, cost, sustained, soak, keyed) an idempotency key of its own (the Go client then sends each alone, and send_many submits each alone)")
 	fs.IntVar(&c.sendMany, "send-many", 100, "batches a send_many request carries in the cost phase's second submit, beside the single sends (0: no send_many rows)")
 	fs.IntVar(&c.authzReplicas, "authz", 1, "authz replicas")
 	fs.IntVar(&c.processors, "processors", 2, "processor replicas, each ticked back to back")

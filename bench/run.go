@@ -81,6 +81,7 @@ func (r *results) note(format string, args ...any) {
 
 func run(cfg *config) error {
 	res := &results{figs: map[string]*figure{}, started: time.Now()}
+	idempotencyKeys = cfg.idempotencyKeys
 	logf("tickflow bench: %s", cfg.commandLine)
 	logf("N=%d reps=%d processors=%d×concurrency %d (tick asks %d steps), authz replicas %d, workers %d, %d requests in flight",
 		cfg.n, cfg.reps, cfg.processors, cfg.concurrency, cfg.tickSteps, cfg.authzReplicas, cfg.workerCount(cfg.processors), cfg.inflight)

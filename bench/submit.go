@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +12,23 @@ import (
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/client"
 )
+
+// idempotencyKeys, when set (-idempotency-keys), gives every batch the
+// submits send an idempotency key of its own.
+var idempotencyKeys bool
+
+// idemRun tells the keys of one submit from another's in the same process.
+var idemRun atomic.Int64
+
+// idemKeyer returns the idempotency key of batch i (from 1) of a new
+// submit: "" without -idempotency-keys.
+func idemKeyer() func(i int64) string {
+	if !idempotencyKeys {
+		return func(int64) string { return "" }
+	}
+	run := idemRun.Add(1)
+	return func(i int64) string { return fmt.Sprintf("bench-%d-%d-%d", time.Now().UnixNano(), run, i) }
+}
 
 // sendRequest is a submission of functions noop functions under label.
 func sendRequest(label string, functions int) api.SendRequest {
@@ -53,6 +71,7 @@ func submitEach(ctx context.Context, nc *nats.Conn, label string, functions, n, 
 		return 0, err
 	}
 	req := sendRequest(label, functions)
+	idemOf := idemKeyer()
 	var next atomic.Int64
 	var firstErr error
 	var errOnce sync.Once
@@ -69,6 +88,7 @@ func submitEach(ctx context.Context, nc *nats.Conn, label string, functions, n, 
 				if keyOf != nil {
 					r.Key = keyOf(i)
 				}
+				r.IdempotencyKey = idemOf(i)
 				if window != nil {
 					select {
 					case window <- struct{}{}:
@@ -109,6 +129,7 @@ func submitMany(ctx context.Context, nc *nats.Conn, label string, functions, n, 
 		full.Batches[i] = one
 	}
 	requests := (n + k - 1) / k
+	idemOf := idemKeyer()
 	var next atomic.Int64
 	var firstErr error
 	var errOnce sync.Once
@@ -128,6 +149,12 @@ func submitMany(ctx context.Context, nc *nats.Conn, label string, functions, n, 
 				req := full
 				if rest := n - (i-1)*k; rest < k {
 					req.Batches = full.Batches[:rest]
+				}
+				if idempotencyKeys {
+					req.Batches = slices.Clone(req.Batches)
+					for j := range req.Batches {
+						req.Batches[j].IdempotencyKey = idemOf(int64((i-1)*k + j + 1))
+					}
 				}
 				rep, err := c.SendMany(ctx, req)
 				if err != nil {

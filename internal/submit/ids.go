@@ -21,8 +21,9 @@ const IDsPerSequence = 64
 // block changes: ids of different replicas interleave by block (a batch
 // accepted later elsewhere may have a smaller id), and ids are not dense —
 // the ids of a block not used up when its replica stops (and of the one
-// reserved ahead) are never used, and an id taken for an idempotency key (AssignID) leaves the rest of its
-// block unused. Ids written before blocks (the sequences themselves) are
+// reserved ahead) are never used, and an id AssignID takes with a
+// deduplication key (a dead letter's replay) leaves the rest of its block
+// unused. Ids written before blocks (the sequences themselves) are
 // all below the first block's ids, since a block's first id is a later
 // sequence times IDsPerSequence. Safe for concurrent use.
 type IDs struct {
