@@ -299,7 +299,7 @@ func (ik *intake) takeKey(ctx context.Context, user, idem string, b *pipeline.Ba
 	if id, err = ik.ids.Next(ctx); err != nil {
 		return nil, 0, false, err
 	}
-	_, err = ik.batches.Create(ctx, streams.IdempotencyKey(user, idem), idempotencyValue(id, true))
+	_, err = submit.CreateKeyAcked(ctx, ik.acks, ik.batches, streams.IdempotencyKey(user, idem), idempotencyValue(id, true))
 	switch {
 	case err == nil:
 		return nil, id, false, nil

@@ -2,10 +2,15 @@ package authz
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
@@ -77,7 +82,7 @@ func (ik *intake) sendMany(ctx context.Context, user string, reqs []api.SendRequ
 			continue
 		}
 		sub, err := ik.check(t, user, &reqs[i])
-		if err == nil && sub.plain() {
+		if err == nil && sub.together() {
 			run = append(run, plainSend{i: i, sub: sub})
 			continue
 		}
@@ -117,23 +122,28 @@ func (out *sentMany) fail(i int, err error) {
 	}
 }
 
-// plain says the submission is a new batch that submit would record and
-// queue with no step between: no key (no order to join), no idempotency
-// key (nothing to look up), no schedule and no concurrency slot to take.
-func (sub *submission) plain() bool {
-	return sub.key == "" && sub.idem == "" && sub.runAt.IsZero() && !sub.force &&
+// together says the submission may be written together with others of a
+// send_many: a plain one, or one that is plain but for its idempotency
+// key, which is taken (all of a chunk's at once) before anything else is
+// written for it.
+func (sub *submission) together() bool {
+	return sub.key == "" && sub.runAt.IsZero() && !sub.force &&
 		sub.l.MaxPerSubmitter == 0 && sub.l.MaxConcurrent == 0
 }
 
-// plainSend is batch i of a send_many, a plain submission, on its way
-// through sendRun.
+// plainSend is batch i of a send_many, a plain submission (or one with
+// an idempotency key, together), on its way through sendRun.
 type plainSend struct {
-	i     int
-	sub   *submission
-	b     *pipeline.Batch
-	index *indexWrite
-	rec   *submit.PendingRecord
-	tok   *submit.PendingToken
+	i   int
+	sub *submission
+	// id and idemKey are the batch's id and the write of its idempotency
+	// key, for a batch with one (takeKeys).
+	id      uint64
+	idemKey *submit.PendingCreate
+	b       *pipeline.Batch
+	index   *indexWrite
+	rec     *submit.PendingRecord
+	tok     *submit.PendingToken
 }
 
 // sendRunChunk is how many batches of a run are submitted together at
@@ -161,6 +171,23 @@ func (ik *intake) sendRun(ctx context.Context, run []plainSend, out *sentMany) {
 
 // sendChunk is sendRun for a chunk of a run.
 func (ik *intake) sendChunk(ctx context.Context, chunk []plainSend, out *sentMany) {
+	chunk, repeats := ik.takeKeys(ctx, chunk, out)
+	defer func() {
+		// A batch whose idempotency key was written before is a repeat:
+		// submit answers it as a lone send would.
+		for _, p := range repeats {
+			if out.firstInternal != nil {
+				out.Results[p.i] = notSubmitted(out.firstInternalAt)
+				continue
+			}
+			rep, err := ik.submit(ctx, p.sub)
+			if err != nil {
+				out.fail(p.i, err)
+				continue
+			}
+			out.Results[p.i] = api.Queued(rep)
+		}
+	}()
 	started := chunk[:0:0]
 	for _, p := range chunk {
 		if out.firstInternal != nil {
@@ -210,8 +237,64 @@ func (ik *intake) sendChunk(ctx context.Context, chunk []plainSend, out *sentMan
 	}
 }
 
-// startPlain builds p's batch, takes its id, starts its index entry and
-// publishes its record, as build does for a plain submission.
+// takeKeys takes the idempotency keys of the chunk's batches that have
+// one, as takeKey does for a lone send, but all at once: an id each from
+// the replica's block, then their keys' writes published together and
+// awaited together. It returns the chunk's batches that go on together
+// (without a key, or with the key taken) and the repeats, whose key was
+// written before; a batch whose key could not be written is answered.
+func (ik *intake) takeKeys(ctx context.Context, chunk []plainSend, out *sentMany) (together, repeats []plainSend) {
+	if !slices.ContainsFunc(chunk, func(p plainSend) bool { return p.sub.idem != "" }) {
+		return chunk, nil
+	}
+	// Every batch of the chunk takes its id now, in the request's order,
+	// so that ids follow the list (a repeat's is not used).
+	for i := range chunk {
+		p := &chunk[i]
+		if out.firstInternal != nil {
+			continue
+		}
+		id, err := ik.ids.Next(ctx)
+		if err == nil && p.sub.idem != "" {
+			p.idemKey, err = submit.StartCreateKey(ik.acks, ik.batches, streams.IdempotencyKey(p.sub.user, p.sub.idem), idempotencyValue(id, true))
+			if err != nil {
+				err = fmt.Errorf("authz: take idempotency key: %w", err)
+			}
+		}
+		if err != nil {
+			out.fail(p.i, err)
+			continue
+		}
+		p.id = id
+	}
+	together = chunk[:0:0]
+	for _, p := range chunk {
+		switch {
+		case p.id == 0 && out.Results[p.i] == (api.SendManyResult{}):
+			out.Results[p.i] = notSubmitted(out.firstInternalAt)
+			continue
+		case p.id == 0: // answered: its id or key could not be taken
+			continue
+		case p.sub.idem == "":
+			together = append(together, p)
+			continue
+		}
+		_, err := p.idemKey.Wait(ctx)
+		switch {
+		case err == nil:
+			together = append(together, p)
+		case errors.Is(err, jetstream.ErrKeyExists):
+			repeats = append(repeats, p)
+		default:
+			out.fail(p.i, fmt.Errorf("authz: take idempotency key: %w", err))
+		}
+	}
+	return together, repeats
+}
+
+// startPlain builds p's batch, takes its id (unless takeKeys took it),
+// starts its index entry and publishes its record, as build does for a
+// plain submission.
 func (ik *intake) startPlain(ctx context.Context, p *plainSend) error {
 	sub, now := p.sub, ik.now()
 	b, err := sub.l.Build(sub.label, sub.user, sub.calls, "", now)
@@ -219,14 +302,16 @@ func (ik *intake) startPlain(ctx context.Context, p *plainSend) error {
 		return err
 	}
 	b.Priority = sub.prio
-	if b.ID, err = ik.ids.Next(ctx); err != nil {
-		return err
+	if b.ID = p.id; b.ID == 0 {
+		if b.ID, err = ik.ids.Next(ctx); err != nil {
+			return err
+		}
 	}
 	b.CreatedAt = now.UTC()
 	if p.index, err = ik.submitters.startIndex(b.Submitter, b.ID); err != nil {
 		return err
 	}
-	if p.rec, err = submit.StartRecord(ik.acks, ik.batches, b); err != nil {
+	if p.rec, err = submit.StartRecord(ik.acks, ik.batches, b, sub.idem); err != nil {
 		return err
 	}
 	p.b = b

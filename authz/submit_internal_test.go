@@ -324,3 +324,69 @@ func TestRepairsTakeTurns(t *testing.T) {
 		t.Fatal("a batch was taken for repair after the loop stopped")
 	}
 }
+
+// TestSendManyIdempotentTogether: a send_many's batches with idempotency
+// keys go together with its plain ones: new keys are taken all at once, a
+// key written before answers its batch as a duplicate (or goes on under
+// the id it names when that batch was never recorded), and a key reused
+// for another submission is a 409; each batch is queued once.
+func TestSendManyIdempotentTogether(t *testing.T) {
+	s, ctx := jobsService(t)
+	calls := []api.CallSpec{{Type: "noop"}}
+	old, err := s.intake.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: calls, IdempotencyKey: "old"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, taken, _, err := s.intake.takeKey(ctx, "alice", "cut-short", &pipeline.Batch{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := []api.CallSpec{{Type: "noop", Payload: pipeline.Payload(`{"n":1}`)}}
+	reqs := []api.SendRequest{
+		{Label: "jobs", Functions: calls, IdempotencyKey: "new-1"},
+		{Label: "jobs", Functions: calls},
+		{Label: "jobs", Functions: calls, IdempotencyKey: "old"},
+		{Label: "jobs", Functions: calls, IdempotencyKey: "new-2"},
+		{Label: "jobs", Functions: calls, IdempotencyKey: "cut-short"},
+		{Label: "jobs", Functions: other, IdempotencyKey: "new-1"},
+	}
+	out, err := s.intake.sendMany(ctx, "alice", reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := out.Results
+	for i, want := range []uint64{r[0].ID, r[0].ID + 1, old.ID, r[0].ID + 3, taken} {
+		if r[i].Failed() || r[i].ID != want || r[i].Duplicate != (i == 2 || i == 4) {
+			t.Fatalf("batch %d: %+v, want batch %d (duplicate %v)", i, r[i], want, i == 2 || i == 4)
+		}
+	}
+	if r[5].Code != api.CodeConflict || !strings.Contains(r[5].Error, `"new-1"`) {
+		t.Fatalf("a key reused for another submission: %+v, want 409 naming it", r[5])
+	}
+	want := []uint64{old.ID, r[0].ID, r[0].ID + 1, r[0].ID + 3, taken}
+	slices.Sort(want)
+	got := queuedIDs(ctx, t, s, pipeline.High)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("queued %v, want %v", got, want)
+	}
+	for _, i := range []int{0, 3} {
+		rec, err := s.store.record(ctx, r[i].ID)
+		if err != nil || rec.IdempotencyKey != reqs[i].IdempotencyKey {
+			t.Fatalf("batch %d's record: %+v, %v; want its idempotency key", i, rec, err)
+		}
+	}
+	again, err := s.intake.sendMany(ctx, "alice", reqs[:5])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range again.Results {
+		keyed := reqs[i].IdempotencyKey != ""
+		if a.Failed() || a.Duplicate != keyed || (a.ID == r[i].ID) != keyed {
+			t.Fatalf("again, batch %d: %+v, want batch %d as a duplicate, or a new batch without a key", i, a, r[i].ID)
+		}
+	}
+	if got := queuedIDs(ctx, t, s, pipeline.High); len(got) != len(want)+1 {
+		t.Fatalf("queued %v after the request again, want one more (its plain batch)", got)
+	}
+}

@@ -25,7 +25,7 @@ type Config struct {
 	// may end it sooner. Default DefaultTimeout.
 	Timeout time.Duration
 	// SendsInFlight bounds the send requests of plain batches (no key, no
-	// idempotency key, no schedule) the client keeps in flight: a Send
+	// schedule; an idempotency key or none) the client keeps in flight: a Send
 	// beyond it waits, and the Sends waiting go out together as one
 	// send_many request as soon as one of those is answered. Default
 	// DefaultSendsInFlight; negative: every Send goes out at once, alone.

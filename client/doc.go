@@ -26,7 +26,8 @@
 // could not be valid, matches ErrInvalid.
 //
 // Sends at once. Send keeps at most Config.SendsInFlight requests in
-// flight for plain batches (no key, idempotency key or schedule); the plain
+// flight for plain batches (no key or schedule; an idempotency key or
+// none); the plain
 // Sends beyond them wait in the client and go out together, as one
 // send_many request, as soon as one of those is answered, each answered as
 // its own send would be. A Send that finds a request free goes out alone

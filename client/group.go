@@ -18,7 +18,7 @@ import (
 const DefaultSendsInFlight = 16
 
 // A Client keeps at most Config.SendsInFlight send requests in flight for
-// plain batches (no key, no idempotency key, no schedule). A plain Send
+// plain batches (no key, no schedule; an idempotency key or none). A plain Send
 // that finds them all taken waits in the client, and when one of them is
 // answered the batches waiting go out together, as one send_many request
 // (sendGroup): authz writes a send_many's plain batches together, at a
@@ -57,10 +57,10 @@ type groupedSend struct {
 }
 
 // plainSend says whether req is a batch authz may write together with
-// others: no key (an order to join), no idempotency key (a lookup first),
-// no schedule.
+// others: no key (an order to join), no schedule. An idempotency key is
+// taken together with the others' (a repeat is then answered alone).
 func plainSend(req *api.SendRequest) bool {
-	return req.Key == "" && req.IdempotencyKey == "" && req.RunAt == "" && req.Delay == ""
+	return req.Key == "" && req.RunAt == "" && req.Delay == ""
 }
 
 // sendPlain submits plain req: alone at once while fewer than max requests are

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"strings"
 	"sync"
@@ -126,6 +127,56 @@ func TestSendsWaitingGoOutTogether(t *testing.T) {
 	}
 }
 
+// TestIdempotentSendsWaitingGoOutTogether: Sends with idempotency keys
+// wait and go out together as plain ones do; each is answered as its own
+// send: a new key queued with a batch of its own, a key sent before (here
+// twice in the group) as the duplicate of its batch, run once.
+func TestIdempotentSendsWaitingGoOutTogether(t *testing.T) {
+	b := setup(t)
+	rc := countRequests(t, b)
+	c := b.Client(t, "alice", client.Config{SendsInFlight: 1})
+	first, err := c.Send(b.ctx, api.SendRequest{Label: "jobs", Functions: api.Calls{noop()}, IdempotencyKey: "sent-before"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := client.HoldSendSlots(c)
+	reqs := plainJobs(12)
+	for i := range reqs {
+		reqs[i].IdempotencyKey = fmt.Sprintf("key-%d", i)
+	}
+	reqs[3].IdempotencyKey, reqs[7].IdempotencyKey = "sent-before", "sent-before"
+	answers := sendAll(b.ctx, t, c, reqs)
+	release()
+	reps, errs := answers()
+	seen := map[uint64]bool{}
+	for i := range reqs {
+		if errs[i] != nil {
+			t.Fatalf("send %d: %v", i, errs[i])
+		}
+		if i == 3 || i == 7 {
+			if reps[i].ID != first.ID || !reps[i].Duplicate {
+				t.Fatalf("send %d, a key sent before: %+v, want batch %d as a duplicate", i, reps[i], first.ID)
+			}
+			continue
+		}
+		if reps[i].ID == 0 || reps[i].Duplicate || seen[reps[i].ID] {
+			t.Fatalf("send %d: reply %+v (ids so far %v)", i, reps[i], seen)
+		}
+		seen[reps[i].ID] = true
+	}
+	if ops := rc.seen(t, 2, api.OpSend, api.OpSendMany); ops[api.OpSendMany] != 1 || ops[api.OpSend] != 1 {
+		t.Fatalf("requests: %v, want the first send and one send_many", ops)
+	}
+	for id := range seen {
+		if rec := b.settled(t, id); rec.Status != pipeline.Executed {
+			t.Fatalf("batch %d: %s", id, rec.Status)
+		}
+	}
+	if rec := b.settled(t, first.ID); rec.Status != pipeline.Executed || rec.Attempts > 1 {
+		t.Fatalf("batch %d sent before: %s, %d attempts", first.ID, rec.Status, rec.Attempts)
+	}
+}
+
 // TestSendsWaitingOverTheBurstGoOneByOne: a group that authz refuses
 // whole, more sends than the caller's burst allows at once, is sent again
 // one send at a time, so each is decided as its own send would be: as
@@ -179,8 +230,8 @@ func TestSendGivenUpWhileWaitingIsNotSent(t *testing.T) {
 	}
 }
 
-// TestSendsThatAreNotPlainDoNotWait: a Send with a key, an idempotency
-// key or a schedule goes out at once even when every slot is taken.
+// TestSendsThatAreNotPlainDoNotWait: a Send with a key or a schedule goes
+// out at once even when every slot is taken.
 func TestSendsThatAreNotPlainDoNotWait(t *testing.T) {
 	b := setup(t)
 	c := b.Client(t, "alice", client.Config{SendsInFlight: 1})
@@ -188,7 +239,6 @@ func TestSendsThatAreNotPlainDoNotWait(t *testing.T) {
 	defer release()
 	for _, req := range []api.SendRequest{
 		{Label: "jobs", Functions: api.Calls{noop()}, Key: "k"},
-		{Label: "jobs", Functions: api.Calls{noop()}, IdempotencyKey: "once"},
 		{Label: "jobs", Functions: api.Calls{noop()}, Delay: "1h"},
 	} {
 		if _, err := c.Send(b.ctx, req); err != nil {

@@ -87,6 +87,23 @@ func CreateKeyAcked(ctx context.Context, acks *jsapi.AckPublisher, kv jetstream.
 	return w.wait(ctx)
 }
 
+// StartCreateKey is CreateKeyAcked split in two: the create is published
+// now, and its answer awaited with Wait. An error says nothing was sent.
+func StartCreateKey(acks *jsapi.AckPublisher, kv jetstream.KeyValue, key string, data []byte) (*PendingCreate, error) {
+	w, err := startCreateKey(acks, kv, key, data)
+	if err != nil {
+		return nil, err
+	}
+	return &PendingCreate{w: w}, nil
+}
+
+// PendingCreate is a KV create started by StartCreateKey.
+type PendingCreate struct{ w *pendingCreate }
+
+// Wait waits for the create's answer, as CreateKeyAcked does: the key's
+// revision, or an error matching jetstream.ErrKeyExists when it exists.
+func (c *PendingCreate) Wait(ctx context.Context) (uint64, error) { return c.w.wait(ctx) }
+
 // pendingCreate is a KV create published through an AckPublisher whose
 // answer is awaited later (wait).
 type pendingCreate struct {
@@ -123,11 +140,11 @@ type PendingRecord struct {
 	w *pendingCreate
 }
 
-// StartRecord encodes the record of b, a new batch without an idempotency
-// key, and publishes its create through acks. An error says nothing was
-// sent.
-func StartRecord(acks *jsapi.AckPublisher, kv jetstream.KeyValue, b *pipeline.Batch) (*PendingRecord, error) {
-	data, err := records.Encode(NewRecord(b, ""))
+// StartRecord encodes the record of b, a new batch (with idempotency key
+// idemKey, or none), and publishes its create through acks. An error says
+// nothing was sent.
+func StartRecord(acks *jsapi.AckPublisher, kv jetstream.KeyValue, b *pipeline.Batch, idemKey string) (*PendingRecord, error) {
+	data, err := records.Encode(NewRecord(b, idemKey))
 	if err != nil {
 		return nil, err
 	}
