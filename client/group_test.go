@@ -87,6 +87,22 @@ func sendAll(ctx context.Context, t *testing.T, c *client.Client, reqs []api.Sen
 	}
 }
 
+// sendHeld sends reqs while c's request slots are held, so that they all
+// wait, then frees the slots and returns their replies, each a success.
+func sendHeld(ctx context.Context, t *testing.T, c *client.Client, reqs []api.SendRequest) []*api.SendReply {
+	t.Helper()
+	release := client.HoldSendSlots(c)
+	answers := sendAll(ctx, t, c, reqs)
+	release()
+	reps, errs := answers()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	return reps
+}
+
 func plainJobs(n int) []api.SendRequest {
 	reqs := make([]api.SendRequest, n)
 	for i := range reqs {
@@ -102,16 +118,10 @@ func TestSendsWaitingGoOutTogether(t *testing.T) {
 	b := setup(t)
 	rc := countRequests(t, b)
 	c := b.Client(t, "alice", client.Config{SendsInFlight: 1})
-	release := client.HoldSendSlots(c)
 	reqs := plainJobs(20)
-	answers := sendAll(b.ctx, t, c, reqs)
-	release()
-	reps, errs := answers()
+	reps := sendHeld(b.ctx, t, c, reqs)
 	seen := map[uint64]bool{}
 	for i := range reqs {
-		if errs[i] != nil {
-			t.Fatalf("send %d: %v", i, errs[i])
-		}
 		if reps[i].ID == 0 || seen[reps[i].ID] || reps[i].Domain != domain {
 			t.Fatalf("send %d: reply %+v (ids so far %v)", i, reps[i], seen)
 		}
@@ -139,20 +149,14 @@ func TestIdempotentSendsWaitingGoOutTogether(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	release := client.HoldSendSlots(c)
 	reqs := plainJobs(12)
 	for i := range reqs {
 		reqs[i].IdempotencyKey = fmt.Sprintf("key-%d", i)
 	}
 	reqs[3].IdempotencyKey, reqs[7].IdempotencyKey = "sent-before", "sent-before"
-	answers := sendAll(b.ctx, t, c, reqs)
-	release()
-	reps, errs := answers()
+	reps := sendHeld(b.ctx, t, c, reqs)
 	seen := map[uint64]bool{}
 	for i := range reqs {
-		if errs[i] != nil {
-			t.Fatalf("send %d: %v", i, errs[i])
-		}
 		if i == 3 || i == 7 {
 			if reps[i].ID != first.ID || !reps[i].Duplicate {
 				t.Fatalf("send %d, a key sent before: %+v, want batch %d as a duplicate", i, reps[i], first.ID)
