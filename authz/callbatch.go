@@ -139,8 +139,20 @@ type groupItem struct {
 	c    callbackChange
 	rec  records.BatchRecord
 	ack  *jsapi.PendingAck
+	// keyAck is the answer to the rewrite of the batch's idempotency key,
+	// published just before its terminal record (keyBeforeTerminal).
+	keyAck *jsapi.PendingAck
 	// get is the read of a record not remembered, on its way.
 	get *jsapi.PendingAck
+}
+
+// forgetKey gives up the answer to the key's rewrite: the callback is
+// applied alone, which writes the key again.
+func (it *groupItem) forgetKey() {
+	if it.keyAck != nil {
+		it.keyAck.Forget()
+		it.keyAck = nil
+	}
 }
 
 // apply applies a group of callbacks.
@@ -179,8 +191,15 @@ func (b *callbackBatcher) apply(ctx context.Context, items []*groupItem) {
 			// (an owner's edit, a callback applied meanwhile): applied on
 			// the record as stored.
 			b.fellBack.Add(1)
+			it.forgetKey()
 			b.alone(it)
 			continue
+		}
+		if it.keyAck != nil {
+			if b.await(ctx, wctx, it.keyAck) == nil {
+				it.c.expire = nil // written: nothing left for the release to write
+			}
+			it.keyAck = nil
 		}
 		a.noteFinished(it.ctx, &it.c, &it.rec)
 		if a.releasing(&it.c) {
@@ -295,8 +314,19 @@ func (b *callbackBatcher) send(it *groupItem, rev uint64) bool {
 	if ttl := a.store.recordTTL(&it.rec); ttl > 0 {
 		streams.SetTTL(m, ttl)
 	}
+	if a.store.writes(it.c.expire) {
+		// The key no longer says taken before the record may expire
+		// (keyBeforeTerminal): published first on the same connection
+		// to the same stream, it is stored first.
+		kack, err := a.acks.Publish(a.store.keyMsg(it.c.expire))
+		if err != nil {
+			return false
+		}
+		it.keyAck = kack
+	}
 	ack, err := a.acks.Publish(m)
 	if err != nil {
+		it.forgetKey()
 		return false
 	}
 	it.ack = ack

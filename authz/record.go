@@ -75,6 +75,9 @@ func (rs *recordStore) updateRecord(ctx context.Context, id uint64, change func(
 		if err != nil {
 			return nil, 0, err
 		}
+		if err := rs.keyBeforeTerminal(ctx, &rec); err != nil {
+			return nil, 0, err
+		}
 		written = &rec
 		return data, rs.recordTTL(&rec), nil
 	})
@@ -169,6 +172,9 @@ func (rs *recordStore) updateRecent(ctx context.Context, id uint64, change func(
 	}
 	data, err := records.Encode(&rec)
 	if err != nil {
+		return nil, true, err
+	}
+	if err := rs.keyBeforeTerminal(ctx, &rec); err != nil {
 		return nil, true, err
 	}
 	if ttl := rs.recordTTL(&rec); ttl > 0 {

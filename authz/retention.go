@@ -84,15 +84,33 @@ func (rs *recordStore) writes(e *expiry) bool {
 	return e != nil && e.idem != ""
 }
 
+// keyMsg is the rewrite of e's idempotency key: plain (no longer taken:
+// its batch was recorded) and with its time to live.
+func (rs *recordStore) keyMsg(e *expiry) *nats.Msg {
+	m := &nats.Msg{Subject: "$KV." + streams.BucketBatches + "." + streams.IdempotencyKey(e.user, e.idem), Data: idempotencyValue(e.id, false)}
+	streams.SetTTL(m, e.idemTTL)
+	return m
+}
+
+// keyBeforeTerminal rewrites the idempotency key of rec, about to be
+// written terminal, before that write: once the terminal record can
+// expire, its key must no longer say taken, or a resend after the record
+// expired would record the batch again. (expireKeys writes it again after
+// the record, as the callback's release.)
+func (rs *recordStore) keyBeforeTerminal(ctx context.Context, rec *records.BatchRecord) error {
+	if !rec.Status.Terminal() || rec.IdempotencyKey == "" {
+		return nil
+	}
+	return rs.expireKeys(ctx, rs.expiryOf(rec))
+}
+
 // expireKeys writes e's idempotency key again with a time to live at least
 // its record's, and waits for it.
 func (rs *recordStore) expireKeys(ctx context.Context, e *expiry) error {
 	if e.idem == "" {
 		return nil
 	}
-	m := &nats.Msg{Subject: "$KV." + streams.BucketBatches + "." + streams.IdempotencyKey(e.user, e.idem), Data: []byte(strconv.FormatUint(e.id, 10))}
-	streams.SetTTL(m, e.idemTTL)
-	p, err := rs.acks.Publish(m)
+	p, err := rs.acks.Publish(rs.keyMsg(e))
 	if err != nil {
 		return fmt.Errorf("authz: expire the idempotency key of batch %d: %w", e.id, err)
 	}

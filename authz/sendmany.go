@@ -51,7 +51,7 @@ type sentMany struct {
 // after its own wait: the batches not yet started are answered 503, not
 // submitted, and may be sent again.
 //
-// Consecutive plain batches (plain) are submitted together, a chunk at a
+// Consecutive plain batches (together) are submitted together, a chunk at a
 // time (sendRun): their records written before any is awaited, then their
 // tokens. A batch of a chunk is started before the failure of one listed
 // ahead of it is known, so a failure inside stops only the batches after
@@ -176,7 +176,7 @@ func (ik *intake) sendChunk(ctx context.Context, chunk []plainSend, out *sentMan
 		// A batch whose idempotency key was written before is a repeat:
 		// submit answers it as a lone send would.
 		for _, p := range repeats {
-			if out.firstInternal != nil {
+			if out.firstInternal != nil && p.i > out.firstInternalAt {
 				out.Results[p.i] = notSubmitted(out.firstInternalAt)
 				continue
 			}
@@ -190,7 +190,7 @@ func (ik *intake) sendChunk(ctx context.Context, chunk []plainSend, out *sentMan
 	}()
 	started := chunk[:0:0]
 	for _, p := range chunk {
-		if out.firstInternal != nil {
+		if out.firstInternal != nil && p.i > out.firstInternalAt {
 			out.Results[p.i] = notSubmitted(out.firstInternalAt)
 			continue
 		}
@@ -206,6 +206,11 @@ func (ik *intake) sendChunk(ctx context.Context, chunk []plainSend, out *sentMan
 		if err == nil {
 			ik.store.recent.put(p.b.ID, created)
 			recorded = append(recorded, p)
+			continue
+		}
+		if p.sub.idem != "" && errors.Is(err, jetstream.ErrKeyExists) {
+			// A concurrent repeat of its key recorded it first.
+			repeats = append(repeats, p)
 			continue
 		}
 		out.fail(p.i, err)
@@ -254,6 +259,16 @@ func (ik *intake) takeKeys(ctx context.Context, chunk []plainSend, out *sentMany
 		if out.firstInternal != nil {
 			continue
 		}
+		if p.sub.idem != "" {
+			// Checked before its key is taken: a batch refused for what
+			// it asks leaves no key behind.
+			b, err := p.sub.l.Build(p.sub.label, p.sub.user, p.sub.calls, "", ik.now())
+			if err != nil {
+				out.fail(p.i, err)
+				continue
+			}
+			p.b = b
+		}
 		id, err := ik.ids.Next(ctx)
 		if err == nil && p.sub.idem != "" {
 			p.idemKey, err = submit.StartCreateKey(ik.acks, ik.batches, streams.IdempotencyKey(p.sub.user, p.sub.idem), idempotencyValue(id, true))
@@ -297,9 +312,11 @@ func (ik *intake) takeKeys(ctx context.Context, chunk []plainSend, out *sentMany
 // plain submission.
 func (ik *intake) startPlain(ctx context.Context, p *plainSend) error {
 	sub, now := p.sub, ik.now()
-	b, err := sub.l.Build(sub.label, sub.user, sub.calls, "", now)
-	if err != nil {
-		return err
+	b, err := p.b, error(nil) // built already by takeKeys, for a batch with a key
+	if b == nil {
+		if b, err = sub.l.Build(sub.label, sub.user, sub.calls, "", now); err != nil {
+			return err
+		}
 	}
 	b.Priority = sub.prio
 	if b.ID = p.id; b.ID == 0 {

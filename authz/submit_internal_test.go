@@ -390,3 +390,29 @@ func TestSendManyIdempotentTogether(t *testing.T) {
 		t.Fatalf("queued %v after the request again, want one more (its plain batch)", got)
 	}
 }
+
+// TestKeyPlainBeforeTerminalRecord: a batch's idempotency key no longer
+// says taken once its record is written terminal (which may expire): the
+// key is rewritten before that write, so that a resend after the record
+// expired is refused rather than recorded again.
+func TestKeyPlainBeforeTerminalRecord(t *testing.T) {
+	s, ctx := jobsService(t)
+	rep, err := s.intake.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: []api.CallSpec{{Type: "noop"}}, IdempotencyKey: "order-12"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, _, _ := s.store.idempotent(ctx, "alice", "order-12"); !k.taken {
+		t.Fatalf("key before the batch finished: %+v, want taken", k)
+	}
+	_, err = s.store.updateRecord(ctx, rep.ID, func(rec *records.BatchRecord) (bool, error) {
+		rec.Status, rec.FinishedAt = pipeline.Executed, time.Now().UTC()
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, ok, err := s.store.idempotent(ctx, "alice", "order-12")
+	if err != nil || !ok || k.taken || k.id != rep.ID {
+		t.Fatalf("key after the terminal record: %+v (%v, %v), want batch %d, not taken", k, ok, err, rep.ID)
+	}
+}

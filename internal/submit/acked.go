@@ -133,7 +133,7 @@ func (w *pendingCreate) wait(ctx context.Context) (uint64, error) {
 
 // PendingRecord is the record of a new batch published through an
 // AckPublisher, its answer awaited later (Wait): StartRecord and Wait are
-// CreateAcked for a batch without an idempotency key, split so that a bulk
+// CreateAcked for a new batch, split so that a bulk
 // submission writes the records of many batches before it awaits them.
 type PendingRecord struct {
 	b *pipeline.Batch
