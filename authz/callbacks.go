@@ -201,6 +201,13 @@ func (ca *callbackApplier) apply(ctx context.Context, cb *records.Callback) (rec
 	}
 	if rec != nil {
 		ca.noteFinished(ctx, &c, rec)
+		if rec.Status.Terminal() {
+			// Written terminal now: its keys were rewritten just before
+			// (keyBeforeTerminal). A repeated callback, which wrote
+			// nothing, writes them in the release, in case an earlier
+			// version wrote the record and died before its keys.
+			c.expire = nil
+		}
 	}
 	return recorded, ca.releaseFinished(ctx, &c)
 }

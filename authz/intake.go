@@ -299,7 +299,10 @@ func (ik *intake) takeKey(ctx context.Context, user, idem string, b *pipeline.Ba
 	if id, err = ik.ids.Next(ctx); err != nil {
 		return nil, 0, false, err
 	}
-	_, err = submit.CreateKeyAcked(ctx, ik.acks, ik.batches, streams.IdempotencyKey(user, idem), idempotencyValue(id, true))
+	w, err := ik.startKey(user, idem, id)
+	if err == nil {
+		_, err = w.Wait(ctx)
+	}
 	switch {
 	case err == nil:
 		return nil, id, false, nil
@@ -314,6 +317,13 @@ func (ik *intake) takeKey(ctx context.Context, user, idem string, b *pipeline.Ba
 		return nil, 0, false, errf(api.CodeUnavailable, "authz: idempotency key %q expired as it was read; send it again", logging.Capped(idem))
 	}
 	return nil, taken, true, nil
+}
+
+// startKey publishes the create-only write of user's idempotency key idem
+// naming batch id, taken (not recorded yet); Wait gives its answer, an
+// error matching jetstream.ErrKeyExists when the key exists.
+func (ik *intake) startKey(user, idem string, id uint64) (*submit.PendingCreate, error) {
+	return submit.StartCreateKey(ik.acks, ik.batches, streams.IdempotencyKey(user, idem), idempotencyValue(id, true))
 }
 
 // sameSubmission refuses, as a conflict, a submission that reuses the

@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tickflow/tickflow/api"
-	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/logging"
 	"github.com/tickflow/tickflow/pipeline"
@@ -271,8 +270,7 @@ func (ik *intake) takeKeys(ctx context.Context, chunk []plainSend, out *sentMany
 		}
 		id, err := ik.ids.Next(ctx)
 		if err == nil && p.sub.idem != "" {
-			p.idemKey, err = submit.StartCreateKey(ik.acks, ik.batches, streams.IdempotencyKey(p.sub.user, p.sub.idem), idempotencyValue(id, true))
-			if err != nil {
+			if p.idemKey, err = ik.startKey(p.sub.user, p.sub.idem, id); err != nil {
 				err = fmt.Errorf("authz: take idempotency key: %w", err)
 			}
 		}
@@ -312,7 +310,8 @@ func (ik *intake) takeKeys(ctx context.Context, chunk []plainSend, out *sentMany
 // plain submission.
 func (ik *intake) startPlain(ctx context.Context, p *plainSend) error {
 	sub, now := p.sub, ik.now()
-	b, err := p.b, error(nil) // built already by takeKeys, for a batch with a key
+	b := p.b // built already by takeKeys, for a batch with a key
+	var err error
 	if b == nil {
 		if b, err = sub.l.Build(sub.label, sub.user, sub.calls, "", now); err != nil {
 			return err
