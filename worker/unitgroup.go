@@ -205,14 +205,21 @@ func (w *Worker) runGrouped(ctx context.Context, units []records.WorkRequest, ru
 		wg.Go(func() { r.claim(ctx, gk) })
 	}
 	wg.Wait()
-	// A unit's record is written as soon as its run ends, with those of
-	// its group that ended meanwhile (group commit: one write of a group
-	// on its way at a time), rather than after the request's slowest
-	// unit: the time between a handler's effect and its record, in which a
-	// worker that dies leaves an effect without a record, stays one run's.
+	// A unit's record is written once the request's other units of its
+	// group have ended too, or recordLinger after its run ended, whichever
+	// comes first, with those of its group that ended meanwhile (group
+	// commit: one write of a group on its way at a time), rather than
+	// after the request's slowest unit: the time between a handler's
+	// effect and its record, in which a worker that dies leaves an effect
+	// without a record, stays one run's and a linger.
 	flushes := make(map[string]*recordFlush, len(r.order))
 	for _, gk := range r.order {
-		flushes[gk] = &recordFlush{}
+		flushes[gk] = &recordFlush{more: make(chan struct{}, 1)}
+	}
+	for i := range calls {
+		if c := &calls[i]; c.claimed {
+			flushes[streams.UnitGroupKey(c.req.BatchID)].running++
+		}
 	}
 	var fwg sync.WaitGroup
 	for i := range calls {
@@ -456,13 +463,25 @@ func fitsInline(outputs []pipeline.Output, limit int) bool {
 	return len(e.AppendMsgpack(nil)) <= limit
 }
 
+// recordLinger bounds how long a unit whose run ended waits for the
+// request's other units of its group before its record is written without
+// them: units that end together (a request of quick handlers) share one
+// write of their group instead of one each, and a slow one does not hold
+// the others' records back by more than this. A variable for tests.
+var recordLinger = time.Millisecond
+
 // recordFlush gathers the units of one group whose runs ended, for the
-// record writes of their request: while one write is on its way, the
-// units that end wait, and the next write takes them all.
+// record writes of their request: the first write waits for the units
+// still running (at most recordLinger), and while one write is on its
+// way, the units that end wait, and the next write takes them all.
 type recordFlush struct {
 	mu      sync.Mutex
 	pending []*unitCall
 	flying  bool
+	// running counts the request's claimed units of the group whose runs
+	// have not ended; more is signalled (never blocking) as each ends.
+	running int
+	more    chan struct{}
 }
 
 // add hands over c, whose run ended, and starts a write (write, on a
@@ -470,13 +489,19 @@ type recordFlush struct {
 func (f *recordFlush) add(c *unitCall, wg *sync.WaitGroup, write func([]*unitCall)) {
 	f.mu.Lock()
 	f.pending = append(f.pending, c)
+	f.running--
 	start := !f.flying
 	f.flying = true
 	f.mu.Unlock()
 	if !start {
+		select {
+		case f.more <- struct{}{}:
+		default:
+		}
 		return
 	}
 	wg.Go(func() {
+		f.linger()
 		for {
 			f.mu.Lock()
 			mine := f.pending
@@ -490,6 +515,31 @@ func (f *recordFlush) add(c *unitCall, wg *sync.WaitGroup, write func([]*unitCal
 			write(mine)
 		}
 	})
+}
+
+// linger waits until no unit of the group is running, or recordLinger.
+func (f *recordFlush) linger() {
+	var t *time.Timer
+	for {
+		f.mu.Lock()
+		running := f.running
+		f.mu.Unlock()
+		if running == 0 {
+			break
+		}
+		if t == nil {
+			t = time.NewTimer(recordLinger)
+		}
+		select {
+		case <-f.more:
+			continue
+		case <-t.C:
+			return
+		}
+	}
+	if t != nil {
+		t.Stop()
+	}
 }
 
 // record writes the outcome of calls, units of group gk this request
