@@ -191,14 +191,15 @@ func run(cfg *config) error {
 				return err
 			}
 			ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-			logf("latency %d/%d at %.0f batches/s (%d sent, max %d in flight): p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms; authz reply p50 %.2f p99 %.2f ms",
+			logf("latency %d/%d at %.0f batches/s (%d sent, max %d in flight): p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms; authz reply p50 %.2f p99 %.2f ms; %.0f µs CPU a batch",
 				i+1, cfg.reps, rate, l.sent, l.maxInflight, ms(percentile(l.e2e, 50)), ms(percentile(l.e2e, 99)), ms(percentile(l.e2e, 99.9)),
-				ms(percentile(l.reply, 50)), ms(percentile(l.reply, 99)))
+				ms(percentile(l.reply, 50)), ms(percentile(l.reply, 99)), l.cpu)
 			res.add("lat.p50", "Latency submit → callback, p50", "ms", ms(percentile(l.e2e, 50)), m)
 			res.add("lat.p99", "Latency submit → callback, p99", "ms", ms(percentile(l.e2e, 99)), m)
 			res.add("lat.p999", "Latency submit → callback, p99.9", "ms", ms(percentile(l.e2e, 99.9)), m)
 			res.add("lat.reply50", "Latency submit → authz reply, p50", "ms", ms(percentile(l.reply, 50)), m)
 			res.add("lat.reply99", "Latency submit → authz reply, p99", "ms", ms(percentile(l.reply, 99)), m)
+			res.add("lat.cpu", "Latency run: CPU a batch (the whole process, the bench's sender and observer included)", "µs/batch", l.cpu, m)
 			if l.senderBlocked {
 				res.note("Latency run %d: the sender hit its in-flight bound (8192), so it was briefly closed-loop.", i+1)
 			}

@@ -157,11 +157,12 @@ func shippedLatency(cfg *config, res *results) error {
 		if err != nil {
 			return fmt.Errorf("shipped latency at %.0f batches/s: %w", run.rate, err)
 		}
-		logf("shipped latency at %.0f batches/s (%d sent, max %d in flight): p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms",
-			run.rate, l.sent, l.maxInflight, ms(percentile(l.e2e, 50)), ms(percentile(l.e2e, 99)), ms(percentile(l.e2e, 99.9)))
+		logf("shipped latency at %.0f batches/s (%d sent, max %d in flight): p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms; %.0f µs CPU a batch",
+			run.rate, l.sent, l.maxInflight, ms(percentile(l.e2e, 50)), ms(percentile(l.e2e, 99)), ms(percentile(l.e2e, 99.9)), l.cpu)
 		res.add(run.key+".p50", fmt.Sprintf("**latency submit → callback as shipped at %s**, p50", run.what), "ms", ms(percentile(l.e2e, 50)), m)
 		res.add(run.key+".p99", fmt.Sprintf("**latency submit → callback as shipped at %s**, p99", run.what), "ms", ms(percentile(l.e2e, 99)), m)
 		res.add(run.key+".p999", fmt.Sprintf("latency submit → callback as shipped at %s, p99.9", run.what), "ms", ms(percentile(l.e2e, 99.9)), m)
+		res.add(run.key+".cpu", fmt.Sprintf("CPU a batch as shipped at %s (the whole process, the bench's sender and observer included)", run.what), "µs/batch", l.cpu, m)
 		if l.senderBlocked {
 			res.note("Shipped latency at %.0f batches/s: the sender hit its in-flight bound (8192), so it was briefly closed-loop.", run.rate)
 		}

@@ -351,6 +351,10 @@ type latencyResult struct {
 	reply         []time.Duration // scheduled submit → authz reply
 	maxInflight   int64
 	senderBlocked bool
+	// cpu is the process's CPU a batch, in µs: everything in it (servers,
+	// authz, processors, workers, ticker, and the bench's sender and
+	// observer) from the first send until the last callback was seen.
+	cpu float64
 }
 
 // runLatency offers atomic no-op batches at a fixed rate for d (open loop:
@@ -518,6 +522,7 @@ func runLatencyOf(cfg *config, sp envSpec, rate float64, d time.Duration, first,
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	res.cpu = (selfBusy() - cpu0) / float64(count) * 1e6
 	mu.Lock()
 	for i, id := range ids {
 		res.e2e = append(res.e2e, cbAt[id].Sub(sched[i]))
