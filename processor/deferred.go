@@ -95,10 +95,17 @@ func (pb *publisher) callbackThenAck(ctx context.Context, msg *nats.Msg, m jetst
 // asynchronously, in the order their steps ended, each once its PubAck
 // arrived; a write that failed puts its token back for a redelivery soon
 // and turns its step's report into an error. It is owned by one tick,
-// which closes it and waits for it before reporting.
+// which closes it and waits for it before reporting. Its goroutine starts
+// with the first token handed over: a tick with none costs nothing.
 type acker struct {
-	log  *slog.Logger
-	in   chan ackItem
+	log *slog.Logger
+	// qmu guards queue, closed and started.
+	qmu     sync.Mutex
+	queue   []ackItem
+	closed  bool
+	started bool
+	// wake tells the goroutine that the queue grew or the acker closed.
+	wake chan struct{}
 	done chan struct{}
 	// mu guards the report the acker corrects.
 	mu  *sync.Mutex
@@ -110,50 +117,76 @@ type ackItem struct {
 	step int // index of the step's report
 }
 
-// startAcker starts the acker of a tick of at most steps steps, which
-// corrects rep (guarded by mu).
-func startAcker(log *slog.Logger, steps int, mu *sync.Mutex, rep *api.TickReport) *acker {
-	a := &acker{log: log, in: make(chan ackItem, steps), done: make(chan struct{}), mu: mu, rep: rep}
-	go a.run()
-	return a
+// startAcker returns the acker of a tick, which corrects rep (guarded by
+// mu).
+func startAcker(log *slog.Logger, mu *sync.Mutex, rep *api.TickReport) *acker {
+	return &acker{log: log, mu: mu, rep: rep}
 }
 
 func (a *acker) run() {
 	defer close(a.done)
 	// One timer bounds every wait, each to its write's deadline.
-	timer := time.NewTimer(pubAckTimeout)
-	defer timer.Stop()
-	for it := range a.in {
-		err := a.wait(it.d.write, timer)
-		if err == nil {
-			err = it.d.Ack()
-		} else {
-			a.log.Warn("write not stored; token redelivered shortly", "write", it.d.what, "err", err)
-			_ = it.d.NakWithDelay(time.Second)
-			err = fmt.Errorf("processor: %s: %w", it.d.what, err)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
 		}
-		if err != nil {
-			a.mu.Lock()
-			a.rep.Steps[it.step].Action, a.rep.Steps[it.step].Error = api.ActionError, err.Error()
-			a.mu.Unlock()
+	}()
+	for {
+		a.qmu.Lock()
+		items, closed := a.queue, a.closed
+		a.queue = nil
+		a.qmu.Unlock()
+		if len(items) == 0 {
+			if closed {
+				return
+			}
+			<-a.wake
+			continue
+		}
+		for _, it := range items {
+			a.settle(it, &timer)
 		}
 	}
 }
 
-// wait waits for the PubAck of w until its deadline, with timer.
-func (a *acker) wait(w pendingWrite, timer *time.Timer) error {
+// settle acknowledges the token of it once its write is stored, or puts it
+// back.
+func (a *acker) settle(it ackItem, timer **time.Timer) {
+	err := a.wait(it.d.write, timer)
+	if err == nil {
+		err = it.d.Ack()
+	} else {
+		a.log.Warn("write not stored; token redelivered shortly", "write", it.d.what, "err", err)
+		_ = it.d.NakWithDelay(time.Second)
+		err = fmt.Errorf("processor: %s: %w", it.d.what, err)
+	}
+	if err != nil {
+		a.mu.Lock()
+		a.rep.Steps[it.step].Action, a.rep.Steps[it.step].Error = api.ActionError, err.Error()
+		a.mu.Unlock()
+	}
+}
+
+// wait waits for the PubAck of w until its deadline, with *timer (made on
+// the first wait that has to).
+func (a *acker) wait(w pendingWrite, timer **time.Timer) error {
 	select {
 	case <-w.Done():
 		_, err := w.Result()
 		return err
 	default:
 	}
-	timer.Reset(time.Until(w.Deadline()))
+	if *timer == nil {
+		*timer = time.NewTimer(time.Until(w.Deadline()))
+	} else {
+		(*timer).Reset(time.Until(w.Deadline()))
+	}
 	select {
 	case <-w.Done():
 		_, err := w.Result()
 		return err
-	case <-timer.C:
+	case <-(*timer).C:
 		w.Forget()
 		return fmt.Errorf("%w (%s)", jsapi.ErrPubAckTimeout, pubAckTimeout)
 	}
@@ -161,13 +194,35 @@ func (a *acker) wait(w pendingWrite, timer *time.Timer) error {
 
 // add hands over the token of step i, if its acknowledgement waits for a write.
 func (a *acker) add(d *deferred, i int) {
-	if d.write != nil {
-		a.in <- ackItem{d: d, step: i}
+	if d.write == nil {
+		return
+	}
+	a.qmu.Lock()
+	a.queue = append(a.queue, ackItem{d: d, step: i})
+	if !a.started {
+		a.started = true
+		a.wake, a.done = make(chan struct{}, 1), make(chan struct{})
+		go a.run()
+	}
+	a.qmu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
 	}
 }
 
 // close waits until every token handed over is settled.
 func (a *acker) close() {
-	close(a.in)
+	a.qmu.Lock()
+	a.closed = true
+	started := a.started
+	a.qmu.Unlock()
+	if !started {
+		return
+	}
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
 	<-a.done
 }

@@ -104,7 +104,7 @@ func TestThenAck(t *testing.T) {
 	})
 	var mu sync.Mutex
 	rep := &api.TickReport{Steps: make([]api.StepReport, 1)}
-	a := startAcker(slog.New(slog.DiscardHandler), 1, &mu, rep)
+	a := startAcker(slog.New(slog.DiscardHandler), &mu, rep)
 	a.add(d, 0)
 	a.close()
 	testnats.Eventually(t, 10*time.Second, "batch 6's token acknowledged", func() bool {
@@ -147,7 +147,7 @@ func TestAcker(t *testing.T) {
 	for i := range rep.Steps {
 		rep.Steps[i].Action = api.ActionFinished
 	}
-	a := startAcker(slog.New(slog.DiscardHandler), len(rep.Steps), &mu, rep)
+	a := startAcker(slog.New(slog.DiscardHandler), &mu, rep)
 	for i, d := range []*deferred{stored, refused, settled, lost, grouped} {
 		a.add(d, i)
 	}

@@ -500,7 +500,7 @@ func (p *Processor) tick(ctx context.Context, steps int, watch bool) (rep api.Ti
 	refill := max(1, p.opts.Concurrency/4)
 	// A step's last write is published asynchronously; its token is
 	// acknowledged here when the write is stored (deferred).
-	acks := startAcker(p.log, p.opts.MaxSteps, &mu, &rep)
+	acks := startAcker(p.log, &mu, &rep)
 	// The queues whose consumer left a fetch unanswered: not asked again
 	// this tick (each such fetch waits a second).
 	silent := map[pipeline.Priority]bool{}

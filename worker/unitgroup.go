@@ -739,10 +739,15 @@ func (w *Worker) readGroup(ctx context.Context, gk string) (group, error) {
 // rev (0: no message), with the time to live of its longest-lived entry:
 // the key's last write decides when the server removes it.
 func (w *Worker) writeGroup(ctx context.Context, gk string, g *group, rev uint64) (uint64, error) {
-	data, err := records.Encode(&records.UnitGroup{Units: g.entries})
-	if err != nil {
-		return 0, err
-	}
+	// Encoded into a pooled buffer: the publish copies it.
+	buf := groupBufs.Get().(*[]byte)
+	data := records.Append((*buf)[:0], &records.UnitGroup{Units: g.entries})
+	defer func() {
+		if cap(data) <= groupBufMax {
+			*buf = data[:0]
+			groupBufs.Put(buf)
+		}
+	}()
 	if len(data) > w.maxRecord() {
 		return 0, fmt.Errorf("%w: %s takes %d bytes, room for %d", errGroupTooLarge, gk, len(data), w.maxRecord())
 	}
@@ -750,11 +755,18 @@ func (w *Worker) writeGroup(ctx context.Context, gk string, g *group, rev uint64
 	m := jsapi.KVUpdateMsg(streams.BucketResults, gk, data, rev)
 	w.setGroupTTL(m, g.entries, time.Now())
 	a, err := w.pub.Publish(m)
+	m.Data = nil
 	if err != nil {
 		return 0, err
 	}
 	return a.Wait(ctx)
 }
+
+// groupBufs holds the buffers group records are encoded into; one over
+// groupBufMax is left to the collector.
+var groupBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const groupBufMax = 128 << 10
 
 // setGroupTTL gives m the longest remaining lifetime among entries, on a
 // bucket whose records carry one.
