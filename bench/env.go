@@ -96,10 +96,10 @@ type env struct {
 	// Options.LocalWorker, as `tickflow run` gives its processors the
 	// worker of its process.
 	localWorkers bool
-	procConns   []*nats.Conn
-	tickCancel  context.CancelFunc
-	tickWG      sync.WaitGroup
-	tickStats   tickStats
+	procConns    []*nats.Conn
+	tickCancel   context.CancelFunc
+	tickWG       sync.WaitGroup
+	tickStats    tickStats
 }
 
 type tickStats struct {
