@@ -90,16 +90,10 @@ type env struct {
 	authzConns  []*nats.Conn
 	workerConns []*nats.Conn
 	procs       []*processor.Processor
-	// workers are the env's workers, in the order started.
-	workers []*worker.Worker
-	// localWorkers gives processor replica i worker i (round robin) as its
-	// Options.LocalWorker, as `tickflow run` gives its processors the
-	// worker of its process.
-	localWorkers bool
-	procConns    []*nats.Conn
-	tickCancel   context.CancelFunc
-	tickWG       sync.WaitGroup
-	tickStats    tickStats
+	procConns   []*nats.Conn
+	tickCancel  context.CancelFunc
+	tickWG      sync.WaitGroup
+	tickStats   tickStats
 }
 
 type tickStats struct {
@@ -259,7 +253,6 @@ func (e *env) startWorkers(k, concurrency int) error {
 			return err
 		}
 		e.workerConns = append(e.workerConns, nc)
-		e.workers = append(e.workers, w)
 		withRole("worker", func() {
 			e.wg.Go(func() {
 				if err := w.Run(e.ctx); err != nil {
@@ -326,9 +319,6 @@ func (e *env) newProcessors(n int, o processor.Options) error {
 			return err
 		}
 		o.Domain, o.Name = benchDomain, fmt.Sprintf("bench-proc-%d", i+1)
-		if e.localWorkers && len(e.workers) > 0 {
-			o.LocalWorker = e.workers[i%len(e.workers)]
-		}
 		p, err := processor.New(e.ctx, nc, o)
 		if err != nil {
 			return err

@@ -56,7 +56,6 @@ type config struct {
 	latencyDur       time.Duration
 	latencyRate      float64
 	latencyShipped   bool
-	localWorker      bool
 	depthSmall       int
 	depthLarge       int
 	depthTicks       int
@@ -183,7 +182,6 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.idleWait, "idle-wait", time.Second, "after a tick that found no messages, wait for work (processor WaitWork) at most this long; 0: pause -idle instead")
 	fs.DurationVar(&c.idle, "idle", 200*time.Microsecond, "pause after a tick that found no messages, with -idle-wait 0")
 	fs.DurationVar(&c.latencyDur, "latency-duration", 20*time.Second, "length of each open-loop latency run")
-	fs.BoolVar(&c.localWorker, "local-worker", true, "give each processor replica a worker of the bench process as its Options.LocalWorker, as `tickflow run` does (its atomic units run in process while that worker has slots); false: every unit through the server (the cluster phase never uses it)")
 	fs.BoolVar(&c.latencyShipped, "latency-shipped", false, "run the latency phase's open-loop runs with the processors wired as shipped (Run in the ready pace, and the run's ticker) instead of ticked back to back by the bench")
 	fs.Float64Var(&c.latencyRate, "latency-rate", 0, "offered batches/s of the latency run (0: half the rate sustained with submit and drain running together, measured first)")
 	fs.IntVar(&c.depthSmall, "depth-small", 1000, "shallow queue depth of the tick-cost comparison")

@@ -123,8 +123,8 @@ func renderReport(cfg *config, res *results) string {
 		if len(headline) > 0 || len(cost) > 0 {
 			sb.WriteString("\n### The engine, driven back to back\n")
 		}
-		fmt.Fprintf(&sb, "\nSettings: N = %d, %d repetitions, %d processor replica(s) × concurrency %d (each tick asks for %d steps, the next tick follows the previous report at once; %s after an empty tick), %d authz replica(s), %d worker(s) of concurrency %d, every replica on its own connection, %s, %d submissions in flight, asynq concurrency %d. Each server is embedded, loaded from nats.conf, file storage, every component in one process on in-process connections (the depth child and the cluster use TCP loopback).\n\n",
-			cfg.n, cfg.reps, cfg.processors, cfg.concurrency, cfg.tickSteps, cfg.idleText(), cfg.authzReplicas, cfg.workerCount(cfg.processors), cfg.workerConcurrency(), cfg.localWorkerText(), cfg.inflight, cfg.asynqConcurrency())
+		fmt.Fprintf(&sb, "\nSettings: N = %d, %d repetitions, %d processor replica(s) × concurrency %d (each tick asks for %d steps, the next tick follows the previous report at once; %s after an empty tick), %d authz replica(s), %d worker(s) of concurrency %d, every replica on its own connection, %d submissions in flight, asynq concurrency %d. Each server is embedded, loaded from nats.conf, file storage, every component in one process on in-process connections (the depth child and the cluster use TCP loopback).\n\n",
+			cfg.n, cfg.reps, cfg.processors, cfg.concurrency, cfg.tickSteps, cfg.idleText(), cfg.authzReplicas, cfg.workerCount(cfg.processors), cfg.workerConcurrency(), cfg.inflight, cfg.asynqConcurrency())
 		writeFigures(&sb, res, engine)
 	}
 	var rb strings.Builder // the ratios, printed when there are any
@@ -640,12 +640,4 @@ func costTargets(cfg *config, res *results) []target {
 		ts = append(ts, t)
 	}
 	return ts
-}
-
-// localWorkerText says how the processors reach the workers.
-func (c *config) localWorkerText() string {
-	if c.localWorker {
-		return "processor replica i running its atomic units on worker i in process while that worker has slots (Options.LocalWorker, as a one-process system wires it; -local-worker=false: through the server; never on a cluster)"
-	}
-	return "every atomic unit sent to the workers through the server (-local-worker=false)"
 }

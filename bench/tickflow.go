@@ -89,9 +89,6 @@ func tickflowEnvOf(cfg *config, sp envSpec) (*env, *nats.Conn, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	// On a cluster every hand-off between roles crosses a route: no unit
-	// runs in process there.
-	e.localWorkers = cfg.localWorker && sp.nodes == 0
 	if err := e.startAuthz(sp.authz); err != nil {
 		e.close()
 		return nil, nil, err

@@ -141,7 +141,7 @@ func (s *System) start(ctx context.Context, table *authz.Table, o Options, log *
 		return err
 	}
 	for _, d := range names {
-		p, err := processor.New(ctx, pc, processor.Options{Domain: d, Logger: log, Pace: o.Pace, LocalWorker: w})
+		p, err := processor.New(ctx, pc, processor.Options{Domain: d, Logger: log, Pace: o.Pace})
 		if err != nil {
 			return err
 		}

@@ -125,19 +125,6 @@ type Options struct {
 	// Telemetry receives the processor's metrics, readiness and spans.
 	// Default nil: none.
 	Telemetry *telemetry.Telemetry
-	// LocalWorker is a worker of this process (a *worker.Worker) that runs
-	// the atomic units this replica sends in process, without a request
-	// through the server, whenever it takes them (it serves every function
-	// type of the request and has a handler slot free for each unit); the
-	// others go to the workers through the server, as without it. Default
-	// nil: every unit goes through the server. `tickflow run` sets it.
-	LocalWorker LocalWorker
-}
-
-// LocalWorker runs atomic units in the processor's own process:
-// (*worker.Worker).RunUnits. ok false: it did not take them, nothing ran.
-type LocalWorker interface {
-	RunUnits(units []records.WorkRequest, deadline time.Time) (_ []records.WorkReply, ok bool)
 }
 
 // Crash points passed to Options.fault, named by the crash-point tests.
@@ -249,7 +236,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options) (*Processor, error) {
 	s := &stepper{
 		opts: opts, log: p.log,
 		workers: workers,
-		units:   &unitBatcher{workers: workers, tel: opts.Telemetry, local: opts.LocalWorker},
+		units:   &unitBatcher{workers: workers, tel: opts.Telemetry},
 		limits:  recordLimits{maxPayload: nc.MaxPayload},
 		fault:   crashPoints(opts.fault),
 	}

@@ -36,8 +36,6 @@ const unitFlightPatience = 5 * time.Millisecond
 type unitBatcher struct {
 	workers *workClient
 	tel     *telemetry.Telemetry
-	// local, when set, runs a request's units in process if it takes them.
-	local   LocalWorker
 	mu      sync.Mutex
 	waiting []*queuedUnit
 	// flights counts the steps that are sending (or were asked to send) a
@@ -172,8 +170,7 @@ func (q *unitBatcher) send(ctx context.Context, batch []*queuedUnit) {
 // go one by one.
 var errUnitsUnserved = errors.New("processor: units not served in one request")
 
-// request sends batch as one request (to the local worker when it takes
-// it, else through the server) and returns one reply per unit,
+// request sends batch as one request and returns one reply per unit,
 // or an error that applies to every unit: notAttempted ones (no answer,
 // busy), errUnitsUnserved, or a failure of the request itself.
 func (q *unitBatcher) request(ctx context.Context, batch []*queuedUnit) ([]records.WorkReply, error) {
@@ -183,11 +180,6 @@ func (q *unitBatcher) request(ctx context.Context, batch []*queuedUnit) ([]recor
 		wb.Units[i] = *u.req
 		if u.deadline.Before(deadline) {
 			deadline = u.deadline
-		}
-	}
-	if q.local != nil {
-		if reps, ok := q.local.RunUnits(wb.Units, deadline); ok {
-			return reps, nil
 		}
 	}
 	data, err := records.Encode(wb)

@@ -13,7 +13,6 @@ import (
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 	"github.com/tickflow/tickflow/processor"
-	"github.com/tickflow/tickflow/worker"
 )
 
 // TestStepsShareAUnitRequest: the atomic units of a tick's concurrent steps
@@ -143,67 +142,4 @@ func countUnitRequests(t *testing.T, b *bundle) (single, batched *atomic.Int32) 
 		t.Fatal(err)
 	}
 	return single, batched
-}
-
-// TestUnitsRunOnTheLocalWorker: a processor whose process has a worker of
-// its own (Options.LocalWorker, as `tickflow run` wires it) runs its
-// atomic units there, with no work request through the server, each
-// function once; once that worker stops, the units go to the workers
-// through the server again.
-func TestUnitsRunOnTheLocalWorker(t *testing.T) {
-	b := setup(t)
-	single, batched := countUnitRequests(t, b)
-	ctx, cancel := context.WithCancel(b.ctx)
-	defer cancel()
-	local, err := worker.New(ctx, b.env.Conn(t, "worker"), b.mux, worker.Options{Name: "local"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopped := make(chan struct{})
-	go func() { defer close(stopped); _ = local.Run(ctx) }()
-	p := b.processor(t, processor.Options{Concurrency: 8, LocalWorker: local})
-	var ids []uint64
-	for range 8 {
-		ids = append(ids, b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop(), noop()}}))
-	}
-	done := 0
-	testnats.Eventually(t, 10*time.Second, "every batch stepped", func() bool {
-		for _, s := range p.Tick(b.ctx, 8).Steps {
-			if s.Action != api.ActionFinished {
-				t.Fatalf("step %+v, want finished", s)
-			}
-			done++
-		}
-		return done == len(ids)
-	})
-	// Flushed: a request published before it would have been seen.
-	if err := b.env.Conn(t, "admin").Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if n := single.Load() + batched.Load(); n != 0 {
-		t.Fatalf("%d unit requests through the server, want none: the local worker runs them", n)
-	}
-
-	cancel()
-	<-stopped
-	later := b.enqueue(t, pipeline.Batch{Functions: []pipeline.Function{noop()}})
-	if sr := step(t, b.ctx, p); sr.BatchID != later || sr.Action != api.ActionFinished {
-		t.Fatalf("step after the local worker stopped: %+v, want batch %d finished", sr, later)
-	}
-	testnats.Eventually(t, 5*time.Second, "the request through the server seen", func() bool { return batched.Load() > 0 })
-	cbs := b.callbacks(t)
-	for _, id := range append(ids, later) {
-		if len(cbs[id]) != 1 || cbs[id][0].Outcome.Status != pipeline.Executed {
-			t.Fatalf("callbacks of batch %d: %+v", id, cbs[id])
-		}
-		fns := 2
-		if id == later {
-			fns = 1
-		}
-		for i := range fns {
-			if runs := b.calls.get(key(id, i)); runs != 1 {
-				t.Fatalf("function %d of batch %d ran %d times", i, id, runs)
-			}
-		}
-	}
 }

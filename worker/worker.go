@@ -33,7 +33,6 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -120,8 +119,6 @@ type Worker struct {
 	// waiters bounds the requests looking up their record or waiting for
 	// a slot while every slot is taken; past it, requests are told busy.
 	waiters chan struct{}
-	// local is set while Run serves: what RunUnits runs units under.
-	local atomic.Pointer[localRun]
 }
 
 // New returns a worker serving mux over nc. The results bucket must exist.
@@ -226,9 +223,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	}), micro.WithEndpointSubject(streams.WorkUnitsSubject)); err != nil {
 		return fmt.Errorf("worker: units endpoint: %w", err)
 	}
-	// From here units may come in process too (RunUnits), through the same
-	// gate.
-	w.local.Store(&localRun{ctx: ctx, gate: &gate})
 	// The presence record tells authz which function types are served; it
 	// is deleted as the worker stops, before the drain.
 	present := make(chan struct{})
@@ -243,7 +237,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Stopping: from now on a request is refused ("shutting down", which a
 	// processor retries elsewhere), not started while the presence record
 	// is deleted and the service stops.
-	w.local.Store(nil)
 	gate.Close()
 	if w.stopping != nil {
 		w.stopping()

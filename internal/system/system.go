@@ -155,7 +155,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	for _, d := range o.Domains {
 		p, err := processor.New(ctx, pc, processor.Options{Domain: d, Name: "processor-1", Logger: log, Senders: slices.Sorted(maps.Keys(o.Senders[d])), Telemetry: o.Telemetry,
-			Pace: o.Pace, Throttle: o.Throttle, LocalWorker: w})
+			Pace: o.Pace, Throttle: o.Throttle})
 		if err != nil {
 			return err
 		}
