@@ -471,9 +471,10 @@ func fitsInline(outputs []pipeline.Output, limit int) bool {
 var recordLinger = time.Millisecond
 
 // recordFlush gathers the units of one group whose runs ended, for the
-// record writes of their request: the first write waits for the units
-// still running (at most recordLinger), and while one write is on its
-// way, the units that end wait, and the next write takes them all.
+// record writes of their request: a write that starts while none is on
+// its way waits for the units still running (at most recordLinger), and
+// while one write is on its way, the units that end wait, and the next
+// write takes them all.
 type recordFlush struct {
 	mu      sync.Mutex
 	pending []*unitCall
