@@ -49,9 +49,10 @@ type resumed struct {
 	checked, old, failed int
 }
 
-// resumeAtStart runs resumeRecent and logs what it found.
-func (s *Service) resumeAtStart(ctx context.Context) {
-	r, err := s.resumeRecent(ctx)
+// resumeAtStart runs resumeRecent for the replica that started serving
+// at started, and logs what it found.
+func (s *Service) resumeAtStart(ctx context.Context, started time.Time) {
+	r, err := s.resumeRecent(ctx, started)
 	if err != nil && ctx.Err() == nil {
 		s.log.Warn("batches recorded before this start not all checked", "checked", r.checked, "err", err)
 		return
@@ -61,17 +62,21 @@ func (s *Service) resumeAtStart(ctx context.Context) {
 	}
 }
 
-// resumeRecent gives every batch recorded in the window before now, not
-// finished, what a retry of its submission would (admit, as a repeat).
-// A batch it cannot queue now is handed to the repair loop; one recorded
-// before the window, or whose record does not decode, is left as it is.
-func (s *Service) resumeRecent(ctx context.Context) (resumed, error) {
+// resumeRecent gives every batch recorded in the window before started
+// (the instant before this replica began serving requests), not finished,
+// what a retry of its submission would (admit, as a repeat). A batch it
+// cannot queue now is handed to the repair loop; one recorded before the
+// window, or whose record does not decode, is left as it is, and so is
+// every batch recorded from started on: this replica's own sends, queued
+// by their requests (a resume racing one could queue its batch with a
+// token of its own, without the send's trace context).
+func (s *Service) resumeRecent(ctx context.Context, started time.Time) (resumed, error) {
 	var r resumed
 	window, err := s.resumeWindow(ctx)
 	if err != nil || window <= 0 {
 		return r, err
 	}
-	now := s.intake.now()
+	now := started
 	since := now.Add(-window)
 	seq, err := s.firstBatchesSeqSince(ctx, since)
 	if err != nil || seq == 0 {

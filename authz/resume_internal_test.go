@@ -54,7 +54,7 @@ func TestResumeQueuesWhatADeadReplicaLeft(t *testing.T) {
 		t.Fatalf("queued %v before the check, want only [%d]", got, queued.ID)
 	}
 	for round := range 2 {
-		r, err := s.resumeRecent(ctx)
+		r, err := s.resumeRecent(ctx, s.intake.now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,4 +109,27 @@ func TestStartQueuesWhatADeadReplicaLeft(t *testing.T) {
 	testnats.Eventually(t, 10*time.Second, "the batch recorded before the start is queued", func() bool {
 		return slices.Contains(queuedIDs(ctx, t, next, pipeline.High), b.ID)
 	})
+}
+
+// TestResumeLeavesThisReplicasSends: a batch this replica recorded after
+// it began serving is its own send, queued by its request: the check at
+// start leaves it alone, however late the check runs (a resume racing the
+// send would queue it with a token of its own, without the send's trace
+// context), while one recorded before that instant and queued nowhere is
+// queued.
+func TestResumeLeavesThisReplicasSends(t *testing.T) {
+	s, _, ctx := internalService(t, resumeTable)
+	before := builtOnly(ctx, t, s, "jobs", "")
+	started := s.intake.now()
+	sent := builtOnly(ctx, t, s, "jobs", "")
+	r, err := s.resumeRecent(ctx, started)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.checked != 1 || r.failed != 0 {
+		t.Fatalf("%+v, want the one batch recorded before the start checked", r)
+	}
+	if got := queuedIDs(ctx, t, s, pipeline.High); !slices.Equal(got, []uint64{before.ID}) {
+		t.Fatalf("queued %v, want only [%d] (not %d, recorded after the start)", got, before.ID, sent.ID)
+	}
 }

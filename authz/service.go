@@ -327,6 +327,8 @@ func (s *Service) Run(ctx context.Context) error {
 	go func() { defer close(repairDone); repairErr = s.keyRepair.run(repairCtx) }()
 	defer func() { stopRepairs(); <-repairDone }()
 	s.keyOrders.resumeKeys(ctx)
+	// What was recorded before this instant, this replica did not send.
+	started := s.intake.now()
 	stopRequests, err := s.serveRequests(ctx)
 	if err != nil {
 		return err
@@ -354,7 +356,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	s.log.Info("authz serving", "owner", s.opts.Owner, "labels", len(s.Table().Labels))
 	loops.Go(func() { s.presence.warnAtStart(loopCtx) })
-	loops.Go(func() { s.resumeAtStart(loopCtx) })
+	loops.Go(func() { s.resumeAtStart(loopCtx, started) })
 	loops.Go(func() { errs <- s.sched.run(loopCtx) })
 	loops.Go(func() { errs <- s.keeper.run(loopCtx) })
 	<-ctx.Done()
