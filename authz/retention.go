@@ -87,9 +87,7 @@ func (rs *recordStore) writes(e *expiry) bool {
 // keyMsg is the rewrite of e's idempotency key: plain (no longer taken:
 // its batch was recorded) and with its time to live.
 func (rs *recordStore) keyMsg(e *expiry) *nats.Msg {
-	m := &nats.Msg{Subject: "$KV." + streams.BucketBatches + "." + streams.IdempotencyKey(e.user, e.idem), Data: idempotencyValue(e.id, false)}
-	streams.SetTTL(m, e.idemTTL)
-	return m
+	return streams.KeyTTLMsg(streams.BucketBatches, streams.IdempotencyKey(e.user, e.idem), idempotencyValue(e.id, false), e.idemTTL)
 }
 
 // keyBeforeTerminal rewrites the idempotency key of rec, about to be

@@ -740,34 +740,23 @@ func (w *Worker) readGroup(ctx context.Context, gk string) (group, error) {
 // rev (0: no message), with the time to live of its longest-lived entry:
 // the key's last write decides when the server removes it.
 func (w *Worker) writeGroup(ctx context.Context, gk string, g *group, rev uint64) (uint64, error) {
-	// Encoded into a pooled buffer: the publish copies it.
-	buf := groupBufs.Get().(*[]byte)
-	data := records.Append((*buf)[:0], &records.UnitGroup{Units: g.entries})
-	defer func() {
-		if cap(data) <= groupBufMax {
-			*buf = data[:0]
-			groupBufs.Put(buf)
+	var a *jsapi.PendingAck
+	var err error
+	records.EncodeWith(&records.UnitGroup{Units: g.entries}, func(data []byte) {
+		if len(data) > w.maxRecord() {
+			err = fmt.Errorf("%w: %s takes %d bytes, room for %d", errGroupTooLarge, gk, len(data), w.maxRecord())
+			return
 		}
-	}()
-	if len(data) > w.maxRecord() {
-		return 0, fmt.Errorf("%w: %s takes %d bytes, room for %d", errGroupTooLarge, gk, len(data), w.maxRecord())
-	}
-	g.size = len(data)
-	m := jsapi.KVUpdateMsg(streams.BucketResults, gk, data, rev)
-	w.setGroupTTL(m, g.entries, time.Now())
-	a, err := w.pub.Publish(m)
-	m.Data = nil
+		g.size = len(data)
+		m := jsapi.KVUpdateMsg(streams.BucketResults, gk, data, rev)
+		w.setGroupTTL(m, g.entries, time.Now())
+		a, err = w.pub.Publish(m) // copies data
+	})
 	if err != nil {
 		return 0, err
 	}
 	return a.Wait(ctx)
 }
-
-// groupBufs holds the buffers group records are encoded into; one over
-// groupBufMax is left to the collector.
-var groupBufs = sync.Pool{New: func() any { return new([]byte) }}
-
-const groupBufMax = 128 << 10
 
 // setGroupTTL gives m the longest remaining lifetime among entries, on a
 // bucket whose records carry one.

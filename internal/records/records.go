@@ -469,16 +469,17 @@ func Encode[T any, P interface {
 	return b, nil
 }
 
-// Append appends the wire encoding of a record with a hand-written codec
-// to b, as Encode encodes it: for a hot path that reuses its buffer once
-// the bytes are sent (a publish copies them).
-func Append[T any, P interface {
+// EncodeWith calls use with the wire encoding of a record with a
+// hand-written codec, as Encode encodes it, in a pooled buffer that use
+// must not keep (wire.WithEncoding): for a hot path whose bytes are
+// copied away (a publish copies them).
+func EncodeWith[T any, P interface {
 	*T
 	versioned
 	wire.Appender
-}](b []byte, v P) []byte {
+}](v P, use func([]byte)) {
 	v.setVersion()
-	return v.AppendMsgpack(b)
+	wire.WithEncoding(v, use)
 }
 
 // Decode reads a wire record, rejecting malformed bytes with ErrDecode and

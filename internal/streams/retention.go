@@ -229,15 +229,23 @@ func SetTTL(m *nats.Msg, ttl time.Duration) {
 	m.Header.Set(jetstream.MsgTTLHeader, TTLValue(ttl))
 }
 
+// KeyTTLMsg is the write of key of KV bucket bucket with value and a time
+// to live, whatever is there: for a publisher that awaits its PubAck
+// itself (PutKeyTTL publishes it through js).
+func KeyTTLMsg(bucket, key string, value []byte, ttl time.Duration) *nats.Msg {
+	m := nats.NewMsg("$KV." + bucket + "." + key)
+	m.Data = value
+	SetTTL(m, ttl)
+	return m
+}
+
 // PutKeyTTL writes key of KV bucket bucket with a time to live, through
 // js: kv.Put and kv.Update cannot carry one, and a key's last write
 // decides when it goes. rev > 0 writes with compare-and-set on that
 // revision (a lost race matches ErrConflict); rev 0 writes whatever is
 // there.
 func PutKeyTTL(ctx context.Context, js jetstream.JetStream, bucket, key string, value []byte, rev uint64, ttl time.Duration) (uint64, error) {
-	m := nats.NewMsg("$KV." + bucket + "." + key)
-	m.Data = value
-	SetTTL(m, ttl)
+	m := KeyTTLMsg(bucket, key, value, ttl)
 	if rev > 0 {
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
 	}

@@ -80,50 +80,36 @@ func answered(ctx context.Context, err error) bool {
 // or purge is created on it, one that exists is an error matching
 // jetstream.ErrKeyExists.
 func CreateKeyAcked(ctx context.Context, acks *jsapi.AckPublisher, kv jetstream.KeyValue, key string, data []byte) (uint64, error) {
-	w, err := startCreateKey(acks, kv, key, data)
+	w, err := StartCreateKey(acks, kv, key, data)
 	if err != nil {
 		return 0, err
 	}
-	return w.wait(ctx)
+	return w.Wait(ctx)
 }
 
-// StartCreateKey is CreateKeyAcked split in two: the create is published
-// now, and its answer awaited with Wait. An error says nothing was sent.
-func StartCreateKey(acks *jsapi.AckPublisher, kv jetstream.KeyValue, key string, data []byte) (*PendingCreate, error) {
-	w, err := startCreateKey(acks, kv, key, data)
-	if err != nil {
-		return nil, err
-	}
-	return &PendingCreate{w: w}, nil
-}
-
-// PendingCreate is a KV create started by StartCreateKey.
-type PendingCreate struct{ w *pendingCreate }
-
-// Wait waits for the create's answer, as CreateKeyAcked does: the key's
-// revision, or an error matching jetstream.ErrKeyExists when it exists.
-func (c *PendingCreate) Wait(ctx context.Context) (uint64, error) { return c.w.wait(ctx) }
-
-// pendingCreate is a KV create published through an AckPublisher whose
-// answer is awaited later (wait).
-type pendingCreate struct {
+// PendingCreate is a KV create published through an AckPublisher whose
+// answer is awaited later (Wait).
+type PendingCreate struct {
 	pa   *jsapi.PendingAck
 	kv   jetstream.KeyValue
 	key  string
 	data []byte
 }
 
-func startCreateKey(acks *jsapi.AckPublisher, kv jetstream.KeyValue, key string, data []byte) (*pendingCreate, error) {
+// StartCreateKey is CreateKeyAcked split in two: the create is published
+// now, and its answer awaited with Wait. An error says nothing was sent.
+func StartCreateKey(acks *jsapi.AckPublisher, kv jetstream.KeyValue, key string, data []byte) (*PendingCreate, error) {
 	pa, err := acks.Publish(&nats.Msg{Subject: "$KV." + kv.Bucket() + "." + key, Header: createHeader, Data: data})
 	if err != nil {
 		return nil, err
 	}
-	return &pendingCreate{pa: pa, kv: kv, key: key, data: data}, nil
+	return &PendingCreate{pa: pa, kv: kv, key: key, data: data}, nil
 }
 
-// wait waits for the create's PubAck, and makes an answer that stored
-// nothing again with kv.Create (CreateKeyAcked).
-func (w *pendingCreate) wait(ctx context.Context) (uint64, error) {
+// Wait waits for the create's PubAck, and makes an answer that stored
+// nothing again with kv.Create, as CreateKeyAcked does: the key's
+// revision, or an error matching jetstream.ErrKeyExists when it exists.
+func (w *PendingCreate) Wait(ctx context.Context) (uint64, error) {
 	seq, err := w.pa.Wait(ctx)
 	if !answered(ctx, err) {
 		return seq, err
@@ -137,7 +123,7 @@ func (w *pendingCreate) wait(ctx context.Context) (uint64, error) {
 // submission writes the records of many batches before it awaits them.
 type PendingRecord struct {
 	b *pipeline.Batch
-	w *pendingCreate
+	w *PendingCreate
 }
 
 // StartRecord encodes the record of b, a new batch (with idempotency key
@@ -148,7 +134,7 @@ func StartRecord(acks *jsapi.AckPublisher, kv jetstream.KeyValue, b *pipeline.Ba
 	if err != nil {
 		return nil, err
 	}
-	w, err := startCreateKey(acks, kv, streams.BatchKey(b.ID), data)
+	w, err := StartCreateKey(acks, kv, streams.BatchKey(b.ID), data)
 	if err != nil {
 		return nil, fmt.Errorf("submit: record batch %d: %w", b.ID, err)
 	}
@@ -157,7 +143,7 @@ func StartRecord(acks *jsapi.AckPublisher, kv jetstream.KeyValue, b *pipeline.Ba
 
 // Wait waits until the record is created, and returns what was written.
 func (r *PendingRecord) Wait(ctx context.Context) (*Created, error) {
-	rev, err := r.w.wait(ctx)
+	rev, err := r.w.Wait(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("submit: record batch %d: %w", r.b.ID, err)
 	}

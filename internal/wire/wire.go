@@ -667,6 +667,19 @@ func Encode(enc *msgpack.Encoder, a Appender) error {
 	return err
 }
 
+// WithEncoding calls use with a's encoding in a pooled scratch buffer,
+// which use must not keep: for a hot path whose bytes are copied away (a
+// publish copies them).
+func WithEncoding(a Appender, use func([]byte)) {
+	p := scratch.Get().(*[]byte)
+	b := a.AppendMsgpack((*p)[:0])
+	use(b)
+	if cap(b) <= 64<<10 {
+		*p = b
+		scratch.Put(p)
+	}
+}
+
 // Marshal returns a's encoding in a slice of its own.
 func Marshal(a Appender) []byte {
 	p := scratch.Get().(*[]byte)
