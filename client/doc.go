@@ -31,7 +31,8 @@
 // Sends beyond them wait in the client and go out together, as one
 // send_many request, as soon as one of those is answered, each answered as
 // its own send would be. A Send that finds a request free goes out alone
-// at once.
+// at once while at most half of them are taken; beyond half it first
+// yields the processor once and takes along the Sends that came meanwhile.
 //
 // Retries. The client does not retry (beyond sending alone the batches of
 // a group that authz did not submit: a group refused whole for the send

@@ -25,8 +25,12 @@ const DefaultSendsInFlight = 16
 // fraction of the cost of a request each, and a caller with many
 // goroutines sending at once is not refused for having more requests in
 // flight than its max_requests. A Send that finds a request free goes out
-// alone at once, as it always did, so a caller that sends one batch at a
-// time waits for no other.
+// alone at once while at most half of them are taken, as it always did,
+// so a caller that sends one batch at a time waits for no other. One that
+// takes a slot beyond half first yields the processor once and takes the
+// Sends that came meanwhile along: under load, the callers of a request
+// just answered send again at once, and each that found a slot free went
+// out alone (about half of all requests, in a burst from 256 goroutines).
 //
 // Each batch of a group is answered as its own send would be: queued, or
 // refused for what it asks. What would not have happened to the same
@@ -63,20 +67,39 @@ func plainSend(req *api.SendRequest) bool {
 	return req.Key == "" && req.RunAt == "" && req.Delay == ""
 }
 
-// sendPlain submits plain req: alone at once while fewer than max requests are
-// in flight, otherwise with the sends waiting beside it, in the next
-// request to go out.
+// sendPlain submits plain req: alone at once while at most half the
+// slots are taken, with the sends that come while it yields when it takes
+// a slot beyond half, and otherwise with the sends waiting beside it, in
+// the next request to go out.
 func (c *Client) sendPlain(ctx context.Context, req api.SendRequest) (*api.SendReply, error) {
 	g := &c.groups
-	if g.takeSlot() {
+	taken, busy := g.takeSlot()
+	if taken && !busy {
 		return c.sendAlone(ctx, req)
 	}
 	// Encoded outside the lock, the many callers at once in parallel.
 	data, err := encodeSend(&req)
 	if err != nil {
+		if taken {
+			c.nextGroup(false)
+		}
 		return nil, fmt.Errorf("client: %s: encode request: %w", api.OpSend, err)
 	}
 	s := &groupedSend{ctx: ctx, data: data, done: make(chan struct{})}
+	if taken {
+		// A slot freed while most are taken: the callers of a request
+		// just answered are runnable and about to send again, and each
+		// that found a slot free would go out alone. Yield the processor
+		// once (a yield, not a timer: with nothing else runnable it
+		// returns at once), then take the sends that came meanwhile and
+		// found every slot taken, and send them with this one.
+		leadYield()
+		g.mu.Lock()
+		group := c.takeGroup(s)
+		g.mu.Unlock()
+		go c.sendGroup(group)
+		return c.awaitGrouped(ctx, s)
+	}
 	g.mu.Lock()
 	// Sends wait only while every slot is taken: a slot freed meanwhile
 	// (none waited then) is this one's.
@@ -88,6 +111,19 @@ func (c *Client) sendPlain(ctx context.Context, req api.SendRequest) (*api.SendR
 	}
 	g.waiting = append(g.waiting, s)
 	g.mu.Unlock()
+	return c.awaitGrouped(ctx, s)
+}
+
+// leadYield is where a send that took a slot while most are taken lets
+// the callers that are runnable send first (runtime.Gosched; a test
+// makes sends arrive there).
+var leadYield = runtime.Gosched
+
+// awaitGrouped waits for s, a plain send waiting for a request or in a
+// group on its way, to be answered, or for ctx to end: a send still
+// waiting is then taken out and not sent.
+func (c *Client) awaitGrouped(ctx context.Context, s *groupedSend) (*api.SendReply, error) {
+	g := &c.groups
 	select {
 	case <-s.done:
 		return s.rep, s.err
@@ -115,15 +151,16 @@ func (c *Client) sendPlain(ctx context.Context, req api.SendRequest) (*api.SendR
 	return nil, c.gaveUp(ctx, api.OpSend)
 }
 
-// takeSlot takes a request slot if one is free.
-func (g *sendGroups) takeSlot() bool {
+// takeSlot takes a request slot if one is free; busy says that, with it,
+// more than half the slots are taken.
+func (g *sendGroups) takeSlot() (taken, busy bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.inFlight < g.max {
 		g.inFlight++
-		return true
+		return true, g.inFlight > g.max/2
 	}
-	return false
+	return false, false
 }
 
 // sendAlone sends req as one send in a slot taken, then hands the slot on.
@@ -182,12 +219,12 @@ func encodeSend(req *api.SendRequest) ([]byte, error) {
 func (c *Client) nextGroup(yield bool) {
 	g := &c.groups
 	g.mu.Lock()
-	group := c.takeGroup()
+	group := c.takeGroup(nil)
 	if len(group) == 0 && yield {
 		g.mu.Unlock()
 		runtime.Gosched()
 		g.mu.Lock()
-		group = c.takeGroup()
+		group = c.takeGroup(nil)
 	}
 	if len(group) == 0 {
 		g.inFlight--
@@ -199,22 +236,27 @@ func (c *Client) nextGroup(yield bool) {
 }
 
 // takeGroup takes the sends waiting, oldest first, as many as one
-// send_many request carries (api.MaxSendMany, and the server's max_payload).
-// Called with groups.mu held.
-func (c *Client) takeGroup() []*groupedSend {
+// send_many request carries (api.MaxSendMany, and the server's
+// max_payload), after lead if it is not nil (a send that holds a slot
+// already, first in the group). Called with groups.mu held.
+func (c *Client) takeGroup(lead *groupedSend) []*groupedSend {
 	g := &c.groups
 	limit := c.nc.MaxPayload()
 	size := int64(len(`{"batches":[]}`))
+	var group []*groupedSend
+	if lead != nil {
+		group = append(make([]*groupedSend, 0, 1+min(len(g.waiting), api.MaxSendMany-1)), lead)
+		size += int64(len(lead.data))
+	}
 	n := 0
-	for n < len(g.waiting) && n < api.MaxSendMany {
+	for n < len(g.waiting) && len(group)+n < api.MaxSendMany {
 		size += int64(len(g.waiting[n].data)) + 1
-		if n > 0 && limit > 0 && size > limit {
+		if len(group)+n > 0 && limit > 0 && size > limit {
 			break
 		}
 		n++
 	}
-	group := make([]*groupedSend, n)
-	copy(group, g.waiting[:n])
+	group = append(group, g.waiting[:n]...)
 	g.waiting = append(g.waiting[:0], g.waiting[n:]...)
 	return group
 }

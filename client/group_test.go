@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -207,6 +208,62 @@ func TestSendsWaitingOverTheBurstGoOneByOne(t *testing.T) {
 	}
 	if queued != 3 || refused != 2 {
 		t.Fatalf("%d queued and %d refused, want 3 and 2 (the burst)", queued, refused)
+	}
+}
+
+// TestSendTakingOneOfTheLastSlotsTakesTheSendsThatCome: a plain Send that
+// finds a slot free while more than half are taken yields before it goes
+// out, and the Sends that came meanwhile and found every slot taken go
+// out with it, as one send_many, each answered with a batch of its own;
+// a Send that finds most slots free goes out alone at once, without
+// yielding.
+func TestSendTakingOneOfTheLastSlotsTakesTheSendsThatCome(t *testing.T) {
+	b := setup(t)
+	rc := countRequests(t, b)
+	c := b.Client(t, "alice", client.Config{SendsInFlight: 4})
+	const joining = 5
+	var yields atomic.Int32
+	var answers func() ([]*api.SendReply, []error)
+	defer client.SetLeadYield(func() {
+		yields.Add(1)
+		answers = sendAll(b.ctx, t, c, plainJobs(joining))
+	})()
+
+	// One slot of four taken: not busy, alone at once.
+	if _, err := c.Send(b.ctx, plainJobs(1)[0]); err != nil {
+		t.Fatal(err)
+	}
+	if n := yields.Load(); n != 0 {
+		t.Fatalf("a send with three slots free yielded %d times", n)
+	}
+	if ops := rc.seen(t, 1, api.OpSend); ops[api.OpSend] != 1 || ops[api.OpSendMany] != 0 {
+		t.Fatalf("requests: %v, want one send", ops)
+	}
+
+	release := client.HoldSomeSendSlots(c, 3)
+	defer release()
+	lead, err := c.Send(b.ctx, plainJobs(1)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := yields.Load(); n != 1 {
+		t.Fatalf("the send that took the last slot yielded %d times, want 1", n)
+	}
+	reps, errs := answers()
+	seen := map[uint64]bool{lead.ID: true}
+	for i := range reps {
+		if errs[i] != nil || reps[i].ID == 0 || seen[reps[i].ID] {
+			t.Fatalf("send %d: %+v, %v (ids so far %v)", i, reps[i], errs[i], seen)
+		}
+		seen[reps[i].ID] = true
+	}
+	if ops := rc.seen(t, 2, api.OpSend, api.OpSendMany); ops[api.OpSend] != 1 || ops[api.OpSendMany] != 1 {
+		t.Fatalf("requests: %v, want the first send and one send_many", ops)
+	}
+	for id := range seen {
+		if rec := b.settled(t, id); rec.Status != pipeline.Executed {
+			t.Fatalf("batch %d: %s", id, rec.Status)
+		}
 	}
 }
 
