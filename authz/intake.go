@@ -190,18 +190,26 @@ func (ik *intake) build(ctx context.Context, sub *submission) (*built, error) {
 			b.ExpiresAt = b.RunAt.Add(l.Expiry.D()).UTC()
 		}
 	}
-	var id uint64
+	var id, keyRev uint64
 	dup := false
 	if idem != "" {
-		rep, kid, kdup, err := ik.takeKey(ctx, user, idem, b)
+		rep, kid, kdup, rev, err := ik.takeKey(ctx, user, idem, b)
 		if rep != nil || err != nil {
 			return rep, err
 		}
-		id, dup = kid, kdup
+		id, dup, keyRev = kid, kdup, rev
+	}
+	// refused answers a refusal before the batch's record: a key this
+	// submission took is released (it names a batch never recorded).
+	refused := func(err error) error {
+		if idem != "" && !dup {
+			ik.releaseKey(ctx, user, idem, id, keyRev)
+		}
+		return err
 	}
 	if key != "" && !force {
 		if err := ik.keys.checkKeyBound(ctx, name, l, user, b.Domain, key); err != nil {
-			return nil, err
+			return nil, refused(err)
 		}
 	}
 	if idem == "" {
@@ -213,7 +221,7 @@ func (ik *intake) build(ctx context.Context, sub *submission) (*built, error) {
 	// A duplicate takes its slot too: the submission it repeats may have
 	// died before it took one (reserve keeps a slot already held).
 	if err := ik.slots.reserveSlots(ctx, name, l, user, id, force); err != nil {
-		return nil, err
+		return nil, refused(err)
 	}
 	// Indexed only once admitted: a submission refused for its label's
 	// concurrency leaves no index key behind.
@@ -295,28 +303,48 @@ func (ik *intake) repeated(ctx context.Context, user, idem string, b *pipeline.B
 // read instead (repeated): rep answers a repeat of a recorded batch; dup
 // says the submission goes on as a duplicate under the id the key names,
 // its batch not recorded (the id drawn is not used).
-func (ik *intake) takeKey(ctx context.Context, user, idem string, b *pipeline.Batch) (rep *built, id uint64, dup bool, err error) {
+func (ik *intake) takeKey(ctx context.Context, user, idem string, b *pipeline.Batch) (rep *built, id uint64, dup bool, rev uint64, err error) {
 	if id, err = ik.ids.Next(ctx); err != nil {
-		return nil, 0, false, err
+		return nil, 0, false, 0, err
 	}
 	w, err := ik.startKey(user, idem, id)
 	if err == nil {
-		_, err = w.Wait(ctx)
+		rev, err = w.Wait(ctx)
 	}
 	switch {
 	case err == nil:
-		return nil, id, false, nil
+		return nil, id, false, rev, nil
 	case !errors.Is(err, jetstream.ErrKeyExists):
-		return nil, 0, false, fmt.Errorf("authz: take idempotency key: %w", err)
+		return nil, 0, false, 0, fmt.Errorf("authz: take idempotency key: %w", err)
 	}
 	rep, taken, err := ik.repeated(ctx, user, idem, b)
 	switch {
 	case rep != nil || err != nil:
-		return rep, 0, false, err
+		return rep, 0, false, 0, err
 	case taken == 0: // it expired between the write and the read
-		return nil, 0, false, errf(api.CodeUnavailable, "authz: idempotency key %q expired as it was read; send it again", logging.Capped(idem))
+		return nil, 0, false, 0, errf(api.CodeUnavailable, "authz: idempotency key %q expired as it was read; send it again", logging.Capped(idem))
 	}
-	return nil, taken, true, nil
+	return nil, taken, true, 0, nil
+}
+
+// releaseKey has user's idempotency key idem, which names batch id and
+// which this submission took (at revision rev) and was then refused
+// before anything else was written for the batch, expire as a finished
+// batch's key does (finished_max_age from now), unless it was written
+// since. A retry within that time goes on under id, as before; after it
+// the key is new again. Without it, the key of a submission refused for
+// its label's concurrency or its key's bound, whose caller then gave up,
+// stayed taken for good. A failure is logged: the key then stays taken
+// until a retry records its batch.
+func (ik *intake) releaseKey(ctx context.Context, user, idem string, id, rev uint64) {
+	ttl := ik.store.retention.TTL(time.Time{}, ik.now(), false)
+	if ttl == 0 || rev == 0 {
+		return // records do not expire: neither do keys
+	}
+	_, err := streams.PutKeyTTL(ctx, ik.js, streams.BucketBatches, streams.IdempotencyKey(user, idem), idempotencyValue(id, true), rev, ttl)
+	if err != nil && !errors.Is(err, streams.ErrConflict) {
+		ik.log.Warn("the idempotency key of a refused submission stays taken until a retry records its batch", "batch_id", id, "err", err)
+	}
 }
 
 // startKey publishes the create-only write of user's idempotency key idem

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
@@ -60,7 +62,7 @@ func TestSubmitCutShortAfterItsRecord(t *testing.T) {
 func TestIdempotentRetryTakesItsSlot(t *testing.T) {
 	s, _, ctx := internalService(t, `labels: {limited: {domain: pay, users: [alice], mode: atomic, priority: high, max_concurrent: 1, functions: {noop: {}}}}`)
 	calls := []api.CallSpec{{Type: "noop"}}
-	if _, _, dup, err := s.intake.takeKey(ctx, "alice", "order-8", &pipeline.Batch{}); err != nil || dup {
+	if _, _, dup, _, err := s.intake.takeKey(ctx, "alice", "order-8", &pipeline.Batch{}); err != nil || dup {
 		t.Fatalf("the first submission's id: dup %v, %v", dup, err)
 	}
 	// Meanwhile another batch takes the label's only slot.
@@ -74,6 +76,65 @@ func TestIdempotentRetryTakesItsSlot(t *testing.T) {
 	}
 	if got := queuedIDs(ctx, t, s, pipeline.High); len(got) != 1 {
 		t.Fatalf("queued %v, want only the batch holding the slot", got)
+	}
+}
+
+// TestRefusedSubmissionReleasesItsKey: a submission with an idempotency
+// key refused for its label's concurrency after it took the key leaves
+// the key expiring as a finished batch's does (finished_max_age), instead
+// of taken for good; a retry before then still goes on under the key's id
+// once the label has room, and a refused repeat of a key another
+// submission took leaves that key as it was.
+func TestRefusedSubmissionReleasesItsKey(t *testing.T) {
+	s, _, ctx := internalService(t, `labels: {limited: {domain: pay, users: [alice], mode: atomic, priority: high, max_concurrent: 1, functions: {noop: {}}}}`)
+	calls := []api.CallSpec{{Type: "noop"}}
+	holder, err := s.intake.send(ctx, "alice", &api.SendRequest{Label: "limited", Functions: calls})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyTTL := func(idem string) (uint64, string) {
+		t.Helper()
+		st, err := s.intake.js.Stream(ctx, "KV_"+streams.BucketBatches)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := st.GetLastMsgForSubject(ctx, "$KV."+streams.BucketBatches+"."+streams.IdempotencyKey("alice", idem))
+		if err != nil {
+			t.Fatalf("key %s: %v", idem, err)
+		}
+		return m.Sequence, m.Header.Get(jetstream.MsgTTLHeader)
+	}
+	_, err = s.intake.send(ctx, "alice", &api.SendRequest{Label: "limited", Functions: calls, IdempotencyKey: "order-20"})
+	if ae := (*Error)(nil); !errors.As(err, &ae) || ae.Code != api.CodeConflict {
+		t.Fatalf("a send while the label is full: %v, want a conflict (the label's limit)", err)
+	}
+	k, ok, err := s.store.idempotent(ctx, "alice", "order-20")
+	if err != nil || !ok || !k.taken {
+		t.Fatalf("key after the refusal: %+v (%v, %v), want taken", k, ok, err)
+	}
+	want := streams.TTLValue(s.store.retention.Finished)
+	seq, ttl := keyTTL("order-20")
+	if s.store.retention.Finished == 0 || ttl != want {
+		t.Fatalf("key after the refusal: time to live %q, want %q (finished_max_age %v)", ttl, want, s.store.retention.Finished)
+	}
+	// Refused again, as a repeat of the key: the key is not written.
+	if _, err := s.intake.send(ctx, "alice", &api.SendRequest{Label: "limited", Functions: calls, IdempotencyKey: "order-20"}); err == nil {
+		t.Fatal("a repeat while the label is full was accepted")
+	}
+	if again, _ := keyTTL("order-20"); again != seq {
+		t.Fatalf("a refused repeat rewrote the key (sequence %d, then %d)", seq, again)
+	}
+	// The holder finished, a retry goes on under the key's id.
+	if err := s.Apply(ctx, &records.Callback{BatchID: holder.ID, Domain: "pay", Priority: pipeline.High,
+		Outcome: pipeline.ExecutedOutcome(1), Attempts: 1, Processor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.intake.send(ctx, "alice", &api.SendRequest{Label: "limited", Functions: calls, IdempotencyKey: "order-20"})
+	if err != nil || rep.ID != k.id {
+		t.Fatalf("retry with room: %+v, %v; want batch %d", rep, err, k.id)
+	}
+	if got := queuedIDs(ctx, t, s, pipeline.High); !slices.Equal(got, []uint64{holder.ID, k.id}) {
+		t.Fatalf("queued %v, want [%d %d]", got, holder.ID, k.id)
 	}
 }
 
@@ -143,7 +204,7 @@ func TestIdempotentIDsFromTheBlock(t *testing.T) {
 func TestIdempotentKeyTakenRecordMissing(t *testing.T) {
 	s, ctx := jobsService(t)
 	calls := []api.CallSpec{{Type: "noop"}}
-	_, id, dup, err := s.intake.takeKey(ctx, "alice", "order-9", &pipeline.Batch{})
+	_, id, dup, _, err := s.intake.takeKey(ctx, "alice", "order-9", &pipeline.Batch{})
 	if err != nil || dup {
 		t.Fatalf("the first submission's id: dup %v, %v", dup, err)
 	}
@@ -163,7 +224,7 @@ func TestIdempotentKeyTakenRecordMissing(t *testing.T) {
 		t.Fatalf("record %+v, %v; want batch %d recorded with its key", rec, err, id)
 	}
 	// A finished batch's key, its record expired.
-	_, gone, _, err := s.intake.takeKey(ctx, "alice", "order-11", &pipeline.Batch{})
+	_, gone, _, _, err := s.intake.takeKey(ctx, "alice", "order-11", &pipeline.Batch{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +398,7 @@ func TestSendManyIdempotentTogether(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, taken, _, err := s.intake.takeKey(ctx, "alice", "cut-short", &pipeline.Batch{})
+	_, taken, _, _, err := s.intake.takeKey(ctx, "alice", "cut-short", &pipeline.Batch{})
 	if err != nil {
 		t.Fatal(err)
 	}
