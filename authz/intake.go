@@ -1,6 +1,7 @@
 package authz
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -223,6 +224,14 @@ func (ik *intake) build(ctx context.Context, sub *submission) (*built, error) {
 	if err := ik.slots.reserveSlots(ctx, name, l, user, id, force); err != nil {
 		return nil, refused(err)
 	}
+	if dup {
+		// Going on under a key taken by another submission, perhaps one
+		// refused since (releaseKey): the key must live as long as the
+		// batch this records, not expire under it.
+		if err := ik.keepKey(ctx, user, idem, id); err != nil {
+			return nil, err
+		}
+	}
 	// Indexed only once admitted: a submission refused for its label's
 	// concurrency leaves no index key behind.
 	// The index key and the record are published together, and their
@@ -327,6 +336,39 @@ func (ik *intake) takeKey(ctx context.Context, user, idem string, b *pipeline.Ba
 	return nil, taken, true, 0, nil
 }
 
+// releaseKeyTimeout bounds releaseKey's write.
+const releaseKeyTimeout = 5 * time.Second
+
+// keepKey has user's idempotency key idem, which names batch id taken
+// and which a duplicate going on under that id is about to record, live
+// until the batch finished (no time to live), as a key this submission
+// took would: a refused submission's release gave it one
+// (releaseKey), and a key expiring under a batch not finished would let
+// a resend with it record a second batch. Compare-and-set on the
+// revision read, so a release racing it loses or is undone. A key that
+// no longer says taken for id is left as it is.
+func (ik *intake) keepKey(ctx context.Context, user, idem string, id uint64) error {
+	key := streams.IdempotencyKey(user, idem)
+	want := idempotencyValue(id, true)
+	for range 5 {
+		e, err := ik.batches.Get(ctx, key)
+		if err != nil {
+			return fmt.Errorf("authz: keep idempotency key: %w", err)
+		}
+		if !bytes.Equal(e.Value(), want) {
+			return nil
+		}
+		_, err = ik.batches.Update(ctx, key, want, e.Revision())
+		switch {
+		case err == nil:
+			return nil
+		case !errors.Is(err, jetstream.ErrKeyExists) && !jsapi.IsRevisionConflict(err):
+			return fmt.Errorf("authz: keep idempotency key: %w", err)
+		}
+	}
+	return errf(api.CodeUnavailable, "authz: idempotency key %q is being written by another submission; send it again", logging.Capped(idem))
+}
+
 // releaseKey has user's idempotency key idem, which names batch id and
 // which this submission took (at revision rev) and was then refused
 // before anything else was written for the batch, expire as a finished
@@ -341,6 +383,10 @@ func (ik *intake) releaseKey(ctx context.Context, user, idem string, id, rev uin
 	if ttl == 0 || rev == 0 {
 		return // records do not expire: neither do keys
 	}
+	// Whatever ended the request (a refusal for its deadline included),
+	// the release is written.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseKeyTimeout)
+	defer cancel()
 	_, err := streams.PutKeyTTL(ctx, ik.js, streams.BucketBatches, streams.IdempotencyKey(user, idem), idempotencyValue(id, true), rev, ttl)
 	if err != nil && !errors.Is(err, streams.ErrConflict) {
 		ik.log.Warn("the idempotency key of a refused submission stays taken until a retry records its batch", "batch_id", id, "err", err)

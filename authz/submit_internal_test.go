@@ -83,8 +83,9 @@ func TestIdempotentRetryTakesItsSlot(t *testing.T) {
 // key refused for its label's concurrency after it took the key leaves
 // the key expiring as a finished batch's does (finished_max_age), instead
 // of taken for good; a retry before then still goes on under the key's id
-// once the label has room, and a refused repeat of a key another
-// submission took leaves that key as it was.
+// once the label has room, and then takes the time to live off the key
+// (it must not expire under the batch it recorded); a refused repeat of a
+// key another submission took leaves that key as it was.
 func TestRefusedSubmissionReleasesItsKey(t *testing.T) {
 	s, _, ctx := internalService(t, `labels: {limited: {domain: pay, users: [alice], mode: atomic, priority: high, max_concurrent: 1, functions: {noop: {}}}}`)
 	calls := []api.CallSpec{{Type: "noop"}}
@@ -135,6 +136,11 @@ func TestRefusedSubmissionReleasesItsKey(t *testing.T) {
 	}
 	if got := queuedIDs(ctx, t, s, pipeline.High); !slices.Equal(got, []uint64{holder.ID, k.id}) {
 		t.Fatalf("queued %v, want [%d %d]", got, holder.ID, k.id)
+	}
+	// Its batch recorded, the key lives as long as the batch: no time to
+	// live until it finished.
+	if _, ttl := keyTTL("order-20"); ttl != "" {
+		t.Fatalf("key of the recorded batch: time to live %q, want none until it finished", ttl)
 	}
 }
 

@@ -97,6 +97,12 @@ func (c *Client) sendPlain(ctx context.Context, req api.SendRequest) (*api.SendR
 		g.mu.Lock()
 		group := c.takeGroup(s)
 		g.mu.Unlock()
+		if len(group) == 1 {
+			// None came: alone, as a send that found most slots free,
+			// its slot handed on before it returns.
+			defer c.nextGroup(false)
+			return callRaw[api.SendReply](ctx, c, api.OpSend, data)
+		}
 		go c.sendGroup(group)
 		return c.awaitGrouped(ctx, s)
 	}
