@@ -104,6 +104,20 @@ func sendHeld(ctx context.Context, t *testing.T, c *client.Client, reqs []api.Se
 	return reps
 }
 
+// sendThenGroupRan checks that alice's requests were one send and one
+// send_many, and that each batch of seen ran.
+func sendThenGroupRan(t *testing.T, b *bundle, rc *requestCounter, seen map[uint64]bool) {
+	t.Helper()
+	if ops := rc.seen(t, 2, api.OpSend, api.OpSendMany); ops[api.OpSend] != 1 || ops[api.OpSendMany] != 1 {
+		t.Fatalf("requests: %v, want the first send and one send_many", ops)
+	}
+	for id := range seen {
+		if rec := b.settled(t, id); rec.Status != pipeline.Executed {
+			t.Fatalf("batch %d: %s", id, rec.Status)
+		}
+	}
+}
+
 func plainJobs(n int) []api.SendRequest {
 	reqs := make([]api.SendRequest, n)
 	for i := range reqs {
@@ -169,14 +183,7 @@ func TestIdempotentSendsWaitingGoOutTogether(t *testing.T) {
 		}
 		seen[reps[i].ID] = true
 	}
-	if ops := rc.seen(t, 2, api.OpSend, api.OpSendMany); ops[api.OpSendMany] != 1 || ops[api.OpSend] != 1 {
-		t.Fatalf("requests: %v, want the first send and one send_many", ops)
-	}
-	for id := range seen {
-		if rec := b.settled(t, id); rec.Status != pipeline.Executed {
-			t.Fatalf("batch %d: %s", id, rec.Status)
-		}
-	}
+	sendThenGroupRan(t, b, rc, seen)
 	if rec := b.settled(t, first.ID); rec.Status != pipeline.Executed || rec.Attempts > 1 {
 		t.Fatalf("batch %d sent before: %s, %d attempts", first.ID, rec.Status, rec.Attempts)
 	}
@@ -257,14 +264,7 @@ func TestSendTakingOneOfTheLastSlotsTakesTheSendsThatCome(t *testing.T) {
 		}
 		seen[reps[i].ID] = true
 	}
-	if ops := rc.seen(t, 2, api.OpSend, api.OpSendMany); ops[api.OpSend] != 1 || ops[api.OpSendMany] != 1 {
-		t.Fatalf("requests: %v, want the first send and one send_many", ops)
-	}
-	for id := range seen {
-		if rec := b.settled(t, id); rec.Status != pipeline.Executed {
-			t.Fatalf("batch %d: %s", id, rec.Status)
-		}
-	}
+	sendThenGroupRan(t, b, rc, seen)
 }
 
 // TestSendGivenUpWhileWaitingIsNotSent: a Send whose context ends while it
