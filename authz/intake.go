@@ -228,7 +228,7 @@ func (ik *intake) build(ctx context.Context, sub *submission) (*built, error) {
 		// Going on under a key taken by another submission, perhaps one
 		// refused since (releaseKey): the key must live as long as the
 		// batch this records, not expire under it.
-		if err := ik.keepKey(ctx, user, idem, id); err != nil {
+		if err := ik.keepKey(ctx, user, idem, id, keyRev); err != nil {
 			return nil, err
 		}
 	}
@@ -276,33 +276,33 @@ func (ik *intake) build(ctx context.Context, sub *submission) (*built, error) {
 }
 
 // repeated answers a submission whose idempotency key named a batch
-// already; nil when it named none. taken is the id of a key that names a
-// batch not recorded: the submission that took the key was refused (its
-// label's concurrency) or cut short before its record, and this one goes
-// on under that id (the record's create-only write settles a race with the
+// already; nil when it named none. taken is the key as read when it
+// names a batch not recorded (its id 0 otherwise): the submission that
+// took the key was refused (its label's concurrency) or cut short before
+// its record, and this one goes on under that id (the record's create-only write settles a race with the
 // first, still on its way).
-func (ik *intake) repeated(ctx context.Context, user, idem string, b *pipeline.Batch) (rep *built, taken uint64, err error) {
+func (ik *intake) repeated(ctx context.Context, user, idem string, b *pipeline.Batch) (rep *built, taken idemKey, err error) {
 	k, ok, err := ik.store.idempotent(ctx, user, idem)
 	if err != nil || !ok {
-		return nil, 0, err
+		return nil, taken, err
 	}
 	rec, err := ik.store.record(ctx, k.id)
 	if ae := (*Error)(nil); errors.As(err, &ae) && ae.Code == api.CodeNotFound {
 		if k.taken {
-			return nil, k.id, nil
+			return nil, k, nil
 		}
 		// Its batch finished and its record expired; the key is written
 		// again once the batch finished, and lives at least as long as
 		// the record (expiry).
-		return nil, 0, errf(api.CodeConflict, "authz: batch %d, sent with this idempotency key, finished and its record expired; send it with a new idempotency key", k.id)
+		return nil, taken, errf(api.CodeConflict, "authz: batch %d, sent with this idempotency key, finished and its record expired; send it with a new idempotency key", k.id)
 	}
 	if err != nil {
-		return nil, 0, err
+		return nil, taken, err
 	}
 	if err := sameSubmission(idem, &rec.Batch, b); err != nil {
-		return nil, 0, err
+		return nil, taken, err
 	}
-	return &built{batch: &rec.Batch, dup: true, terminal: rec.Status.Terminal()}, 0, nil
+	return &built{batch: &rec.Batch, dup: true, terminal: rec.Status.Terminal()}, taken, nil
 }
 
 // takeKey takes user's idempotency key idem for a new batch: an id from
@@ -311,7 +311,8 @@ func (ik *intake) repeated(ctx context.Context, user, idem string, b *pipeline.B
 // a concurrent duplicate) gets the same id. A key already written is
 // read instead (repeated): rep answers a repeat of a recorded batch; dup
 // says the submission goes on as a duplicate under the id the key names,
-// its batch not recorded (the id drawn is not used).
+// its batch not recorded (the id drawn is not used). rev is the key's
+// revision, as written or as read.
 func (ik *intake) takeKey(ctx context.Context, user, idem string, b *pipeline.Batch) (rep *built, id uint64, dup bool, rev uint64, err error) {
 	if id, err = ik.ids.Next(ctx); err != nil {
 		return nil, 0, false, 0, err
@@ -330,10 +331,10 @@ func (ik *intake) takeKey(ctx context.Context, user, idem string, b *pipeline.Ba
 	switch {
 	case rep != nil || err != nil:
 		return rep, 0, false, 0, err
-	case taken == 0: // it expired between the write and the read
+	case taken.id == 0: // it expired between the write and the read
 		return nil, 0, false, 0, errf(api.CodeUnavailable, "authz: idempotency key %q expired as it was read; send it again", logging.Capped(idem))
 	}
-	return nil, taken, true, 0, nil
+	return nil, taken.id, true, taken.rev, nil
 }
 
 // releaseKeyTimeout bounds releaseKey's write.
@@ -345,12 +346,20 @@ const releaseKeyTimeout = 5 * time.Second
 // took would: a refused submission's release gave it one
 // (releaseKey), and a key expiring under a batch not finished would let
 // a resend with it record a second batch. Compare-and-set on the
-// revision read, so a release racing it loses or is undone. A key that
-// no longer says taken for id is left as it is.
-func (ik *intake) keepKey(ctx context.Context, user, idem string, id uint64) error {
+// revision takeKey read it at (rev), read again only on a conflict, so a
+// release racing it loses or is undone. A key that no longer says taken
+// for id is left as it is.
+func (ik *intake) keepKey(ctx context.Context, user, idem string, id, rev uint64) error {
 	key := streams.IdempotencyKey(user, idem)
 	want := idempotencyValue(id, true)
 	for range 5 {
+		_, err := ik.batches.Update(ctx, key, want, rev)
+		switch {
+		case err == nil:
+			return nil
+		case !errors.Is(err, jetstream.ErrKeyExists) && !jsapi.IsRevisionConflict(err):
+			return fmt.Errorf("authz: keep idempotency key: %w", err)
+		}
 		e, err := ik.batches.Get(ctx, key)
 		if err != nil {
 			return fmt.Errorf("authz: keep idempotency key: %w", err)
@@ -358,13 +367,7 @@ func (ik *intake) keepKey(ctx context.Context, user, idem string, id uint64) err
 		if !bytes.Equal(e.Value(), want) {
 			return nil
 		}
-		_, err = ik.batches.Update(ctx, key, want, e.Revision())
-		switch {
-		case err == nil:
-			return nil
-		case !errors.Is(err, jetstream.ErrKeyExists) && !jsapi.IsRevisionConflict(err):
-			return fmt.Errorf("authz: keep idempotency key: %w", err)
-		}
+		rev = e.Revision()
 	}
 	return errf(api.CodeUnavailable, "authz: idempotency key %q is being written by another submission; send it again", logging.Capped(idem))
 }

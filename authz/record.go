@@ -200,6 +200,8 @@ func (rs *recordStore) updateRecent(ctx context.Context, id uint64, change func(
 type idemKey struct {
 	id    uint64
 	taken bool
+	// rev is the key's revision as read.
+	rev uint64
 }
 
 // idemTakenSuffix marks the value of a key taken before its batch's
@@ -232,7 +234,7 @@ func (rs *recordStore) idempotent(ctx context.Context, user, idem string) (idemK
 	if err != nil || id == 0 {
 		return idemKey{}, false, fmt.Errorf("authz: idempotency record %q: expected a batch id", logging.Capped(v))
 	}
-	return idemKey{id: id, taken: taken}, true, nil
+	return idemKey{id: id, taken: taken, rev: e.Revision()}, true, nil
 }
 
 // recordedUnder is the id of the batch recorded under user's idempotency

@@ -681,14 +681,8 @@ func WithEncoding(a Appender, use func([]byte)) {
 }
 
 // Marshal returns a's encoding in a slice of its own.
-func Marshal(a Appender) []byte {
-	p := scratch.Get().(*[]byte)
-	b := a.AppendMsgpack((*p)[:0])
-	out := append(make([]byte, 0, len(b)), b...)
-	if cap(b) <= 64<<10 {
-		*p = b
-		scratch.Put(p)
-	}
+func Marshal(a Appender) (out []byte) {
+	WithEncoding(a, func(b []byte) { out = append(make([]byte, 0, len(b)), b...) })
 	return out
 }
 
