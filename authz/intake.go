@@ -137,10 +137,15 @@ func (ik *intake) submit(ctx context.Context, sub *submission) (*api.SendReply, 
 	if err != nil {
 		return nil, err
 	}
+	switch {
+	case fresh(sub, b):
+		if err := ik.queueNew(ctx, b.batch); err != nil {
+			return nil, ik.unqueued(b.batch, err)
+		}
 	// A repeated submission publishes the (deduplicated) first token again
 	// only while the batch never ran (admit's repeat): the first may have
 	// been cut short by a crash.
-	if !b.dup || !b.terminal {
+	case !b.dup || !b.terminal:
 		bound := 0
 		if !b.dup {
 			bound = l.KeyBound()
@@ -156,6 +161,25 @@ func (ik *intake) submit(ctx context.Context, sub *submission) (*api.SendReply, 
 		}
 	}
 	return &api.SendReply{ID: b.batch.ID, Domain: b.batch.Domain, Priority: b.batch.Priority, Duplicate: b.dup, RunAt: b.batch.RunAt}, nil
+}
+
+// fresh says the batch sub recorded is new and nothing but this send
+// queues it while its first token may be in the queue: no idempotency key
+// (no repeat), no key (no key's order) and no run_at (no schedule). Its
+// first token goes without a deduplication id (queueNew); an authz start
+// queues such a batch again only if it finds it neither queued nor run.
+func fresh(sub *submission, b *built) bool {
+	return !b.dup && sub.idem == "" && b.batch.Key == "" && b.batch.RunAt.IsZero()
+}
+
+// queueNew publishes the first token of a fresh batch b, without a
+// deduplication id, and waits until it is stored.
+func (ik *intake) queueNew(ctx context.Context, b *pipeline.Batch) error {
+	t, err := submit.StartNewToken(ctx, ik.acks, b)
+	if err != nil {
+		return err
+	}
+	return t.Wait(ctx, ik.js)
 }
 
 // unqueued hands batch b, recorded and first in its key's order if it has

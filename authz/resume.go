@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/records"
@@ -26,7 +27,14 @@ import (
 // before its start what a retry with the same idempotency key would give
 // them (admit, as a repeat): a batch that never ran is queued, its token
 // deduplicated by the queue's duplicate window if it was queued after all;
-// one that ran, finished or was cancelled is left alone. It looks back
+// one that ran, finished or was cancelled is left alone. A fresh batch's
+// first token has no deduplication id (streams.NewTokenMsg), so the
+// replica first reads which batches are queued (a first token in a
+// queue) or ran (a callback in CALLBACKS, not yet applied: a batch done in
+// one step writes no progress) and leaves those alone: only a token
+// stored between that read and the records' (a send of another replica,
+// recorded before this start) can be queued twice, and a second token of
+// a batch is harmless (see startIfNeverRan). It looks back
 // only as far as that window makes a second token harmless: a batch
 // recorded longer ago may have been queued and its token taken and
 // acknowledged, and a second one would run it again beside its first
@@ -47,6 +55,9 @@ const resumeLogged = 10
 // resumed counts what resumeRecent found.
 type resumed struct {
 	checked, old, failed int
+	// queued counts the batches left alone because a first token of
+	// theirs is in a queue or a callback of theirs waits to be applied.
+	queued int
 }
 
 // resumeAtStart runs resumeRecent for the replica that started serving
@@ -58,7 +69,7 @@ func (s *Service) resumeAtStart(ctx context.Context, started time.Time) {
 		return
 	}
 	if r.checked > 0 || r.failed > 0 {
-		s.log.Info("batches recorded before this start checked: those that never ran are queued", "checked", r.checked, "older_than_window", r.old, "failed", r.failed)
+		s.log.Info("batches recorded before this start checked: those that never ran are queued", "checked", r.checked, "already_queued", r.queued, "older_than_window", r.old, "failed", r.failed)
 	}
 }
 
@@ -80,6 +91,13 @@ func (s *Service) resumeRecent(ctx context.Context, started time.Time) (resumed,
 	since := now.Add(-window)
 	seq, err := s.firstBatchesSeqSince(ctx, since)
 	if err != nil || seq == 0 {
+		return r, err
+	}
+	// Read before the records: a batch whose token is acknowledged after
+	// this read published its callback before (the processor's order), and
+	// that callback is read below or applied before its record is.
+	seen, err := s.queuedOrRanSince(ctx, since)
+	if err != nil {
 		return r, err
 	}
 	w, err := s.store.batches.WatchAll(ctx, jetstream.ResumeFromRevision(seq), jetstream.IgnoreDeletes())
@@ -125,6 +143,10 @@ func (s *Service) resumeRecent(ctx context.Context, started time.Time) (resumed,
 			r.old++
 			continue
 		}
+		if _, ok := seen[id]; ok {
+			r.queued++
+			continue
+		}
 		r.checked++
 		if err := s.resume(ctx, &rec.Batch); err != nil {
 			r.failed++
@@ -150,6 +172,56 @@ func (s *Service) resume(ctx context.Context, b *pipeline.Batch) error {
 		return fmt.Errorf("%w; %w", err, errNotHanded)
 	}
 	return err
+}
+
+// queuedOrRanSince returns the ids of the batches with a first token in
+// a queue stored since since (a batch recorded since then has its tokens
+// stored after it), or a callback in CALLBACKS, not applied yet: those are
+// queued or ran, and resumeRecent leaves them alone. The queues' tokens of
+// the window are read once, a thousand a round trip.
+func (s *Service) queuedOrRanSince(ctx context.Context, since time.Time) (map[uint64]struct{}, error) {
+	seen := map[uint64]struct{}{}
+	add := func(v string) {
+		if id, err := strconv.ParseUint(v, 10, 64); err == nil && id > 0 {
+			seen[id] = struct{}{}
+		}
+	}
+	for _, p := range []pipeline.Priority{pipeline.High, pipeline.Med} {
+		err := jsapi.DirectScan(ctx, s.nc, streams.QueueStream(p), streams.TokenSubject(p, "*"), since, func(m *nats.Msg) error {
+			add(m.Header.Get(streams.HeaderBatchID))
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("authz: read the tokens queued since %v: %w", since, err)
+		}
+	}
+	// CALLBACKS holds the callbacks not applied yet, a few unless authz
+	// was down: read one by one (the stream allows no direct gets).
+	cbs, err := s.js.Stream(ctx, streams.StreamCallbacks)
+	if err != nil {
+		return nil, fmt.Errorf("authz: read the callbacks not applied yet: %w", err)
+	}
+	for seq := uint64(1); ; {
+		rm, err := cbs.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(streams.CallbackSubject("*")))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return seen, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("authz: read the callbacks not applied yet: %w", err)
+		}
+		seq = rm.Sequence + 1
+		if rm.Header.Get(streams.HeaderKind) != streams.KindCallbacks {
+			add(rm.Header.Get(streams.HeaderBatchID))
+			continue
+		}
+		g, err := records.Decode[records.CallbackGroup](rm.Data)
+		if err != nil {
+			continue // a group that does not decode is dead-lettered when applied
+		}
+		for i := range g.Callbacks {
+			seen[g.Callbacks[i].BatchID] = struct{}{}
+		}
+	}
 }
 
 // resumeWindow is how far back resumeRecent looks: the shorter of the

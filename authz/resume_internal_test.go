@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/api"
+	"github.com/tickflow/tickflow/internal/records"
+	"github.com/tickflow/tickflow/internal/streams"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -58,10 +61,15 @@ func TestResumeQueuesWhatADeadReplicaLeft(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// plain, keyed and queued; cancelled is terminal once its callback
-		// is applied, and may still be checked before (it queues nothing).
-		if r.checked < 3 || r.checked > 4 || r.old != 1 || r.failed != 0 {
-			t.Fatalf("round %d: %+v, want 3 or 4 checked, 1 too old, none failed", round, r)
+		// First plain and keyed; queued (its token in the queue) and then
+		// those two are left alone, and so is cancelled while its callback
+		// waits to be applied (terminal once it is).
+		wantChecked := 2
+		if round > 0 {
+			wantChecked = 0
+		}
+		if r.checked != wantChecked || r.queued < 3-wantChecked || r.queued > 4-wantChecked || r.old != 1 || r.failed != 0 {
+			t.Fatalf("round %d: %+v, want %d checked, the rest of plain, keyed, queued (and perhaps cancelled) left queued, 1 too old, none failed", round, r, wantChecked)
 		}
 		got := queuedIDs(ctx, t, s, pipeline.High)
 		slices.Sort(got)
@@ -131,5 +139,103 @@ func TestResumeLeavesThisReplicasSends(t *testing.T) {
 	}
 	if got := queuedIDs(ctx, t, s, pipeline.High); !slices.Equal(got, []uint64{before.ID}) {
 		t.Fatalf("queued %v, want only [%d] (not %d, recorded after the start)", got, before.ID, sent.ID)
+	}
+}
+
+// TestResumeLeavesWhatIsQueuedOrRan: a fresh send's first token has no
+// deduplication id, so the check at start reads the queues and the
+// callbacks not applied yet, and queues none of the batches found there:
+// one whose token waits (a second would run it twice), and ones done in
+// one step (no progress written) whose callback, alone or in a group,
+// waits to be applied. The batch found nowhere is queued.
+func TestResumeLeavesWhatIsQueuedOrRan(t *testing.T) {
+	s, _, ctx := internalService(t, resumeTable)
+	fresh, err := s.intake.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: []api.CallSpec{{Type: "noop"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranAlone := builtOnly(ctx, t, s, "jobs", "")
+	ranInGroup := []*pipeline.Batch{builtOnly(ctx, t, s, "jobs", ""), builtOnly(ctx, t, s, "jobs", "")}
+	never := builtOnly(ctx, t, s, "jobs", "")
+	done := func(b *pipeline.Batch) records.Callback {
+		return records.Callback{V: 1, BatchID: b.ID, Domain: b.Domain, Priority: b.Priority, Outcome: pipeline.ExecutedOutcome(1), Attempts: 1}
+	}
+	cb := done(ranAlone)
+	alone, err := streams.CallbackMsg(&cb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	group, err := streams.CallbackGroupMsg("pay", []records.Callback{done(ranInGroup[0]), done(ranInGroup[1])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []*nats.Msg{alone, group} {
+		if _, err := s.js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := s.resumeRecent(ctx, s.intake.now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.checked != 1 || r.queued != 4 || r.failed != 0 {
+		t.Fatalf("%+v, want the batch queued nowhere checked and the 4 others left queued", r)
+	}
+	for b, want := range map[*pipeline.Batch]int{
+		{ID: fresh.ID, Domain: "pay", Priority: pipeline.High}: 1, never: 1,
+		ranAlone: 0, ranInGroup[0]: 0, ranInGroup[1]: 0,
+	} {
+		if n := tokensOf(ctx, t, s, b); n != want {
+			t.Errorf("batch %d has %d tokens, want %d", b.ID, n, want)
+		}
+	}
+}
+
+// TestFreshTokensHaveNoDeduplicationID: the first token of a fresh batch
+// (no idempotency key, key or run_at), sent alone or in a send_many, has
+// no Nats-Msg-Id, so the server keeps no duplicate-window entry for it;
+// a batch with an idempotency key, whose repeat publishes its token again,
+// keeps its (id, 0, 0) deduplication id.
+func TestFreshTokensHaveNoDeduplicationID(t *testing.T) {
+	s, _, ctx := internalService(t, resumeTable)
+	noop := []api.CallSpec{{Type: "noop"}}
+	lone, err := s.intake.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: noop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyed, err := s.intake.send(ctx, "alice", &api.SendRequest{Label: "jobs", Functions: noop, IdempotencyKey: "k-lone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	many, err := s.intake.sendMany(ctx, "alice", []api.SendRequest{
+		{Label: "jobs", Functions: noop}, {Label: "jobs", Functions: noop, IdempotencyKey: "k-many"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[uint64]string{lone.ID: "", keyed.ID: streams.TokenMsgID(keyed.ID, 0, 0)}
+	for i, want := range []bool{false, true} {
+		r := many.Results[i]
+		if r.ID == 0 {
+			t.Fatalf("send_many batch %d not queued: %+v", i, r)
+		}
+		ids[r.ID] = ""
+		if want {
+			ids[r.ID] = streams.TokenMsgID(r.ID, 0, 0)
+		}
+	}
+	q := s.removal.queues[pipeline.High]
+	for id, want := range ids {
+		seqs, err := s.removal.tokensOf(ctx, &pipeline.Batch{ID: id, Domain: "pay", Priority: pipeline.High})
+		if err != nil || len(seqs) != 1 {
+			t.Fatalf("batch %d: tokens %v, %v; want one", id, seqs, err)
+		}
+		m, err := q.GetMsg(ctx, seqs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Header.Get(nats.MsgIdHdr); got != want {
+			t.Errorf("batch %d's first token has Nats-Msg-Id %q, want %q", id, got, want)
+		}
 	}
 }

@@ -224,7 +224,16 @@ func (ik *intake) sendChunk(ctx context.Context, chunk []plainSend, out *sentMan
 		if ik.log.Enabled(ctx, slog.LevelDebug) {
 			ik.log.Debug("batch accepted", "batch_id", p.b.ID, "label", p.sub.label, "user", p.sub.user, "domain", p.b.Domain, "priority", p.b.Priority)
 		}
-		tok, err := submit.StartToken(ctx, ik.acks, p.b, 0, 0)
+		var (
+			tok *submit.PendingToken
+			err error
+		)
+		if p.sub.idem == "" {
+			// Fresh: nothing else queues it while its token may be there.
+			tok, err = submit.StartNewToken(ctx, ik.acks, p.b)
+		} else {
+			tok, err = submit.StartToken(ctx, ik.acks, p.b, 0, 0)
+		}
 		if err != nil {
 			out.fail(p.i, ik.unqueued(p.b, err))
 			continue

@@ -18,6 +18,28 @@ const MaxTokenBatch = 4 << 10
 // TokenMsg builds the queue message pointing at batch b at generation gen
 // and rotation, on subject, with readable headers and a deduplication id.
 func TokenMsg(subject string, b *pipeline.Batch, gen, rotation uint32) (*nats.Msg, error) {
+	m, err := tokenMsg(subject, b, gen, rotation)
+	if err != nil {
+		return nil, err
+	}
+	m.Header.Set(nats.MsgIdHdr, TokenMsgID(b.ID, gen, rotation))
+	return m, nil
+}
+
+// NewTokenMsg builds the first token of a new batch b (generation and
+// rotation 0) on subject, as TokenMsg does but without a deduplication id:
+// the server keeps no entry for it in its duplicate window, which costs
+// about as much as the rest of the token's store. Only for a token that no
+// path publishes again while the first may still be queued: a new batch
+// without an idempotency key, a key or a run_at, published by the send
+// that recorded it. Every other path republishes (a repeat, the repair
+// loop, an authz start) with TokenMsg, and an authz start queues again only
+// a batch it found neither queued nor run (see authz's resume).
+func NewTokenMsg(subject string, b *pipeline.Batch) (*nats.Msg, error) {
+	return tokenMsg(subject, b, 0, 0)
+}
+
+func tokenMsg(subject string, b *pipeline.Batch, gen, rotation uint32) (*nats.Msg, error) {
 	data, err := records.Encode(&records.Token{BatchID: b.ID, Gen: gen, Rotation: rotation, Batch: b})
 	if err == nil && len(data) > MaxTokenBatch {
 		data, err = records.Encode(&records.Token{BatchID: b.ID, Gen: gen, Rotation: rotation})
@@ -33,7 +55,6 @@ func TokenMsg(subject string, b *pipeline.Batch, gen, rotation uint32) (*nats.Ms
 	m.Header.Set(HeaderPriority, string(b.Priority))
 	m.Header.Set(HeaderGen, strconv.FormatUint(uint64(gen), 10))
 	m.Header.Set(HeaderStep, strconv.FormatUint(uint64(rotation), 10))
-	m.Header.Set(nats.MsgIdHdr, TokenMsgID(b.ID, gen, rotation))
 	return m, nil
 }
 

@@ -179,6 +179,22 @@ func StartToken(ctx context.Context, acks *jsapi.AckPublisher, b *pipeline.Batch
 	if err != nil {
 		return nil, err
 	}
+	return startToken(acks, b, m)
+}
+
+// StartNewToken is StartToken for the first token of a new batch that
+// nothing publishes again while it may be queued (a send's own batch,
+// without an idempotency key, a key or a run_at): without a deduplication
+// id (streams.NewTokenMsg).
+func StartNewToken(ctx context.Context, acks *jsapi.AckPublisher, b *pipeline.Batch) (*PendingToken, error) {
+	m, err := newTokenMsg(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	return startToken(acks, b, m)
+}
+
+func startToken(acks *jsapi.AckPublisher, b *pipeline.Batch, m *nats.Msg) (*PendingToken, error) {
 	w, err := StartPublish(acks, m)
 	if err != nil {
 		return nil, fmt.Errorf("submit: queue batch %d: %w", b.ID, err)

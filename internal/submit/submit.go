@@ -174,3 +174,15 @@ func tokenMsg(ctx context.Context, b *pipeline.Batch, gen, step uint32) (*nats.M
 	telemetry.Inject(ctx, m.Header)
 	return m, nil
 }
+
+// newTokenMsg is tokenMsg for the first token of a new batch that nothing
+// publishes again while it may be queued: without a deduplication id
+// (streams.NewTokenMsg).
+func newTokenMsg(ctx context.Context, b *pipeline.Batch) (*nats.Msg, error) {
+	m, err := streams.NewTokenMsg(streams.TokenSubject(b.Priority, b.Domain), b)
+	if err != nil {
+		return nil, err
+	}
+	telemetry.Inject(ctx, m.Header)
+	return m, nil
+}
