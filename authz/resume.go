@@ -68,8 +68,8 @@ func (s *Service) resumeAtStart(ctx context.Context, started time.Time) {
 		s.log.Warn("batches recorded before this start not all checked", "checked", r.checked, "err", err)
 		return
 	}
-	if r.checked > 0 || r.failed > 0 {
-		s.log.Info("batches recorded before this start checked: those that never ran are queued", "checked", r.checked, "already_queued", r.queued, "older_than_window", r.old, "failed", r.failed)
+	if r.checked > 0 || r.queued > 0 || r.failed > 0 {
+		s.log.Info("batches recorded before this start checked: those that never ran are queued", "checked", r.checked, "queued_or_ran", r.queued, "older_than_window", r.old, "failed", r.failed)
 	}
 }
 
