@@ -163,11 +163,12 @@ func (ik *intake) submit(ctx context.Context, sub *submission) (*api.SendReply, 
 	return &api.SendReply{ID: b.batch.ID, Domain: b.batch.Domain, Priority: b.batch.Priority, Duplicate: b.dup, RunAt: b.batch.RunAt}, nil
 }
 
-// fresh says the batch sub recorded is new and nothing but this send
-// queues it while its first token may be in the queue: no idempotency key
-// (no repeat), no key (no key's order) and no run_at (no schedule). Its
-// first token goes without a deduplication id (queueNew); an authz start
-// queues such a batch again only if it finds it neither queued nor run.
+// fresh says the batch sub recorded is new, with no idempotency key (no
+// repeat), no key (no key's order) and no run_at (no schedule): only the
+// repair loop and an authz start may publish its first token again. It
+// goes without a deduplication id (queueNew); an authz start queues such a
+// batch again only if it finds it neither queued nor run, and a token
+// published again is marked to read the progress (submit.PublishFirstAgain).
 func fresh(sub *submission, b *built) bool {
 	return !b.dup && sub.idem == "" && b.batch.Key == "" && b.batch.RunAt.IsZero()
 }

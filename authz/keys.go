@@ -276,7 +276,7 @@ func (ko *keyOrders) startIfNeverRan(ctx context.Context, b *pipeline.Batch) (do
 // sees it, and the removal is finished here, token included.
 func (ko *keyOrders) startHead(ctx context.Context, b *pipeline.Batch, due bool) (done bool, err error) {
 	if due {
-		err = submit.PublishToken(ctx, ko.js, b, 0, 0)
+		err = submit.PublishFirstAgain(ctx, ko.js, b)
 	} else {
 		err = ko.scheduled.publishFirst(ctx, b, false)
 	}

@@ -52,6 +52,14 @@ const resumeMargin = 15 * time.Second
 // counted in its last line.
 const resumeLogged = 10
 
+// resumeReadTries and resumeReadPause bound the start's read of the
+// queued tokens and pending callbacks: a failed read is tried again after
+// the pause, up to the tries, before the check gives up.
+const (
+	resumeReadTries = 5
+	resumeReadPause = 2 * time.Second
+)
+
 // resumed counts what resumeRecent found.
 type resumed struct {
 	checked, old, failed int
@@ -96,9 +104,22 @@ func (s *Service) resumeRecent(ctx context.Context, started time.Time) (resumed,
 	// Read before the records: a batch whose token is acknowledged after
 	// this read published its callback before (the processor's order), and
 	// that callback is read below or applied before its record is.
-	seen, err := s.queuedOrRanSince(ctx, since)
-	if err != nil {
-		return r, err
+	var seen map[uint64]struct{}
+	for try := 1; ; try++ {
+		if seen, err = s.queuedOrRanSince(ctx, since); err == nil {
+			break
+		}
+		// A stream electing its leader after a restart, say: the check
+		// waits, the batches it is for wait as long.
+		if try == resumeReadTries {
+			return r, err
+		}
+		s.log.Warn("queued tokens and pending callbacks not read; trying again", "try", try, "err", err)
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-time.After(resumeReadPause):
+		}
 	}
 	w, err := s.store.batches.WatchAll(ctx, jetstream.ResumeFromRevision(seq), jetstream.IgnoreDeletes())
 	if err != nil {
@@ -178,7 +199,10 @@ func (s *Service) resume(ctx context.Context, b *pipeline.Batch) error {
 // a queue stored since since (a batch recorded since then has its tokens
 // stored after it), or a callback in CALLBACKS, not applied yet: those are
 // queued or ran, and resumeRecent leaves them alone. The queues' tokens of
-// the window are read once, a thousand a round trip.
+// the window are read once, 256 a round trip, from any replica of a
+// replicated queue: one read from a follower behind its leader can miss
+// the newest tokens, and their batches get a second token, marked to read
+// the progress (a step each).
 func (s *Service) queuedOrRanSince(ctx context.Context, since time.Time) (map[uint64]struct{}, error) {
 	seen := map[uint64]struct{}{}
 	add := func(v string) {

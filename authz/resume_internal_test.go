@@ -189,6 +189,22 @@ func TestResumeLeavesWhatIsQueuedOrRan(t *testing.T) {
 			t.Errorf("batch %d has %d tokens, want %d", b.ID, n, want)
 		}
 	}
+	// The send's own token is its first publish; the check's may be a
+	// copy, and is marked so that its step reads the progress.
+	for id, again := range map[uint64]bool{fresh.ID: false, never.ID: true} {
+		seqs, err := s.removal.tokensOf(ctx, &pipeline.Batch{ID: id, Domain: "pay", Priority: pipeline.High})
+		if err != nil || len(seqs) != 1 {
+			t.Fatalf("batch %d: tokens %v, %v", id, seqs, err)
+		}
+		m, err := s.removal.queues[pipeline.High].GetMsg(ctx, seqs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := records.Decode[records.Token](m.Data)
+		if err != nil || tok.Again != again {
+			t.Errorf("batch %d's token: Again %v (%v), want %v", id, tok.Again, err, again)
+		}
+	}
 }
 
 // TestFreshTokensHaveNoDeduplicationID: the first token of a fresh batch

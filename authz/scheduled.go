@@ -98,13 +98,16 @@ type scheduledBatches struct {
 
 // publishFirst publishes the first token of b, which never ran: to its
 // queue, or, while b waits for its RunAt, as its schedule. acked publishes
-// through the service's pipelined publisher (a send's own path).
+// through the service's pipelined publisher: a send's own path, the first
+// publish of that token. Any other may publish it beside one stored before
+// (a repeat, the repair loop, authz's start, a key's head): its token is
+// marked so that its step reads the progress (submit.PublishFirstAgain).
 func (sb *scheduledBatches) publishFirst(ctx context.Context, b *pipeline.Batch, acked bool) error {
 	if !b.Scheduled(sb.now()) {
 		if acked {
 			return submit.PublishTokenAcked(ctx, sb.js, sb.acks, b, 0, 0)
 		}
-		return submit.PublishToken(ctx, sb.js, b, 0, 0)
+		return submit.PublishFirstAgain(ctx, sb.js, b)
 	}
 	m, err := streams.ScheduleMsg(b)
 	if err != nil {

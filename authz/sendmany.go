@@ -229,7 +229,7 @@ func (ik *intake) sendChunk(ctx context.Context, chunk []plainSend, out *sentMan
 			err error
 		)
 		if p.sub.idem == "" {
-			// Fresh: nothing else queues it while its token may be there.
+			// Fresh (see fresh): its first token without a deduplication id.
 			tok, err = submit.StartNewToken(ctx, ik.acks, p.b)
 		} else {
 			tok, err = submit.StartToken(ctx, ik.acks, p.b, 0, 0)

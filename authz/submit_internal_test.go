@@ -302,8 +302,11 @@ func tokensOf(ctx context.Context, t *testing.T, s *Service, b *pipeline.Batch) 
 
 // TestEnsureQueued: the repair loop's queueing of a batch without a key
 // gives a recorded batch that never ran one token, however often it is
-// asked and whether or not the failed publish stored the token after all,
-// and none to a batch cancelled or one that ran.
+// asked, and none to a batch cancelled or one that ran. If the failed
+// publish stored the token after all, a batch with an idempotency key
+// keeps that one (the same deduplication id); a fresh batch's had none,
+// so the loop's token is a second, marked to read the progress before it
+// runs anything (a copy costs a step, see TestCopyOfAFirstTokenRunsNothingTwice).
 func TestEnsureQueued(t *testing.T) {
 	s, ctx := jobsService(t)
 	record := func() *pipeline.Batch { return cutShort(ctx, t, s, "") }
@@ -317,15 +320,26 @@ func TestEnsureQueued(t *testing.T) {
 		t.Fatalf("%d tokens of a batch that never ran, want 1", n)
 	}
 
-	stored := record() // its publish stored the token, but its send failed
-	if err := submit.PublishToken(ctx, s.js, stored, 0, 0); err != nil {
+	// Their publish stored the token, but their sends failed.
+	stored := cutShort(ctx, t, s, "k-stored")
+	if err := submit.PublishTokenAcked(ctx, s.js, s.intake.acks, stored, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.keyRepair.ensureQueued(ctx, "pay", stored.ID); err != nil {
+	fresh := record()
+	tok, err := submit.StartNewToken(ctx, s.intake.acks, fresh)
+	if err == nil {
+		err = tok.Wait(ctx, s.js)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
-	if n := tokensOf(ctx, t, s, stored); n != 1 {
-		t.Fatalf("%d tokens of a batch whose token was stored, want 1", n)
+	for b, want := range map[*pipeline.Batch]int{stored: 1, fresh: 2} {
+		if err := s.keyRepair.ensureQueued(ctx, "pay", b.ID); err != nil {
+			t.Fatal(err)
+		}
+		if n := tokensOf(ctx, t, s, b); n != want {
+			t.Fatalf("%d tokens of batch %d whose token was stored, want %d", n, b.ID, want)
+		}
 	}
 
 	cancelled := record()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/testnats"
@@ -410,5 +411,41 @@ func TestTickPastAFullHighQueue(t *testing.T) {
 		if !done[id] {
 			t.Fatalf("batch %d: not finished (%v)", id, done)
 		}
+	}
+}
+
+// TestCopyOfAFirstTokenRunsNothingTwice: a copy of a batch's first token
+// published past the duplicate window (the repair loop after a PubAck
+// that never came, a starting authz racing a send) after the batch failed
+// at its first step: a failed run leaves no completion record to answer a
+// second call, so the copy, marked Again as every republished first token
+// is, reads the batch's progress on its first delivery, finds it done and
+// runs nothing. The handler ran once, and the batch has one callback.
+func TestCopyOfAFirstTokenRunsNothingTwice(t *testing.T) {
+	b := setup(t)
+	p := b.processor(t, processor.Options{})
+	bt := pipeline.Batch{Label: opsLabel, Domain: domain, Priority: pipeline.Med, Subroutine: pipeline.Subroutine{Mode: pipeline.Atomic},
+		Functions: []pipeline.Function{fn(handlers.TypeFail, handlers.FailArgs{Permanent: true})}}
+	id := b.Enqueue(t, &bt)
+	if cb := b.outcome(t, p, id); cb.Outcome.Status != pipeline.Rejected {
+		t.Fatalf("outcome %s, want Rejected", cb.Outcome)
+	}
+	again, err := streams.FirstTokenAgainMsg(streams.TokenSubject(bt.Priority, bt.Domain), &bt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Header.Del(nats.MsgIdHdr) // stored as a copy past the window is
+	if _, err := b.authz.PublishMsg(b.ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	testnats.Eventually(t, 10*time.Second, "the copy stepped", func() bool {
+		p.Tick(b.ctx, 8)
+		return b.queued(t) == 0
+	})
+	if n := b.calls.get(key(id, 0)); n != 1 {
+		t.Fatalf("the failing handler ran %d times, want once", n)
+	}
+	if cbs := b.callbacks(t)[id]; len(cbs) != 1 {
+		t.Fatalf("%d callbacks, want 1", len(cbs))
 	}
 }

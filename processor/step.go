@@ -144,10 +144,13 @@ func (s *stepper) stepToken(ctx context.Context, prio pipeline.Priority, m jetst
 		return sr, err
 	}
 	var st *state
-	if md, merr := jsapi.DeliveryOf(m.Reply()); merr == nil && md.NumDelivered == 1 && tok.Gen == 0 && tok.Rotation == 0 && b.RunAt.IsZero() {
+	if md, merr := jsapi.DeliveryOf(m.Reply()); merr == nil && md.NumDelivered == 1 && tok.Gen == 0 && tok.Rotation == 0 && !tok.Again && b.RunAt.IsZero() {
 		// A new batch's first delivery: it has no progress unless the owner
 		// evicted or moved it meanwhile, and then the first progress write
 		// (a create) fails, and the step runs again with the record read.
+		// Not for a token marked Again: a copy of a first token that may
+		// have run already (a failed run leaves no completion record to
+		// answer a second one, only its progress).
 		// One read saved per batch; the worker's record answers the rerun.
 		// Not for a scheduled batch: its token reaches the queue when its
 		// schedule fires, long after the send, and a cancel or evict that

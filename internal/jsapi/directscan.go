@@ -12,18 +12,22 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// directScanBatch is how many messages one request of DirectScan asks for.
-const directScanBatch = 1000
+// directScanBatch is how many messages one request of DirectScan asks
+// for: the server reads them holding the stream's read lock, which every
+// store into the stream waits for, so an answer is kept short.
+const directScanBatch = 256
 
 // DirectScan reads the messages of stream whose subject matches filter
 // (wildcards allowed) stored from start on, oldest first, and hands each
 // to f, with its headers (the stored ones and the server's Nats-Sequence
 // and Nats-Subject) and data, until f returns an error or the stream holds
-// no more: batched direct gets, a thousand messages a round trip, so a
-// scan reads no message twice and creates no consumer. The stream must
+// no more: batched direct gets, 256 messages a round trip, so a scan reads
+// no message twice and creates no consumer (a work-queue stream allows no
+// consumer whose subjects overlap its consumers'). The stream must
 // allow direct gets, and the identity must be allowed to publish to
 // $JS.API.DIRECT.GET.<stream>. Messages stored while it scans may or may
-// not be read.
+// not be read, and so may the newest ones of a replicated stream: any
+// replica answers a direct get, and a follower may be behind its leader.
 func DirectScan(ctx context.Context, nc *nats.Conn, stream, filter string, start time.Time, f func(*nats.Msg) error) error {
 	sub, err := nc.SubscribeSync(nc.NewInbox())
 	if err != nil {

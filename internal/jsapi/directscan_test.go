@@ -16,7 +16,7 @@ import (
 // TestDirectScan reads a stream's messages through batched direct gets
 // against a real server: every message of the subjects the filter
 // matches, from the start time on, in order, across several answers of a
-// thousand; none before the start; nothing at all where nothing matches;
+// 256; none before the start; nothing at all where nothing matches;
 // and a callback's error ends the scan with it.
 func TestDirectScan(t *testing.T) {
 	env := testnats.Start(t, []string{"payments"})

@@ -26,13 +26,16 @@ func (t *Token) DecodeMsgpack(dec *msgpack.Decoder) error { return wire.Decode(d
 
 // AppendMsgpack appends the token's msgpack encoding to b.
 func (t *Token) AppendMsgpack(b []byte) []byte {
-	b = wire.AppendMapHeader(b, 4+wire.Count(t.Batch != nil))
+	b = wire.AppendMapHeader(b, 4+wire.Count(t.Batch != nil, t.Again))
 	b = wire.AppendUint8(wire.AppendString(b, "v"), t.V)
 	b = wire.AppendUint64(wire.AppendString(b, "id"), t.BatchID)
 	b = wire.AppendUint32(wire.AppendString(b, "gen"), t.Gen)
 	b = wire.AppendUint32(wire.AppendString(b, "step"), t.Rotation)
 	if t.Batch != nil {
 		b = t.Batch.AppendMsgpack(wire.AppendString(b, "batch"))
+	}
+	if t.Again {
+		b = wire.AppendBool(wire.AppendString(b, "again"), true)
 	}
 	return b
 }
@@ -51,6 +54,8 @@ func (t *Token) ReadMsgpack(b []byte) ([]byte, error) {
 			t.Rotation, b, err = wire.ReadUnsigned[uint32](b)
 		case "batch":
 			t.Batch, b, err = wire.ReadPtr(t.Batch, b)
+		case "again":
+			t.Again, b, err = wire.ReadBool(b)
 		default:
 			b, err = wire.Skip(b)
 		}

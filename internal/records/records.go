@@ -31,6 +31,13 @@ type Token struct {
 	// of large batches (streams.TokenMsg). Only authz (new tokens) and processors
 	// (rotations) may publish tokens, so the copy is as trusted as the record.
 	Batch *pipeline.Batch `msgpack:"batch,omitempty"`
+	// Again marks a batch's first token (generation and rotation 0)
+	// published by a path that may publish it beside one stored before (a
+	// repeat, the repair loop, authz's start, a key's head): its step
+	// reads the batch's progress even on the token's first delivery, since
+	// a first step that failed left no completion record to answer a
+	// second call. A send's own first publish goes without it.
+	Again bool `msgpack:"again,omitempty"`
 }
 
 // State is where a batch's execution stands in its progress record.

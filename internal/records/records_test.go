@@ -70,7 +70,7 @@ func fullBatch() pipeline.Batch {
 
 func tokenFixture() records.Token {
 	b := batchRecordFixture().Batch
-	return records.Token{BatchID: 42, Gen: 3, Rotation: 9, Batch: &b}
+	return records.Token{BatchID: 42, Gen: 3, Rotation: 9, Batch: &b, Again: true}
 }
 
 func progressFixture() records.Progress {

@@ -18,31 +18,50 @@ const MaxTokenBatch = 4 << 10
 // TokenMsg builds the queue message pointing at batch b at generation gen
 // and rotation, on subject, with readable headers and a deduplication id.
 func TokenMsg(subject string, b *pipeline.Batch, gen, rotation uint32) (*nats.Msg, error) {
-	m, err := tokenMsg(subject, b, gen, rotation)
+	return markedTokenMsg(subject, records.Token{BatchID: b.ID, Gen: gen, Rotation: rotation}, b)
+}
+
+// FirstTokenAgainMsg builds the first token of batch b (generation and
+// rotation 0) on subject, with its deduplication id, for a path that may
+// publish it beside one stored before (a repeat, the repair loop, authz's
+// start, a key's head): marked records.Token.Again, so that its step reads
+// the batch's progress even on its first delivery.
+func FirstTokenAgainMsg(subject string, b *pipeline.Batch) (*nats.Msg, error) {
+	return markedTokenMsg(subject, records.Token{BatchID: b.ID, Again: true}, b)
+}
+
+func markedTokenMsg(subject string, tok records.Token, b *pipeline.Batch) (*nats.Msg, error) {
+	m, err := tokenMsg(subject, tok, b)
 	if err != nil {
 		return nil, err
 	}
-	m.Header.Set(nats.MsgIdHdr, TokenMsgID(b.ID, gen, rotation))
+	m.Header.Set(nats.MsgIdHdr, TokenMsgID(b.ID, tok.Gen, tok.Rotation))
 	return m, nil
 }
 
 // NewTokenMsg builds the first token of a new batch b (generation and
 // rotation 0) on subject, as TokenMsg does but without a deduplication id:
 // the server keeps no entry for it in its duplicate window, which costs
-// about as much as the rest of the token's store. Only for a token that no
-// path publishes again while the first may still be queued: a new batch
-// without an idempotency key, a key or a run_at, published by the send
-// that recorded it. Every other path republishes (a repeat, the repair
-// loop, an authz start) with TokenMsg, and an authz start queues again only
-// a batch it found neither queued nor run (see authz's resume).
+// about as much as the rest of the token's store. Only for the first
+// publish of a send's own batch without an idempotency key, a key or a
+// run_at. A copy of it can still be stored (the repair loop after a PubAck
+// that never came, an authz start racing another replica's send): every
+// path that publishes a first token again does so with
+// FirstTokenAgainMsg, whose step reads the progress, so a copy costs a
+// step and runs nothing twice.
 func NewTokenMsg(subject string, b *pipeline.Batch) (*nats.Msg, error) {
-	return tokenMsg(subject, b, 0, 0)
+	return tokenMsg(subject, records.Token{BatchID: b.ID}, b)
 }
 
-func tokenMsg(subject string, b *pipeline.Batch, gen, rotation uint32) (*nats.Msg, error) {
-	data, err := records.Encode(&records.Token{BatchID: b.ID, Gen: gen, Rotation: rotation, Batch: b})
+// tokenMsg builds the message of tok, with a copy of batch b unless that
+// makes it too large, and readable headers.
+func tokenMsg(subject string, tok records.Token, b *pipeline.Batch) (*nats.Msg, error) {
+	gen, rotation := tok.Gen, tok.Rotation
+	tok.Batch = b
+	data, err := records.Encode(&tok)
 	if err == nil && len(data) > MaxTokenBatch {
-		data, err = records.Encode(&records.Token{BatchID: b.ID, Gen: gen, Rotation: rotation})
+		tok.Batch = nil
+		data, err = records.Encode(&tok)
 	}
 	if err != nil {
 		return nil, err

@@ -182,10 +182,9 @@ func StartToken(ctx context.Context, acks *jsapi.AckPublisher, b *pipeline.Batch
 	return startToken(acks, b, m)
 }
 
-// StartNewToken is StartToken for the first token of a new batch that
-// nothing publishes again while it may be queued (a send's own batch,
-// without an idempotency key, a key or a run_at): without a deduplication
-// id (streams.NewTokenMsg).
+// StartNewToken is StartToken for the first publish of a fresh batch's
+// first token (a send's own batch, without an idempotency key, a key or a
+// run_at): without a deduplication id (streams.NewTokenMsg).
 func StartNewToken(ctx context.Context, acks *jsapi.AckPublisher, b *pipeline.Batch) (*PendingToken, error) {
 	m, err := newTokenMsg(ctx, b)
 	if err != nil {

@@ -152,6 +152,23 @@ func PublishToken(ctx context.Context, js jetstream.JetStream, b *pipeline.Batch
 	return publishToken(ctx, b, gen, step, func(m *nats.Msg) (Ack, error) { return Publish(ctx, js, m) })
 }
 
+// PublishFirstAgain publishes the first token of b (generation and step 0)
+// for a path that may publish it beside one stored before (a repeat, the
+// repair loop, authz's start, a key's head): deduplicated by (id, 0, 0)
+// within the window, and marked so that its step reads the batch's
+// progress (streams.FirstTokenAgainMsg).
+func PublishFirstAgain(ctx context.Context, js jetstream.JetStream, b *pipeline.Batch) error {
+	m, err := streams.FirstTokenAgainMsg(streams.TokenSubject(b.Priority, b.Domain), b)
+	if err != nil {
+		return err
+	}
+	telemetry.Inject(ctx, m.Header)
+	if _, err := Publish(ctx, js, m); err != nil {
+		return fmt.Errorf("submit: queue batch %d: %w", b.ID, err)
+	}
+	return nil
+}
+
 // publishToken builds the token of b (with ctx's trace) and publishes it.
 func publishToken(ctx context.Context, b *pipeline.Batch, gen, step uint32, publish func(*nats.Msg) (Ack, error)) error {
 	m, err := tokenMsg(ctx, b, gen, step)
@@ -175,9 +192,8 @@ func tokenMsg(ctx context.Context, b *pipeline.Batch, gen, step uint32) (*nats.M
 	return m, nil
 }
 
-// newTokenMsg is tokenMsg for the first token of a new batch that nothing
-// publishes again while it may be queued: without a deduplication id
-// (streams.NewTokenMsg).
+// newTokenMsg is tokenMsg for the first publish of a fresh batch's first
+// token: without a deduplication id (streams.NewTokenMsg).
 func newTokenMsg(ctx context.Context, b *pipeline.Batch) (*nats.Msg, error) {
 	m, err := streams.NewTokenMsg(streams.TokenSubject(b.Priority, b.Domain), b)
 	if err != nil {
