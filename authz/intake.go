@@ -176,7 +176,7 @@ func fresh(sub *submission, b *built) bool {
 // queueNew publishes the first token of a fresh batch b, without a
 // deduplication id, and waits until it is stored.
 func (ik *intake) queueNew(ctx context.Context, b *pipeline.Batch) error {
-	t, err := submit.StartNewToken(ctx, ik.acks, b)
+	t, err := submit.StartNewToken(ctx, ik.acks, b, ik.now())
 	if err != nil {
 		return err
 	}

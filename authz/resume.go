@@ -13,6 +13,7 @@ import (
 	"github.com/tickflow/tickflow/internal/jsapi"
 	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/pipeline"
 )
 
@@ -104,23 +105,15 @@ func (s *Service) resumeRecent(ctx context.Context, started time.Time) (resumed,
 	// Read before the records: a batch whose token is acknowledged after
 	// this read published its callback before (the processor's order), and
 	// that callback is read below or applied before its record is.
-	var seen map[uint64]struct{}
-	for try := 1; ; try++ {
-		if seen, err = s.queuedOrRanSince(ctx, since); err == nil {
-			break
-		}
-		// A stream electing its leader after a restart, say: the check
-		// waits, the batches it is for wait as long.
-		if try == resumeReadTries {
-			return r, err
-		}
-		s.log.Warn("queued tokens and pending callbacks not read; trying again", "try", try, "err", err)
-		select {
-		case <-ctx.Done():
-			return r, ctx.Err()
-		case <-time.After(resumeReadPause):
-		}
+	seen, err := s.readQueuedOrRan(ctx, since)
+	if err != nil {
+		return r, err
 	}
+	// young are the batches recorded so shortly before the start that
+	// their send, on another replica still alive, may not have published
+	// their first token yet: checked once it has had the time to.
+	var young []uint64
+	done := func() (resumed, error) { return r, s.resumeYoung(ctx, since, now, young, &r) }
 	w, err := s.store.batches.WatchAll(ctx, jetstream.ResumeFromRevision(seq), jetstream.IgnoreDeletes())
 	if err != nil {
 		return r, fmt.Errorf("authz: watch the batch records since %v: %w", since, err)
@@ -140,10 +133,10 @@ func (s *Service) resumeRecent(ctx context.Context, started time.Time) (resumed,
 		case e = <-w.Updates():
 		}
 		if e == nil {
-			return r, nil // every record up to the watch's start
+			return done() // every record up to the watch's start
 		}
 		if !e.Created().Before(now) {
-			return r, nil // recorded after this replica started
+			return done() // recorded after this replica started
 		}
 		id, err := strconv.ParseUint(e.Key(), 10, 64)
 		if err != nil {
@@ -166,6 +159,10 @@ func (s *Service) resumeRecent(ctx context.Context, started time.Time) (resumed,
 		}
 		if _, ok := seen[id]; ok {
 			r.queued++
+			continue
+		}
+		if now.Sub(rec.Batch.CreatedAt) < submit.FreshTokenWithin+resumeSkew {
+			young = append(young, id)
 			continue
 		}
 		r.checked++
@@ -193,6 +190,84 @@ func (s *Service) resume(ctx context.Context, b *pipeline.Batch) error {
 		return fmt.Errorf("%w; %w", err, errNotHanded)
 	}
 	return err
+}
+
+// resumeSkew is what the hold of the young batches allows for the
+// difference between the clocks of two replicas (a record's CreatedAt is
+// its replica's time); resumeMargin allows more for the window's start,
+// where a batch found too old is only left alone.
+const resumeSkew = time.Second
+
+// resumeYoung checks the young batches resumeRecent held back: a send
+// publishes a fresh batch's first token without a deduplication id only
+// within submit.FreshTokenWithin of its record (a later one is marked and
+// has the id), so once that time has passed since started, every such
+// token a live replica was about to publish is stored. The queues and the
+// callbacks are read again, then each held batch's record, and those found
+// neither queued, nor run, nor finished get what resumeRecent gives the
+// others: a marked copy is stored only after the send's own token, whose
+// first step, taken first, leaves its progress for the copy to read.
+func (s *Service) resumeYoung(ctx context.Context, since, started time.Time, ids []uint64, r *resumed) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if s.resumeHold != nil {
+		s.resumeHold()
+	}
+	if wait := started.Add(submit.FreshTokenWithin + resumeSkew).Sub(s.intake.now()); wait > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	seen, err := s.readQueuedOrRan(ctx, since)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if _, ok := seen[id]; ok {
+			r.queued++
+			continue
+		}
+		rec, err := s.store.record(ctx, id)
+		if err != nil {
+			r.failed++
+			if r.failed <= resumeLogged {
+				s.log.Warn("batch not checked at start", "batch_id", id, "err", err)
+			}
+			continue
+		}
+		if rec.Status.Terminal() {
+			continue
+		}
+		r.checked++
+		if err := s.resume(ctx, &rec.Batch); err != nil {
+			r.failed++
+			if r.failed <= resumeLogged {
+				s.log.Warn("batch not checked at start", "batch_id", id, "domain", rec.Batch.Domain, "err", err)
+			}
+		}
+	}
+	return nil
+}
+
+// readQueuedOrRan is queuedOrRanSince, tried again after a failure (a
+// stream electing its leader after a restart, say): the check waits, and
+// the batches it is for wait as long.
+func (s *Service) readQueuedOrRan(ctx context.Context, since time.Time) (map[uint64]struct{}, error) {
+	for try := 1; ; try++ {
+		seen, err := s.queuedOrRanSince(ctx, since)
+		if err == nil || try == resumeReadTries {
+			return seen, err
+		}
+		s.log.Warn("queued tokens and pending callbacks not read; trying again", "try", try, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(resumeReadPause):
+		}
+	}
 }
 
 // queuedOrRanSince returns the ids of the batches with a first token in

@@ -10,6 +10,7 @@ import (
 	"github.com/tickflow/tickflow/api"
 	"github.com/tickflow/tickflow/internal/records"
 	"github.com/tickflow/tickflow/internal/streams"
+	"github.com/tickflow/tickflow/internal/submit"
 	"github.com/tickflow/tickflow/internal/testnats"
 	"github.com/tickflow/tickflow/pipeline"
 )
@@ -229,7 +230,17 @@ func TestFreshTokensHaveNoDeduplicationID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := map[uint64]string{lone.ID: "", keyed.ID: streams.TokenMsgID(keyed.ID, 0, 0)}
+	// A send that reaches its token past submit.FreshTokenWithin of its
+	// record (its writes stalled) publishes it marked, with its id.
+	stalled := builtOnly(ctx, t, s, "jobs", "")
+	tok, err := submit.StartNewToken(ctx, s.intake.acks, stalled, stalled.CreatedAt.Add(submit.FreshTokenWithin))
+	if err == nil {
+		err = tok.Wait(ctx, s.js)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[uint64]string{lone.ID: "", keyed.ID: streams.TokenMsgID(keyed.ID, 0, 0), stalled.ID: streams.TokenMsgID(stalled.ID, 0, 0)}
 	for i, want := range []bool{false, true} {
 		r := many.Results[i]
 		if r.ID == 0 {
@@ -253,5 +264,49 @@ func TestFreshTokensHaveNoDeduplicationID(t *testing.T) {
 		if got := m.Header.Get(nats.MsgIdHdr); got != want {
 			t.Errorf("batch %d's first token has Nats-Msg-Id %q, want %q", id, got, want)
 		}
+		if tok, err := records.Decode[records.Token](m.Data); err != nil || tok.Again != (id == stalled.ID) {
+			t.Errorf("batch %d's first token: Again %v (%v), want %v", id, tok.Again, err, id == stalled.ID)
+		}
+	}
+}
+
+// TestResumeWaitsForASendInFlight: a fresh batch recorded just before the
+// start whose send, on a replica still alive, has not published its token
+// yet: the check holds it back until the send has had the time to, reads
+// the queues again, and finds the send's own token there, so it queues no
+// copy (a marked copy stored before the send's unmarked token could run a
+// failed first step again: the unmarked one, delivered after it, would
+// not read the progress).
+func TestResumeWaitsForASendInFlight(t *testing.T) {
+	s, _, ctx := internalService(t, resumeTable)
+	inFlight := builtOnly(ctx, t, s, "jobs", "")
+	held := 0
+	s.resumeHold = func() {
+		held++
+		tok, err := submit.StartNewToken(ctx, s.intake.acks, inFlight, s.intake.now())
+		if err == nil {
+			err = tok.Wait(ctx, s.js)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	r, err := s.resumeRecent(ctx, s.intake.now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held != 1 || r.checked != 0 || r.queued != 1 || r.failed != 0 {
+		t.Fatalf("held %d times, %+v: want the batch held once, then found queued", held, r)
+	}
+	seqs, err := s.removal.tokensOf(ctx, inFlight)
+	if err != nil || len(seqs) != 1 {
+		t.Fatalf("tokens %v, %v: want the send's one", seqs, err)
+	}
+	m, err := s.removal.queues[pipeline.High].GetMsg(ctx, seqs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := m.Header.Get(nats.MsgIdHdr); id != "" {
+		t.Fatalf("the batch's token has Nats-Msg-Id %q: the check's copy, not the send's token", id)
 	}
 }

@@ -230,7 +230,7 @@ func (ik *intake) sendChunk(ctx context.Context, chunk []plainSend, out *sentMan
 		)
 		if p.sub.idem == "" {
 			// Fresh (see fresh): its first token without a deduplication id.
-			tok, err = submit.StartNewToken(ctx, ik.acks, p.b)
+			tok, err = submit.StartNewToken(ctx, ik.acks, p.b, ik.now())
 		} else {
 			tok, err = submit.StartToken(ctx, ik.acks, p.b, 0, 0)
 		}

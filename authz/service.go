@@ -118,6 +118,9 @@ type Service struct {
 	queueEdits *queueEditor
 	// presence compares the running processes with the table (presence.go).
 	presence *presenceWatch
+	// resumeHold, in tests, is called once the start's check has held
+	// back the batches recorded just before it (resumeYoung).
+	resumeHold func()
 }
 
 // bound is what New binds to: the buckets and streams the parts share.

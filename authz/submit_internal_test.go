@@ -326,7 +326,7 @@ func TestEnsureQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 	fresh := record()
-	tok, err := submit.StartNewToken(ctx, s.intake.acks, fresh)
+	tok, err := submit.StartNewToken(ctx, s.intake.acks, fresh, s.intake.now())
 	if err == nil {
 		err = tok.Wait(ctx, s.js)
 	}
@@ -340,6 +340,23 @@ func TestEnsureQueued(t *testing.T) {
 		if n := tokensOf(ctx, t, s, b); n != want {
 			t.Fatalf("%d tokens of batch %d whose token was stored, want %d", n, b.ID, want)
 		}
+	}
+	seqs, err := s.removal.tokensOf(ctx, fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked := 0
+	for _, seq := range seqs {
+		m, err := s.removal.queues[fresh.Priority].GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok, err := records.Decode[records.Token](m.Data); err == nil && tok.Again {
+			marked++
+		}
+	}
+	if marked != 1 {
+		t.Fatalf("%d of the fresh batch's tokens marked Again, want the loop's one", marked)
 	}
 
 	cancelled := record()

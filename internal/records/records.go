@@ -36,7 +36,8 @@ type Token struct {
 	// repeat, the repair loop, authz's start, a key's head): its step
 	// reads the batch's progress even on the token's first delivery, since
 	// a first step that failed left no completion record to answer a
-	// second call. A send's own first publish goes without it.
+	// second call. A send's own first publish goes without it (within
+	// submit.FreshTokenWithin of the record).
 	Again bool `msgpack:"again,omitempty"`
 }
 

@@ -44,11 +44,11 @@ func markedTokenMsg(subject string, tok records.Token, b *pipeline.Batch) (*nats
 // the server keeps no entry for it in its duplicate window, which costs
 // about as much as the rest of the token's store. Only for the first
 // publish of a send's own batch without an idempotency key, a key or a
-// run_at. A copy of it can still be stored (the repair loop after a PubAck
-// that never came, an authz start racing another replica's send): every
-// path that publishes a first token again does so with
-// FirstTokenAgainMsg, whose step reads the progress, so a copy costs a
-// step and runs nothing twice.
+// run_at, soon after its record. A copy of it can still be stored (the
+// repair loop after a PubAck that never came, an authz start racing a
+// send): every path that publishes a first token again does so with
+// FirstTokenAgainMsg, after the send's own, and a marked token's step
+// reads the progress.
 func NewTokenMsg(subject string, b *pipeline.Batch) (*nats.Msg, error) {
 	return tokenMsg(subject, records.Token{BatchID: b.ID}, b)
 }

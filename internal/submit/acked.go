@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -182,11 +183,29 @@ func StartToken(ctx context.Context, acks *jsapi.AckPublisher, b *pipeline.Batch
 	return startToken(acks, b, m)
 }
 
+// FreshTokenWithin bounds when a send publishes its fresh batch's first
+// token without a deduplication id: within this time of the batch's
+// CreatedAt. A send that gets there later (its writes stalled) publishes
+// it marked and with its id (streams.FirstTokenAgainMsg), as a copy is:
+// an authz start that finds a fresh batch queued nowhere waits this long
+// after its start before it queues it, so that no unmarked token is stored
+// after the copy it publishes.
+const FreshTokenWithin = 2 * time.Second
+
 // StartNewToken is StartToken for the first publish of a fresh batch's
 // first token (a send's own batch, without an idempotency key, a key or a
-// run_at): without a deduplication id (streams.NewTokenMsg).
-func StartNewToken(ctx context.Context, acks *jsapi.AckPublisher, b *pipeline.Batch) (*PendingToken, error) {
-	m, err := newTokenMsg(ctx, b)
+// run_at): without a deduplication id (streams.NewTokenMsg), or, past
+// FreshTokenWithin of its CreatedAt by now, marked and with it.
+func StartNewToken(ctx context.Context, acks *jsapi.AckPublisher, b *pipeline.Batch, now time.Time) (*PendingToken, error) {
+	var (
+		m   *nats.Msg
+		err error
+	)
+	if now.Sub(b.CreatedAt) < FreshTokenWithin {
+		m, err = newTokenMsg(ctx, b)
+	} else {
+		m, err = againTokenMsg(ctx, b)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -158,11 +158,10 @@ func PublishToken(ctx context.Context, js jetstream.JetStream, b *pipeline.Batch
 // within the window, and marked so that its step reads the batch's
 // progress (streams.FirstTokenAgainMsg).
 func PublishFirstAgain(ctx context.Context, js jetstream.JetStream, b *pipeline.Batch) error {
-	m, err := streams.FirstTokenAgainMsg(streams.TokenSubject(b.Priority, b.Domain), b)
+	m, err := againTokenMsg(ctx, b)
 	if err != nil {
 		return err
 	}
-	telemetry.Inject(ctx, m.Header)
 	if _, err := Publish(ctx, js, m); err != nil {
 		return fmt.Errorf("submit: queue batch %d: %w", b.ID, err)
 	}
@@ -185,6 +184,17 @@ func publishToken(ctx context.Context, b *pipeline.Batch, gen, step uint32, publ
 // own token subject, with ctx's trace.
 func tokenMsg(ctx context.Context, b *pipeline.Batch, gen, step uint32) (*nats.Msg, error) {
 	m, err := streams.TokenMsg(streams.TokenSubject(b.Priority, b.Domain), b, gen, step)
+	if err != nil {
+		return nil, err
+	}
+	telemetry.Inject(ctx, m.Header)
+	return m, nil
+}
+
+// againTokenMsg is the first token of b marked Again, with its
+// deduplication id (streams.FirstTokenAgainMsg), with ctx's trace.
+func againTokenMsg(ctx context.Context, b *pipeline.Batch) (*nats.Msg, error) {
+	m, err := streams.FirstTokenAgainMsg(streams.TokenSubject(b.Priority, b.Domain), b)
 	if err != nil {
 		return nil, err
 	}
