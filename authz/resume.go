@@ -144,10 +144,7 @@ func (s *Service) resumeRecent(ctx context.Context, started time.Time) (resumed,
 		}
 		rec, err := records.Decode[records.BatchRecord](e.Value())
 		if err != nil {
-			r.failed++
-			if r.failed <= resumeLogged {
-				s.log.Warn("batch record not checked at start: it does not decode", "batch_id", id, "err", err)
-			}
+			r.fail(s, "batch record not checked at start: it does not decode", id, err)
 			continue
 		}
 		if rec.Status.Terminal() {
@@ -165,13 +162,7 @@ func (s *Service) resumeRecent(ctx context.Context, started time.Time) (resumed,
 			young = append(young, id)
 			continue
 		}
-		r.checked++
-		if err := s.resume(ctx, &rec.Batch); err != nil {
-			r.failed++
-			if r.failed <= resumeLogged {
-				s.log.Warn("batch not checked at start", "batch_id", id, "domain", rec.Batch.Domain, "err", err)
-			}
-		}
+		s.resumeCounted(ctx, &rec.Batch, &r)
 	}
 }
 
@@ -190,6 +181,24 @@ func (s *Service) resume(ctx context.Context, b *pipeline.Batch) error {
 		return fmt.Errorf("%w; %w", err, errNotHanded)
 	}
 	return err
+}
+
+// resumeCounted is resume for a batch the check found queued nowhere,
+// counted in r.
+func (s *Service) resumeCounted(ctx context.Context, b *pipeline.Batch, r *resumed) {
+	r.checked++
+	if err := s.resume(ctx, b); err != nil {
+		r.fail(s, "batch not checked at start", b.ID, err)
+	}
+}
+
+// fail counts a batch the check could not check, and logs the first
+// resumeLogged of them.
+func (r *resumed) fail(s *Service, msg string, id uint64, err error) {
+	r.failed++
+	if r.failed <= resumeLogged {
+		s.log.Warn(msg, "batch_id", id, "err", err)
+	}
 }
 
 // resumeSkew is what the hold of the young batches allows for the
@@ -232,22 +241,13 @@ func (s *Service) resumeYoung(ctx context.Context, since, started time.Time, ids
 		}
 		rec, err := s.store.record(ctx, id)
 		if err != nil {
-			r.failed++
-			if r.failed <= resumeLogged {
-				s.log.Warn("batch not checked at start", "batch_id", id, "err", err)
-			}
+			r.fail(s, "batch not checked at start", id, err)
 			continue
 		}
 		if rec.Status.Terminal() {
 			continue
 		}
-		r.checked++
-		if err := s.resume(ctx, &rec.Batch); err != nil {
-			r.failed++
-			if r.failed <= resumeLogged {
-				s.log.Warn("batch not checked at start", "batch_id", id, "domain", rec.Batch.Domain, "err", err)
-			}
-		}
+		s.resumeCounted(ctx, &rec.Batch, r)
 	}
 	return nil
 }
