@@ -162,10 +162,7 @@ func PublishFirstAgain(ctx context.Context, js jetstream.JetStream, b *pipeline.
 	if err != nil {
 		return err
 	}
-	if _, err := Publish(ctx, js, m); err != nil {
-		return fmt.Errorf("submit: queue batch %d: %w", b.ID, err)
-	}
-	return nil
+	return queued(b, m, func(m *nats.Msg) (Ack, error) { return Publish(ctx, js, m) })
 }
 
 // publishToken builds the token of b (with ctx's trace) and publishes it.
@@ -174,6 +171,11 @@ func publishToken(ctx context.Context, b *pipeline.Batch, gen, step uint32, publ
 	if err != nil {
 		return err
 	}
+	return queued(b, m, publish)
+}
+
+// queued publishes token m of batch b and words a failure.
+func queued(b *pipeline.Batch, m *nats.Msg, publish func(*nats.Msg) (Ack, error)) error {
 	if _, err := publish(m); err != nil {
 		return fmt.Errorf("submit: queue batch %d: %w", b.ID, err)
 	}
@@ -183,29 +185,27 @@ func publishToken(ctx context.Context, b *pipeline.Batch, gen, step uint32, publ
 // tokenMsg is the token of b at generation gen and step, on the batch's
 // own token subject, with ctx's trace.
 func tokenMsg(ctx context.Context, b *pipeline.Batch, gen, step uint32) (*nats.Msg, error) {
-	m, err := streams.TokenMsg(streams.TokenSubject(b.Priority, b.Domain), b, gen, step)
-	if err != nil {
-		return nil, err
-	}
-	telemetry.Inject(ctx, m.Header)
-	return m, nil
+	return traced(ctx, b, func(subject string, b *pipeline.Batch) (*nats.Msg, error) {
+		return streams.TokenMsg(subject, b, gen, step)
+	})
 }
 
 // againTokenMsg is the first token of b marked Again, with its
 // deduplication id (streams.FirstTokenAgainMsg), with ctx's trace.
 func againTokenMsg(ctx context.Context, b *pipeline.Batch) (*nats.Msg, error) {
-	m, err := streams.FirstTokenAgainMsg(streams.TokenSubject(b.Priority, b.Domain), b)
-	if err != nil {
-		return nil, err
-	}
-	telemetry.Inject(ctx, m.Header)
-	return m, nil
+	return traced(ctx, b, streams.FirstTokenAgainMsg)
 }
 
 // newTokenMsg is tokenMsg for the first publish of a fresh batch's first
 // token: without a deduplication id (streams.NewTokenMsg).
 func newTokenMsg(ctx context.Context, b *pipeline.Batch) (*nats.Msg, error) {
-	m, err := streams.NewTokenMsg(streams.TokenSubject(b.Priority, b.Domain), b)
+	return traced(ctx, b, streams.NewTokenMsg)
+}
+
+// traced is the token build makes of b on the batch's own token subject,
+// with ctx's trace.
+func traced(ctx context.Context, b *pipeline.Batch, build func(subject string, b *pipeline.Batch) (*nats.Msg, error)) (*nats.Msg, error) {
+	m, err := build(streams.TokenSubject(b.Priority, b.Domain), b)
 	if err != nil {
 		return nil, err
 	}
