@@ -56,6 +56,7 @@ type config struct {
 	latencyDur       time.Duration
 	latencyRate      float64
 	latencyShipped   bool
+	latencyAsynq     bool
 	depthSmall       int
 	depthLarge       int
 	depthTicks       int
@@ -183,6 +184,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.idle, "idle", 200*time.Microsecond, "pause after a tick that found no messages, with -idle-wait 0")
 	fs.DurationVar(&c.latencyDur, "latency-duration", 20*time.Second, "length of each open-loop latency run")
 	fs.BoolVar(&c.latencyShipped, "latency-shipped", false, "run the latency phase's open-loop runs with the processors wired as shipped (Run in the ready pace, and the run's ticker) instead of ticked back to back by the bench")
+	fs.BoolVar(&c.latencyAsynq, "latency-asynq", true, "after the latency phase's runs, the same definition applied to asynq (its own sustained rate, then open loop at half of it, its workers looking for new tasks every 1 ms and, once, every 1 s as by default) and tickflow offered that rate too (needs redis-server, as the asynq phase does)")
 	fs.Float64Var(&c.latencyRate, "latency-rate", 0, "offered batches/s of the latency run (0: half the rate sustained with submit and drain running together, measured first)")
 	fs.IntVar(&c.depthSmall, "depth-small", 1000, "shallow queue depth of the tick-cost comparison")
 	fs.IntVar(&c.depthLarge, "depth-large", 1000000, "deep queue depth of the tick-cost comparison")

@@ -301,6 +301,7 @@ func targets(cfg *config, res *results) []target {
 		t.met = p <= 5
 	}
 	ts = append(ts, t)
+	ts = append(ts, asynqLatencyTargets(res)...)
 	ratioTarget("cluster drain ≥ 50% of single node", "cl.drain", "cl.single", 0.5, true)
 	// The depth goals are set at 1M and 1k queued; another depth is judged
 	// the same way and says which depths it measured.

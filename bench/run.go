@@ -39,6 +39,9 @@ type results struct {
 	cost        *costResult // the cost phase's last repetition
 	depth       *depthOutcome
 	latRate     float64
+	// aqLatRate is the offered rate of the latency phase's asynq runs
+	// (half asynq's sustained rate) and of tickflow's run at it.
+	aqLatRate float64
 	scaling     []scaleRow
 	tickerBound float64
 	// shippedHalf is the offered rate of the shipped phase's second
@@ -202,6 +205,11 @@ func run(cfg *config) error {
 			res.add("lat.cpu", "Latency run: CPU a batch (the whole process, the bench's sender and observer included)", "µs/batch", l.cpu, m)
 			if l.senderBlocked {
 				res.note("Latency run %d: the sender hit its in-flight bound (8192), so it was briefly closed-loop.", i+1)
+			}
+		}
+		if cfg.latencyAsynq {
+			if err := asynqLatencyPhase(cfg, res); err != nil {
+				return err
 			}
 		}
 	}
