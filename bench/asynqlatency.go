@@ -269,13 +269,7 @@ func asynqLatencyPhase(cfg *config, res *results) error {
 // latency goal, without judging them: asynq's p99 under the same
 // definition, and both at the same offered load.
 func asynqLatencyTargets(res *results) []target {
-	med := func(k string) (float64, bool) {
-		f, ok := res.get(k)
-		if !ok {
-			return 0, false
-		}
-		return f.median(), true
-	}
+	med := res.median
 	aq, ok := med("aqlat.p99")
 	t := target{what: fmt.Sprintf("asynq: p99 enqueue → handled at half its own sustained rate (its workers looking for new tasks every %s)", asynqTunedCheck), known: ok, noGoal: true}
 	if ok {

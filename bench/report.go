@@ -264,13 +264,7 @@ func writeShippedRatios(sb *strings.Builder, cfg *config, res *results) {
 // targets are the project's throughput goals, each judged from the
 // medians of this run; a goal whose figures were not measured says so.
 func targets(cfg *config, res *results) []target {
-	med := func(k string) (float64, bool) {
-		f, ok := res.get(k)
-		if !ok {
-			return 0, false
-		}
-		return f.median(), true
-	}
+	med := res.median
 	ts := shippedTargets(cfg, res)
 	ts = append(ts, costTargets(cfg, res)...)
 	// ratioTarget compares the medians of a and b against want×.
@@ -480,13 +474,7 @@ func ceilingDrainBound(res *results) (float64, bool) {
 // shippedTargets are the goals of the shipped wiring, judged from the
 // shipped and throttle phases' medians.
 func shippedTargets(cfg *config, res *results) []target {
-	med := func(k string) (float64, bool) {
-		f, ok := res.get(k)
-		if !ok {
-			return 0, false
-		}
-		return f.median(), true
-	}
+	med := res.median
 	var ts []target
 	t := target{what: "drain as shipped ≥ 90% of back to back (median of the pairs), every replica count", met: true}
 	var parts []string
@@ -573,13 +561,7 @@ const manyCores = 16
 // both, the submit with send_many the same way (with -send-many), the
 // messages a drained batch stores, and the CPU a batch costs.
 func costTargets(cfg *config, res *results) []target {
-	med := func(k string) (float64, bool) {
-		f, ok := res.get(k)
-		if !ok {
-			return 0, false
-		}
-		return f.median(), true
-	}
+	med := res.median
 	var ts []target
 	// ratio compares the medians of a and b against want× (0: reported
 	// without a goal).

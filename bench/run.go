@@ -32,16 +32,16 @@ func (f *figure) max() float64 { return slices.Max(f.vals) }
 
 // results collects figures in the order they were first measured.
 type results struct {
-	order       []string
-	figs        map[string]*figure
-	notes       []string
-	rtt         *rttResult
-	cost        *costResult // the cost phase's last repetition
-	depth       *depthOutcome
-	latRate     float64
+	order   []string
+	figs    map[string]*figure
+	notes   []string
+	rtt     *rttResult
+	cost    *costResult // the cost phase's last repetition
+	depth   *depthOutcome
+	latRate float64
 	// aqLatRate is the offered rate of the latency phase's asynq runs
 	// (half asynq's sustained rate) and of tickflow's run at it.
-	aqLatRate float64
+	aqLatRate   float64
 	scaling     []scaleRow
 	tickerBound float64
 	// shippedHalf is the offered rate of the shipped phase's second
@@ -76,6 +76,15 @@ func (r *results) addOthers(key, name, unit string, v, others float64) {
 func (r *results) get(key string) (*figure, bool) {
 	f, ok := r.figs[key]
 	return f, ok && len(f.vals) > 0
+}
+
+// median is the median of figure key, and whether it was measured.
+func (r *results) median(key string) (float64, bool) {
+	f, ok := r.get(key)
+	if !ok {
+		return 0, false
+	}
+	return f.median(), true
 }
 
 func (r *results) note(format string, args ...any) {
