@@ -40,8 +40,10 @@ type results struct {
 	depth   *depthOutcome
 	latRate float64
 	// aqLatRate is the offered rate of the latency phase's asynq runs
-	// (half asynq's sustained rate) and of tickflow's run at it.
+	// (half asynq's sustained rate, or -latency-rate's: aqLatGiven) and
+	// of tickflow's run at it.
 	aqLatRate   float64
+	aqLatGiven  bool
 	scaling     []scaleRow
 	tickerBound float64
 	// shippedHalf is the offered rate of the shipped phase's second
