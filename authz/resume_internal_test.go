@@ -233,11 +233,7 @@ func TestFreshTokensHaveNoDeduplicationID(t *testing.T) {
 	// A send that reaches its token past submit.FreshTokenWithin of its
 	// record (its writes stalled) publishes it marked, with its id.
 	stalled := builtOnly(ctx, t, s, "jobs", "")
-	tok, err := submit.StartNewToken(ctx, s.intake.acks, stalled, stalled.CreatedAt.Add(submit.FreshTokenWithin))
-	if err == nil {
-		err = tok.Wait(ctx, s.js)
-	}
-	if err != nil {
+	if err := storeNewToken(ctx, s, stalled, stalled.CreatedAt.Add(submit.FreshTokenWithin)); err != nil {
 		t.Fatal(err)
 	}
 	ids := map[uint64]string{lone.ID: "", keyed.ID: streams.TokenMsgID(keyed.ID, 0, 0), stalled.ID: streams.TokenMsgID(stalled.ID, 0, 0)}
@@ -283,11 +279,7 @@ func TestResumeWaitsForASendInFlight(t *testing.T) {
 	held := 0
 	s.resumeHold = func() {
 		held++
-		tok, err := submit.StartNewToken(ctx, s.intake.acks, inFlight, s.intake.now())
-		if err == nil {
-			err = tok.Wait(ctx, s.js)
-		}
-		if err != nil {
+		if err := storeNewToken(ctx, s, inFlight, s.intake.now()); err != nil {
 			t.Error(err)
 		}
 	}

@@ -326,11 +326,7 @@ func TestEnsureQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 	fresh := record()
-	tok, err := submit.StartNewToken(ctx, s.intake.acks, fresh, s.intake.now())
-	if err == nil {
-		err = tok.Wait(ctx, s.js)
-	}
-	if err != nil {
+	if err := storeNewToken(ctx, s, fresh, s.intake.now()); err != nil {
 		t.Fatal(err)
 	}
 	for b, want := range map[*pipeline.Batch]int{stored: 1, fresh: 2} {
@@ -513,4 +509,14 @@ func TestKeyPlainBeforeTerminalRecord(t *testing.T) {
 	if err != nil || !ok || k.taken || k.id != rep.ID {
 		t.Fatalf("key after the terminal record: %+v (%v, %v), want batch %d, not taken", k, ok, err, rep.ID)
 	}
+}
+
+// storeNewToken publishes b's first token as a send does at now
+// (submit.StartNewToken) and waits until it is stored.
+func storeNewToken(ctx context.Context, s *Service, b *pipeline.Batch, now time.Time) error {
+	tok, err := submit.StartNewToken(ctx, s.intake.acks, b, now)
+	if err != nil {
+		return err
+	}
+	return tok.Wait(ctx, s.js)
 }

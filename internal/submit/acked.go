@@ -197,15 +197,11 @@ const FreshTokenWithin = 2 * time.Second
 // run_at): without a deduplication id (streams.NewTokenMsg), or, past
 // FreshTokenWithin of its CreatedAt by now, marked and with it.
 func StartNewToken(ctx context.Context, acks *jsapi.AckPublisher, b *pipeline.Batch, now time.Time) (*PendingToken, error) {
-	var (
-		m   *nats.Msg
-		err error
-	)
-	if now.Sub(b.CreatedAt) < FreshTokenWithin {
-		m, err = newTokenMsg(ctx, b)
-	} else {
-		m, err = againTokenMsg(ctx, b)
+	build := newTokenMsg
+	if now.Sub(b.CreatedAt) >= FreshTokenWithin {
+		build = againTokenMsg
 	}
+	m, err := build(ctx, b)
 	if err != nil {
 		return nil, err
 	}
