@@ -73,10 +73,23 @@ labels:
 
 	// A tick runs the batch (a ticker process ticks on an interval; in the
 	// ready pace, the default, nothing waits for one). Wait returns the
-	// batch's record and every function's output once it finished.
-	if _, err := sys.Tick(ctx, "billing", 1); err != nil {
-		fmt.Println(err)
-		return
+	// batch's record and every function's output once it finished. A
+	// token just queued can reach the queue's consumer a moment after the
+	// send's answer: tick until the tick takes its step.
+	for {
+		tick, err := sys.Tick(ctx, "billing", 1)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		if len(tick.Steps) > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			fmt.Println(ctx.Err())
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	rep, err := alice.Wait(ctx, sent.ID)
 	if err != nil {
